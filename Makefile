@@ -1,0 +1,35 @@
+# The two newcomer commands (see README): `make demo` and `make test`. Both set up a fresh machine first.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+export REQUIRE_DOCKER ?= 1
+
+.PHONY: host venv base demo test lint clean
+
+host:
+	./scripts/setup-host.sh
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+base: host venv
+	$(PY) build.py base
+
+# The main job on the embedded default: build the local matrix for real, check every image, show the report.
+demo: base
+	$(PY) build.py demo --matrix matrix.local.yaml
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: base lint
+	$(VENV)/bin/pytest -q
+
+clean:
+	rm -rf build .cache/artifacts

@@ -1,0 +1,1 @@
+"""Host-side build logic: matrix -> variants -> Dockerfiles -> images -> checks -> registries."""

@@ -1,0 +1,1 @@
+"""One module per build.py verb; see imagebuild/cli.py."""

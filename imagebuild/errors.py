@@ -1,0 +1,47 @@
+"""The one exception for bad user input: it carries where the problem is, so the CLI can say so and exit 2."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class UserError(Exception):
+    """Bad input from the user (a file, a flag, an environment). Never a bug in this tool.
+
+    `file`, `line` and `key` point at the offending place; any of them may be unknown (None).
+    The CLI prints `str(err)` and exits 2; nothing may have been written before it is raised.
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        file: Optional[str] = None,
+        line: Optional[int] = None,
+        key: Optional[str] = None,
+        hint: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.key = key
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "")
+        parts = [p for p in (where, f"key '{self.key}'" if self.key else "") if p]
+        head = ": ".join(parts)
+        text = f"{head}: {self.message}" if head else self.message
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class ChecksFailed(Exception):
+    """Checks ran and some failed: exit 1 (not a user error, not a crash)."""
+
+    exit_code = 1

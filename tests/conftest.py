@@ -1,0 +1,75 @@
+"""Shared fixtures. Services a test needs are started by the test (registry, moto, sshd); docker is the
+exception: CI starts dockerd and sets REQUIRE_DOCKER=1, which turns a missing daemon from a skip into a failure."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _nccl_logs_dir() -> Path:
+    return Path(os.environ.get("NCCL_LOGS_DIR", ROOT.parent / "shared" / "nccl-logs"))
+
+
+@pytest.fixture(scope="session")
+def project_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def nccl_logs_dir() -> Path:
+    """The public NCCL logs corpus, read by path; never copied into the project."""
+    path = _nccl_logs_dir()
+    if not path.is_dir():
+        pytest.skip(f"real NCCL log corpus not found at {path} (set NCCL_LOGS_DIR)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[object]:
+    """A docker SDK client for the real engine; skip without one unless REQUIRE_DOCKER=1 (CI)."""
+    import docker  # host-side dependency
+
+    try:
+        client = docker.from_env(timeout=300)
+        client.ping()
+    except Exception as err:  # noqa: BLE001 - any failure to reach the daemon means the same here
+        if os.environ.get("REQUIRE_DOCKER") == "1":
+            pytest.fail(f"docker engine required (REQUIRE_DOCKER=1) but unreachable: {err}")
+        pytest.skip(f"no docker engine: {err}")
+    yield client
+    client.close()
+
+
+LOCAL_BASE = os.environ.get("LOCAL_BASE_IMAGE", "localbase/debian:bookworm-minbase")
+
+
+@pytest.fixture(scope="session")
+def local_base(docker_client) -> str:
+    """The debootstrap base image every local build starts from (made by `build.py base` / .ci/run)."""
+    import docker
+
+    try:
+        docker_client.images.get(LOCAL_BASE)
+    except docker.errors.ImageNotFound:
+        if os.environ.get("REQUIRE_DOCKER") == "1":
+            pytest.fail(f"local base image {LOCAL_BASE} missing: run `python build.py base`")
+        pytest.skip(f"local base image {LOCAL_BASE} missing: run `python build.py base`")
+    return LOCAL_BASE

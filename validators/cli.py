@@ -1,0 +1,48 @@
+"""`python -m validators VERB ...`: dispatches to one module per group of verbs.
+
+Exit codes (a contract CI pipelines rely on): 0 pass, 1 fail, 2 bad input or usage, 3 unknown.
+Each module listed exposes `register(subparsers)`; the parser's `func(args)` returns the exit code.
+"""
+
+import argparse
+import importlib
+import sys
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
+
+VERB_MODULES = [
+    "validators.cmd_parse",  # parse, explain
+    "validators.cmd_preflight",  # node-check, run, probe
+]
+
+
+class InputError(Exception):
+    """Bad input (missing file, bad flag value): printed without a traceback, exit 2."""
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(prog="python -m validators", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+    for name in VERB_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as err:  # a module not landed yet must not break the others
+            if err.name != name:
+                raise
+            continue
+        mod.register(sub)
+    return parser
+
+
+def main(argv=None):
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except InputError as err:
+        print("error: %s" % err, file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
