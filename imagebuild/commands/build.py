@@ -1,7 +1,105 @@
-"""build.py verb module (placeholder until its issue lands: registers nothing yet)."""
+"""`build.py build`: render the matrix (unless told not to), then build every variant with the docker SDK."""
 
 from __future__ import annotations
 
+import argparse
+import time
+from pathlib import Path
+from typing import List
 
-def register(sub) -> None:  # noqa: ARG001 - filled in by the issue that owns this verb
-    return None
+from imagebuild.artifacts import DEFAULT_CACHE, ArtifactCache
+from imagebuild.errors import UserError
+
+EXIT_FAILED = 1
+
+
+def register(sub) -> None:
+    from imagebuild.builder import DEFAULT_CA
+    from imagebuild.cli import add_matrix_args
+
+    p = sub.add_parser(
+        "build",
+        help="build the variants' images (content-hash tags; unchanged variants are skipped)",
+        description="Render (unless --no-render), fetch and verify artifacts, build with the docker SDK, "
+        "tag by component versions + context hash, write <out>/summary.json. Exit 1 if a variant failed.",
+    )
+    add_matrix_args(p)
+    p.add_argument("--out", default="build", help="rendered variants folder (default: build)")
+    p.add_argument("--no-render", action="store_true", help="build what is already rendered in --out")
+    p.add_argument("--jobs", "-j", type=int, default=1, help="variants built in parallel (default: 1)")
+    p.add_argument("--cache", default=str(DEFAULT_CACHE), help=f"artifact cache (default: {DEFAULT_CACHE})")
+    p.add_argument("--offline", action="store_true", help="use the artifact cache only; name what is missing")
+    p.add_argument("--mirror", metavar="BASE_URL", help="fetch url/git artifacts from BASE_URL/<host>/<path>")
+    p.add_argument(
+        "--build-ca",
+        nargs="?",
+        const=DEFAULT_CA,
+        metavar="PATH",
+        help=f"give builder stages this CA bundle (default {DEFAULT_CA}); never in the final image",
+    )
+    p.add_argument(
+        "--build-arg", action="append", default=[], metavar="K=V", help="docker build-arg (repeatable)"
+    )
+    p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+    p.add_argument("--force", action="store_true", help="build even when an image of this content exists")
+    p.add_argument("--no-cache", action="store_true", help="with --force: do not use docker's layer cache")
+    p.set_defaults(func=run)
+
+
+def variant_dirs(out: Path, names: List[str], since: float = 0.0) -> List[Path]:
+    """Rendered variant folders in `out` (those named, or all rendered at/after `since`)."""
+    if names:
+        dirs = [out / n for n in names]
+        for d in dirs:
+            if not (d / "variant.lock.json").is_file():
+                raise UserError(f"variant {d.name!r} is not rendered in {out}", key="--variant")
+        return dirs
+    found = sorted(p.parent for p in out.glob("*/variant.lock.json") if p.stat().st_mtime >= since)
+    if not found:
+        raise UserError(f"no rendered variants in {out}", file=str(out), hint="run `build.py render` first")
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    from imagebuild import builder
+
+    if args.jobs < 1:
+        raise UserError("--jobs must be at least 1", key="--jobs")
+    build_args = builder.parse_build_args(args.build_arg)
+    ca = builder.resolve_ca(args.build_ca)
+    out = Path(args.out)
+    client = builder.docker_client()  # exit 2 with how to start it, before anything is written
+    since = 0.0
+    if not args.no_render:
+        from imagebuild.cli import main as cli_main
+
+        since = time.time() - 1
+        render_argv = ["render", "--matrix", args.matrix, "--out", str(out)]
+        for v in args.variant:
+            render_argv += ["--variant", v]
+        rc = cli_main(render_argv)
+        if rc != 0:
+            return rc
+    dirs = variant_dirs(out, args.variant, since)
+    cache = ArtifactCache(Path(args.cache), mirror=args.mirror, offline=args.offline)
+    opts = builder.BuildOptions(
+        cache=cache, build_ca=ca, build_args=build_args, out=out, force=args.force, nocache=args.no_cache
+    )
+    reporter = builder.make_reporter([d.name for d in dirs], plain=True if args.plain else None)
+    cache.say = lambda line: reporter.event("artifacts", "info", line)
+    if isinstance(reporter, builder.RichReporter):
+        with reporter:
+            results = builder.build_all(client, dirs, opts, reporter, jobs=args.jobs)
+    else:
+        results = builder.build_all(client, dirs, opts, reporter, jobs=args.jobs)
+    builder.write_summary(out / "summary.json", results)
+    counts = builder.summary_counts(results)
+    print(
+        f"{len(results)} variant(s): "
+        + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        + f"; summary {out / 'summary.json'}"
+    )
+    for r in results:
+        if r.status == "failed":
+            print(f"FAILED {r.variant}: {(r.error or '').splitlines()[0] if r.error else ''} (log {r.log})")
+    return EXIT_FAILED if counts.get("failed") else 0

@@ -1,7 +1,31 @@
-"""build.py verb module (placeholder until its issue lands: registers nothing yet)."""
+"""`build.py list`: the variants of a matrix, resolved and checked (like `docker buildx bake --print`)."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 
-def register(sub) -> None:  # noqa: ARG001 - filled in by the issue that owns this verb
-    return None
+from imagebuild.cli import add_matrix_args
+from imagebuild.matrix import load
+
+
+def register(sub) -> None:
+    p = sub.add_parser("list", help="list the variants of the matrix (after all checks)")
+    add_matrix_args(p)
+    p.add_argument("--json", action="store_true", help="print each variant's lock as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    variants = load(args.matrix, args.variant)
+    if args.json:
+        json.dump([v.to_lock() for v in variants], sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
+    width = max([len(v.name) for v in variants] + [7])
+    print(f"{'VARIANT':<{width}}  {'BASE':<10} COMPONENTS")
+    for v in variants:
+        comps = " ".join(f"{c.name}={c.version}({c.method})" for c in v.components)
+        print(f"{v.name:<{width}}  {v.base.kind:<10} {comps}")
+    return 0

@@ -1,7 +1,107 @@
-"""build.py verb module (placeholder until its issue lands: registers nothing yet)."""
+"""`build.py render`, `explain-env` and `schema`: matrix -> build/<variant>/, env and why, JSON Schema."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import sys
+from typing import List
 
-def register(sub) -> None:  # noqa: ARG001 - filled in by the issue that owns this verb
-    return None
+from imagebuild import envpolicy
+from imagebuild.cli import add_matrix_args
+from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.matrix import load
+from imagebuild.render import render_all, write
+from imagebuild.schema import json_schema
+from imagebuild.variant import Variant
+
+
+def register(sub) -> None:
+    p = sub.add_parser("render", help="render Dockerfile, context and lock of each variant")
+    add_matrix_args(p)
+    p.add_argument("--out", default="build", help="output folder (default: build/)")
+    p.set_defaults(func=run_render)
+
+    e = sub.add_parser("explain-env", help="each env var of a variant and why it is (not) set")
+    add_matrix_args(e)
+    e.add_argument("name", nargs="?", metavar="VARIANT", help="the variant (or use --variant)")
+    e.add_argument("--json", action="store_true", help="machine-readable output")
+    e.set_defaults(func=run_explain)
+
+    s = sub.add_parser("schema", help="print the JSON Schema of matrix.yaml (for editors)")
+    add_matrix_args(s)
+    s.set_defaults(func=run_schema)
+
+
+def lint_errors(variants: List[Variant]) -> List[str]:
+    return [f"{v.name}: {msg}" for v in variants for sev, _name, msg in v.lint if sev == "error"]
+
+
+def run_render(args: argparse.Namespace) -> int:
+    variants = load(args.matrix, args.variant)
+    for v in variants:
+        for sev, _name, msg in v.lint:
+            if sev in ("warning", "info"):
+                print(f"env {sev}: {v.name}: {msg}", file=sys.stderr)
+    errors = lint_errors(variants)
+    if errors:
+        raise ChecksFailed(
+            "the env linter found settings the field advises against "
+            "(accept one with lint_ignore: [NAME]):\n  " + "\n  ".join(errors)
+        )
+    rendered = render_all(variants, os.path.dirname(os.path.abspath(args.matrix)))
+    for path in write(args.out, rendered):
+        print(f"rendered {path}")
+    return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    names = ([args.name] if args.name else []) + list(args.variant)
+    if len(names) != 1:
+        raise UserError(
+            "explain-env needs exactly one variant",
+            key="VARIANT",
+            hint="build.py explain-env NAME (see build.py list)",
+        )
+    (v,) = load(args.matrix, names)
+    facts = envpolicy.Facts(tuple((c.name, c.version) for c in v.components), v.instance_types)
+    info = envpolicy.explain(facts, v.env, v.env_forbidden)
+    if args.json:
+        json.dump(
+            {
+                "variant": v.name,
+                "set": [e.__dict__ for e in info["set"]],
+                "unset": [d.__dict__ for d in info["unset"]],
+                "forbidden": [f.__dict__ for f in info["forbidden"]],
+                "lint": [{"severity": s, "name": n, "message": m} for s, n, m in v.lint],
+            },
+            sys.stdout,
+            indent=2,
+            sort_keys=True,
+        )
+        sys.stdout.write("\n")
+        return 0
+    stack = ", ".join(f"{c.name} {c.version}" for c in v.components)
+    print(f"{v.name}: {stack}")
+    print("\nSet in the image:")
+    for e in info["set"]:
+        print(f"  {e.name}={e.value}\n      why: {e.reason}\n      source: {e.source}")
+    print("\nNot set (the policy considered them):")
+    for d in info["unset"]:
+        print(f"  {d.name}\n      why not: {d.reason}\n      source: {d.source}")
+    if info["forbidden"]:
+        print("\nMust stay unset (the image checks confirm):")
+        for f in info["forbidden"]:
+            print(f"  {f.name} ({f.severity}): {f.reason}\n      source: {f.source}")
+    if v.lint:
+        print("\nEnv linter on the matrix's env:")
+        for sev, _n, msg in v.lint:
+            print(f"  {sev}: {msg}")
+    return 0
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Benchmark: NCCL log parse throughput against `grep -cE` with the same patterns, and peak memory.
+
+Generates a multi-rank NCCL_DEBUG=INFO log (mpirun prefixes, 8 nodes x 8 ranks, communicator
+inits repeated as training jobs do, nccl-tests tables, training chatter) of --size-mb (default
+1024 = 1 GiB), then in one run:
+  1. `LC_ALL=C grep -cE '<the parser's needles>' FILE` (the file is read once before, so both
+     start from the page cache),
+  2. `validators.analyze.analyze_paths([FILE])` (scan + parse + fold + verdict, end to end),
+  3. peak RSS of the parser in a fresh process at 1/4, 1/2 and all of the file.
+Prints a Markdown table; --plot FILE also draws memory against size (matplotlib, host side).
+
+    python bench/bench_parse.py                 # 1 GiB
+    python bench/bench_parse.py --size-mb 128   # quicker
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from validators.analyze import needles  # noqa: E402
+
+HOSTS = ["p5-node-%02d" % i for i in range(8)]
+
+
+def _init_block(comm: int) -> list:
+    """One communicator init as 64 ranks print it (plugin lines, channels, comm lines)."""
+    out = []
+    nranks = len(HOSTS) * 8
+    for h, host in enumerate(HOSTS):
+        for d in range(8):
+            rank = h * 8 + d
+            pid = 4000 + d
+            head = "[1,%d]<stdout>:%s:%d:%d [%d] NCCL INFO " % (rank, host, pid, pid + 100 + comm % 50, d)
+            out.append(head + "NCCL version 2.21.5+cuda12.4")
+            out.append(head + "NET/OFI Initializing aws-ofi-nccl 1.9.1-aws")
+            out.append(head + "NET/OFI Using Libfabric version 1.21")
+            out.append(head + "NET/OFI Selected Provider is efa (found 32 nics)")
+            out.append(head + "Using network Libfabric")
+            out.append(head + "Setting affinity for GPU %d to ffffff,ff000000" % d)
+            out.append(head + "Trees [0] 1/-1/-1->0->-1 [1] -1/-1/-1->0->1 [2] 2/-1/-1->0->3")
+            for c in range(16):
+                nxt = h * 8 + (d + 1) % 8
+                out.append(
+                    head
+                    + "Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read" % (c, rank, d, nxt, (d + 1) % 8)
+                )
+            for c in range(4):
+                peer = ((h + 1) % len(HOSTS)) * 8 + d
+                out.append(
+                    head
+                    + "Channel %02d/0 : %d[%d] -> %d[%d] [send] via NET/Libfabric/%d/GDRDMA"
+                    % (c, rank, d, peer, d, c)
+                )
+                out.append(
+                    head
+                    + "Channel %02d/0 : %d[%d] -> %d[%d] [receive] via NET/Libfabric/%d/GDRDMA"
+                    % (c, peer, d, rank, d, c)
+                )
+            out.append(head + "threadThresholds 8/8/64 | 512/8/64 | 512 | 512")
+            out.append(
+                head
+                + "comm 0x%x rank %d nranks %d cudaDev %d busId %d000 - Init COMPLETE"
+                % (0x5500 + comm, rank, nranks, d, 53 + d)
+            )
+    return out
+
+
+def _chatter(i: int, n: int = 400) -> list:
+    out = []
+    for k in range(n):
+        out.append(
+            "[1,0]<stdout>:2025-06-17 16:%02d:%02d I [train.py:103] Batch %d Loss: 11.61653, Speed: 4.88 "
+            "samples/sec, lr: 0.000100" % ((i + k) % 60, k % 60, i * 400 + k)
+        )
+    out.append(
+        "[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong "
+        "    time   algbw   busbw #wrong"
+    )
+    for e in range(3, 34):
+        size = 1 << e
+        out.append(
+            "[1,0]<stdout>: %12d  %12d     float     sum      -1    12.90    0.00    0.00      0    12.87"
+            "    0.00    0.00      0" % (size, size // 4)
+        )
+    return out
+
+
+MIXES = {
+    # a training job: each communicator init (64 ranks) followed by ~4 MB of step logs
+    "training": 30000,
+    # worst case: communicator inits back to back (NCCL lines are ~80% of the log)
+    "dense": 400,
+}
+
+
+def generate(path: str, size: int, mix: str = "training") -> None:
+    """Blocks of one 64-rank communicator init + chatter; thread ids change per block, as new comms do."""
+    chatter = MIXES[mix]
+    written = 0
+    comm = 0
+    with open(path, "wb") as fh:
+        while written < size:
+            comm += 1
+            data = ("\n".join(_init_block(comm) + _chatter(comm, chatter)) + "\n").encode()
+            fh.write(data)
+            written += len(data)
+
+
+def _grep(path: str, pats) -> tuple:
+    pattern = "|".join(re.escape(p).replace("\\ ", " ") for p in pats)
+    env = dict(os.environ, LC_ALL="C")
+    t = time.perf_counter()
+    out = subprocess.run(["grep", "-cE", pattern, path], capture_output=True, text=True, env=env, check=False)
+    return time.perf_counter() - t, int(out.stdout.strip() or 0)
+
+
+_CHILD = r"""
+import io, json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from validators.analyze import Analysis, analyze_stream
+class Limited(io.RawIOBase):
+    def __init__(self, fh, n): self.fh, self.n = fh, n
+    def readable(self): return True
+    def read(self, k=-1):
+        if self.n <= 0: return b""
+        k = self.n if k < 0 else min(k, self.n)
+        b = self.fh.read(k); self.n -= len(b); return b
+limit = int(sys.argv[3])
+t = time.perf_counter()
+with open(sys.argv[2], "rb") as fh:
+    a = Analysis(); analyze_stream(a, Limited(fh, limit), sys.argv[2]); r = a.report()
+dt = time.perf_counter() - t
+print(json.dumps({"seconds": dt, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "efa": r["efa"], "gdr": r["gdr"], "ranks": len(r["ranks"]),
+                  "lines": r["inputs"][0]["lines"]}))
+"""
+
+
+def _child(path: str, limit: int) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, ROOT, path, str(limit)], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mb", type=int, default=1024, help="log size in MiB (default 1024)")
+    ap.add_argument("--mix", choices=sorted(MIXES), default="training", help="log content (default training)")
+    ap.add_argument("--dir", help="where to write the log (default: a temp dir, removed afterwards)")
+    ap.add_argument("--plot", help="write a PNG of peak memory against log size")
+    args = ap.parse_args(argv)
+    size = args.size_mb << 20
+    tmp = args.dir or tempfile.mkdtemp(prefix="bench-parse-")
+    path = os.path.join(tmp, "multirank.log")
+    try:
+        print("generating %d MiB (%s mix) at %s ..." % (args.size_mb, args.mix, path), file=sys.stderr)
+        generate(path, size, args.mix)
+        real = os.path.getsize(path)
+        with open(path, "rb") as fh:  # page cache warm for both contenders
+            while fh.read(16 << 20):
+                pass
+        pats = needles()
+        print("grep -cE with %d patterns ..." % len(pats), file=sys.stderr)
+        g_time, g_count = _grep(path, pats)
+        print("parser (end to end) ...", file=sys.stderr)
+        full = _child(path, real)
+        rows = []
+        for frac in (4, 2, 1):
+            res = full if frac == 1 else _child(path, real // frac)
+            rows.append((real // frac, res))
+        mib = real / float(1 << 20)
+        print()
+        print("| tool | seconds | MiB/s | result |")
+        print("|---|---|---|---|")
+        print(
+            "| `grep -cE` (%d patterns, LC_ALL=C) | %.2f | %.0f | %d matching lines |"
+            % (len(pats), g_time, mib / g_time, g_count)
+        )
+        print(
+            "| validators parser (scan+parse+verdict) | %.2f | %.0f | efa=%s gdr=%s, %d ranks, %d lines |"
+            % (full["seconds"], mib / full["seconds"], full["efa"], full["gdr"], full["ranks"], full["lines"])
+        )
+        print()
+        print("parser speed / grep speed = %.2f" % (g_time / full["seconds"]))
+        print()
+        print("| log size (MiB) | parser seconds | peak RSS (MiB) |")
+        print("|---|---|---|")
+        for n, res in rows:
+            print(
+                "| {:.0f} | {:.2f} | {:.1f} |".format(
+                    n / float(1 << 20), res["seconds"], res["maxrss_kb"] / 1024.0
+                )
+            )
+        if args.plot:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            xs = [n / float(1 << 20) for n, _ in rows]
+            ys = [res["maxrss_kb"] / 1024.0 for _, res in rows]
+            fig, ax = plt.subplots(figsize=(5, 3))
+            ax.plot(xs, ys, marker="o")
+            ax.set_xlabel("log size (MiB)")
+            ax.set_ylabel("parser peak RSS (MiB)")
+            ax.set_ylim(0, max(ys) * 1.5)
+            ax.set_title("memory stays flat as the log grows")
+            fig.tight_layout()
+            fig.savefig(args.plot, dpi=100)
+    finally:
+        if not args.dir:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

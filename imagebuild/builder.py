@@ -1,0 +1,563 @@
+"""Build rendered variants into images with the docker SDK: cached by content, parallel, one log per variant.
+
+Each variant directory (`build/<variant>/`: Dockerfile, variant.lock.json, context/) is hashed (Dockerfile
+and context files, sorted, stable across hosts); the image is tagged `<repo>:<versions>-<hash12>`, so a hash
+that already has an image is skipped with no work. An image is built untagged and tagged only after the
+build succeeded: an interrupted or failed build leaves no tag pointing at a half-built image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from imagebuild.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
+from imagebuild.errors import UserError
+from imagebuild.variant import LOCK_LABEL
+
+HASH_LABEL = "org.efa-image-build.context-hash"
+VARIANT_LABEL = "org.efa-image-build.variant"
+SUMMARY_SCHEMA = "efa-image-build/build-summary/v1"
+DEFAULT_CA = "/etc/ssl/certs/ca-certificates.crt"
+CA_IN_CONTEXT = Path("certs") / "build-ca.crt"
+DOCKERFILE_IN_TAR = ".efa-image-build.Dockerfile"
+# Bumped when the labels the builder adds change meaning: an image built under an older scheme is rebuilt.
+HASH_SCHEME = "efa-image-build/context-hash/v2\n"
+# Excluded from the content hash: the CA only lets builder stages reach the network through a proxy; it is
+# never in the final image, so an image built behind one proxy is the same image as one built without.
+_UNHASHED_DIRS = ("certs",)
+
+# Version abbreviations in tags, in this order (short: docker tags stop at 128 characters).
+_TAG_PARTS = (
+    ("nccl", "nccl"),
+    ("aws_ofi_nccl", "ofi"),
+    ("efa_installer", "efa"),
+    ("libfabric", "fab"),
+    ("cuda_runtime", "cuda"),
+    ("torch", "torch"),
+)
+
+
+def docker_client(timeout: int = 600):
+    """A client for the engine, or one clear UserError (exit 2) that says how to start one."""
+    import docker
+
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except Exception as err:  # noqa: BLE001 - any failure here means the same thing to the user
+        raise UserError(
+            f"cannot reach the docker engine at {host}: {type(err).__name__}",
+            key="DOCKER_HOST",
+            hint="start it (`systemctl start docker`, or `dockerd > /var/log/dockerd.log 2>&1 &` as root), "
+            "or point DOCKER_HOST at a running engine",
+        ) from None
+    return client
+
+
+# ---------------------------------------------------------------- content hash and tags (pure-ish)
+
+
+def _hashed_files(variant_dir: Path) -> List[Tuple[str, Path]]:
+    """(name in the hash, path) of the Dockerfile and every context file, sorted."""
+    # The lock rides in a label, so it is part of what the image is, even where the Dockerfile is unchanged.
+    out = [
+        ("Dockerfile", variant_dir / "Dockerfile"),
+        ("variant.lock.json", variant_dir / "variant.lock.json"),
+    ]
+    ctx = variant_dir / "context"
+    for dirpath, dirnames, filenames in os.walk(ctx):
+        rel_dir = Path(dirpath).relative_to(ctx)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d not in _UNHASHED_DIRS]
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in filenames:
+            if name.startswith(".tmp-") or name.endswith(".pyc"):
+                continue
+            out.append(((rel_dir / name).as_posix(), Path(dirpath) / name))
+    return sorted(out)
+
+
+def context_hash(variant_dir: Path, memo: Optional[Dict[str, list]] = None) -> str:
+    """sha256 over (path, exec bit, content sha256) of each file: what docker would see, in a stable order.
+
+    `memo` maps path -> [size, mtime_ns, ino, sha] so an unchanged 300 MB wheel is not re-read on a no-op.
+    """
+    top = hashlib.sha256(HASH_SCHEME.encode())
+    for name, path in _hashed_files(variant_dir):
+        if not path.exists() and name == "variant.lock.json":
+            continue
+        if path.is_symlink():
+            digest, mode = "link:" + os.readlink(path), "l"
+        else:
+            st = path.stat()
+            key = [st.st_size, st.st_mtime_ns, st.st_ino]
+            cached = (memo or {}).get(str(path))
+            if cached and cached[:3] == key:
+                digest = cached[3]
+            else:
+                h = hashlib.sha256()
+                with open(path, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h.update(block)
+                digest = h.hexdigest()
+                if memo is not None:
+                    memo[str(path)] = key + [digest]
+            mode = "x" if st.st_mode & 0o111 else "-"
+        top.update(f"{name}\0{mode}\0{digest}\n".encode())
+    return top.hexdigest()
+
+
+def _tag_safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+
+
+def version_tag(lock: dict) -> str:
+    """`nccl2.27.3-ofi1.16.0-...` from the lock's component versions (only those present)."""
+    comps = lock.get("components") or {}
+    parts = []
+    for name, abbr in _TAG_PARTS:
+        ver = (comps.get(name) or {}).get("version")
+        if ver:
+            parts.append(abbr + _tag_safe(str(ver)))
+    return "-".join(parts) or "noversions"
+
+
+def repositories(lock: dict) -> List[str]:
+    """Repositories named by the lock's tags (`repo:tag`), or one made from the variant name."""
+    repos = []
+    for tag in lock.get("tags") or []:
+        repo = _split_ref(str(tag))[0]
+        if repo not in repos:
+            repos.append(repo)
+    return repos or [f"efa-image-build/{_tag_safe(lock.get('name', 'variant')).lower()}"]
+
+
+def _split_ref(ref: str) -> Tuple[str, str]:
+    slash, colon = ref.rfind("/"), ref.rfind(":")
+    return (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, "latest")
+
+
+def image_tags(lock: dict, chash: str) -> List[str]:
+    """The content tag first (`repo:<versions>-<hash12>`, immutable), then the lock's own tags."""
+    vt = version_tag(lock)
+    content = [f"{repo}:{vt[: 128 - 13]}-{chash[:12]}" for repo in repositories(lock)]
+    moving = [str(t) for t in lock.get("tags") or [] if str(t) not in content]
+    return content + moving
+
+
+# ---------------------------------------------------------------- one variant
+
+
+@dataclass
+class BuildOptions:
+    cache: ArtifactCache
+    build_ca: Optional[Path] = None
+    build_args: Dict[str, str] = field(default_factory=dict)
+    out: Path = Path("build")
+    cancel: threading.Event = field(default_factory=threading.Event)
+    force: bool = False  # build even when the content tag exists
+    nocache: bool = False  # and without docker's layer cache (a cold build, for benchmarks)
+
+
+@dataclass
+class VariantResult:
+    variant: str
+    status: str  # built | skipped | failed
+    image_id: Optional[str]
+    tags: List[str]
+    context_hash: Optional[str]
+    duration_s: float
+    log: str
+    lock: str
+    error: Optional[str] = None
+    digest: Optional[str] = None
+    pushed: List[str] = field(default_factory=list)
+
+
+class Reporter:
+    """What a build tells the person watching; the rich and plain displays implement it."""
+
+    def event(self, variant: str, status: str, text: str = "", step: Tuple[int, int] = (0, 0)) -> None:
+        raise NotImplementedError
+
+
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+
+
+def read_lock(variant_dir: Path) -> dict:
+    path = variant_dir / "variant.lock.json"
+    try:
+        return json.loads(path.read_text())
+    except OSError as err:
+        raise UserError(
+            f"no rendered lock: {err.strerror}", file=str(path), hint="run `build.py render`"
+        ) from None
+    except ValueError as err:
+        raise UserError(f"not JSON: {err}", file=str(path)) from None
+
+
+def find_image(client, ref: str):
+    import docker
+
+    try:
+        return client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _write_context_tar(variant_dir: Path, dest) -> None:
+    """The build context as docker receives it: context/ at the root, the Dockerfile beside it."""
+
+    def norm(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        info.mtime = 0
+        return info
+
+    with tarfile.open(fileobj=dest, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(variant_dir / "Dockerfile", arcname=DOCKERFILE_IN_TAR, filter=norm)
+        ctx = variant_dir / "context"
+        for dirpath, dirnames, filenames in os.walk(ctx):
+            dirnames.sort()
+            rel = Path(dirpath).relative_to(ctx)
+            if rel != Path("."):
+                tar.add(dirpath, arcname=rel.as_posix(), recursive=False, filter=norm)
+            for name in sorted(filenames):
+                if name.startswith(".tmp-"):
+                    continue
+                tar.add(Path(dirpath) / name, arcname=(rel / name).as_posix(), filter=norm)
+
+
+def _prepare_context(variant_dir: Path, lock: dict, opts: BuildOptions, log) -> None:
+    ctx = variant_dir / "context"
+    ctx.mkdir(exist_ok=True)
+    certs = ctx / "certs"
+    certs.mkdir(exist_ok=True)
+    ca_dest = ctx / CA_IN_CONTEXT
+    ca = opts.build_ca
+    if ca is None and (lock.get("options") or {}).get("build_ca"):
+        # The matrix asked for it (option build_ca): its Dockerfile COPYs the file, so give the default.
+        ca = Path(DEFAULT_CA)
+        if not ca.is_file():
+            raise UserError(
+                f"variant {variant_dir.name} needs a build CA (option build_ca) and {DEFAULT_CA} is missing",
+                key="--build-ca",
+                hint="pass --build-ca PATH",
+            )
+    if ca:
+        if not ca_dest.exists() or ca_dest.read_bytes() != ca.read_bytes():
+            shutil.copyfile(ca, ca_dest)
+        log(f"build CA: {ca} -> context/{CA_IN_CONTEXT} (builder stages only)")
+    elif ca_dest.exists():
+        ca_dest.unlink()
+    arts = artifacts_from_lock(lock, str(variant_dir / "variant.lock.json"))
+    for name, sha in stage(opts.cache, arts, ctx):
+        log(f"artifact {name} sha256 {sha}")
+
+
+def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporter) -> VariantResult:
+    """Stage artifacts, hash, skip or build, tag. Never raises for a build failure: it is in the result."""
+    started = time.monotonic()
+    name = variant_dir.name
+    log_path = variant_dir / "build.log"
+    lock_path = variant_dir / "variant.lock.json"
+    result = VariantResult(name, "failed", None, [], None, 0.0, str(log_path), str(lock_path))
+    with open(log_path, "w", buffering=1) as logf:
+
+        def log(line: str) -> None:
+            logf.write(line.rstrip("\n") + "\n")
+
+        try:
+            lock = read_lock(variant_dir)
+            report.event(name, "staging", "artifacts")
+            _prepare_context(variant_dir, lock, opts, log)
+            memo_path = variant_dir / ".hash-memo.json"
+            try:
+                memo = json.loads(memo_path.read_text())
+            except (OSError, ValueError):
+                memo = {}
+            chash = context_hash(variant_dir, memo)
+            memo_path.write_text(json.dumps(memo))
+            tags = image_tags(lock, chash)
+            result.context_hash, result.tags = chash, tags
+            log(f"context hash {chash}; tags {' '.join(tags)}")
+            existing = find_image(client, tags[0])
+            if existing is not None and existing.labels.get(HASH_LABEL) == chash and not opts.force:
+                for ref in tags[1:]:
+                    existing.tag(*_split_ref(ref))
+                result.status, result.image_id = "skipped", existing.id
+                log(f"skipped: {tags[0]} already built from this content ({existing.id})")
+                report.event(name, "skipped", tags[0])
+            else:
+                report.event(name, "building", "sending context")
+                image_id = _docker_build(client, variant_dir, lock, chash, opts, log, report)
+                if opts.cancel.is_set():
+                    raise BuildFailed("interrupted: built but not tagged")
+                image = client.images.get(image_id)
+                for ref in tags:  # only now: a failed or interrupted build tags nothing
+                    image.tag(*_split_ref(ref))
+                result.status, result.image_id = "built", image_id
+                log(f"built {image_id}; tagged {' '.join(tags)}")
+                report.event(name, "built", tags[0])
+        except (ArtifactError, UserError, BuildFailed) as err:
+            result.error = str(err)
+            log(f"FAILED: {err}")
+            report.event(name, "failed", str(err).splitlines()[0])
+        except Exception as err:  # noqa: BLE001 - a docker API error in one variant must not stop the others
+            result.error = f"{type(err).__name__}: {err}"
+            log(f"FAILED: {result.error}")
+            report.event(name, "failed", result.error.splitlines()[0])
+        result.duration_s = round(time.monotonic() - started, 2)
+        log(f"status {result.status} in {result.duration_s} s")
+    return result
+
+
+class BuildFailed(Exception):
+    """docker said the build failed; the message is its error, the log has the rest."""
+
+
+def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: BuildOptions, log, report) -> str:
+    labels = {VARIANT_LABEL: variant_dir.name}
+    labels |= {str(k): str(v) for k, v in (lock.get("labels") or {}).items()}  # the lock's word wins
+    labels |= {LOCK_LABEL: json.dumps(lock, sort_keys=True, separators=(",", ":")), HASH_LABEL: chash}
+    name = variant_dir.name
+    with tempfile.TemporaryFile(prefix="efa-context-", dir=variant_dir) as tar:
+        _write_context_tar(variant_dir, tar)
+        tar.seek(0)
+        stream = client.api.build(
+            fileobj=tar,
+            custom_context=True,
+            dockerfile=DOCKERFILE_IN_TAR,
+            rm=True,
+            forcerm=True,
+            nocache=opts.nocache,
+            decode=True,
+            buildargs=dict(opts.build_args),
+            labels=labels,
+        )
+        image_id = None
+        step = (0, 0)
+        for chunk in stream:
+            if opts.cancel.is_set():
+                raise BuildFailed("interrupted")
+            if "stream" in chunk:
+                text = chunk["stream"]
+                logf_text = text.rstrip("\n")
+                if logf_text:
+                    log(logf_text)
+                m = _STEP.match(text)
+                if m:
+                    step = (int(m.group(1)), int(m.group(2)))
+                    report.event(name, "building", m.group(3).strip(), step)
+                else:
+                    last = text.strip()
+                    if last:
+                        report.event(name, "building", last, step)
+            elif "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+            elif "error" in chunk:
+                detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                log(f"ERROR: {detail}")
+                raise BuildFailed(
+                    f"{detail.strip()} (step {step[0]}/{step[1]}; log {variant_dir / 'build.log'})"
+                )
+            elif "status" in chunk:
+                log(str(chunk.get("status")))
+        if not image_id:
+            raise BuildFailed(f"docker reported no image id (log {variant_dir / 'build.log'})")
+    return image_id
+
+
+# ---------------------------------------------------------------- the matrix
+
+
+def write_summary(path: Path, results: Sequence[VariantResult]) -> dict:
+    """Merge these results into the summary file (other variants' entries are kept), atomically."""
+    try:
+        old = json.loads(path.read_text())
+        entries = {e["variant"]: e for e in old.get("variants", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        entries = {}
+    for r in results:
+        entries[r.variant] = asdict(r)
+    data = {"schema": SUMMARY_SCHEMA, "variants": [entries[k] for k in sorted(entries)]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return data
+
+
+def check_offline(cache: ArtifactCache, variant_dirs: Sequence[Path]) -> None:
+    """With --offline, name every missing artifact of every variant at once, before anything builds."""
+    if not cache.offline:
+        return
+    missing = []
+    for vdir in variant_dirs:
+        for art in cache.missing(artifacts_from_lock(read_lock(vdir), str(vdir / "variant.lock.json"))):
+            missing.append(f"{vdir.name}: {art.describe()}")
+    if missing:
+        raise UserError(
+            f"--offline: {len(missing)} artifact(s) not in the cache {cache.root}:\n    "
+            + "\n    ".join(missing),
+            key="--offline",
+            hint="fill the cache once online (or with --mirror), or copy a filled .cache/artifacts here",
+        )
+
+
+def build_all(
+    client, variant_dirs: Sequence[Path], opts: BuildOptions, report: Reporter, jobs: int = 1
+) -> List[VariantResult]:
+    """Build `jobs` variants at a time. Ctrl-C: workers stop before tagging and the process may exit at once.
+
+    Workers are daemon threads (not a ThreadPoolExecutor, whose exit joins them): a build blocked in a long
+    RUN step must not keep an interrupted process alive until it finishes -- and then tag its image.
+    """
+    check_offline(opts.cache, variant_dirs)
+    for vdir in variant_dirs:
+        read_lock(vdir)  # a broken lock is bad input: say so before any build starts
+    todo: queue.Queue = queue.Queue()
+    for i in range(len(variant_dirs)):
+        todo.put(i)
+    results: List[Optional[VariantResult]] = [None] * len(variant_dirs)
+    cancel = opts.cancel
+
+    def worker() -> None:
+        while not cancel.is_set():
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            results[i] = build_variant(client, variant_dirs[i], opts, report)
+
+    threads = [
+        threading.Thread(target=worker, name=f"build-{n}", daemon=True)
+        for n in range(max(1, min(jobs, len(variant_dirs))))
+    ]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except KeyboardInterrupt:
+        cancel.set()
+        raise
+    return [r for r in results if r is not None]
+
+
+# ---------------------------------------------------------------- displays
+
+
+class PlainReporter(Reporter):
+    """One line per step and per outcome: what CI logs and pipes want."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stdout
+        self.lock = threading.Lock()
+        self.last: Dict[str, Tuple[str, Tuple[int, int]]] = {}
+
+    def event(self, variant: str, status: str, text: str = "", step: Tuple[int, int] = (0, 0)) -> None:
+        key = (status, step)
+        if status == "building" and self.last.get(variant) == key:
+            return  # output lines inside a step go to the log file only
+        self.last[variant] = key
+        where = f" {step[0]}/{step[1]}" if step[1] else ""
+        with self.lock:
+            print(f"[{variant}] {status}{where} {text[:160]}".rstrip(), file=self.stream, flush=True)
+
+
+class RichReporter(Reporter):
+    """A live table, one row per variant: status, step, elapsed, last line."""
+
+    def __init__(self, names: Sequence[str]):
+        from rich.console import Console
+        from rich.live import Live
+
+        self.rows: Dict[str, list] = {n: ["queued", (0, 0), "", None] for n in names}
+        self.lock = threading.Lock()
+        self.console = Console()
+        self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+
+    def _table(self):
+        from rich.table import Table
+
+        table = Table(show_header=True, header_style="bold", expand=True)
+        for col, kw in (("variant", {}), ("status", {}), ("step", {}), ("time", {}), ("last", {"ratio": 1})):
+            table.add_column(col, no_wrap=True, overflow="ellipsis", **kw)
+        style = {"built": "green", "skipped": "cyan", "failed": "bold red"}
+        now = time.monotonic()
+        for name, (status, step, text, t0) in self.rows.items():
+            elapsed = f"{now - t0:.0f}s" if t0 else ""
+            table.add_row(
+                name,
+                f"[{style.get(status, 'yellow')}]{status}[/]",
+                f"{step[0]}/{step[1]}" if step[1] else "",
+                elapsed,
+                text,
+            )
+        return table
+
+    def event(self, variant: str, status: str, text: str = "", step: Tuple[int, int] = (0, 0)) -> None:
+        with self.lock:
+            row = self.rows.setdefault(variant, ["queued", (0, 0), "", None])
+            if row[3] is None:
+                row[3] = time.monotonic()
+            row[0], row[2] = status, text[:200]
+            if step[1]:
+                row[1] = step
+            self.live.update(self._table())
+
+    def __enter__(self):
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.live.__exit__(*exc)
+
+
+def make_reporter(names: Sequence[str], plain: Optional[bool] = None):
+    """rich on a terminal, plain lines elsewhere (CI, pipes, files)."""
+    if plain is None:
+        plain = not sys.stdout.isatty()
+    return PlainReporter() if plain else RichReporter(names)
+
+
+def parse_build_args(values: Sequence[str]) -> Dict[str, str]:
+    out = {}
+    for v in values:
+        if "=" not in v or not v.split("=", 1)[0]:
+            raise UserError(f"--build-arg wants KEY=VALUE, got {v!r}", key="--build-arg")
+        k, val = v.split("=", 1)
+        out[k] = val
+    return out
+
+
+def resolve_ca(value: Optional[str]) -> Optional[Path]:
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_file():
+        raise UserError(f"CA bundle not found: {path}", key="--build-ca", hint=f"default is {DEFAULT_CA}")
+    return path
+
+
+def summary_counts(results: Sequence[VariantResult]) -> Dict[str, int]:
+    counts: Dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return counts

@@ -1,0 +1,74 @@
+"""The knowledge base as data: components, EFA installer contents, instance profiles, env policy.
+
+The YAML files next to this module are the source of truth; this loader only reads and checks their shape
+once (cached), so a broken catalog fails loudly on first use, not half way through a render.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import yaml
+
+from imagebuild.versions import Version, check_spec
+
+HERE = Path(__file__).resolve().parent
+
+
+def _read(name: str) -> Any:
+    with open(HERE / name, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+@lru_cache(maxsize=None)
+def components() -> Dict[str, Dict[str, Any]]:
+    data = _read("components.yaml")
+    for name, entry in data.items():
+        if name == "params":
+            continue
+        assert "prefix" in entry and "description" in entry, f"catalog component {name} incomplete"
+        for ver, commit in (entry.get("commits") or {}).items():
+            Version(ver)
+            assert len(commit) == 40, f"catalog {name} {ver}: commit must be 40 hex"
+    return data
+
+
+@lru_cache(maxsize=None)
+def efa_installers() -> Dict[str, Any]:
+    data = _read("efa_installers.yaml")
+    for ver in data["versions"]:
+        Version(ver)
+    return data
+
+
+@lru_cache(maxsize=None)
+def instances() -> Dict[str, Dict[str, Any]]:
+    return _read("instances.yaml")
+
+
+@lru_cache(maxsize=None)
+def env_policy() -> Dict[str, Any]:
+    data = _read("envpolicy.yaml")
+    for rule in data["set"] + data["forbid"]:
+        for when in [rule.get("when") or {}] + list(rule.get("any_of") or []):
+            for key, spec in when.items():
+                if not key.startswith("instances."):
+                    check_spec(spec)
+        assert rule.get("reason") and rule.get("source"), f"env rule {rule['name']} needs reason and source"
+    return data
+
+
+def component(name: str) -> Dict[str, Any]:
+    return components()[name]
+
+
+def params(name: str) -> Dict[str, list]:
+    """The parameters a component's partial takes, each with its allowed values (first = default)."""
+    return dict((components().get("params") or {}).get(name) or {})
+
+
+def efa_installer(version: str) -> Optional[Dict[str, Any]]:
+    """Contents of one EFA installer version, or None when the catalog does not know it."""
+    return efa_installers()["versions"].get(version)

@@ -1,0 +1,181 @@
+"""Compatibility rules, checked before anything renders: a combination the field knows to fail is bad input.
+
+Each rule names its source. Versions are compared with imagebuild.versions (numerically), never as strings.
+`check` is pure: it returns problems with the matrix key each one is about, and the caller adds file:line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+from imagebuild.variant import Component, EnvVar
+from imagebuild.versions import Version
+
+
+@dataclass(frozen=True)
+class Problem:
+    rule: str
+    message: str
+    key: str  # dotted matrix key the problem is about
+    source: str
+
+
+# aws-ofi-nccl refuses, at run time, a libfabric older than this with the efa provider.
+# [aws/aws-ofi-nccl src/nccl_ofi_net.c: v1.9.1-aws..v1.12.x require 1.18.0; v1.13.0-aws and later 1.22.0]
+PLUGIN_MIN_LIBFABRIC = (("1.13", "1.22"), ("1.9", "1.18"))
+# nvcc learned these GPU architectures in these CUDA releases [NVIDIA CUDA toolkit release notes]
+ARCH_MIN_CUDA = {"70": "9.0", "80": "11.0", "90": "11.8", "100": "12.8", "120": "12.8"}
+
+
+def _cuda_build_major(comp: Component) -> Optional[int]:
+    """The CUDA major a binary NCCL/cudart was built for: wheel -cuNN suffix or apt +cudaX.Y, else None."""
+    for art in comp.artifacts:
+        if art.requirement:
+            m = re.search(r"-cu(\d+)==", art.requirement)
+            if m:
+                return int(m.group(1))
+    for pkg in comp.packages:
+        m = re.search(r"\+cuda(\d+)\.", pkg)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def check(
+    components: Dict[str, Component],
+    cuda: Optional[str],
+    env: Sequence[EnvVar],
+    cuda_arch: Optional[str],
+) -> List[Problem]:
+    problems: List[Problem] = []
+    env_map = {e.name: e.value for e in env}
+    ofi = components.get("aws_ofi_nccl")
+    fab = components.get("libfabric")
+    nccl = components.get("nccl")
+    efa = components.get("efa_installer")
+
+    if ofi and fab and ofi.param("platform_aws", "yes") == "yes":
+        for plugin_from, need in PLUGIN_MIN_LIBFABRIC:
+            if Version(ofi.version) >= Version(plugin_from):
+                if Version(fab.version) < Version(need):
+                    problems.append(
+                        Problem(
+                            "plugin-libfabric",
+                            f"aws-ofi-nccl {ofi.version} with the AWS platform needs libfabric >= {need}, "
+                            f"this variant has {fab.version} (it fails at run time: "
+                            f'"EFA provider requires at '
+                            f'least libfabric version {need}.0")',
+                            "components.aws_ofi_nccl.version",
+                            "aws/aws-ofi-nccl src/nccl_ofi_net.c",
+                        )
+                    )
+                break
+
+    if (
+        ofi
+        and ofi.method == "source"
+        and cuda
+        and Version(cuda) >= Version("13")
+        and Version(ofi.version) < Version("1.17")
+    ):
+        problems.append(
+            Problem(
+                "plugin-cuda13",
+                f"aws-ofi-nccl {ofi.version} does not build against CUDA {cuda} "
+                "(CUDA 13 support came in 1.17.0)",
+                "components.aws_ofi_nccl.version",
+                "aws/aws-ofi-nccl RELEASENOTES.md v1.17.0 (Updated CUDA APIs to work with CUDA 13.0)",
+            )
+        )
+
+    if nccl and efa and Version(nccl.version) >= Version("2.19") and Version(efa.version) < Version("1.29"):
+        if env_map.get("FI_EFA_SET_CUDA_SYNC_MEMOPS") != "0":
+            problems.append(
+                Problem(
+                    "nccl219-efa129",
+                    f"NCCL {nccl.version} with EFA installer {efa.version} (< 1.29) fails to register memory "
+                    "unless FI_EFA_SET_CUDA_SYNC_MEMOPS=0",
+                    "env.FI_EFA_SET_CUDA_SYNC_MEMOPS",
+                    "aws/aws-ofi-nccl issue 584; libfabric PR 8661",
+                )
+            )
+
+    if efa and fab and fab.bundled_by != "efa_installer":
+        problems.append(
+            Problem(
+                "two-libfabrics",
+                f"libfabric {fab.version} from {fab.source} next to the EFA installer's libfabric: "
+                "two libfabrics "
+                'in one image fail with "version `EFA_1.2\' not found"',
+                "components.libfabric",
+                "FIELD-NOTES failure table (two libfabrics)",
+            )
+        )
+
+    if cuda:
+        major = Version(cuda).parts[0]
+        for name in ("nccl", "cuda_runtime"):
+            comp = components.get(name)
+            built = _cuda_build_major(comp) if comp else None
+            if built is not None and built != major:
+                problems.append(
+                    Problem(
+                        "cuda-build",
+                        f"{name} {comp.version} is built for CUDA {built}, the variant's CUDA is {cuda}",
+                        f"components.{name}",
+                        "NVIDIA wheel/package naming (-cuNN, +cudaX.Y)",
+                    )
+                )
+        rt = components.get("cuda_runtime")
+        if rt and Version(rt.version).parts[0] != major:
+            problems.append(
+                Problem(
+                    "cuda-runtime",
+                    f"cuda_runtime {rt.version} does not match the variant's CUDA {cuda}",
+                    "components.cuda_runtime.version",
+                    "CUDA versioning",
+                )
+            )
+        for arch in (cuda_arch or "").split(";"):
+            need = ARCH_MIN_CUDA.get(arch)
+            if arch and need and Version(cuda) < Version(need):
+                problems.append(
+                    Problem(
+                        "cuda-arch",
+                        f"sm_{arch} needs CUDA >= {need}; the variant's CUDA is {cuda}",
+                        "options.cuda_arch",
+                        "NVIDIA CUDA toolkit release notes",
+                    )
+                )
+
+    for name in ("aws_ofi_nccl", "nccl_tests"):
+        if name in components and "nccl" not in components:
+            problems.append(
+                Problem(
+                    "needs-nccl",
+                    f"{name} needs nccl in the same variant",
+                    f"components.{name}",
+                    "aws-ofi-nccl INSTALL.md; nccl-tests README",
+                )
+            )
+    if "nccl_tests" in components and "openmpi" not in components:
+        problems.append(
+            Problem(
+                "needs-mpi",
+                "nccl_tests is built with MPI=1 and needs openmpi",
+                "components.nccl_tests",
+                "nccl-tests README",
+            )
+        )
+    if "aws_ofi_nccl" in components and "libfabric" not in components:
+        problems.append(
+            Problem(
+                "needs-libfabric",
+                "aws_ofi_nccl needs libfabric (or the EFA installer)",
+                "components.aws_ofi_nccl",
+                "aws-ofi-nccl INSTALL.md",
+            )
+        )
+    return problems

@@ -1,0 +1,202 @@
+"""Amazon ECR through boto3: login token, repositories with immutable tags and scan on push, tag look-ups.
+
+Every call goes through `imagebuild.retry` (exponential backoff with full jitter on throttling and 5xx,
+bounded attempts); botocore's own retries are turned off so the bound is ours and visible. `endpoint_url`
+points the client elsewhere (moto's server in tests).
+
+ECR URIs are never built from strings here: the repository URI and the registry endpoint come from the API
+(`repositoryUri`, `proxyEndpoint`), so no registry host name lives in this code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Callable, Dict, Optional
+
+from imagebuild.errors import UserError
+from imagebuild.registry import Credentials, ImageRef, Refused, RemoteManifest, config_digest_of
+from imagebuild.retry import DEFAULT_POLICY, RetriesExhausted, Retryable, RetryPolicy, call_with_retry
+
+THROTTLE_CODES = {
+    "ThrottlingException",
+    "Throttling",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "LimitExceededException",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "InternalServerError",
+    "InternalFailure",
+    "ServerException",
+}
+NO_CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError", "NoRegionError")
+AUTH_CODES = {"UnrecognizedClientException", "InvalidSignatureException", "AccessDeniedException",
+              "ExpiredTokenException", "AccessDenied"}  # fmt: skip
+
+
+def make_client(service: str, region: Optional[str] = None, endpoint_url: Optional[str] = None) -> Any:
+    """A boto3 client with botocore's retries off (ours are bounded and jittered) and short timeouts."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60
+    )
+    try:
+        return boto3.client(service, region_name=region, endpoint_url=endpoint_url, config=config)
+    except Exception as err:  # noqa: BLE001 - botocore raises NoRegionError and friends at construction
+        raise UserError(f"cannot make an AWS {service} client: {err}", key="--region") from err
+
+
+def aws_call(
+    fn: Callable[..., Dict[str, Any]],
+    policy: RetryPolicy = DEFAULT_POLICY,
+    log: Optional[Callable[[str], None]] = None,
+    **kwargs: Any,
+) -> Dict[str, Any]:
+    """Call one boto3 operation, retrying throttling/5xx/connection errors a bounded number of times.
+
+    Retries exhausted or credentials missing/refused become a UserError (exit 2): fix the environment.
+    Other ClientErrors (not found, already exists) are raised as they are for the caller to judge.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+    name = getattr(fn, "__name__", "call")
+
+    def once() -> Dict[str, Any]:
+        try:
+            return fn(**kwargs)
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0
+            if code in THROTTLE_CODES or status == 429 or status >= 500:
+                raise Retryable(f"{name}: {code or status} {err}") from err
+            if code in AUTH_CODES:
+                raise UserError(f"AWS refused {name}: {code}", hint="check the AWS credentials/role") from err
+            raise
+        except EndpointConnectionError as err:
+            raise Retryable(f"{name}: {err}") from err
+        except BotoCoreError as err:
+            if type(err).__name__ in NO_CREDENTIAL_ERRORS:
+                raise UserError(f"AWS {name}: {err}", hint="configure AWS credentials and region") from err
+            raise
+
+    def on_retry(n: int, wait: float, err: BaseException) -> None:
+        if log:
+            log(f"  {err}; retry {n} in {wait:.1f}s")
+
+    try:
+        return call_with_retry(once, policy, on_retry=on_retry)
+    except RetriesExhausted as err:
+        raise UserError(
+            f"AWS {name} kept failing: {err.last} (after {err.attempts} attempts)",
+            hint="throttled or the service is down; check --endpoint-url/--region and try again later",
+        ) from err
+
+
+def _code(err: Exception) -> str:
+    return getattr(err, "response", {}).get("Error", {}).get("Code", "")
+
+
+def login(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> Credentials:
+    """ECR's 12-hour token as registry credentials (user AWS), for the docker engine's push auth."""
+    data = aws_call(ecr.get_authorization_token, policy)["authorizationData"][0]
+    user, _, secret = base64.b64decode(data["authorizationToken"]).decode().partition(":")
+    return Credentials(user, secret, "ECR get-authorization-token")
+
+
+def registry_host(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> str:
+    data = aws_call(ecr.get_authorization_token, policy)["authorizationData"][0]
+    return data["proxyEndpoint"].split("://", 1)[-1].rstrip("/")
+
+
+def ensure_repository(
+    ecr: Any,
+    name: str,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    log: Callable[[str], None] = lambda _m: None,
+) -> Dict[str, Any]:
+    """The repository, created when missing with IMMUTABLE tags and scan on push (so the registry itself
+    refuses to overwrite a tag). An existing mutable repository is used as is, with a warning."""
+    try:
+        repo = aws_call(ecr.describe_repositories, policy, log, repositoryNames=[name])["repositories"][0]
+    except Exception as err:  # noqa: BLE001 - botocore builds its exception classes at run time
+        if _code(err) != "RepositoryNotFoundException":
+            raise
+        try:
+            repo = aws_call(
+                ecr.create_repository,
+                policy,
+                log,
+                repositoryName=name,
+                imageTagMutability="IMMUTABLE",
+                imageScanningConfiguration={"scanOnPush": True},
+            )["repository"]
+        except Exception as err2:  # noqa: BLE001
+            if _code(err2) == "InvalidParameterException":
+                raise UserError(f"ECR refused repository name {name!r}: {err2}", key="repository") from err2
+            if _code(err2) != "RepositoryAlreadyExistsException":  # created by a parallel job: fine
+                raise
+            repo = aws_call(ecr.describe_repositories, policy, log, repositoryNames=[name])["repositories"][0]
+        log(f"  created ECR repository {name} (immutable tags, scan on push)")
+        return repo
+    if repo.get("imageTagMutability") != "IMMUTABLE":
+        log(f"  warning: ECR repository {name} has mutable tags; this tool still refuses to overwrite them")
+    return repo
+
+
+def existing_image(
+    ecr: Any, policy: RetryPolicy = DEFAULT_POLICY
+) -> Callable[[ImageRef], Optional[RemoteManifest]]:
+    """A look-up of what a tag holds now in ECR (BatchGetImage), shaped like `RegistryAPI.manifest`."""
+
+    def look(ref: ImageRef) -> Optional[RemoteManifest]:
+        name = ref.repository
+        ident = {"imageDigest": ref.digest} if ref.digest else {"imageTag": ref.tag}
+        try:
+            out = aws_call(
+                ecr.batch_get_image,
+                policy,
+                repositoryName=name,
+                imageIds=[ident],
+                acceptedMediaTypes=[
+                    "application/vnd.docker.distribution.manifest.v2+json",
+                    "application/vnd.oci.image.manifest.v1+json",
+                ],
+            )
+        except Exception as err:  # noqa: BLE001
+            if _code(err) in ("RepositoryNotFoundException", "ImageNotFoundException"):
+                return None
+            raise
+        images = out.get("images") or []
+        if not images:
+            return None
+        img = images[0]
+        body = img["imageManifest"].encode()
+        media = img.get("imageManifestMediaType") or json.loads(body).get("mediaType") or ""
+        return RemoteManifest(img["imageId"]["imageDigest"], media, body, config_digest_of(body))
+
+    return look
+
+
+def put_tag(ecr: Any, ref: ImageRef, manifest: RemoteManifest, policy: RetryPolicy = DEFAULT_POLICY) -> str:
+    """Promote: the same manifest bytes under a new tag (ECR PutImage), so the digest cannot change."""
+    try:
+        out = aws_call(
+            ecr.put_image,
+            policy,
+            repositoryName=ref.repository,
+            imageManifest=manifest.body.decode(),
+            imageManifestMediaType=manifest.media_type,
+            imageTag=ref.tag,
+            imageDigest=manifest.digest,
+        )
+    except Exception as err:  # noqa: BLE001
+        if _code(err) in ("ImageAlreadyExistsException", "ImageTagAlreadyExistsException"):
+            raise Refused(f"ECR refused tag {ref}: {err}") from err
+        raise
+    digest = out["image"]["imageId"]["imageDigest"]
+    if digest != manifest.digest:
+        raise Refused(f"ECR stored {ref} as {digest}, not the promoted digest {manifest.digest}")
+    return digest

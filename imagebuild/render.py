@@ -1,0 +1,264 @@
+"""Render Variants into build/<variant>/{Dockerfile, variant.lock.json, context/...}.
+
+Pure in the core: `render_variant` returns the files as bytes in memory (jinja2 with StrictUndefined, so a
+missing value is an error, never an empty string; output depends only on the Variant and the files it copies).
+`write` is the only I/O: everything is first written to a temporary folder next to the output and then moved
+into place, so bad input (which fails before `write`) writes nothing, and a crash leaves the old output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import jinja2
+
+from imagebuild import catalog
+from imagebuild.errors import UserError
+from imagebuild.variant import LOCK_LABEL, Component, Variant
+from imagebuild.versions import Version
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "Dockerfile.templates"
+VALIDATORS = ROOT / "validators"
+SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+
+# Tools each builder-stage partial needs (same package names on Debian and Ubuntu); builder stages only.
+BUILD_PACKAGES = {
+    "wheel": ["python3"],
+    "git": ["git"],
+    "aws_ofi_nccl": ["autoconf", "automake", "libtool", "make", "g++", "libhwloc-dev"],
+    "nccl": ["make", "g++"],
+    "nccl_tests": ["make", "g++"],
+    "gdrcopy": ["make", "gcc"],
+}
+TOOLKIT = "/opt/nvidia/cuda-toolkit"  # builder-only CUDA_HOME: the runtime wheel plus build-only wheels
+
+
+def _q(value: object) -> str:
+    """Shell-quote for RUN lines (values were restricted by the schema already; this is the second fence)."""
+    return shlex.quote(str(value))
+
+
+def _dq(value: object) -> str:
+    """Double-quoted Dockerfile word for ENV/LABEL (JSON string escaping; `$` is escaped for the parser)."""
+    return json.dumps(str(value)).replace("$", "\\$")
+
+
+def _env_value(value: object) -> str:
+    """ENV values may reference ${VAR} of the base (PATH, LD_LIBRARY_PATH); keep those, quote the rest."""
+    return json.dumps(str(value))
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["q"] = _q
+    env.filters["dq"] = _dq
+    env.filters["envq"] = _env_value
+    env.tests["version_ge"] = lambda a, b: Version(str(a)) >= Version(str(b))
+    return env
+
+
+_ENV: Optional[jinja2.Environment] = None
+
+
+def environment() -> jinja2.Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = _environment()
+    return _ENV
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the skeleton needs beyond the Variant: derived paths and package sets."""
+
+    system_packages: List[str]
+    unpinned: List[str]
+    builder_packages: List[str]
+    builder_dev_packages: List[str]
+    built: List[Component]  # components produced in the builder stage (wheel or source), in layer order
+    cuda_home: str
+    mpi_home: str
+    libfabric_home: str
+    nccl_home: str
+    ldconfig_dirs: List[str]
+    needs_sums: bool
+    cudart_wheel: bool  # the CUDA runtime is the wheel (shared cudart only, no static library)
+
+
+def plan(v: Variant) -> Plan:
+    comps = {c.name: c for c in v.components}
+    system = list(v.packages)
+    unpinned = [p for p in v.packages if "=" not in p]
+    dev: List[str] = []
+    for c in v.components:
+        if c.method in ("apt", "packages"):
+            system += [p for p in c.packages if p not in system]
+            dev += [p for p in c.dev_packages if p not in dev]
+    built = [c for c in v.components if c.method in ("wheel", "source") and c.name != "efa_installer"]
+    if not any(c.method == "source" for c in built):
+        dev = []  # -dev packages are only for compiling against the component
+    tools: List[str] = []
+    for c in built:
+        keys = ["wheel"] if c.method == "wheel" else ["git", c.name] if c.source == "git" else [c.name]
+        for k in keys:
+            tools += [p for p in BUILD_PACKAGES.get(k, []) if p not in tools]
+    if v.option("build_ca") and built:
+        tools += [p for p in ["ca-certificates"] if p not in tools]
+    cuda_rt = comps.get("cuda_runtime")
+    if cuda_rt is not None and cuda_rt.method == "wheel":
+        cuda_home = cuda_rt.prefix or "/opt/nvidia/cuda"
+        if len(cuda_rt.artifacts) > 1:
+            cuda_home = TOOLKIT
+    else:
+        cuda_home = "/usr/local/cuda"
+    mpi = comps.get("openmpi")
+    if mpi is None or mpi.prefix in (None, "/usr"):
+        mpi_home = "/usr/lib/x86_64-linux-gnu/openmpi"
+    else:
+        mpi_home = mpi.prefix
+    fab = comps.get("libfabric")
+    efa = comps.get("efa_installer")
+    libfabric_home = (fab.prefix if fab and fab.prefix else (efa.prefix if efa else "/usr")) or "/usr"
+    nccl = comps.get("nccl")
+    nccl_home = (nccl.prefix if nccl and nccl.prefix else "/usr") or "/usr"
+    ld: List[str] = []
+    for e in v.env:
+        if e.name == "LD_LIBRARY_PATH":
+            ld = [d for d in e.value.split("${")[0].split(":") if d.startswith("/")]
+    needs_sums = any(a.sha256 is None for c in v.components for a in c.artifacts)
+    cudart_wheel = cuda_rt is not None and cuda_rt.method == "wheel"
+    return Plan(
+        system,
+        unpinned,
+        tools,
+        dev,
+        built,
+        cuda_home,
+        mpi_home,
+        libfabric_home,
+        nccl_home,
+        ld,
+        needs_sums,
+        cudart_wheel,
+    )
+
+
+def dockerfile(v: Variant) -> str:
+    """The Dockerfile text of a Variant (deterministic)."""
+    p = plan(v)
+    lock = json.dumps(v.to_lock(), sort_keys=True, separators=(",", ":"))
+    return (
+        environment()
+        .get_template("Dockerfile.j2")
+        .render(
+            v=v,
+            p=p,
+            c={c.name: c for c in v.components},
+            efa_layout=catalog.efa_installers()["layout"],
+            toolkit=TOOLKIT,
+            lock_label=LOCK_LABEL,
+            lock_json=lock,
+        )
+    )
+
+
+def _tree(src: Path) -> Dict[str, bytes]:
+    out: Dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES)
+        for name in sorted(filenames):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            full = Path(dirpath) / name
+            out[str(full.relative_to(src))] = full.read_bytes()
+    return out
+
+
+def render_variant(
+    v: Variant, matrix_dir: str, trees: Optional[Dict[str, Dict[str, bytes]]] = None
+) -> Dict[str, bytes]:
+    """All files of build/<variant>/ as {relative path: bytes}; nothing is written.
+
+    `trees` caches folders read once per render (validators, training code shared by many variants).
+    """
+    trees = {} if trees is None else trees
+
+    def tree_of(src: Path) -> Dict[str, bytes]:
+        key = str(src.resolve())
+        if key not in trees:
+            trees[key] = _tree(src)
+        return trees[key]
+
+    files: Dict[str, bytes] = {
+        "Dockerfile": dockerfile(v).encode(),
+        "variant.lock.json": v.lock_json().encode(),
+        "context/artifacts/.keep": b"",
+    }
+    for rel, data in tree_of(VALIDATORS).items():
+        files[f"context/validators/{rel}"] = data
+    if v.training is not None:
+        src = Path(matrix_dir) / v.training.source_dir
+        try:
+            tree = tree_of(src)
+        except OSError as err:
+            raise UserError(
+                f"cannot read training code: {err}", file=v.matrix, key="training.source_dir"
+            ) from None
+        for rel, data in tree.items():
+            files[f"context/training/{rel}"] = data
+    return files
+
+
+def write(out_dir: str, rendered: Dict[str, Dict[str, bytes]]) -> List[str]:
+    """Write every variant's files at once: temp folder first, then one rename per variant."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create output folder: {err.strerror}", file=str(out), key="--out") from None
+    staging = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
+    written = []
+    seen: Dict[int, Path] = {}
+    try:
+        for name, files in rendered.items():
+            vdir = staging / name
+            for rel, data in files.items():
+                path = vdir / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                first = seen.get(id(data)) if len(data) > 512 else None
+                if first is not None:
+                    os.link(first, path)  # the same validators/training bytes: one inode, many contexts
+                else:
+                    path.write_bytes(data)
+                    seen[id(data)] = path
+        for name in rendered:
+            final = out / name
+            old = None
+            if final.exists():
+                old = staging / f".old-{name}"
+                os.replace(final, old)
+            os.replace(staging / name, final)
+            written.append(str(final))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return written
+
+
+def render_all(variants: Sequence[Variant], matrix_dir: str) -> Dict[str, Dict[str, bytes]]:
+    trees: Dict[str, Dict[str, bytes]] = {}
+    return {v.name: render_variant(v, matrix_dir, trees) for v in variants}

@@ -1,0 +1,473 @@
+"""Resolve one merged matrix entry into a Variant: fill pins from the catalog, check completeness and
+compatibility, apply the env policy. Pure (reads only the catalog and the training folder's existence).
+
+Every problem is a UserError at the file:line of the key it is about, so the user can fix the matrix.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from imagebuild import catalog, compat, envpolicy, schema
+from imagebuild.errors import UserError
+from imagebuild.matrix import Resolved
+from imagebuild.variant import (
+    COMPONENT_ORDER,
+    Artifact,
+    BaseImage,
+    Component,
+    EnvVar,
+    Training,
+    Variant,
+)
+from imagebuild.versions import Version
+from imagebuild.yamlsrc import file_of, line_of
+
+_METHODS = {
+    "url": ("source", "installer"),
+    "git": ("source",),
+    "pypi": ("wheel",),
+    "apt": ("apt", "packages"),
+    "installer": ("installer",),
+    "base": ("base",),
+}
+# Install methods each component has a partial for (Dockerfile.templates/partials/); anything else would
+# render nothing for that component, so it is refused.
+SUPPORTED = {
+    "efa_installer": ("installer",),
+    "libfabric": ("apt", "packages", "installer", "base"),
+    "openmpi": ("apt", "packages", "installer", "base"),
+    "nccl": ("wheel", "source", "apt", "packages", "base"),
+    "aws_ofi_nccl": ("source", "installer", "base"),
+    "nccl_tests": ("source", "base"),
+    "gdrcopy": ("source", "base"),
+    "cuda_runtime": ("wheel", "apt", "packages", "base"),
+    "torch": ("base",),
+}
+_DEFAULT_PYTHON = {"local": "/usr/bin/python3", "cuda": "/usr/bin/python3", "dlc": "/opt/conda/bin/python"}
+_BUNDLE_PREFIX = {
+    "libfabric": "libfabric_prefix",
+    "openmpi": "openmpi_prefix",
+    "aws_ofi_nccl": "ofi_nccl_prefix",
+}
+
+
+class _Ctx:
+    def __init__(self, m: Resolved) -> None:
+        self.m = m
+
+    def error(self, message: str, key: str, hint: Optional[str] = None) -> UserError:
+        loc: List[Any] = []
+        for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
+            loc.append(int(part[1:-1]) if part.startswith("[") else part)
+        return UserError(
+            f"variant '{self.m.name}': {message}",
+            file=file_of(self.m.body, loc) or self.m.file,
+            line=line_of(self.m.body, loc) or self.m.line,
+            key=key,
+            hint=hint,
+        )
+
+
+def _apt_upstream(pin: str) -> str:
+    """`libfabric1=1.17.0-3` -> `1.17.0`; `libnccl2=2.18.5-1+cuda12.2` -> `2.18.5` (no epoch/revision)."""
+    ver = pin.split("=", 1)[1]
+    ver = ver.split(":", 1)[1] if ":" in ver else ver
+    return re.split(r"[-~+]", ver, maxsplit=1)[0]
+
+
+def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[str, Any]) -> Component:
+    key = f"components.{name}"
+    cat = catalog.component(name)
+    source = spec.source
+    version = spec.version
+    method = spec.method
+    efa_info = None
+    if (
+        "efa_installer" in present
+        and present["efa_installer"] is not None
+        and present["efa_installer"].version
+    ):
+        efa_info = catalog.efa_installer(present["efa_installer"].version)
+    layout = catalog.efa_installers()["layout"]
+    artifacts: Tuple[Artifact, ...] = ()
+    bundled_by = None
+    packages: Tuple[str, ...] = ()
+    dev_packages: Tuple[str, ...] = ()
+    kind: str
+
+    bundled = (source is not None and source.kind == "installer") or (
+        source is None
+        and "efa_installer" in present
+        and name in _BUNDLE_PREFIX
+        and method in (None, "installer")
+    )
+    if version is None and not bundled:
+        raise ctx.error("missing version", f"{key}.version", hint=f'write {key}.version: "<release>"')
+    if source is None:
+        if name == "efa_installer":
+            if version is None:
+                raise ctx.error("missing version", f"{key}.version")
+            info = catalog.efa_installer(version)
+            if info is None:
+                raise ctx.error(
+                    f"EFA installer {version} is not in the catalog",
+                    f"{key}.version",
+                    hint="give source: {url: https://..., sha256: ...} (or gpg_fingerprint), or pick one of "
+                    + ", ".join(catalog.efa_installers()["versions"]),
+                )
+            gpg = catalog.efa_installers()["gpg"]
+            url = catalog.efa_installers()["url_pattern"].format(version=version)
+            source = schema.SourceSpec(
+                url=url, sha256=info.get("sha256"), gpg_fingerprint=gpg["fingerprint"], key_url=gpg["key_url"]
+            )
+        elif "efa_installer" in present and name in _BUNDLE_PREFIX and method in (None, "installer"):
+            source = schema.SourceSpec(installer="efa_installer")
+        elif method == "wheel" or (method is None and name == "cuda_runtime"):
+            cuda = ctx.m.spec.cuda
+            major = Version(cuda).parts[0] if cuda else None
+            candidates = list((cat.get("wheels") or {}).get(version or "") or [])
+            wheels = [w for w in candidates if major is None or w.get("cuda_major") == major]
+            if not wheels:
+                built = ", ".join(f"CUDA {w.get('cuda_major')}" for w in candidates)
+                raise ctx.error(
+                    f"no pinned wheel for {name} {version}"
+                    + (f" built for CUDA {major}" if major else "")
+                    + (f" in the catalog (it has: {built})" if built else " in the catalog"),
+                    f"{key}.version",
+                    hint="give source: {pypi: name==version, filename: ..., sha256: ...}",
+                )
+            wheel = wheels[0]
+            extra = None
+            if (spec.params or {}).get("toolkit") == "yes":
+                extra = [schema.WheelSpec(**w) for w in wheel.get("toolkit") or []]
+                if not extra:
+                    raise ctx.error(
+                        f"the catalog has no build toolkit for {name} {version}", f"{key}.params.toolkit"
+                    )
+            source = schema.SourceSpec(
+                pypi=wheel["pypi"], filename=wheel["filename"], sha256=wheel["sha256"], build_wheels=extra
+            )
+        elif method in (None, "source") and cat.get("git"):
+            if version is None:
+                raise ctx.error("missing version", f"{key}.version")
+            commit = (cat.get("commits") or {}).get(version)
+            if not commit:
+                raise ctx.error(
+                    f"no pinned commit for {name} {version} in the catalog",
+                    f"{key}.version",
+                    hint="give source: {git: https://..., commit: <40 hex>}; known: "
+                    + ", ".join(cat.get("commits") or {}),
+                )
+            source = schema.SourceSpec(git=cat["git"], commit=commit)
+        else:
+            raise ctx.error("needs a source (url, git, pypi, apt, installer or base)", f"{key}.source")
+    kind = source.kind
+    if method is None:
+        method = "installer" if (kind == "url" and name == "efa_installer") else _METHODS[kind][0]
+    if method not in _METHODS[kind]:
+        raise ctx.error(
+            f"method {method} does not fit a {kind} source (use {' or '.join(_METHODS[kind])})",
+            f"{key}.method",
+        )
+    if method not in SUPPORTED[name]:
+        raise ctx.error(
+            f"{name} cannot be installed with method {method} "
+            f"(a partial exists for: {', '.join(SUPPORTED[name])})",
+            f"{key}.method" if spec.method else f"{key}.source",
+        )
+
+    if kind == "installer":
+        if "efa_installer" not in present:
+            raise ctx.error("source installer needs efa_installer in the same variant", f"{key}.source")
+        bundled_by = "efa_installer"
+        efa_spec = present["efa_installer"]
+        mpi5 = name == "openmpi" and (efa_spec.params or {}).get("openmpi") == "5"
+        known = efa_info.get("openmpi5" if mpi5 else name) if efa_info else None
+        if version is None:
+            if not known:
+                raise ctx.error(
+                    f"the catalog does not say which {name} EFA installer {present['efa_installer'].version} "
+                    "bundles; write its version",
+                    f"{key}.version",
+                )
+            version = str(known)
+        elif known and Version(version) != Version(str(known)):
+            raise ctx.error(
+                f"EFA installer {present['efa_installer'].version} bundles {name} {known}, not {version}",
+                f"{key}.version",
+            )
+    if version is None:
+        raise ctx.error("missing version", f"{key}.version")
+
+    if kind == "apt":
+        packages = tuple(source.apt or ())
+        dev_packages = tuple(source.apt_dev or ())
+        upstream = _apt_upstream(packages[0]) if packages else None
+        if upstream and Version(upstream) != Version(version):
+            raise ctx.error(
+                f"version {version} but the apt pin {packages[0]} is {upstream}", f"{key}.version"
+            )
+    elif kind == "url":
+        fname = source.filename or posixpath.basename(source.url or "")
+        sig_url = source.signature_url or (f"{source.url}.sig" if source.gpg_fingerprint else None)
+        key_url = source.key_url
+        if source.gpg_fingerprint and not key_url:
+            raise ctx.error(
+                "gpg_fingerprint needs key_url (the public key to check)", f"{key}.source.key_url"
+            )
+        artifacts = (
+            Artifact(
+                kind="url",
+                filename=fname,
+                sha256=source.sha256,
+                url=source.url,
+                gpg_fingerprint=source.gpg_fingerprint.replace(" ", "") if source.gpg_fingerprint else None,
+                signature_url=sig_url,
+                key_url=key_url,
+                signature_file=f"{fname}.sig" if source.gpg_fingerprint else None,
+                key_file=posixpath.basename(key_url) if key_url else None,
+            ),
+        )
+    elif kind == "git":
+        repo = posixpath.basename((source.git or "").rstrip("/"))
+        repo = repo[:-4] if repo.endswith(".git") else repo
+        artifacts = (
+            Artifact(
+                kind="git",
+                filename=f"{repo}-{source.commit}.tar",
+                sha256=source.sha256,
+                url=source.git,
+                commit=source.commit,
+            ),
+        )
+    elif kind == "pypi":
+        req = source.pypi or ""
+        if Version(req.split("==", 1)[1]) != Version(version):
+            raise ctx.error(f"version {version} but the wheel pin is {req}", f"{key}.version")
+        artifacts = (
+            Artifact(kind="pypi", filename=source.filename or "", sha256=source.sha256, requirement=req),
+        ) + tuple(
+            Artifact(kind="pypi", filename=w.filename, sha256=w.sha256, requirement=w.pypi)
+            for w in source.build_wheels or ()
+        )
+
+    declared = catalog.params(name)
+    given = dict(spec.params or {})
+    for pname, pvalue in given.items():
+        if pname not in declared:
+            raise ctx.error(
+                f"unknown parameter '{pname}' for {name} (parameters: {', '.join(declared) or 'none'})",
+                f"{key}.params.{pname}",
+            )
+        if str(pvalue) not in [str(v) for v in declared[pname]]:
+            raise ctx.error(
+                f"parameter {pname}={pvalue} not allowed (one of: {', '.join(map(str, declared[pname]))})",
+                f"{key}.params.{pname}",
+            )
+    params = {p: str(vals[0]) for p, vals in declared.items()}
+    params.update({k: str(v) for k, v in given.items()})
+
+    if spec.prefix:
+        prefix: Optional[str] = spec.prefix
+    elif kind == "installer":
+        mpi5 = name == "openmpi" and (present["efa_installer"].params or {}).get("openmpi") == "5"
+        prefix = layout["openmpi5_prefix" if mpi5 else _BUNDLE_PREFIX[name]]
+    elif kind == "apt" or name in ("libfabric", "openmpi"):
+        prefix = "/usr"
+    elif kind == "base":
+        prefix = None
+    else:
+        prefix = cat["prefix"]
+    return Component(
+        name=name,
+        version=version,
+        method=method,
+        source=kind,
+        prefix=prefix,
+        packages=packages,
+        dev_packages=dev_packages,
+        params=tuple(sorted(params.items())),
+        artifacts=artifacts,
+        bundled_by=bundled_by,
+    )
+
+
+def _layout_env(comps: Dict[str, Component]) -> List[EnvVar]:
+    """PATH and LD_LIBRARY_PATH for the components' own prefixes (system prefixes need nothing)."""
+    libdirs: List[str] = []
+    bindirs: List[str] = []
+    layout = catalog.efa_installers()["layout"]
+    for name in COMPONENT_ORDER:
+        c = comps.get(name)
+        if c is None or not c.prefix or c.prefix == "/usr":
+            continue
+        if name == "efa_installer":
+            libdirs.append(f"{c.prefix}/lib")
+            bindirs.append(f"{c.prefix}/bin")
+        elif name == "aws_ofi_nccl" and c.bundled_by:
+            libdirs += [f"{c.prefix}/{d}" for d in layout["ofi_nccl_libdirs"]]
+        elif name == "nccl_tests":
+            bindirs.append(f"{c.prefix}/bin")
+        elif name in ("openmpi",):
+            libdirs.append(f"{c.prefix}/lib")
+            bindirs.append(f"{c.prefix}/bin")
+        elif name != "libfabric" and name != "torch":
+            libdirs.append(f"{c.prefix}/lib")
+    seen: List[str] = []
+    for d in libdirs:
+        if d not in seen:
+            seen.append(d)
+    out = []
+    src = "component layout (imagebuild/catalog)"
+    if seen:
+        out.append(
+            EnvVar(
+                "LD_LIBRARY_PATH",
+                ":".join(seen) + "${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}",
+                "component libraries first (also in /etc/ld.so.conf.d for jobs that reset it)",
+                src,
+                "layout",
+            )
+        )
+    if bindirs:
+        out.append(
+            EnvVar(
+                "PATH",
+                ":".join(bindirs) + ":${PATH}",
+                "component tools (mpirun, fi_info, nccl-tests)",
+                src,
+                "layout",
+            )
+        )
+    return out
+
+
+def resolve(m: Resolved, base_dir: str) -> Variant:
+    ctx = _Ctx(m)
+    spec = m.spec
+    if spec.base is None or not spec.base.image:
+        raise ctx.error("missing base.image", "base.image")
+    if not spec.base.kind:
+        raise ctx.error("missing base.kind (local, dlc or cuda)", "base.kind")
+    if not spec.base.os:
+        raise ctx.error("missing base.os", "base.os")
+    if spec.base.kind == "dlc" and not spec.base.registry_arg:
+        raise ctx.error(
+            "a DLC base lives on a private registry: set base.registry_arg (e.g. BASE_REGISTRY)",
+            "base.registry_arg",
+        )
+    base = BaseImage(spec.base.image, spec.base.kind, spec.base.os, spec.base.registry_arg)
+    python = spec.base.python or _DEFAULT_PYTHON[spec.base.kind]
+
+    cspecs = {k: v for k, v in (spec.components or {}).items() if v is not None}
+    comps: Dict[str, Component] = {}
+    present: Dict[str, Any] = dict(cspecs)
+    for name in COMPONENT_ORDER:
+        if name in cspecs:
+            comps[name] = _component(ctx, name, cspecs[name], present)
+    ordered = tuple(comps[n] for n in COMPONENT_ORDER if n in comps)
+
+    instance_types = tuple(spec.instance_types or ())
+    profiles = catalog.instances()
+    for i, itype in enumerate(instance_types):
+        if itype not in profiles:
+            raise ctx.error(
+                f"unknown instance type '{itype}' (known: {', '.join(profiles)})", f"instance_types[{i}]"
+            )
+    facts = envpolicy.Facts(tuple((c.name, c.version) for c in ordered), instance_types)
+    user_env = dict(spec.env or {})
+    findings = envpolicy.lint(user_env, facts)
+    ignored = set(spec.lint_ignore or ())
+    env: List[EnvVar] = []
+    policy = envpolicy.policy_env(facts)
+    for e in policy:
+        if e.name not in user_env:
+            env.append(e)
+    env += _layout_env(comps)
+
+    training = None
+    if spec.training is not None:
+        t = spec.training
+        if not t.source_dir or not t.entry_point:
+            raise ctx.error("training needs source_dir and entry_point", "training")
+        folder = os.path.normpath(os.path.join(base_dir, t.source_dir))
+        if not os.path.isdir(folder):
+            raise ctx.error(
+                f"training.source_dir {t.source_dir!r} is not a folder next to the matrix",
+                "training.source_dir",
+            )
+        if not os.path.isfile(os.path.join(folder, t.entry_point)):
+            raise ctx.error(
+                f"entry point {t.entry_point!r} not found in {t.source_dir}", "training.entry_point"
+            )
+        if t.requirements and not os.path.isfile(os.path.join(folder, t.requirements)):
+            raise ctx.error(
+                f"requirements {t.requirements!r} not found in {t.source_dir}", "training.requirements"
+            )
+        training = Training(
+            t.source_dir, t.entry_point, t.requirements, True if t.sagemaker is None else t.sagemaker
+        )
+        if training.sagemaker:
+            env.append(
+                EnvVar(
+                    "SAGEMAKER_PROGRAM",
+                    t.entry_point,
+                    "the script SageMaker's training toolkit runs",
+                    "SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)",
+                    "training",
+                )
+            )
+    for name in sorted(user_env):
+        env.append(EnvVar(name, user_env[name], "set by the matrix (env:)", m.file, "user"))
+
+    forb = [f for f in envpolicy.forbidden(facts) if f.name not in user_env]
+    options = spec.options or schema.OptionsSpec()
+    arch = options.cuda_arch
+    if arch is None:
+        archs = sorted(
+            {profiles[t].get("cuda_arch") for t in instance_types if profiles[t].get("cuda_arch")}, key=int
+        )
+        arch = ";".join(archs) or "90"
+    for p in compat.check(comps, spec.cuda, env, arch if (spec.options and spec.options.cuda_arch) else None):
+        raise ctx.error(p.message + f" [{p.source}]", p.key)
+
+    labels = {
+        "org.opencontainers.image.title": m.name,
+        "org.efa-image-build.variant": m.name,
+    }
+    if spec.description:
+        labels["org.opencontainers.image.description"] = spec.description
+    for c in ordered:
+        labels[f"org.efa-image-build.{c.name.replace('_', '-')}.version"] = c.version
+    if spec.cuda:
+        labels["org.efa-image-build.cuda.version"] = spec.cuda
+    labels.update(spec.labels or {})
+    lint = tuple(
+        (f.severity if f.name not in ignored else "ignored", f.name, f.message + f" [{f.source}]")
+        for f in findings
+    )
+    return Variant(
+        name=m.name,
+        base=base,
+        python=python,
+        cuda=spec.cuda,
+        components=ordered,
+        packages=tuple(spec.packages or ()),
+        env=tuple(env),
+        env_forbidden=tuple(forb),
+        labels=tuple(sorted(labels.items())),
+        tags=tuple(spec.tags or ()),
+        instance_types=instance_types,
+        training=training,
+        options=tuple(
+            sorted({"build_ca": bool(options.build_ca), "cuda_arch": arch, "jobs": options.jobs or 0}.items())
+        ),
+        description=spec.description or "",
+        axes=m.axes,
+        matrix=os.path.basename(m.file),
+        lint=lint,
+    )

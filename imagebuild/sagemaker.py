@@ -1,0 +1,523 @@
+"""`build.py preflight --sagemaker`: run the validator as a SageMaker training job on the real instances.
+
+Steps, each one a small function:
+1. `build_request` (pure): the CreateTrainingJob request. The container's entry point is the validator
+   (`python3 -m validators run ... -- <probe command>`), so the code CI tested is what runs; `--dry-run`
+   prints this request as JSON and touches nothing (no AWS client is even made).
+2. `check_quotas`: the account's Service Quotas for the instance type and count (instances for training
+   job usage, max instances per job, longest run time); when short, say exactly what to request.
+3. create the job, `wait_for_job` with progress (bounded: `--max-run` plus `--wait-slack`), Ctrl-C stops it.
+4. `read_job_logs`: the job's CloudWatch streams (/aws/sagemaker/TrainingJobs, `<job>/algo-N-...`), fed to
+   the validator's parser (`validators.analyze.analyze`), then the same JSON/JUnit/Markdown reports as a
+   local run, plus `image` (ref and digest, which `build.py release --require-preflight` matches) and
+   `sagemaker` (job facts).
+Exit codes: 0 pass, 1 fail (checks failed, job failed or ran out of time), 2 bad input, quota short or
+AWS unreachable, 3 unknown (no evidence: unknown never passes), 130 interrupted (job stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from imagebuild.errors import UserError
+from imagebuild.metrics import metric_definitions
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds (API reference)
+REPORT_IN_JOB = "/opt/ml/output/data/preflight.json"  # uploaded with the job's output.tar.gz
+EXIT_BY_VERDICT = {"pass": 0, "fail": 1, "unknown": 3}
+DEFAULT_PROBE = "all_reduce_perf -b 8 -e 16G -f 2 -g {gpus}"
+
+# Service Quotas names for SageMaker training (ServiceCode "sagemaker"), as the console lists them.
+# Matched case-insensitively; the quota code (L-...) is read from the API, never hard-coded.
+QUOTA_INSTANCE_TYPE = "{instance_type} for training job usage"
+QUOTA_PER_JOB = "Maximum number of instances per training job"
+QUOTA_ALL_JOBS = "Number of instances across all training jobs"
+QUOTA_RUNTIME = "Longest run time for a training job"
+QUOTA_ALIASES = {QUOTA_PER_JOB: ("Maximum instances per training job",)}  # a shorter name seen in listings
+_UNIT_SECONDS = {"seconds": 1, "second": 1, "minutes": 60, "hours": 3600, "days": 86400}
+
+Log = Callable[[str], None]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- arguments -----------------------------------------------------------------------------------------
+def _add(parser: argparse.ArgumentParser, *names: str, **kw: Any) -> None:
+    """Add an option unless the preflight parser already has it (shared flags like --instance-type)."""
+    if any(n in parser._option_string_actions for n in names):  # noqa: SLF001 - argparse has no public API
+        return
+    parser.add_argument(*names, **kw)
+
+
+def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
+    """The options `build.py preflight --sagemaker` needs; existing same-named options are reused."""
+    g = parser.add_argument_group("SageMaker (with --sagemaker)")
+    _add(g, "--image", help="image URI to run, best by digest (repo@sha256:...) so a release can match it")
+    _add(g, "--instance-type", help="e.g. p5.48xlarge (the ml. prefix is added)")
+    _add(g, "--nodes", type=int, default=None, help="instance count (default 2: EFA needs two nodes)")
+    _add(g, "--role-arn", help="IAM role SageMaker assumes for the job")
+    _add(g, "--max-run", type=int, default=3600, help="MaxRuntimeInSeconds (default 3600)")
+    _add(g, "--output-s3", help="s3:// URI for the job output (required by CreateTrainingJob)")
+    _add(g, "--checkpoint-s3", help="s3:// URI for checkpoints (optional)")
+    _add(g, "--job-name", help="training job name (default efa-preflight-<time>)")
+    _add(
+        g,
+        "--probe-command",
+        default=DEFAULT_PROBE,
+        help=f"command the validator runs (default {DEFAULT_PROBE!r})",
+    )
+    _add(g, "--volume-size", type=int, default=100, help="GB of EBS per instance (default 100)")
+    _add(g, "--region", help="AWS region")
+    _add(g, "--endpoint-url", help="AWS endpoint override (tests point it at moto's server)")
+    _add(g, "--out", default="build/preflight", help="folder for the reports (default build/preflight)")
+    _add(g, "--poll", type=float, default=30.0, help="seconds between status polls (default 30)")
+    _add(g, "--wait-slack", type=float, default=3600.0, help="extra wait beyond --max-run (default 3600)")
+    _add(g, "--skip-quota-check", action="store_true", help="do not ask Service Quotas first")
+    _add(g, "--dry-run", action="store_true", help="print the CreateTrainingJob request and touch nothing")
+
+
+# -- the request (pure) ----------------------------------------------------------------------------------
+_ROLE_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_JOB_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_INSTANCE_RE = re.compile(r"^(ml\.)?[a-z][a-z0-9-]*\.[0-9]*[a-z]+$")
+
+
+def _s3(uri: Optional[str], key: str, required: bool) -> Optional[str]:
+    if not uri:
+        if required:
+            raise UserError("required (CreateTrainingJob needs OutputDataConfig.S3OutputPath)", key=key)
+        return None
+    if not uri.startswith("s3://") or len(uri) < 6:
+        raise UserError(f"not an S3 URI: {uri!r}", key=key, hint="s3://bucket/prefix")
+    return uri
+
+
+def _digest_of(image: str) -> Optional[str]:
+    return image.rsplit("@", 1)[1] if "@sha256:" in image else None
+
+
+def _gpus(instance_type: str) -> Optional[int]:
+    try:
+        from validators.profiles import get_profile
+    except ImportError:
+        return None
+    prof = get_profile(instance_type)
+    return getattr(prof, "gpus", None) if prof is not None else None
+
+
+def default_job_name(now: datetime) -> str:
+    return "efa-preflight-" + now.strftime("%Y%m%d-%H%M%S")
+
+
+def build_request(args: argparse.Namespace, now: Optional[datetime] = None) -> Dict[str, Any]:
+    """The CreateTrainingJob request from the flags; every bad value is a UserError (exit 2)."""
+    now = now or datetime.now(timezone.utc)
+    if not getattr(args, "image", None):
+        raise UserError("required", key="--image", hint="the pushed image URI, best repo@sha256:...")
+    itype = (getattr(args, "instance_type", None) or "").strip()
+    if not itype or not _INSTANCE_RE.match(itype):
+        raise UserError(f"not an instance type: {itype!r}", key="--instance-type", hint="e.g. p5.48xlarge")
+    bare = itype[3:] if itype.startswith("ml.") else itype
+    nodes = args.nodes if getattr(args, "nodes", None) is not None else 2
+    if not 1 <= nodes <= 1000:
+        raise UserError(f"must be between 1 and 1000, got {nodes}", key="--nodes")
+    max_run = int(args.max_run)
+    if not 1 <= max_run <= MAX_RUN_LIMIT:
+        raise UserError(f"must be 1..{MAX_RUN_LIMIT} seconds (28 days), got {max_run}", key="--max-run")
+    role = getattr(args, "role_arn", None) or ""
+    if not _ROLE_RE.match(role):
+        raise UserError(
+            f"not an IAM role ARN: {role!r}", key="--role-arn", hint="arn:aws:iam::<account>:role/<name>"
+        )
+    name = getattr(args, "job_name", None) or default_job_name(now)
+    if not _JOB_RE.match(name):
+        raise UserError(
+            f"bad training job name {name!r}", key="--job-name", hint="1-63 of letters, digits, -"
+        )
+    if not 1 <= int(args.volume_size) <= 16384:
+        raise UserError("must be 1..16384 GB", key="--volume-size")
+    gpus = _gpus(bare)
+    try:
+        probe = shlex.split(
+            args.probe_command.replace("{gpus}", str(gpus or 1)).replace("{nodes}", str(nodes))
+        )
+    except ValueError as err:
+        raise UserError(f"cannot split: {err}", key="--probe-command") from err
+    if not probe:
+        raise UserError("empty", key="--probe-command")
+    validator_timeout = max(60, max_run - 120)  # leave SageMaker's SIGTERM window for the report upload
+    arguments = ["--instance-type", bare, "--nodes", str(nodes), "--timeout", str(validator_timeout),
+                 "--json", REPORT_IN_JOB, "--", *probe]  # fmt: skip
+    request: Dict[str, Any] = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {
+            "TrainingImage": args.image,
+            "TrainingInputMode": "File",
+            "ContainerEntrypoint": ["python3", "-m", "validators", "run"],
+            "ContainerArguments": arguments,
+            "MetricDefinitions": metric_definitions(),
+        },
+        "RoleArn": role,
+        "OutputDataConfig": {"S3OutputPath": _s3(getattr(args, "output_s3", None), "--output-s3", True)},
+        "ResourceConfig": {
+            "InstanceType": "ml." + bare,
+            "InstanceCount": nodes,
+            "VolumeSizeInGB": int(args.volume_size),
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": max_run},
+        "EnableNetworkIsolation": False,  # nodes must reach each other (EFA, bootstrap over TCP)
+        "Environment": {"NCCL_DEBUG": "INFO"},
+        "Tags": [{"Key": "efa-image-build:purpose", "Value": "preflight"}],
+    }
+    ckpt = _s3(getattr(args, "checkpoint_s3", None), "--checkpoint-s3", False)
+    if ckpt:
+        request["CheckpointConfig"] = {"S3Uri": ckpt, "LocalPath": "/opt/ml/checkpoints"}
+    return request
+
+
+# -- quotas ------------------------------------------------------------------------------------------------
+@dataclass
+class QuotaRow:
+    name: str
+    code: Optional[str]
+    value: Optional[float]  # None: not found (unknown)
+    needed: float
+    unit: str = "count"
+
+    @property
+    def ok(self) -> Optional[bool]:
+        return None if self.value is None else self.value >= self.needed
+
+
+def _seconds(value: float, unit: Optional[str]) -> float:
+    return value * _UNIT_SECONDS.get((unit or "seconds").lower(), 1)
+
+
+def quota_rows(quotas: List[Dict[str, Any]], instance_type: str, count: int, max_run: int) -> List[QuotaRow]:
+    """Match the account's quotas to what this job needs (pure, over ListServiceQuotas' `Quotas`)."""
+    by_name = {str(q.get("QuotaName", "")).strip().lower(): q for q in quotas}
+    wanted = [
+        (QUOTA_INSTANCE_TYPE.format(instance_type=instance_type), float(count), "count"),
+        (QUOTA_PER_JOB, float(count), "count"),
+        (QUOTA_ALL_JOBS, float(count), "count"),
+        (QUOTA_RUNTIME, float(max_run), "seconds"),
+    ]
+    rows = []
+    for name, needed, unit in wanted:
+        q = next(
+            (by_name[n.lower()] for n in [name, *QUOTA_ALIASES.get(name, ())] if n.lower() in by_name), None
+        )
+        if q is None:
+            rows.append(QuotaRow(name, None, None, needed, unit))
+            continue
+        value = float(q.get("Value", 0))
+        if unit == "seconds":
+            value = _seconds(value, q.get("Unit"))
+        rows.append(QuotaRow(name, q.get("QuotaCode"), value, needed, unit))
+    return rows
+
+
+def list_quotas(sq: Any) -> List[Dict[str, Any]]:
+    """Every applied SageMaker quota (paged); AWS defaults fill in the ones never changed."""
+    from imagebuild.ecr import aws_call
+
+    def pages(op: Any) -> List[Dict[str, Any]]:
+        out, token = [], None
+        for _ in range(100):  # bounded: SageMaker has a few hundred quotas, 100 per page
+            kwargs = {"ServiceCode": "sagemaker"}
+            if token:
+                kwargs["NextToken"] = token
+            page = aws_call(op, **kwargs)
+            out += page.get("Quotas") or []
+            token = page.get("NextToken")
+            if not token:
+                break
+        return out
+
+    applied = pages(sq.list_service_quotas)
+    names = {q.get("QuotaName") for q in applied}
+    defaults = pages(sq.list_aws_default_service_quotas)
+    return applied + [q for q in defaults if q.get("QuotaName") not in names]
+
+
+def quota_advice(rows: List[QuotaRow]) -> List[str]:
+    """What to ask for, one line per short quota, with the CLI call that requests it."""
+    out = []
+    for r in rows:
+        if r.ok is False:
+            code = r.code or "<quota code>"
+            out.append(
+                f"quota short: {r.name!r} is {r.value:g} {r.unit}, this job needs {r.needed:g}: request it "
+                "in "
+                f"Service Quotas (aws service-quotas request-service-quota-increase --service-code sagemaker "
+                f"--quota-code {code} --desired-value {r.needed:g})"
+            )
+    return out
+
+
+# -- waiting, stopping, judging ----------------------------------------------------------------------------
+TERMINAL = ("Completed", "Failed", "Stopped")
+
+
+def job_outcome(desc: Dict[str, Any]) -> Tuple[str, str]:
+    """(outcome, message) for a finished job: completed | failed | timeout | stopped (pure)."""
+    status = desc.get("TrainingJobStatus")
+    secondary = desc.get("SecondaryStatus") or ""
+    reason = desc.get("FailureReason") or ""
+    max_run = (desc.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
+    if secondary == "MaxRuntimeExceeded" or "MaxRuntimeExceeded" in reason:
+        return "timeout", f"the job ran past MaxRuntimeInSeconds={max_run} and was stopped (a hang?)"
+    if status == "Completed":
+        return "completed", "the job completed"
+    if status == "Failed":
+        return "failed", f"the job failed: {reason or 'no FailureReason given'}"
+    if status == "Stopped":
+        return "stopped", "the job was stopped before it finished"
+    return "unknown", f"job status {status!r}"
+
+
+def judge(report: Dict[str, Any], outcome: str, message: str) -> Dict[str, Any]:
+    """Fold the job's fate into the verdict: only a completed job can pass; failed/timeout is fail."""
+    status = "pass" if outcome == "completed" else "fail" if outcome in ("failed", "timeout") else "unknown"
+    report.setdefault("checks", []).append(
+        {"name": "sagemaker-job", "status": status, "detail": message, "evidence": []}
+    )
+    if status != "pass":
+        report.setdefault("findings", []).insert(
+            0,
+            {
+                "id": "sagemaker-job-" + outcome,
+                "severity": "error",
+                "message": message,
+                "evidence": [],
+                "remedy": "read the job's CloudWatch logs; raise --max-run if it was only slow",
+            },
+        )
+    if status == "fail" or report.get("verdict") not in EXIT_BY_VERDICT:
+        report["verdict"] = "fail" if status == "fail" else "unknown"
+    elif status == "unknown" and report.get("verdict") == "pass":
+        report["verdict"] = "unknown"
+    return report
+
+
+def wait_for_job(sm: Any, name: str, poll: float, deadline_s: float, say: Log = log) -> Dict[str, Any]:
+    """Poll DescribeTrainingJob until the job ends or `deadline_s` passes (then TimeoutError)."""
+    from imagebuild.ecr import aws_call
+
+    start = time.monotonic()
+    seen = None
+    while True:
+        desc = aws_call(sm.describe_training_job, TrainingJobName=name)
+        state = (desc.get("TrainingJobStatus"), desc.get("SecondaryStatus"))
+        if state != seen:
+            say(f"  [{time.monotonic() - start:7.0f}s] {name}: {state[0]} / {state[1]}")
+            seen = state
+        if desc.get("TrainingJobStatus") in TERMINAL:
+            return desc
+        if time.monotonic() - start > deadline_s:
+            raise TimeoutError(f"{name} still {state[0]} after {deadline_s:.0f}s")
+        time.sleep(poll)
+
+
+def read_job_logs(logs: Any, name: str, max_events: int = 2_000_000) -> Iterator[str]:
+    """Every message of the job's log streams (`<job>/algo-N-<epoch>`), stream by stream, oldest first."""
+    from imagebuild.ecr import aws_call
+
+    streams, token = [], None
+    for _ in range(1000):
+        kwargs = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": name + "/"}
+        if token:
+            kwargs["nextToken"] = token
+        try:
+            page = aws_call(logs.describe_log_streams, **kwargs)
+        except Exception as err:  # noqa: BLE001 - botocore ClientError
+            if getattr(err, "response", {}).get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return
+            raise
+        streams += [s["logStreamName"] for s in page.get("logStreams") or []]
+        token = page.get("nextToken")
+        if not token:
+            break
+    count = 0
+    for stream in sorted(streams):
+        token = None
+        while True:
+            kwargs = {"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True}
+            if token:
+                kwargs["nextToken"] = token
+            page = aws_call(logs.get_log_events, **kwargs)
+            for event in page.get("events") or []:
+                yield from str(event.get("message", "")).splitlines() or [""]
+                count += 1
+                if count >= max_events:
+                    return
+            nxt = page.get("nextForwardToken")
+            if not page.get("events") or not nxt or nxt == token:
+                break
+            token = nxt
+
+
+# -- reports -----------------------------------------------------------------------------------------------
+def analyze_lines(lines: List[str], instance_type: str, nodes: int) -> Dict[str, Any]:
+    """The validator's parser over the job's lines (fails closed to `unknown` if the parser is absent)."""
+    try:
+        from validators.analyze import analyze
+    except ImportError as err:  # the parser is another part of this project; never pass without it
+        finding = {"id": "no-parser", "severity": "error", "message": str(err), "evidence": []}
+        return {
+            "schema": "efa-image-build/report/v1",
+            "verdict": "unknown",
+            "checks": [],
+            "findings": [finding],
+        }
+    return analyze(lines, instance_type=instance_type, nodes=nodes, source=f"cloudwatch:{LOG_GROUP}")
+
+
+def write_reports(report: Dict[str, Any], out: Path, name: str) -> List[Path]:
+    """JSON always; JUnit and Markdown with the validator's own writers (the same as a local run)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    texts = [(out / f"{name}.json", json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")]
+    try:
+        from validators.report import to_junit, to_markdown
+
+        texts.append((out / f"{name}.junit.xml", to_junit(report)))
+        texts.append((out / f"{name}.md", to_markdown(report)))
+    except ImportError:
+        log("warning: validators.report not available; only the JSON report written")
+    for path, text in texts:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        paths.append(path)
+    return paths
+
+
+# -- the whole flow ----------------------------------------------------------------------------------------
+@dataclass
+class Clients:
+    """The AWS clients the flow uses; `stopper` is the one StopTrainingJob goes through (tests stub it)."""
+
+    sagemaker: Any
+    logs: Any
+    quotas: Any
+    stopper: Any = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Clients:
+        from imagebuild.ecr import make_client
+
+        region, url = getattr(args, "region", None), getattr(args, "endpoint_url", None)
+        sm = make_client("sagemaker", region, url)
+        return cls(sm, make_client("logs", region, url), make_client("service-quotas", region, url), sm)
+
+
+def run_sagemaker_preflight(args: argparse.Namespace, clients: Optional[Clients] = None) -> int:
+    """Quota check, create the job, wait, read its logs, judge, write reports; returns the exit code."""
+    from imagebuild.ecr import aws_call
+
+    request = build_request(args)
+    if getattr(args, "dry_run", False):
+        print(json.dumps(request, indent=2, sort_keys=True))
+        return 0
+    name = request["TrainingJobName"]
+    itype = request["ResourceConfig"]["InstanceType"]
+    nodes = request["ResourceConfig"]["InstanceCount"]
+    max_run = request["StoppingCondition"]["MaxRuntimeInSeconds"]
+    clients = clients or Clients.from_args(args)
+    if not getattr(args, "skip_quota_check", False):
+        rows = quota_rows(list_quotas(clients.quotas), itype, nodes, max_run)
+        for r in rows:
+            state = "unknown (not listed)" if r.ok is None else "ok" if r.ok else "SHORT"
+            have = "?" if r.value is None else f"{r.value:g}"
+            log(f"quota {r.name}: {have} (need {r.needed:g} {r.unit}) {state}")
+        advice = quota_advice(rows)
+        if advice:
+            for line in advice:
+                log(line)
+            raise UserError(f"the account's SageMaker quotas cannot run {nodes} x {itype} for {max_run}s")
+    created = False
+    try:
+        try:
+            aws_call(clients.sagemaker.create_training_job, **request)
+        except UserError:
+            raise
+        except Exception as err:  # noqa: BLE001 - ClientError: ValidationException, ResourceLimitExceeded
+            code = getattr(err, "response", {}).get("Error", {}).get("Code", "")
+            hint = "request more quota in Service Quotas" if code == "ResourceLimitExceeded" else None
+            raise UserError(
+                f"SageMaker refused the training job: {err}", key="CreateTrainingJob", hint=hint
+            ) from err
+        created = True
+        log(f"created training job {name}: {nodes} x {itype}, max run {max_run}s")
+        try:
+            desc = wait_for_job(clients.sagemaker, name, float(args.poll), max_run + float(args.wait_slack))
+        except TimeoutError as err:
+            _stop(clients, name)
+            desc = {
+                "TrainingJobStatus": "Stopped",
+                "SecondaryStatus": "MaxRuntimeExceeded",
+                "FailureReason": f"MaxRuntimeExceeded: {err}",
+                "StoppingCondition": request["StoppingCondition"],
+            }
+        outcome, message = job_outcome(desc)
+        log(f"{name}: {message}")
+        lines = list(read_job_logs(clients.logs, name))
+        log(f"read {len(lines)} log lines from {LOG_GROUP}/{name}/*")
+    except KeyboardInterrupt:
+        if created:
+            _stop(clients, name)
+            log(f"interrupted: stopped training job {name}")
+        else:
+            log("interrupted before the job was created: nothing to stop")
+        return 130
+    report = analyze_lines(lines, itype[3:], nodes)
+    report = judge(report, outcome, message)
+    report["image"] = {"ref": request["AlgorithmSpecification"]["TrainingImage"],
+                       "digest": _digest_of(request["AlgorithmSpecification"]["TrainingImage"])}  # fmt: skip
+    report["sagemaker"] = {
+        "job_name": name,
+        "job_arn": desc.get("TrainingJobArn"),
+        "status": desc.get("TrainingJobStatus"),
+        "secondary_status": desc.get("SecondaryStatus"),
+        "failure_reason": desc.get("FailureReason"),
+        "instance_type": itype,
+        "instance_count": nodes,
+        "max_run": max_run,
+        "billable_seconds": desc.get("BillableTimeInSeconds"),
+        "log_lines": len(lines),
+        "final_metrics": desc.get("FinalMetricDataList"),
+    }
+    if report["image"]["digest"] is None:
+        log(
+            "warning: --image has no @sha256 digest; this report cannot clear "
+            "`build.py release --require-preflight`"
+        )
+    for path in write_reports(report, Path(getattr(args, "out", "build/preflight")), name):
+        log(f"wrote {path}")
+    print(f"verdict: {report['verdict']}")
+    return EXIT_BY_VERDICT.get(report["verdict"], 3)
+
+
+def _stop(clients: Clients, name: str) -> None:
+    """StopTrainingJob, best effort but loud: a job left running burns a cluster's money."""
+    try:
+        (clients.stopper or clients.sagemaker).stop_training_job(TrainingJobName=name)
+    except Exception as err:  # noqa: BLE001 - report, never mask the reason we are stopping
+        log(
+            f"warning: could not stop training job {name}: {err}; "
+            "stop it by hand (aws sagemaker stop-training-job)"
+        )

@@ -1,0 +1,320 @@
+"""The Variant: one fully resolved, immutable image description, and its JSON lock.
+
+Everything downstream (Dockerfile, static checks, recipes, release records) reads a Variant or its lock,
+never the matrix. `to_lock()` is the contract documented in docs/architecture.md; `from_lock()` reads it back
+(for `build.py test IMAGE`, which has only the image label).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from imagebuild.errors import UserError
+
+LOCK_SCHEMA = "efa-image-build/lock/v1"
+LOCK_LABEL = "org.efa-image-build.lock"
+COMPONENT_ORDER = (
+    "libfabric",
+    "openmpi",
+    "efa_installer",
+    "cuda_runtime",
+    "nccl",
+    "aws_ofi_nccl",
+    "nccl_tests",
+    "gdrcopy",
+    "torch",
+)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file the Dockerfile COPYs from context/artifacts/ (the build host fetches and verifies it)."""
+
+    kind: str  # url | git | pypi
+    filename: str
+    sha256: Optional[str] = None  # None for git tarballs (pinned by commit) and GPG-only downloads
+    url: Optional[str] = None  # https download or git repository
+    commit: Optional[str] = None
+    requirement: Optional[str] = None  # pypi name==version
+    gpg_fingerprint: Optional[str] = None
+    signature_url: Optional[str] = None
+    key_url: Optional[str] = None
+    signature_file: Optional[str] = None
+    key_file: Optional[str] = None
+
+    @property
+    def source(self) -> str:
+        if self.kind == "git":
+            return f"git+{self.url}@{self.commit}"
+        if self.kind == "pypi":
+            return f"pypi:{self.requirement}"
+        return str(self.url)
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {
+            "kind": self.kind,
+            "filename": self.filename,
+            "sha256": self.sha256,
+            "source": self.source,
+        }
+        for key in ("url", "commit", "requirement", "gpg_fingerprint", "signature_url", "key_url"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        for key in ("signature_file", "key_file"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class Component:
+    """One installed component: what version, how installed, where it lands, what files it needs."""
+
+    name: str
+    version: str
+    method: str  # apt | wheel | packages | source | installer | base
+    source: str  # url | git | pypi | apt | installer | base
+    prefix: Optional[str] = None
+    packages: Tuple[str, ...] = ()  # apt pins (runtime)
+    dev_packages: Tuple[str, ...] = ()  # apt pins needed only to build against it
+    params: Tuple[Tuple[str, str], ...] = ()
+    artifacts: Tuple[Artifact, ...] = ()
+    bundled_by: Optional[str] = None
+
+    @property
+    def url(self) -> Optional[str]:
+        return self.artifacts[0].url if self.artifacts else None
+
+    @property
+    def sha256(self) -> Optional[str]:
+        return self.artifacts[0].sha256 if self.artifacts else None
+
+    def param(self, name: str, default: str = "") -> str:
+        return dict(self.params).get(name, default)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "version": self.version,
+            "method": self.method,
+            "source": self.source,
+            "prefix": self.prefix,
+            "url": self.url,
+            "sha256": self.sha256,
+            "commit": self.artifacts[0].commit if self.artifacts else None,
+            "packages": list(self.packages),
+            "dev_packages": list(self.dev_packages),
+            "params": dict(self.params),
+            "artifacts": [a.to_json() for a in self.artifacts],
+            "bundled_by": self.bundled_by,
+        }
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    reason: str
+    source: str
+    origin: str = "policy"  # policy | layout | training | user
+
+
+@dataclass(frozen=True)
+class ForbiddenEnv:
+    name: str
+    reason: str
+    source: str
+    severity: str = "warning"
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    image: str
+    kind: str  # local | dlc | cuda
+    os: str
+    registry_arg: Optional[str] = None
+
+    @property
+    def from_ref(self) -> str:
+        """What the FROM line says: `${BASE_REGISTRY}/repo:tag` for private registries."""
+        return f"${{{self.registry_arg}}}/{self.image}" if self.registry_arg else self.image
+
+
+@dataclass(frozen=True)
+class Training:
+    source_dir: str  # relative to the matrix file, as written
+    entry_point: str
+    requirements: Optional[str] = None
+    sagemaker: bool = True
+    code_dir: str = "/opt/ml/code"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    base: BaseImage
+    python: str
+    cuda: Optional[str] = None
+    components: Tuple[Component, ...] = ()
+    packages: Tuple[str, ...] = ()
+    env: Tuple[EnvVar, ...] = ()
+    env_forbidden: Tuple[ForbiddenEnv, ...] = ()
+    labels: Tuple[Tuple[str, str], ...] = ()
+    tags: Tuple[str, ...] = ()
+    instance_types: Tuple[str, ...] = ()
+    training: Optional[Training] = None
+    options: Tuple[Tuple[str, Any], ...] = ()
+    description: str = ""
+    axes: Tuple[Tuple[str, str], ...] = ()
+    matrix: str = ""
+    lint: Tuple[Tuple[str, str, str], ...] = field(default=(), compare=False)  # (severity, name, message)
+
+    def component(self, name: str) -> Optional[Component]:
+        for comp in self.components:
+            if comp.name == name:
+                return comp
+        return None
+
+    def has(self, name: str) -> bool:
+        return self.component(name) is not None
+
+    def version_of(self, name: str) -> Optional[str]:
+        comp = self.component(name)
+        return comp.version if comp else None
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+    def to_lock(self) -> Dict[str, Any]:
+        """The lock as a JSON-ready dict (dump with sort_keys=True: see `lock_json`)."""
+        return {
+            "schema": LOCK_SCHEMA,
+            "name": self.name,
+            "description": self.description,
+            "matrix": self.matrix,
+            "axes": dict(self.axes),
+            "base": {
+                "image": self.base.image,
+                "kind": self.base.kind,
+                "os": self.base.os,
+                "registry_arg": self.base.registry_arg,
+            },
+            "cuda": self.cuda,
+            "python": self.python,
+            "packages": list(self.packages),
+            "components": {c.name: c.to_json() for c in self.components},
+            "env": [
+                {"name": e.name, "value": e.value, "reason": e.reason, "source": e.source, "origin": e.origin}
+                for e in self.env
+            ],
+            "env_forbidden": [
+                {"name": f.name, "reason": f.reason, "source": f.source, "severity": f.severity}
+                for f in self.env_forbidden
+            ],
+            "labels": dict(self.labels),
+            "tags": list(self.tags),
+            "instance_types": list(self.instance_types),
+            "training": None
+            if self.training is None
+            else {
+                "source_dir": self.training.source_dir,
+                "entry_point": self.training.entry_point,
+                "requirements": self.training.requirements,
+                "sagemaker": self.training.sagemaker,
+                "code_dir": self.training.code_dir,
+            },
+            "options": dict(self.options),
+        }
+
+    def lock_json(self, indent: Optional[int] = 2) -> str:
+        seps = (",", ": ") if indent else (",", ":")
+        return json.dumps(self.to_lock(), sort_keys=True, indent=indent, separators=seps) + (
+            "\n" if indent else ""
+        )
+
+    @classmethod
+    def from_lock(cls, lock: Mapping[str, Any], where: str = "variant.lock.json") -> Variant:
+        """Read a lock back; a malformed lock is a UserError naming the key."""
+        try:
+            return _from_lock(lock)
+        except UserError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise UserError(f"not a valid variant lock: {err!r}", file=where) from None
+
+
+def _from_lock(lock: Mapping[str, Any]) -> Variant:
+    if lock.get("schema") != LOCK_SCHEMA:
+        raise UserError(f"lock schema is {lock.get('schema')!r}, expected {LOCK_SCHEMA!r}", key="schema")
+    comps: List[Component] = []
+    for name, c in dict(lock["components"]).items():
+        arts = tuple(
+            Artifact(
+                kind=a["kind"],
+                filename=a["filename"],
+                sha256=a.get("sha256"),
+                url=a.get("url"),
+                commit=a.get("commit"),
+                requirement=a.get("requirement"),
+                gpg_fingerprint=a.get("gpg_fingerprint"),
+                signature_url=a.get("signature_url"),
+                key_url=a.get("key_url"),
+                signature_file=a.get("signature_file"),
+                key_file=a.get("key_file"),
+            )
+            for a in c.get("artifacts") or []
+        )
+        comps.append(
+            Component(
+                name=name,
+                version=str(c["version"]),
+                method=c["method"],
+                source=c.get("source") or c["method"],
+                prefix=c.get("prefix"),
+                packages=tuple(c.get("packages") or ()),
+                dev_packages=tuple(c.get("dev_packages") or ()),
+                params=tuple(sorted((str(k), str(v)) for k, v in (c.get("params") or {}).items())),
+                artifacts=arts,
+                bundled_by=c.get("bundled_by"),
+            )
+        )
+    comps.sort(key=lambda c: COMPONENT_ORDER.index(c.name) if c.name in COMPONENT_ORDER else 99)
+    base = lock["base"]
+    tr = lock.get("training")
+    return Variant(
+        name=lock["name"],
+        description=lock.get("description") or "",
+        matrix=lock.get("matrix") or "",
+        axes=tuple(sorted((lock.get("axes") or {}).items())),
+        base=BaseImage(
+            image=base["image"], kind=base["kind"], os=base["os"], registry_arg=base.get("registry_arg")
+        ),
+        cuda=lock.get("cuda"),
+        python=lock["python"],
+        packages=tuple(lock.get("packages") or ()),
+        components=tuple(comps),
+        env=tuple(
+            EnvVar(e["name"], e["value"], e["reason"], e["source"], e.get("origin", "policy"))
+            for e in lock.get("env") or []
+        ),
+        env_forbidden=tuple(
+            ForbiddenEnv(f["name"], f["reason"], f["source"], f.get("severity", "warning"))
+            for f in lock.get("env_forbidden") or []
+        ),
+        labels=tuple(sorted((lock.get("labels") or {}).items())),
+        tags=tuple(lock.get("tags") or ()),
+        instance_types=tuple(lock.get("instance_types") or ()),
+        training=None
+        if not tr
+        else Training(
+            source_dir=tr["source_dir"],
+            entry_point=tr["entry_point"],
+            requirements=tr.get("requirements"),
+            sagemaker=bool(tr.get("sagemaker", True)),
+            code_dir=tr.get("code_dir", "/opt/ml/code"),
+        ),
+        options=tuple(sorted((lock.get("options") or {}).items())),
+    )

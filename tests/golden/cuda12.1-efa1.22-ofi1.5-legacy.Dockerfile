@@ -1,0 +1,148 @@
+# Rendered by efa-image-build from matrix.yaml (variant cuda12.1-efa1.22-ofi1.5-legacy). Do not edit: change the matrix
+# and run `build.py render`. Build context: build/cuda12.1-efa1.22-ofi1.5-legacy/context (artifacts/, validators/, training/).
+
+# ---- system: base image and OS packages ------------------------------------------------------------------
+FROM nvidia/cuda:12.1.1-devel-ubuntu22.04 AS system
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+# Unpinned in the matrix (pin them for reproducible images): python3, libhwloc15
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      python3 \
+      libhwloc15 \
+ && rm -rf /var/lib/apt/lists/*
+
+
+# ---- EFA installer 1.22.1: verify (builder-only stage) -------------------------------------
+FROM system AS efa-verify
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gnupg ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY artifacts/aws-efa-installer-1.22.1.tar.gz artifacts/aws-efa-installer-1.22.1.tar.gz.sig artifacts/aws-efa-installer.key /tmp/efa/
+WORKDIR /tmp/efa
+RUN echo 'f90f3d5f59c031b9a964466b5401e86fd0429272408f6c207c3f9048254e9665  aws-efa-installer-1.22.1.tar.gz' | sha256sum -c - \
+ && export GNUPGHOME=/tmp/efa/gnupg && mkdir -m 700 "$GNUPGHOME" \
+ && gpg --batch --quiet --import aws-efa-installer.key \
+ && gpg --batch --export 4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC > only-pinned-key.gpg \
+ && test -s only-pinned-key.gpg \
+ && gpgv --keyring /tmp/efa/only-pinned-key.gpg aws-efa-installer-1.22.1.tar.gz.sig aws-efa-installer-1.22.1.tar.gz \
+ && tar -xzf aws-efa-installer-1.22.1.tar.gz
+
+# ---- EFA installer 1.22.1: install --------------------------------------------------------
+FROM system AS efa
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY --from=efa-verify /tmp/efa/aws-efa-installer /tmp/aws-efa-installer
+WORKDIR /tmp/aws-efa-installer
+RUN ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
+ && rm -rf /tmp/aws-efa-installer /var/lib/apt/lists/*
+WORKDIR /
+
+# ---- builder: compilers, archives and sources live here only -------------------------------------------
+FROM efa AS builder
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Build tools are builder-only and left to the base's mirror; pinned -dev packages match the runtime.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      git \
+      make \
+      g++ \
+      autoconf \
+      automake \
+      libtool \
+      libhwloc-dev \
+ && rm -rf /var/lib/apt/lists/*
+# Files pinned by commit or signature are checked against the build host's SHA256SUMS (made after it verified
+# the commit or the GPG signature); files with a pinned sha256 are checked against the pin itself.
+COPY artifacts/SHA256SUMS /tmp/artifacts/SHA256SUMS
+
+# nccl 2.18.5 from source (git+https://github.com/NVIDIA/nccl.git@559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7)
+COPY artifacts/nccl-559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7.tar /tmp/artifacts/
+RUN awk -v f=nccl-559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/nccl-559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7.tar)" = 559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7 \
+ && mkdir -p /tmp/src/nccl \
+ && tar -xf /tmp/artifacts/nccl-559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7.tar --strip-components=1 -C /tmp/src/nccl \
+ && rm /tmp/artifacts/nccl-559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7.tar
+WORKDIR /tmp/src/nccl
+RUN make -j"$(nproc)" src.build CUDA_HOME=/usr/local/cuda \
+      NVCC_GENCODE=-gencode=arch=compute_80,code=sm_80 \
+ && make src.install PREFIX=/opt/nvidia/nccl \
+ && rm -rf /tmp/src/nccl
+WORKDIR /
+# aws-ofi-nccl 1.5.0 from source (git+https://github.com/aws/aws-ofi-nccl.git@73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087)
+COPY artifacts/aws-ofi-nccl-73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087.tar /tmp/artifacts/
+RUN awk -v f=aws-ofi-nccl-73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/aws-ofi-nccl-73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087.tar)" = 73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087 \
+ && mkdir -p /tmp/src/aws_ofi_nccl \
+ && tar -xf /tmp/artifacts/aws-ofi-nccl-73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087.tar --strip-components=1 -C /tmp/src/aws_ofi_nccl \
+ && rm /tmp/artifacts/aws-ofi-nccl-73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087.tar
+WORKDIR /tmp/src/aws_ofi_nccl
+RUN printf '%s\n' 1.5.0 > .release_version \
+ && ./autogen.sh \
+ && ./configure --prefix=/opt/aws-ofi-nccl \
+      --with-libfabric=/opt/amazon/efa \
+      --with-cuda=/usr/local/cuda \
+      --with-mpi=/opt/amazon/openmpi \
+      --disable-tests \
+ && make -j"$(nproc)" \
+ && make install \
+ && rm -rf /tmp/src/aws_ofi_nccl
+WORKDIR /
+# nccl-tests 2.13.9 from source (git+https://github.com/NVIDIA/nccl-tests.git@c6afef0b6f76ffc55d4172d971be6cf5a08a73a4)
+COPY artifacts/nccl-tests-c6afef0b6f76ffc55d4172d971be6cf5a08a73a4.tar /tmp/artifacts/
+RUN awk -v f=nccl-tests-c6afef0b6f76ffc55d4172d971be6cf5a08a73a4.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/nccl-tests-c6afef0b6f76ffc55d4172d971be6cf5a08a73a4.tar)" = c6afef0b6f76ffc55d4172d971be6cf5a08a73a4 \
+ && mkdir -p /tmp/src/nccl_tests \
+ && tar -xf /tmp/artifacts/nccl-tests-c6afef0b6f76ffc55d4172d971be6cf5a08a73a4.tar --strip-components=1 -C /tmp/src/nccl_tests \
+ && rm /tmp/artifacts/nccl-tests-c6afef0b6f76ffc55d4172d971be6cf5a08a73a4.tar
+WORKDIR /tmp/src/nccl_tests
+RUN make -j"$(nproc)" \
+      MPI=1 MPI_HOME=/opt/amazon/openmpi \
+      NCCL_HOME=/opt/nvidia/nccl CUDA_HOME=/usr/local/cuda \
+      NVCC_GENCODE=-gencode=arch=compute_80,code=sm_80 BUILDDIR=/tmp/nccl-tests-build \
+ && mkdir -p /opt/nccl-tests/bin \
+ && cp /tmp/nccl-tests-build/*_perf /opt/nccl-tests/bin/ \
+ && rm -rf /tmp/src/nccl_tests /tmp/nccl-tests-build
+WORKDIR /
+
+# ---- runtime: only what the job needs -------------------------------------------------------------------
+FROM efa AS runtime
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY --from=builder /opt/nvidia/nccl /opt/nvidia/nccl
+COPY --from=builder /opt/aws-ofi-nccl /opt/aws-ofi-nccl
+COPY --from=builder /opt/nccl-tests /opt/nccl-tests
+RUN printf '%s\n' /opt/amazon/openmpi/lib /opt/amazon/efa/lib /opt/nvidia/nccl/lib /opt/aws-ofi-nccl/lib > /etc/ld.so.conf.d/efa-image-build.conf \
+ && ldconfig
+# Environment: `build.py explain-env cuda12.1-efa1.22-ofi1.5-legacy` says why each one is set.
+ENV FI_PROVIDER="efa"
+ENV NCCL_PROTO="simple"
+ENV FI_EFA_USE_DEVICE_RDMA="1"
+ENV NCCL_LAUNCH_MODE="PARALLEL"
+ENV NCCL_NET_SHARED_COMMS="0"
+ENV LD_LIBRARY_PATH="/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/nvidia/nccl/lib:/opt/aws-ofi-nccl/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+ENV PATH="/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:/opt/nccl-tests/bin:${PATH}"
+# validators: `/usr/bin/python3 -m validators --help`
+COPY validators /opt/efa-image-build/validators
+RUN /usr/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
+ && /usr/bin/python3 -c 'import validators'
+# training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
+COPY training /opt/ml/code
+WORKDIR /opt/ml/code
+ENV SAGEMAKER_PROGRAM="train.py" \
+    SAGEMAKER_SUBMIT_DIRECTORY="/opt/ml/code"
+
+LABEL org.efa-image-build.aws-ofi-nccl.version="1.5.0" \
+      org.efa-image-build.cuda.version="12.1" \
+      org.efa-image-build.efa-installer.version="1.22.1" \
+      org.efa-image-build.libfabric.version="1.17.1" \
+      org.efa-image-build.nccl-tests.version="2.13.9" \
+      org.efa-image-build.nccl.version="2.18.5" \
+      org.efa-image-build.openmpi.version="4.1.5" \
+      org.efa-image-build.variant="cuda12.1-efa1.22-ofi1.5-legacy" \
+      org.opencontainers.image.description="legacy stack, aws-ofi-nccl 1.5.0 with the seed env (p4d)" \
+      org.opencontainers.image.title="cuda12.1-efa1.22-ofi1.5-legacy" \
+      org.opencontainers.image.vendor="Example ML platform team" \
+      org.efa-image-build.lock="{\"axes\":{},\"base\":{\"image\":\"nvidia/cuda:12.1.1-devel-ubuntu22.04\",\"kind\":\"cuda\",\"os\":\"ubuntu22.04\",\"registry_arg\":null},\"components\":{\"aws_ofi_nccl\":{\"artifacts\":[{\"commit\":\"73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087\",\"filename\":\"aws-ofi-nccl-73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/aws/aws-ofi-nccl.git@73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087\",\"url\":\"https://github.com/aws/aws-ofi-nccl.git\"}],\"bundled_by\":null,\"commit\":\"73900d2b1e1ac659b5c8eb09b3ebcbc9a78d2087\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{\"platform_aws\":\"yes\"},\"prefix\":\"/opt/aws-ofi-nccl\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/aws/aws-ofi-nccl.git\",\"version\":\"1.5.0\"},\"efa_installer\":{\"artifacts\":[{\"filename\":\"aws-efa-installer-1.22.1.tar.gz\",\"gpg_fingerprint\":\"4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC\",\"key_file\":\"aws-efa-installer.key\",\"key_url\":\"https://efa-installer.amazonaws.com/aws-efa-installer.key\",\"kind\":\"url\",\"sha256\":\"f90f3d5f59c031b9a964466b5401e86fd0429272408f6c207c3f9048254e9665\",\"signature_file\":\"aws-efa-installer-1.22.1.tar.gz.sig\",\"signature_url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.22.1.tar.gz.sig\",\"source\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.22.1.tar.gz\",\"url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.22.1.tar.gz\"}],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{\"openmpi\":\"4\"},\"prefix\":\"/opt/amazon/efa\",\"sha256\":\"f90f3d5f59c031b9a964466b5401e86fd0429272408f6c207c3f9048254e9665\",\"source\":\"url\",\"url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.22.1.tar.gz\",\"version\":\"1.22.1\"},\"libfabric\":{\"artifacts\":[],\"bundled_by\":\"efa_installer\",\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/amazon/efa\",\"sha256\":null,\"source\":\"installer\",\"url\":null,\"version\":\"1.17.1\"},\"nccl\":{\"artifacts\":[{\"commit\":\"559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7\",\"filename\":\"nccl-559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/NVIDIA/nccl.git@559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7\",\"url\":\"https://github.com/NVIDIA/nccl.git\"}],\"bundled_by\":null,\"commit\":\"559b70f86c190a0d8f67f0d7a0f2c9810dd1e8c7\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/nvidia/nccl\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/NVIDIA/nccl.git\",\"version\":\"2.18.5\"},\"nccl_tests\":{\"artifacts\":[{\"commit\":\"c6afef0b6f76ffc55d4172d971be6cf5a08a73a4\",\"filename\":\"nccl-tests-c6afef0b6f76ffc55d4172d971be6cf5a08a73a4.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/NVIDIA/nccl-tests.git@c6afef0b6f76ffc55d4172d971be6cf5a08a73a4\",\"url\":\"https://github.com/NVIDIA/nccl-tests.git\"}],\"bundled_by\":null,\"commit\":\"c6afef0b6f76ffc55d4172d971be6cf5a08a73a4\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{\"mpi\":\"1\"},\"prefix\":\"/opt/nccl-tests\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/NVIDIA/nccl-tests.git\",\"version\":\"2.13.9\"},\"openmpi\":{\"artifacts\":[],\"bundled_by\":\"efa_installer\",\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/amazon/openmpi\",\"sha256\":null,\"source\":\"installer\",\"url\":null,\"version\":\"4.1.5\"}},\"cuda\":\"12.1\",\"description\":\"legacy stack, aws-ofi-nccl 1.5.0 with the seed env (p4d)\",\"env\":[{\"name\":\"FI_PROVIDER\",\"origin\":\"policy\",\"reason\":\"aws-ofi-nccl <= 1.5.0 does not restrict libfabric to the efa provider; without it libfabric may pick another provider (tcp, sockets) and run slowly\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md; awsome-distributed-training efa-cheatsheet.md\",\"value\":\"efa\"},{\"name\":\"NCCL_PROTO\",\"origin\":\"policy\",\"reason\":\"aws-ofi-nccl <= 1.5.0 does not support NCCL's LL/LL128 protocols over EFA (data corruption); force Simple\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md; FIELD-NOTES failure table (LL/LL128 corruption)\",\"value\":\"simple\"},{\"name\":\"FI_EFA_USE_DEVICE_RDMA\",\"origin\":\"policy\",\"reason\":\"libfabric < 1.18 or aws-ofi-nccl < 1.7 do not turn on RDMA read (GPUDirect) by themselves on devices that have it\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md; libfabric efa provider (FIELD-NOTES)\",\"value\":\"1\"},{\"name\":\"NCCL_LAUNCH_MODE\",\"origin\":\"policy\",\"reason\":\"part of the seed recipe for aws-ofi-nccl <= 1.5 stacks; kept for those stacks only\",\"source\":\"seed environment (FIELD-NOTES env table, no later guidance found)\",\"value\":\"PARALLEL\"},{\"name\":\"NCCL_NET_SHARED_COMMS\",\"origin\":\"policy\",\"reason\":\"part of the seed recipe for aws-ofi-nccl <= 1.5 stacks; kept for those stacks only\",\"source\":\"seed environment (FIELD-NOTES env table, no later guidance found)\",\"value\":\"0\"},{\"name\":\"LD_LIBRARY_PATH\",\"origin\":\"layout\",\"reason\":\"component libraries first (also in /etc/ld.so.conf.d for jobs that reset it)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/nvidia/nccl/lib:/opt/aws-ofi-nccl/lib\${LD_LIBRARY_PATH:+:\${LD_LIBRARY_PATH}}\"},{\"name\":\"PATH\",\"origin\":\"layout\",\"reason\":\"component tools (mpirun, fi_info, nccl-tests)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:/opt/nccl-tests/bin:\${PATH}\"},{\"name\":\"SAGEMAKER_PROGRAM\",\"origin\":\"training\",\"reason\":\"the script SageMaker's training toolkit runs\",\"source\":\"SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)\",\"value\":\"train.py\"}],\"env_forbidden\":[{\"name\":\"NCCL_ALGO\",\"reason\":\"from NCCL 2.12 the tuner picks the algorithm per message size and topology; forcing one (often Ring) costs bandwidth at scale\",\"severity\":\"error\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md; awsome-distributed-training efa-cheatsheet.md\"},{\"name\":\"RDMAV_FORK_SAFE\",\"reason\":\"the EFA guidance says 'do not use': rdma-core's fork protection is not needed with current kernels and libfabric, and it costs registration performance\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"FI_EFA_FORK_SAFE\",\"reason\":\"not needed with current libfabric and kernels (fork support is detected)\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"NCCL_BUFFSIZE\",\"reason\":\"leave NCCL_BUFFSIZE at its default; a changed buffer size was tuned for another stack\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"}],\"instance_types\":[\"p4d.24xlarge\",\"p4de.24xlarge\"],\"labels\":{\"org.efa-image-build.aws-ofi-nccl.version\":\"1.5.0\",\"org.efa-image-build.cuda.version\":\"12.1\",\"org.efa-image-build.efa-installer.version\":\"1.22.1\",\"org.efa-image-build.libfabric.version\":\"1.17.1\",\"org.efa-image-build.nccl-tests.version\":\"2.13.9\",\"org.efa-image-build.nccl.version\":\"2.18.5\",\"org.efa-image-build.openmpi.version\":\"4.1.5\",\"org.efa-image-build.variant\":\"cuda12.1-efa1.22-ofi1.5-legacy\",\"org.opencontainers.image.description\":\"legacy stack, aws-ofi-nccl 1.5.0 with the seed env (p4d)\",\"org.opencontainers.image.title\":\"cuda12.1-efa1.22-ofi1.5-legacy\",\"org.opencontainers.image.vendor\":\"Example ML platform team\"},\"matrix\":\"matrix.yaml\",\"name\":\"cuda12.1-efa1.22-ofi1.5-legacy\",\"options\":{\"build_ca\":false,\"cuda_arch\":\"80\",\"jobs\":0},\"packages\":[\"python3\",\"libhwloc15\"],\"python\":\"/usr/bin/python3\",\"schema\":\"efa-image-build/lock/v1\",\"tags\":[\"ml-platform/training:cuda12.1-efa1.22-ofi1.5-legacy\"],\"training\":{\"code_dir\":\"/opt/ml/code\",\"entry_point\":\"train.py\",\"requirements\":\"requirements.txt\",\"sagemaker\":true,\"source_dir\":\"examples/training\"}}"

@@ -1,0 +1,67 @@
+# Rendered by efa-image-build from matrix.yaml (variant dlc-pt2.7-efa1.41.0). Do not edit: change the matrix
+# and run `build.py render`. Build context: build/dlc-pt2.7-efa1.41.0/context (artifacts/, validators/, training/).
+# The registry host is deployment configuration: pass --build-arg BASE_REGISTRY=<host>.
+ARG BASE_REGISTRY
+
+# ---- system: base image and OS packages ------------------------------------------------------------------
+FROM ${BASE_REGISTRY}/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-sagemaker AS system
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+
+
+# ---- EFA installer 1.41.0: verify (builder-only stage) -------------------------------------
+FROM system AS efa-verify
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gnupg ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY artifacts/aws-efa-installer-1.41.0.tar.gz artifacts/aws-efa-installer-1.41.0.tar.gz.sig artifacts/aws-efa-installer.key /tmp/efa/
+WORKDIR /tmp/efa
+RUN echo '3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f  aws-efa-installer-1.41.0.tar.gz' | sha256sum -c - \
+ && export GNUPGHOME=/tmp/efa/gnupg && mkdir -m 700 "$GNUPGHOME" \
+ && gpg --batch --quiet --import aws-efa-installer.key \
+ && gpg --batch --export 4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC > only-pinned-key.gpg \
+ && test -s only-pinned-key.gpg \
+ && gpgv --keyring /tmp/efa/only-pinned-key.gpg aws-efa-installer-1.41.0.tar.gz.sig aws-efa-installer-1.41.0.tar.gz \
+ && tar -xzf aws-efa-installer-1.41.0.tar.gz
+
+# ---- EFA installer 1.41.0: install --------------------------------------------------------
+FROM system AS efa
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY --from=efa-verify /tmp/efa/aws-efa-installer /tmp/aws-efa-installer
+WORKDIR /tmp/aws-efa-installer
+RUN ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
+ && rm -rf /tmp/aws-efa-installer /var/lib/apt/lists/*
+WORKDIR /
+
+# ---- runtime: only what the job needs -------------------------------------------------------------------
+FROM efa AS runtime
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN printf '%s\n' /opt/amazon/openmpi/lib /opt/amazon/efa/lib /opt/amazon/ofi-nccl/lib /opt/amazon/ofi-nccl/lib64 /opt/amazon/ofi-nccl/lib/x86_64-linux-gnu > /etc/ld.so.conf.d/efa-image-build.conf \
+ && ldconfig
+# Environment: `build.py explain-env dlc-pt2.7-efa1.41.0` says why each one is set.
+ENV LD_LIBRARY_PATH="/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib:/opt/amazon/ofi-nccl/lib64:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+ENV PATH="/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:${PATH}"
+# validators: `/opt/conda/bin/python -m validators --help`
+COPY validators /opt/efa-image-build/validators
+RUN /opt/conda/bin/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
+ && /opt/conda/bin/python -c 'import validators'
+# training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
+COPY training /opt/ml/code
+WORKDIR /opt/ml/code
+ENV SAGEMAKER_PROGRAM="train.py" \
+    SAGEMAKER_SUBMIT_DIRECTORY="/opt/ml/code"
+
+LABEL org.efa-image-build.aws-ofi-nccl.version="1.14.2" \
+      org.efa-image-build.cuda.version="12.8" \
+      org.efa-image-build.efa-installer.version="1.41.0" \
+      org.efa-image-build.libfabric.version="2.1.0" \
+      org.efa-image-build.nccl.version="2.26.2" \
+      org.efa-image-build.openmpi.version="4.1.7" \
+      org.efa-image-build.torch.version="2.7.1" \
+      org.efa-image-build.variant="dlc-pt2.7-efa1.41.0" \
+      org.opencontainers.image.description="AWS DLC PyTorch 2.7 training image with a newer EFA installer" \
+      org.opencontainers.image.title="dlc-pt2.7-efa1.41.0" \
+      org.opencontainers.image.vendor="Example ML platform team" \
+      org.efa-image-build.lock="{\"axes\":{\"efa\":\"1.41.0\"},\"base\":{\"image\":\"pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-sagemaker\",\"kind\":\"dlc\",\"os\":\"ubuntu22.04\",\"registry_arg\":\"BASE_REGISTRY\"},\"components\":{\"aws_ofi_nccl\":{\"artifacts\":[],\"bundled_by\":\"efa_installer\",\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{\"platform_aws\":\"yes\"},\"prefix\":\"/opt/amazon/ofi-nccl\",\"sha256\":null,\"source\":\"installer\",\"url\":null,\"version\":\"1.14.2\"},\"efa_installer\":{\"artifacts\":[{\"filename\":\"aws-efa-installer-1.41.0.tar.gz\",\"gpg_fingerprint\":\"4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC\",\"key_file\":\"aws-efa-installer.key\",\"key_url\":\"https://efa-installer.amazonaws.com/aws-efa-installer.key\",\"kind\":\"url\",\"sha256\":\"3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f\",\"signature_file\":\"aws-efa-installer-1.41.0.tar.gz.sig\",\"signature_url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz.sig\",\"source\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz\",\"url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz\"}],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{\"openmpi\":\"4\"},\"prefix\":\"/opt/amazon/efa\",\"sha256\":\"3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f\",\"source\":\"url\",\"url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz\",\"version\":\"1.41.0\"},\"libfabric\":{\"artifacts\":[],\"bundled_by\":\"efa_installer\",\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/amazon/efa\",\"sha256\":null,\"source\":\"installer\",\"url\":null,\"version\":\"2.1.0\"},\"nccl\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"base\",\"packages\":[],\"params\":{},\"prefix\":null,\"sha256\":null,\"source\":\"base\",\"url\":null,\"version\":\"2.26.2\"},\"openmpi\":{\"artifacts\":[],\"bundled_by\":\"efa_installer\",\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/amazon/openmpi\",\"sha256\":null,\"source\":\"installer\",\"url\":null,\"version\":\"4.1.7\"},\"torch\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"base\",\"packages\":[],\"params\":{},\"prefix\":null,\"sha256\":null,\"source\":\"base\",\"url\":null,\"version\":\"2.7.1\"}},\"cuda\":\"12.8\",\"description\":\"AWS DLC PyTorch 2.7 training image with a newer EFA installer\",\"env\":[{\"name\":\"LD_LIBRARY_PATH\",\"origin\":\"layout\",\"reason\":\"component libraries first (also in /etc/ld.so.conf.d for jobs that reset it)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib:/opt/amazon/ofi-nccl/lib64:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu\${LD_LIBRARY_PATH:+:\${LD_LIBRARY_PATH}}\"},{\"name\":\"PATH\",\"origin\":\"layout\",\"reason\":\"component tools (mpirun, fi_info, nccl-tests)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:\${PATH}\"},{\"name\":\"SAGEMAKER_PROGRAM\",\"origin\":\"training\",\"reason\":\"the script SageMaker's training toolkit runs\",\"source\":\"SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)\",\"value\":\"train.py\"}],\"env_forbidden\":[{\"name\":\"NCCL_ALGO\",\"reason\":\"from NCCL 2.12 the tuner picks the algorithm per message size and topology; forcing one (often Ring) costs bandwidth at scale\",\"severity\":\"error\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md; awsome-distributed-training efa-cheatsheet.md\"},{\"name\":\"RDMAV_FORK_SAFE\",\"reason\":\"the EFA guidance says 'do not use': rdma-core's fork protection is not needed with current kernels and libfabric, and it costs registration performance\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"FI_EFA_FORK_SAFE\",\"reason\":\"not needed with current libfabric and kernels (fork support is detected)\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"NCCL_PROTO\",\"reason\":\"aws-ofi-nccl >= 1.6 forces Simple itself where needed; forcing a protocol disables LL/LL128 where they are safe and fast\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"FI_EFA_USE_DEVICE_RDMA\",\"reason\":\"do not set with libfabric >= 1.18 and aws-ofi-nccl >= 1.7: they enable it themselves, and on a device without RDMA read libfabric aborts ('FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read capability. Application will abort()')\",\"severity\":\"error\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md; libfabric efa provider\"},{\"name\":\"NCCL_BUFFSIZE\",\"reason\":\"leave NCCL_BUFFSIZE at its default; a changed buffer size was tuned for another stack\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"}],\"instance_types\":[\"p5.48xlarge\",\"p5en.48xlarge\"],\"labels\":{\"org.efa-image-build.aws-ofi-nccl.version\":\"1.14.2\",\"org.efa-image-build.cuda.version\":\"12.8\",\"org.efa-image-build.efa-installer.version\":\"1.41.0\",\"org.efa-image-build.libfabric.version\":\"2.1.0\",\"org.efa-image-build.nccl.version\":\"2.26.2\",\"org.efa-image-build.openmpi.version\":\"4.1.7\",\"org.efa-image-build.torch.version\":\"2.7.1\",\"org.efa-image-build.variant\":\"dlc-pt2.7-efa1.41.0\",\"org.opencontainers.image.description\":\"AWS DLC PyTorch 2.7 training image with a newer EFA installer\",\"org.opencontainers.image.title\":\"dlc-pt2.7-efa1.41.0\",\"org.opencontainers.image.vendor\":\"Example ML platform team\"},\"matrix\":\"matrix.yaml\",\"name\":\"dlc-pt2.7-efa1.41.0\",\"options\":{\"build_ca\":false,\"cuda_arch\":\"90\",\"jobs\":0},\"packages\":[],\"python\":\"/opt/conda/bin/python\",\"schema\":\"efa-image-build/lock/v1\",\"tags\":[\"ml-platform/training:dlc-pt2.7-efa1.41.0\"],\"training\":{\"code_dir\":\"/opt/ml/code\",\"entry_point\":\"train.py\",\"requirements\":\"requirements.txt\",\"sagemaker\":true,\"source_dir\":\"examples/training\"}}"

@@ -1,0 +1,107 @@
+"""Helpers for the pre-flight tests (runner, watchdog, launchers, probe): run the real CLI, find leftover
+processes by a marker in their command line, locate the replay fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+REPLAY_DIR = ROOT / "tests" / "fixtures" / "replay"
+GOOD_EFA = REPLAY_DIR / "good-efa-p5-2node.log"
+SOCKET_FALLBACK = REPLAY_DIR / "socket-fallback-p5-2node.log"
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+def marker() -> str:
+    """A unique word to put in a command line, so the test can find its own processes afterwards."""
+    return "h5mark" + uuid.uuid4().hex[:12]
+
+
+def unique_sleep(seconds: int = 60) -> str:
+    """`sleep` argument unique to this test (sleep takes fractions): finds our sleeps, not others'."""
+    return "%d.%06d" % (seconds, uuid.uuid4().int % 1000000)
+
+
+def pids_with(word: str) -> List[int]:
+    """PIDs of live (non-zombie) processes whose command line contains `word` (not this process)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            with open("/proc/%s/stat" % name, "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2 :].split()[0]
+        if word in cmd and state != b"Z":
+            found.append(int(name))
+    return found
+
+
+def assert_none_left(word: str, wait: float = 3.0) -> None:
+    """No process with `word` in its command line survives (a short wait lets the kernel reap)."""
+    deadline = time.monotonic() + wait
+    left = pids_with(word)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = pids_with(word)
+    assert not left, "processes left behind: %s" % [(p, _cmd(p)) for p in left]
+
+
+def _cmd(pid: int) -> str:
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return "?"
+
+
+def run_cli(
+    args: List[str], timeout: float = 60, env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None
+) -> Tuple[subprocess.CompletedProcess, float]:
+    """`python -m validators ARGS` as a user runs it; (completed process, wall seconds)."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    if env:
+        full_env.update(env)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "validators"] + args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=str(cwd or ROOT),
+    )
+    return proc, time.monotonic() - start
+
+
+def load(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def finding(report: dict, fid: str) -> Optional[dict]:
+    return next((f for f in report["findings"] if f["id"] == fid), None)
+
+
+def replay(*args: str) -> List[str]:
+    return [sys.executable, "-m", "validators.replay"] + list(args)
+
+
+def have_analyzer() -> bool:
+    try:
+        import validators.analyze  # noqa: F401
+    except ImportError:
+        return False
+    return True

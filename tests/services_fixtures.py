@@ -1,0 +1,63 @@
+"""pytest fixtures over tests/services.py: a registry (plain and htpasswd), moto's server, small real images.
+
+A plugin module (`pytest_plugins = ["services_fixtures"]` in the tests that use it), kept apart from
+services.py so the helpers there can be imported by test modules directly.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from services import REGISTRY_BIN, MotoServer, Registry, build_small_image, small_lock
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    """A real registry without auth."""
+    if not os.path.exists(REGISTRY_BIN):
+        pytest.skip(f"{REGISTRY_BIN} missing (apt install docker-registry)")
+    reg = Registry().start()
+    yield reg
+    reg.stop()
+
+
+@pytest.fixture(scope="session")
+def auth_registry() -> Registry:
+    """A real registry with htpasswd (bcrypt) auth: user h6user."""
+    if not os.path.exists(REGISTRY_BIN):
+        pytest.skip(f"{REGISTRY_BIN} missing (apt install docker-registry)")
+    reg = Registry(user="h6user", password="h6-Secret-pw-9271").start()
+    yield reg
+    reg.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> MotoServer:
+    server = MotoServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_server, monkeypatch) -> MotoServer:
+    """moto's server, reset, with dummy credentials in this test's environment only."""
+    moto_server.reset()
+    for key, value in MotoServer.env().items():
+        monkeypatch.setenv(key, value)
+    return moto_server
+
+
+@pytest.fixture(scope="session")
+def small_images(docker_client, local_base):
+    """Two distinct small images (A: nccl 2.26.2, B: nccl 2.27.7), removed with all their tags at the end."""
+    made = {
+        "a": build_small_image(docker_client, local_base, small_lock("h6-a", nccl="2.26.2"), "h6-test/a:dev"),
+        "b": build_small_image(docker_client, local_base, small_lock("h6-b"), "h6-test/b:dev"),
+    }
+    yield made
+    for image in made.values():
+        try:
+            docker_client.images.remove(image.id, force=True)
+        except Exception:  # noqa: BLE001 - already gone is fine
+            pass

@@ -1,0 +1,198 @@
+"""The library entry: log lines (or files) in, the validator report out.
+
+Why one entry: the CLI (`python -m validators parse`) and the pre-flight runner (which
+streams launcher output) must reach the same verdict from the same text. Files are read
+in binary and filtered with validators.linescan (fast, bounded memory); live lines go
+through the same filter line by line.
+"""
+
+import os
+import sys
+from typing import BinaryIO, Iterable, List, Optional, Sequence
+
+from validators import signatures
+from validators.facts import Facts
+from validators.nccllog import NEEDLES, parse_text
+from validators.prefix import strip_prefix
+from validators.report import build_report
+
+# lines nccl-tests prints: comments/headers ('#'), rows (their type column), the binary name
+# nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
+# header and its footer are passed whole (linescan.Region), as they hold no distinctive substring
+NCCLTESTS_NEEDLES = ("#", "_perf")
+TABLE_MAX_ROWS = 4096
+
+
+def _table_start(line: bytes) -> bool:
+    return b"#" in line and b"size" in line and b"count" in line and b"busbw" in line
+
+
+def _table_end(line: bytes) -> bool:
+    return b"Out of bounds" in line or b"Avg bus bandwidth" in line
+
+
+NCCL, SIGNATURE, TESTS = 1, 2, 4
+
+
+def needles() -> List[str]:
+    return sorted(set(NEEDLES) | set(signatures.needles()) | set(NCCLTESTS_NEEDLES))
+
+
+def needle_groups() -> List[tuple]:
+    """(needle, flag) pairs: which parser a line holding the needle can feed."""
+    return (
+        [(n, NCCL) for n in NEEDLES]
+        + [(n, SIGNATURE) for n in signatures.needles()]
+        + [(n, TESTS) for n in NCCLTESTS_NEEDLES]
+    )
+
+
+def _tests_parser():
+    """h3b's nccl-tests reader when present; the NCCL part works without it."""
+    try:
+        from validators.nccltests import NcclTestsParser
+    except ImportError:  # pragma: no cover - only while the module is not there
+        return None
+    return NcclTestsParser()
+
+
+class Analysis:
+    """Feed lines from one or more inputs, then `report()`; holds only folded facts."""
+
+    def __init__(self) -> None:
+        self.facts = Facts()
+        self.inputs = []  # type: List[dict]
+        self.tests = []  # type: List[dict]
+        self._parser = None
+        self._file = None  # type: Optional[str]
+
+    def begin(self, name: str) -> None:
+        self._finish_tests()
+        self._file = name
+        self._parser = _tests_parser()
+        self.inputs.append({"file": name, "kind": "log", "lines": 0, "bytes": None})
+
+    def line(self, lineno: int, raw: str, cut: bool = False, flags: int = NCCL | SIGNATURE | TESTS) -> None:
+        """One raw line (any prefix) that passed the needle filter; `flags` say which parsers want it."""
+        source, text = strip_prefix(raw)
+        if not text:
+            return
+        file = self._file
+        if flags & NCCL:
+            add = self.facts.add
+            for ev in parse_text(text, lineno, file, source):
+                add(ev, cut)
+        hits = signatures.match_line(text)  # any line: most signature lines hold an NCCL needle
+        if hits:
+            self.facts.add_signature_hits(hits, _Where(file, lineno, text))
+        if flags & TESTS and self._parser is not None and "NCCL INFO" not in text and "NCCL WARN" not in text:
+            self._parser.feed(text, lineno, file)
+
+    def end(self, lines: int, nbytes: Optional[int]) -> None:
+        if self.inputs:
+            self.inputs[-1]["lines"] = lines
+            self.inputs[-1]["bytes"] = nbytes
+        self._finish_tests()
+
+    def add_tests_json(self, name: str, obj: dict) -> None:
+        self.inputs.append({"file": name, "kind": "nccl-tests-json", "lines": None, "bytes": None})
+        self.tests.append(obj)
+
+    def _finish_tests(self) -> None:
+        if self._parser is not None:
+            res = self._parser.result()
+            if res is not None:
+                self.tests.append(res)
+            self._parser = None
+
+    def report(self, instance_type: Optional[str] = None, nodes: Optional[int] = None) -> dict:
+        self._finish_tests()
+        return build_report(self.facts, self.tests, self.inputs, instance_type, nodes)
+
+
+class _Where:
+    __slots__ = ("file", "lineno", "text")
+
+    def __init__(self, file, lineno, text) -> None:
+        self.file, self.lineno, self.text = file, lineno, text
+
+
+def analyze(
+    lines: Iterable,
+    instance_type: Optional[str] = None,
+    nodes: Optional[int] = None,
+    source: str = "<stream>",
+) -> dict:
+    """Report for lines of text (str or bytes, with or without newlines), e.g. live launcher output."""
+    a = Analysis()
+    a.begin(source)
+    groups = needle_groups()
+    table_left = 0  # rows still to pass after an nccl-tests table header (see linescan.Region)
+    count = 0
+    for count, raw in enumerate(lines, 1):
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", "replace")
+        raw = raw.rstrip("\r\n")
+        flags = 0
+        for n, f in groups:
+            if n in raw:
+                flags |= f
+        if table_left:
+            flags |= TESTS
+            table_left -= 1
+            if "Out of bounds" in raw or "Avg bus bandwidth" in raw:
+                table_left = 0
+        elif flags & TESTS and _table_start(raw.encode("utf-8", "replace")):
+            table_left = TABLE_MAX_ROWS
+        if flags:
+            a.line(count, raw, False, flags)
+    a.end(count, None)
+    return a.report(instance_type, nodes)
+
+
+def analyze_stream(a: Analysis, stream: BinaryIO, name: str) -> None:
+    """Add one binary stream (a file, stdin) to an Analysis."""
+    from validators.linescan import scan
+
+    a.begin(name)
+    stats = {}  # type: dict
+    from validators.linescan import Region
+
+    groups = [(n.encode(), f) for n, f in needle_groups()]
+    region = Region(_table_start, _table_end, TESTS, TABLE_MAX_ROWS)
+    for lineno, text, cut, flags in scan(stream, groups, stats=stats, region=region):
+        a.line(lineno, text, cut, flags)
+    a.end(stats.get("lines", 0), stats.get("bytes"))
+
+
+def looks_like_json(path: str) -> bool:
+    """nccl-tests `-J` output: a .json name or a file whose first non-blank byte is '{'."""
+    if path.endswith(".json"):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(256).lstrip()
+    except OSError:
+        return False
+    return head[:1] == b"{"
+
+
+def analyze_paths(
+    paths: Sequence[str], instance_type: Optional[str] = None, nodes: Optional[int] = None
+) -> dict:
+    """Report for files ('-' is stdin). Raises OSError / ValueError for unreadable inputs."""
+    a = Analysis()
+    for path in paths:
+        if path == "-":
+            analyze_stream(a, sys.stdin.buffer, "<stdin>")
+            continue
+        if os.path.isdir(path):
+            raise IsADirectoryError(21, "is a directory", path)
+        if looks_like_json(path):
+            from validators.nccltests import load_json_output
+
+            a.add_tests_json(path, load_json_output(path))
+            continue
+        with open(path, "rb") as fh:
+            analyze_stream(a, fh, path)
+    return a.report(instance_type, nodes)

@@ -1,0 +1,165 @@
+"""`python -m validators parse LOG...` and `python -m validators explain LOG...`.
+
+Exit codes (the contract): 0 pass, 1 fail, 2 bad input or usage, 3 unknown.
+Inputs are checked before anything is read, and outputs are written only once the whole
+report exists (temp file + rename), so a bad input never leaves a half-written report.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from typing import List
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
+_EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "unknown": EXIT_UNKNOWN}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--nodes: expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"--nodes: expected a positive integer, got {text!r}")
+    return v
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "parse",
+        help="parse NCCL_DEBUG=INFO / nccl-tests output into a verdict and reports",
+        description="Read NCCL_DEBUG=INFO and nccl-tests output (files, '-' for stdin, or nccl-tests -J "
+        "JSON) and decide whether EFA and GPUDirect RDMA were in use on every rank. "
+        "Exit 0 pass, 1 fail, 2 bad input, 3 unknown.",
+    )
+    p.add_argument(
+        "logs", nargs="+", metavar="LOG", help="log file, nccl-tests -J JSON file, or '-' for stdin"
+    )
+    p.add_argument("--instance-type", metavar="T", help="judge NICs and bandwidth against this profile")
+    p.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes in the run")
+    p.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary (CI step summary)")
+    p.set_defaults(func=run_parse)
+
+    e = sub.add_parser(
+        "explain",
+        help="name the known failure signatures in logs, with evidence and remedy",
+        description="Match logs against the catalog of failure signatures. Exit 0 when none of "
+        "severity error is found, 1 when one is, 2 on bad input.",
+    )
+    e.add_argument("logs", nargs="+", metavar="LOG")
+    e.add_argument("--instance-type", metavar="T")
+    e.add_argument("--nodes", type=_positive_int, metavar="N")
+    e.set_defaults(func=run_explain)
+
+
+def _check_inputs(paths: List[str]) -> None:
+    from validators.cli import InputError
+
+    if sum(1 for p in paths if p == "-") > 1:
+        raise InputError("'-' (stdin) given more than once")
+    for path in paths:
+        if path == "-":
+            continue
+        if not os.path.exists(path):
+            raise InputError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise InputError(f"{path}: is a directory, expected a log file")
+        if not os.access(path, os.R_OK):
+            raise InputError(f"{path}: not readable")
+
+
+def _check_outputs(args) -> None:
+    from validators.cli import InputError
+
+    for flag in ("json", "junit", "markdown"):
+        target = getattr(args, flag, None)
+        if not target or target == "-":
+            continue
+        parent = os.path.dirname(os.path.abspath(target)) or "."
+        if not os.path.isdir(parent):
+            raise InputError(f"--{flag} {target}: directory {parent} does not exist")
+        if os.path.isdir(target):
+            raise InputError(f"--{flag} {target}: is a directory")
+
+
+def _analyze(args) -> dict:
+    from validators.analyze import analyze_paths
+    from validators.cli import InputError
+
+    _check_inputs(args.logs)
+    try:
+        return analyze_paths(args.logs, args.instance_type, args.nodes)
+    except OSError as err:
+        raise InputError("{}: {}".format(err.filename or "input", err.strerror or err)) from None
+    except ValueError as err:  # nccl-tests JSON that is not that format (names file and key)
+        raise InputError(str(err)) from None
+
+
+def _write(target: str, text: str) -> None:
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    parent = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".report-", dir=parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run_parse(args) -> int:
+    from validators.report import metric_lines, to_junit, to_markdown
+
+    _check_outputs(args)
+    report = _analyze(args)
+    outputs = []
+    if args.json:
+        outputs.append((args.json, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"))
+    if args.junit:
+        outputs.append((args.junit, to_junit(report)))
+    if args.markdown:
+        outputs.append((args.markdown, to_markdown(report)))
+    for target, text in outputs:
+        _write(target, text)
+    stream = sys.stderr if args.json == "-" else sys.stdout
+    for line in metric_lines(report):
+        print(line, file=stream)
+    for c in report["checks"]:
+        if c["status"] != "pass":
+            print("check {}: {} - {}".format(c["name"], c["status"], c["detail"]), file=stream)
+    return _EXIT.get(report["verdict"], EXIT_UNKNOWN)
+
+
+def run_explain(args) -> int:
+    report = _analyze(args)
+    findings = report["findings"]
+    out = sys.stdout
+    if not findings:
+        print("no known failure signature found (verdict: {})".format(report["verdict"]), file=out)
+    for f in findings:
+        print("[{}] {}: {}".format(f["severity"], f["id"], f.get("title") or ""), file=out)
+        if f.get("message"):
+            print("    {}".format(f["message"]), file=out)
+        for e in (f.get("evidence") or [])[:5]:
+            print("    {}:{}: {}".format(e.get("file"), e.get("line"), e.get("text")), file=out)
+        if f.get("remedy"):
+            print("    remedy: {}".format(f["remedy"]), file=out)
+        if f.get("source"):
+            print("    source: {}".format(f["source"]), file=out)
+    print(
+        "efa={} gdr={} verdict={}".format(_s(report["efa"]), _s(report["gdr"]), report["verdict"]), file=out
+    )
+    return EXIT_FAIL if any(f.get("severity") == "error" for f in findings) else EXIT_PASS
+
+
+def _s(v) -> str:
+    return "null" if v is None else ("true" if v is True else "false" if v is False else str(v))

@@ -1,0 +1,517 @@
+"""The fold over events: what each process, rank and host showed.
+
+Why a fold: logs are streamed (the pre-flight runner feeds launcher output as it comes)
+and can be gigabytes, so state is kept per process (host:pid), per rank (host:pid + the
+device in the NCCL head) and per host, as sets and counters; evidence is the first few
+lines of each kind. Memory grows with ranks and channels, never with lines, and the
+result does not depend on the order ranks interleave their output.
+"""
+
+from typing import List, Optional, Set, Tuple
+
+from validators.signatures import is_efa_provider
+
+EVIDENCE_PER_KIND = 5
+TEXT_MAX = 400
+ENV_MAX = 64
+
+
+def _ev(event, cut: bool = False) -> dict:
+    text = event.text if len(event.text) <= TEXT_MAX else event.text[:TEXT_MAX] + "..."
+    out = {"file": event.file, "line": event.lineno, "text": text}
+    if cut:
+        out["cut"] = True
+    return out
+
+
+def is_libfabric_net(name: Optional[str]) -> bool:
+    """aws-ofi-nccl names its network 'AWS Libfabric' (< 1.13) or 'Libfabric' (1.13+)."""
+    if not name:
+        return False
+    low = name.lower()
+    return "libfabric" in low or low.startswith("aws ofi") or low == "ofi"
+
+
+class Rank:
+    """One GPU rank: (host, pid, device as printed in its NCCL head)."""
+
+    __slots__ = (
+        "host",
+        "pid",
+        "dev",
+        "rank",
+        "nranks",
+        "busid",
+        "nnodes",
+        "init_complete",
+        "net",
+        "net_gdr",
+        "net_nogdr",
+        "net_unclear",
+        "net_proxied",
+        "net_pci",
+        "net_names",
+        "net_unnamed",
+        "intra",
+        "intra_paths",
+        "ev_gdr",
+        "ev_nogdr",
+        "ev_unclear",
+        "first_line",
+    )
+
+    def __init__(self, host: str, pid: str, dev: str) -> None:
+        self.host, self.pid, self.dev = host, pid, dev
+        self.rank = None  # type: Optional[int]
+        self.nranks = None  # type: Optional[int]
+        self.busid = None  # type: Optional[str]
+        self.nnodes = None  # type: Optional[int]
+        self.init_complete = False
+        self.net = self.net_gdr = self.net_nogdr = self.net_unclear = 0
+        self.net_proxied = self.net_pci = 0
+        self.net_names = set()  # type: Set[str]
+        self.net_unnamed = 0  # NET channels whose network name was cut off
+        self.intra = 0
+        self.intra_paths = set()  # type: Set[str]
+        self.ev_gdr = self.ev_nogdr = self.ev_unclear = None  # type: Optional[dict]
+        self.first_line = None  # type: Optional[dict]
+
+    def gdr(self) -> Optional[bool]:
+        if self.net_nogdr:
+            return False
+        if self.net == 0 or self.net_unclear:
+            return None
+        return True
+
+    def to_json(self, proc: "Proc") -> dict:
+        return {
+            "rank": self.rank,
+            "nranks": self.nranks,
+            "host": self.host,
+            "pid": _int(self.pid),
+            "device": self.dev,
+            "bus_id": self.busid,
+            "init_complete": self.init_complete,
+            "net_channels": self.net,
+            "gdr_channels": self.net_gdr,
+            "non_gdr_channels": self.net_nogdr,
+            "unclear_channels": self.net_unclear,
+            "proxied_channels": self.net_proxied,
+            "pci_gdr_channels": self.net_pci,
+            "networks": sorted(self.net_names),
+            "intra_node_channels": self.intra,
+            "intra_node_transports": sorted(self.intra_paths),
+            "provider": _one(proc.providers),
+            "nics": _one(proc.nics),
+            "efa": proc.efa_for(self),
+            "gdr": False if proc.gdr_disabled else self.gdr(),
+            "evidence": [e for e in (self.ev_nogdr or self.ev_unclear, self.ev_gdr, self.first_line) if e][
+                :2
+            ],
+        }
+
+
+class Proc:
+    """One process (host:pid): what the NCCL library and its net plugin printed there."""
+
+    def __init__(self, host: str, pid: str) -> None:
+        self.host, self.pid = host, pid
+        self.nccl_versions = set()  # type: Set[str]
+        self.cuda_versions = set()  # type: Set[str]
+        self.drivers = set()  # type: Set[str]
+        self.driver_runtime = set()  # type: Set[Tuple[str, Optional[str]]]
+        self.plugin_names = set()  # type: Set[str]
+        self.plugin_versions = set()  # type: Set[str]
+        self.libfabric = set()  # type: Set[str]
+        self.platforms = {}  # type: Dict[str, str]
+        self.providers = set()  # type: Set[str]
+        self.fabrics = set()  # type: Set[str]
+        self.nics = set()  # type: Set[int]
+        self.ndev = set()  # type: Set[int]
+        self.using_network = set()  # type: Set[str]
+        self.net_initialized = set()  # type: Set[str]
+        self.channel_nets = set()  # type: Set[str]
+        self.env = {}  # type: Dict[str, str]
+        self.ofi = False
+        self.only_spliced = True  # every line of this process began inside another line
+        self.plugin_loaded = False
+        self.plugin_load_failed = False
+        self.plugin_init_failed = False
+        self.gdr_disabled = False
+        self.ranks = {}  # type: Dict[str, Rank]
+
+    def plugin_ok(self) -> bool:
+        return self.plugin_loaded or bool(self.plugin_versions) or self.ofi
+
+    def networks(self) -> Set[str]:
+        """The network NCCL chose: its 'Using network' line, else the NET channel names (NCCL < 2.7)."""
+        return self.using_network or self.channel_nets
+
+    def counter_efa(self) -> Optional[str]:
+        """Why this process is positively not on EFA, or None."""
+        for n in sorted(self.networks()):
+            if not is_libfabric_net(n):
+                return f"network {n}"
+        for p in sorted(self.providers):
+            if not is_efa_provider(p):
+                return f"provider {p}"
+        if self.plugin_init_failed:
+            return "aws-ofi-nccl initialization failed"
+        return None
+
+    def efa_for(self, rank: Rank) -> Optional[bool]:
+        if self.counter_efa() is not None:
+            return False
+        if rank.net == 0:
+            return None
+        if any(not is_libfabric_net(n) for n in rank.net_names):
+            return False
+        if rank.net_unnamed:
+            return None
+        if self.providers and all(is_efa_provider(p) for p in self.providers):
+            return True
+        return None
+
+    def platform(self) -> Optional[str]:
+        for via in ("running_on", "tuner", "selected"):
+            if via in self.platforms:
+                return self.platforms[via]
+        return None
+
+
+class Facts:
+    """Accumulates events from one or more logs; see `add`."""
+
+    def __init__(self) -> None:
+        self.procs = {}  # type: Dict[Tuple[str, str], Proc]
+        self.headless_versions = set()  # type: Set[Tuple[str, Optional[str]]]
+        self.counts = {}  # type: Dict[str, int]
+        self.evidence = {}  # type: Dict[str, List[dict]]
+        self.signature_counts = {}  # type: Dict[str, int]
+        self.signature_evidence = {}  # type: Dict[str, List[dict]]
+        self.world_nranks = None  # type: Optional[int]
+        self.world_ranks = set()  # type: Set[int]
+        self.nnodes = set()  # type: Set[int]
+        self.watchdog_ranks = set()  # type: Set[int]
+
+    # ------------------------------------------------------------------ folding
+    def _keep(self, kind: str, event, cut: bool = False) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        lst = self.evidence.setdefault(kind, [])
+        if len(lst) < EVIDENCE_PER_KIND:
+            lst.append(_ev(event, cut))
+
+    def add_signature_hits(self, ids: List[str], event_like) -> None:
+        for sid in ids:
+            self.signature_counts[sid] = self.signature_counts.get(sid, 0) + 1
+            lst = self.signature_evidence.setdefault(sid, [])
+            if len(lst) < EVIDENCE_PER_KIND:
+                lst.append(_ev(event_like))
+
+    def _proc(self, event) -> Proc:
+        key = (event.host, event.pid)
+        p = self.procs.get(key)
+        if p is None:
+            p = self.procs[key] = Proc(event.host, event.pid)
+        if not event.spliced:
+            p.only_spliced = False
+        return p
+
+    def _rank(self, proc: Proc, event) -> Rank:
+        r = proc.ranks.get(event.dev)
+        if r is None:
+            r = proc.ranks[event.dev] = Rank(proc.host, proc.pid, event.dev)
+            r.first_line = _ev(event)
+        return r
+
+    def add(self, event, cut: bool = False) -> None:
+        """Fold one event. `cut` marks a line that was truncated (its tail may be missing)."""
+        kind = event.kind
+        d = event.data
+        cut = cut or event.cut
+        if event.host is None:
+            if kind == "nccl_version":
+                self.headless_versions.add((d["version"], d.get("cuda")))
+                self._keep(kind, event)
+            elif kind == "watchdog":
+                if d.get("rank") is not None and len(self.watchdog_ranks) < 4096:
+                    self.watchdog_ranks.add(d["rank"])
+                self._keep(kind, event)
+            elif kind == "error":
+                self._keep(kind, event)
+            return
+        p = self._proc(event)
+        if kind == "channel":
+            self._channel(p, event, d, cut)
+        elif kind == "comm":
+            self._comm(p, event, d)
+        elif kind == "nccl_version":
+            p.nccl_versions.add(d["version"])
+            if d.get("cuda"):
+                p.cuda_versions.add(d["cuda"])
+            self._keep(kind, event)
+        elif kind == "cuda_driver":
+            p.drivers.add(d["version"])
+            p.driver_runtime.add((d["version"], d.get("runtime")))
+            self._keep(kind, event)
+        elif kind == "cuda_runtime":
+            p.driver_runtime.add((None, d["version"]))
+        elif kind == "plugin_init":
+            p.ofi = True
+            p.plugin_names.add(d["name"])
+            p.plugin_versions.add(d["version"])
+            self._keep(kind, event)
+        elif kind == "plugin_loaded":
+            p.plugin_loaded = True
+            self._keep(kind, event)
+        elif kind == "plugin_load_failed":
+            p.plugin_load_failed = True
+            self._keep(kind, event)
+        elif kind == "plugin_init_failed":
+            p.ofi = True
+            p.plugin_init_failed = True
+            self._keep(kind, event)
+        elif kind == "libfabric_version":
+            p.ofi = True
+            p.libfabric.add(d["version"])
+            self._keep(kind, event)
+        elif kind == "platform":
+            p.ofi = True
+            p.platforms.setdefault(d["via"], d["name"])
+            self._keep(kind, event)
+        elif kind == "provider":
+            if cut and d.get("nics") is None:
+                return
+            p.ofi = True
+            p.providers.add(d["provider"])
+            if d.get("fabric"):
+                p.fabrics.add(d["fabric"])
+            if d.get("nics") is not None:
+                p.nics.add(d["nics"])
+            self._keep(kind, event)
+            if not is_efa_provider(d["provider"]):
+                self._keep("provider_other", event)
+        elif kind == "network":
+            if cut:
+                return
+            p.using_network.add(d["name"])
+            self._keep(kind, event)
+            if d["name"].strip().lower() == "socket":
+                self._keep("network_socket", event)
+        elif kind == "net_initialized":
+            p.net_initialized.add(d["name"])
+        elif kind == "gdr_disabled":
+            p.gdr_disabled = True
+            self._keep(kind, event)
+        elif kind == "ofi_ndev":
+            p.ofi = True
+            p.ndev.add(d["ndev"])
+        elif kind == "ofi":
+            p.ofi = True
+        elif kind == "env":
+            if len(p.env) < ENV_MAX:
+                p.env.setdefault(d["name"], d["value"])
+        elif kind in ("warn", "error"):
+            self._keep(kind, event)
+        elif kind == "socket_if":
+            self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1
+
+    def _channel(self, p: Proc, event, d: dict, cut: bool) -> None:
+        r = self._rank(p, event)
+        transport = d.get("transport")
+        if transport == "NET":
+            gdr = d.get("gdr")
+            if cut and gdr is False:
+                gdr = None  # the '/GDRDMA' suffix may be what was cut off
+            r.net += 1
+            if d.get("net"):
+                r.net_names.add(d["net"])
+                p.channel_nets.add(d["net"])
+            else:
+                r.net_unnamed += 1
+            if d.get("proxy") is not None:
+                r.net_proxied += 1
+            if gdr is True:
+                r.net_gdr += 1
+                if d.get("pci"):
+                    r.net_pci += 1
+                if r.ev_gdr is None:
+                    r.ev_gdr = _ev(event)
+                self._keep("channel_gdr", event)
+            elif gdr is False:
+                r.net_nogdr += 1
+                if r.ev_nogdr is None:
+                    r.ev_nogdr = _ev(event)
+                self._keep("channel_nogdr", event)
+            else:
+                r.net_unclear += 1
+                if r.ev_unclear is None:
+                    r.ev_unclear = _ev(event, True)
+                self._keep("channel_unclear", event, True)
+            if not is_libfabric_net(d.get("net")):
+                self._keep("channel_other_net", event)
+        elif transport == "COLLNET":
+            self.counts["collnet_channels"] = self.counts.get("collnet_channels", 0) + 1
+        else:
+            r.intra += 1
+            path = d.get("path")
+            if path and len(r.intra_paths) < 8:
+                r.intra_paths.add(path)
+
+    def _comm(self, p: Proc, event, d: dict) -> None:
+        r = self._rank(p, event)
+        n = d["nranks"]
+        if r.nranks is None or n > r.nranks or (n == r.nranks and r.rank is None):
+            r.nranks, r.rank = n, d["rank"]
+            if d.get("busid"):
+                r.busid = d["busid"]
+        if d.get("phase") == "COMPLETE" and n == r.nranks:
+            r.init_complete = True
+        if d.get("nnodes"):
+            self.nnodes.add(d["nnodes"])
+        if self.world_nranks is None or n > self.world_nranks:
+            self.world_nranks = n
+            self.world_ranks = set()
+        if n == self.world_nranks:
+            self.world_ranks.add(d["rank"])
+
+    def finalize(self) -> None:
+        """Give spliced lines back to their process.
+
+        A line that began inside another rank's output may have that output's tail glued to
+        its hostname (`...Libfabz-2:2:6 [0] NCCL INFO`); when a real process with the same pid
+        has a hostname that ends the glued one, the lines are that process's.
+        """
+        for key, s in list(self.procs.items()):
+            if not s.only_spliced:
+                continue
+            for other in self.procs.values():
+                if (
+                    other is not s
+                    and not other.only_spliced
+                    and other.pid == s.pid
+                    and s.host.endswith(other.host)
+                ):
+                    _merge(other, s)
+                    del self.procs[key]
+                    break
+
+    # ------------------------------------------------------------------ reading
+    def evidence_of(self, kind: str) -> List[dict]:
+        return list(self.evidence.get(kind, ()))
+
+    def all_ranks(self) -> List[Tuple[Proc, Rank]]:
+        out = [(p, r) for p in self.procs.values() for r in p.ranks.values()]
+        out.sort(
+            key=lambda pr: (pr[1].rank is None, pr[1].rank or 0, pr[0].host, _int(pr[0].pid) or 0, pr[1].dev)
+        )
+        return out
+
+    def net_channels(self) -> int:
+        return sum(r.net for p in self.procs.values() for r in p.ranks.values())
+
+    def efa_verdict(self) -> Tuple[Optional[bool], str]:
+        """True only with positive evidence everywhere, False on counter-evidence, else None."""
+        for p in self._sorted_procs():
+            why = p.counter_efa()
+            if why is not None:
+                return False, f"{p.host}:{p.pid}: {why}"
+        for p, r in self.all_ranks():
+            bad = sorted(n for n in r.net_names if not is_libfabric_net(n))
+            if bad:
+                return False, f"{p.host}:{p.pid} NET channel via {bad[0]}"
+        net_ranks = [(p, r) for p, r in self.all_ranks() if r.net]
+        if not net_ranks:
+            return None, "no NET (inter-node) channel in the log: EFA was not exercised or not logged"
+        for p, r in net_ranks:
+            if not p.providers:
+                return None, f"{p.host}:{p.pid} has NET channels but printed no provider line"
+            if r.net_unnamed:
+                return None, f"{p.host}:{p.pid} [{r.dev}] has a NET channel line cut before its network name"
+        return True, "%d rank(s) with %d NET channel(s), all via %s, provider efa" % (
+            len(net_ranks),
+            sum(r.net for _, r in net_ranks),
+            "/".join(sorted({n for _, r in net_ranks for n in r.net_names})),
+        )
+
+    def gdr_verdict(self) -> Optional[bool]:
+        return self._gdr()[0]
+
+    def gdr_reason(self) -> str:
+        return self._gdr()[1]
+
+    def _gdr(self) -> Tuple[Optional[bool], str]:
+        for p in self._sorted_procs():
+            if p.gdr_disabled:
+                return False, f"GDR disabled in {p.host}:{p.pid}"
+        total = gdr = nogdr = unclear = 0
+        first_bad = None
+        for p, r in self.all_ranks():
+            total += r.net
+            gdr += r.net_gdr
+            nogdr += r.net_nogdr
+            unclear += r.net_unclear
+            if r.net_nogdr and first_bad is None:
+                first_bad = f"{p.host}:{p.pid} [{r.dev}]"
+        if nogdr:
+            return False, "%d of %d NET channel(s) without /GDRDMA (first on %s)" % (nogdr, total, first_bad)
+        if total == 0:
+            return None, "no NET channel in the log"
+        if unclear:
+            return None, "%d NET channel line(s) cut or garbled before their GDR flag" % unclear
+        return True, "all %d NET channel(s) use /GDRDMA" % gdr
+
+    def coverage(self) -> Tuple[Optional[int], int]:
+        """(world size as printed, how many of its ranks printed their init line)."""
+        return self.world_nranks, len(self.world_ranks)
+
+    def _sorted_procs(self) -> List[Proc]:
+        return sorted(self.procs.values(), key=lambda p: (p.host, _int(p.pid) or 0))
+
+
+def _merge(into: Proc, src: Proc) -> None:
+    for name, val in vars(src).items():
+        if isinstance(val, set):
+            getattr(into, name).update(val)
+    for via, name in src.platforms.items():
+        into.platforms.setdefault(via, name)
+    for flag in ("ofi", "plugin_loaded", "plugin_load_failed", "plugin_init_failed", "gdr_disabled"):
+        if getattr(src, flag):
+            setattr(into, flag, True)
+    for dev, r in src.ranks.items():
+        mine = into.ranks.get(dev)
+        if mine is None:
+            r.host = into.host
+            into.ranks[dev] = r
+            continue
+        for name in (
+            "net",
+            "net_gdr",
+            "net_nogdr",
+            "net_unclear",
+            "net_proxied",
+            "net_pci",
+            "net_unnamed",
+            "intra",
+        ):
+            setattr(mine, name, getattr(mine, name) + getattr(r, name))
+        mine.net_names.update(r.net_names)
+        mine.intra_paths.update(r.intra_paths)
+        for name in ("ev_gdr", "ev_nogdr", "ev_unclear"):
+            if getattr(mine, name) is None:
+                setattr(mine, name, getattr(r, name))
+
+
+def _one(values):
+    if not values:
+        return None
+    if len(values) == 1:
+        return next(iter(values))
+    return sorted(values)
+
+
+def _int(v) -> Optional[int]:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,181 @@
+"""Find the few lines worth parsing in a large log, at close to memory speed.
+
+Why: a multi-node log is gigabytes of lines of which a small share carries facts.
+Python spends ~1 us per line just looking at it, so instead of a loop over every line
+we read big binary chunks and let `bytes.find` (C) locate each needle; only the lines
+that contain one are cut out, decoded (UTF-8, bad bytes replaced) and handed on.
+Line numbers come from counting newlines between hits, also in C. Memory is one chunk
+plus one carried partial line, whatever the size of the log.
+"""
+
+from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Tuple
+
+CHUNK = 4 << 20
+MAX_LINE = 1 << 16  # a "line" longer than this is cut: junk or a binary blob
+
+
+class Region:
+    """Pass every line between a start line and an end line (e.g. an nccl-tests table's rows,
+    which hold no distinctive substring), at most `max_lines` of them, with `flag`."""
+
+    def __init__(
+        self, start: Callable[[bytes], bool], end: Callable[[bytes], bool], flag: int, max_lines: int
+    ):
+        self.start, self.end, self.flag, self.max_lines = start, end, flag, max_lines
+        self.left = 0  # lines still to pass in the open region (0: none open)
+
+
+def scan(
+    stream: BinaryIO,
+    needles: Sequence,
+    chunk_size: int = CHUNK,
+    stats: Optional[dict] = None,
+    region: Optional[Region] = None,
+) -> Iterator[Tuple[int, str, bool, int]]:
+    """Yield (line number from 1, decoded line without EOL, cut, flags) for lines holding a needle.
+
+    `needles` are bytes, or (bytes, flag) pairs: `flags` is the OR of the flags of the needles
+    found in the line (1 for plain needles), so callers skip the parsers a line cannot feed.
+    `cut` is True for a last line without a newline (the log was truncated there) and for
+    lines longer than MAX_LINE; evidence from a cut line is weaker, the fold treats it so.
+    `stats`, when given, receives "lines" and "bytes" totals when the scan ends.
+    """
+    merged = {}  # type: dict
+    for n in needles:
+        b, f = (n, 1) if isinstance(n, bytes) else n
+        merged[b] = merged.get(b, 0) | f
+    needles = tuple(sorted(merged.items(), key=lambda kv: len(kv[0]), reverse=True))
+    allflags = 0
+    for _, f in needles:
+        allflags |= f
+    lineno = 0  # lines fully consumed so far
+    nbytes = 0
+    carry = b""
+    skipping = False  # inside an over-long line whose head we already reported
+    while True:
+        block = stream.read(chunk_size)
+        if not block:
+            break
+        nbytes += len(block)
+        if skipping:
+            nl = block.find(b"\n")
+            if nl < 0:
+                continue
+            block = block[nl + 1 :]
+            skipping = False
+        buf = carry + block if carry else block
+        end = buf.rfind(b"\n")
+        if end < 0:
+            if len(buf) > MAX_LINE:
+                lineno += 1
+                head = buf[:MAX_LINE]
+                if _has_needle(head, needles):
+                    yield lineno, _decode(head), True, allflags
+                carry = b""
+                skipping = True
+            else:
+                carry = buf
+            continue
+        body = buf[: end + 1]
+        carry = buf[end + 1 :]
+        yield from _scan_body(body, needles, lineno, region)
+        lineno += body.count(b"\n")
+    if carry:
+        lineno += 1
+        if _has_needle(carry, needles):
+            yield lineno, _decode(carry[:MAX_LINE]), True, allflags
+    if stats is not None:
+        stats["lines"] = lineno
+        stats["bytes"] = nbytes
+
+
+def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] = None):
+    """Lines of `body` (which ends with a newline) holding a needle, in order."""
+    starts = {}
+    flags = {}
+    find = body.find
+    rfind = body.rfind
+    for needle, flag in needles:
+        i = find(needle)
+        while i >= 0:
+            ls = rfind(b"\n", 0, i) + 1
+            le = find(b"\n", i)
+            if ls in starts:
+                flags[ls] |= flag
+            else:
+                starts[ls] = le
+                flags[ls] = flag
+            i = find(needle, le)
+    if region is not None:
+        _add_region(body, starts, flags, region)
+    if not starts:
+        return
+    count = body.count
+    prev = 0
+    lineno = base + 1  # number of the line starting at offset `prev`
+    for ls in sorted(starts):
+        lineno += count(b"\n", prev, ls)
+        prev = ls
+        line = body[ls : starts[ls]]
+        if len(line) > MAX_LINE:
+            yield lineno, _decode(line[:MAX_LINE]), True, flags[ls]
+        else:
+            yield lineno, _decode(line), False, flags[ls]
+
+
+def _add_region(body: bytes, starts: dict, flags: dict, region: Region) -> None:
+    """Add the lines of regions: from a start line (or this chunk's head, when one is open) to an end line."""
+    marks = sorted(starts)  # the needle hits; region start lines are among them
+    n = len(body)
+    pos = 0 if region.left else None
+    k = 0
+    while True:
+        if pos is None:
+            while k < len(marks) and not region.start(body[marks[k] : starts[marks[k]]]):
+                k += 1
+            if k >= len(marks):
+                return
+            pos = starts[marks[k]] + 1
+            region.left = region.max_lines
+        while region.left and pos < n:
+            le = body.find(b"\n", pos)
+            if pos in starts:
+                flags[pos] |= region.flag
+            else:
+                starts[pos] = le
+                flags[pos] = region.flag
+            region.left -= 1
+            ended = region.end(body[pos:le])
+            pos = le + 1
+            if ended:
+                region.left = 0
+        if region.left:
+            return  # the region goes on in the next chunk
+        while k < len(marks) and marks[k] < pos:
+            k += 1
+        pos = None
+
+
+def iter_lines(lines: Iterable, needles: Sequence) -> Iterator[Tuple[int, str, bool, int]]:
+    """The same filter for already-split text lines (a launcher's live output); str needles."""
+    pairs = [(n, 1) if isinstance(n, str) else n for n in needles]
+    for lineno, line in enumerate(lines, 1):
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        line = line.rstrip("\r\n")
+        flags = 0
+        for n, f in pairs:
+            if n in line:
+                flags |= f
+        if flags:
+            yield lineno, line, False, flags
+
+
+def _has_needle(data: bytes, needles: Iterable) -> bool:
+    return any(n in data for n, _ in needles)
+
+
+def _decode(line: bytes) -> str:
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    return line.decode("utf-8", "replace")

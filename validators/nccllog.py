@@ -1,0 +1,415 @@
+"""NCCL_DEBUG=INFO lines in, events out.
+
+Why a parser and not greps: the facts that matter (is every NET connection on EFA,
+with GPUDirect RDMA?) are printed in formats that changed across NCCL 2.4 .. 2.2x and
+aws-ofi-nccl 1.x (`Ring 00 : 7 -> 8 [send] via NET/AWS Libfabric/0`, `Channel 00/0 :
+0[0] -> 1[0] [send] via NET/Libfabric/0(1)/GDRDMA(PCI)/Shared`, `Selected Provider is efa`
+vs `Selected provider is efa, fabric is efa-direct (found 16 nics)`). Each event keeps the
+emitter (`host:pid:tid [dev]` head) so the fold can judge every rank on its own.
+
+The formats were read from NVIDIA/nccl (`src/transport/net.cc` INFO lines, `init.cc`) and
+aws/aws-ofi-nccl (`NCCL_OFI_INFO` strings in `nccl_ofi_net.cpp`, `platform-aws.cpp`);
+see docs/validators.md for the list.
+"""
+
+import re
+from typing import Dict, List, Optional
+
+from validators.prefix import strip_prefix
+
+# ---------------------------------------------------------------------------- messages
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
+_DRIVER = re.compile(r"cudaDriverVersion (\d+)")
+_OFI_INIT = re.compile(r"NET/OFI Initializing (\S+) v?(\d[\w.+-]*)\s*$")
+_OFI_LIBFABRIC = re.compile(r"NET/OFI Using Libfabric version (\d+\.\d+(?:\.\d+)?)")
+_OFI_CUDA = re.compile(r"NET/OFI Using CUDA driver version (\d+)(?: with runtime (\d+))?")
+_OFI_CUDA_RT = re.compile(r"NET/OFI Using CUDA runtime version (\d+)")
+_OFI_PLATFORM_SELECTED = re.compile(r"NET/OFI Plugin selected platform: (\S+)")
+_OFI_RUNNING_ON = re.compile(r"NET/OFI Running on (\S+) platform")
+_OFI_TUNER_PLATFORM = re.compile(r"NET/OFI NCCL_OFI_TUNER is not available for platform : ([^,\s]+)")
+_OFI_PROVIDER = re.compile(
+    r"NET/OFI Selected [Pp]rovider is ([^,\s]+)(?:, fabric is ([^\s,]+))?(?:\s*\(found (\d+) nics?\))?"
+)
+_OFI_NDEV = re.compile(r"NET/OFI Forcing AWS OFI ndev (\d+)")
+_GDR_DISABLED = re.compile(
+    r"GDR disabled|disabling GDR|GDR not supported|GPU Direct RDMA Disabled|GDR is not supported"
+    r"|does not support GDR|GDR support is not available",
+    re.I,
+)
+_PLUGIN_INIT_FAILED = re.compile(
+    r"NET/OFI .*initiali[sz]ation failed|NET/OFI Initializing plugin failed"
+    r"|NET/OFI Unable to find a protocol that worked"
+)
+_PLUGIN_LOADED = re.compile(
+    r"NET/Plugin ?: ?Loaded (?:net|external net) plugin (.+?)(?: \(v(\d+)\))?\s*$"
+    r"|Successfully loaded external plugin (\S+)"
+)
+_PLUGIN_FAILED = re.compile(
+    r"NET/Plugin ?: ?(?:.*No plugin found|Plugin load returned|.*[Cc]ould not find:? \S*net"
+    r"|.*using internal (?:implementation|network plugin)"
+    r"|Failed to find ncclNetPlugin symbol)"
+)
+_NETWORK = re.compile(r"Using network (.+?)\s*$")
+_NET_ASSIGNED = re.compile(r"Assigned NET plugin (.+?) to comm")
+_NET_INITIALIZED = re.compile(r"Initialized NET plugin (.+?)\s*$")
+# Channel 00/0 : 0[0] -> 1[1] [send] via NET/...   Ring 00 : 7 -> 8 [receive] via NET/...
+_CHANNEL_FRONT = re.compile(
+    r"(?:Channel|Ring) (\d+)(?:/(\d+))? : (-?\d+)(?:\[[0-9a-fA-Fx:.]*\])? -> (-?\d+)"
+    r"(?:\[[0-9a-fA-Fx:.]*\])?(?: \[(send|receive)\])? via "
+)
+_NET_TAIL = re.compile(
+    r"(?P<name>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>-?\d+)\))?(?P<gdr>/GDRDMA)?(?P<pci>\(PCI\))?"
+    r"(?P<shared>/Shared)?(?P<rest>.*)$"
+)
+_COMM = re.compile(
+    r"comm (0x[0-9a-fA-F]+) rank (\d+) n[Rr]anks (\d+)(?: (?:cudaDev (\d+)|nNodes (\d+)))?"
+    r"(?:.*?busId ([0-9a-fA-F]+))?"
+)
+_INIT_PHASE = re.compile(r"Init (COMPLETE|START)")
+_ENV = re.compile(r"(\b[A-Z][A-Z0-9_]{2,}) set by environment to (.*?)\.?\s*$")
+_SOCKET_IF = re.compile(r"NET/Socket : Using (.*)")
+_WATCHDOG = re.compile(r"[Ww]atchdog caught collective operation timeout: (WorkNCCL\([^)]*\))?")
+_TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d+)\]")
+_ERROR_LINE = re.compile(
+    r"NCCL error|NCCL failure|Cuda failure|unhandled (?:system|cuda) error|ncclSystemError|ncclInternalError"
+    r"|ncclUnhandledCudaError|ncclRemoteError"
+)
+
+# Substrings that a line of interest must contain (the cheap prefilter before any regex).
+NEEDLES = ("NET", "WARN", "network", "ersion", " rank ", "atchdog", "error", "failure")
+
+
+class Event:
+    """One fact-bearing line. `key` is (host, pid) of the process, `dev` the device in its head."""
+
+    __slots__ = (
+        "kind",
+        "host",
+        "pid",
+        "tid",
+        "dev",
+        "level",
+        "lineno",
+        "source",
+        "file",
+        "text",
+        "data",
+        "cut",
+        "spliced",
+    )
+
+    def __init__(self, kind, head, lineno, source, file, text, data, cut=False, spliced=False):
+        self.kind = kind
+        self.cut = cut
+        self.spliced = spliced  # began inside another rank's line: its host may carry that line's tail
+        if head is None:
+            self.host = self.pid = self.tid = self.dev = self.level = None
+        else:
+            self.host, self.pid, self.tid, self.dev, self.level = head
+        self.lineno = lineno
+        self.source = source
+        self.file = file
+        self.text = text
+        self.data = data
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Event({self.kind} {self.host}:{self.pid} [{self.dev}] {self.data!r})"
+
+
+def _driver(value: str) -> str:
+    """CUDA encodes versions as 1000*major + 10*minor: 12080 -> '12.8'."""
+    v = int(value)
+    return "%d.%d" % (v // 1000, (v % 1000) // 10)
+
+
+def parse_line(line: str, lineno: int = 0, file: Optional[str] = None, source: Optional[str] = None):
+    """Events for one raw line (prefixes are stripped here). Returns a list, often empty."""
+    src, text = strip_prefix(line)
+    return parse_text(text, lineno, file, source or src)
+
+
+_HEAD_PART = re.compile(r"([^\s:\[\]|]+):(\d+):(\d+) \[([^\]\s]*)\](?= |$)")
+_LEVELS = ("INFO", "WARN", "TRACE", "ABORT")
+_CACHE_MAX = 16384
+_head_cache = {}  # type: Dict[str, object]
+_msg_cache = {}  # type: Dict[str, object]
+_via_cache = {}  # type: Dict[str, Dict[str, object]]
+
+
+def _split_head(text: str):
+    """(head tuple, message, index where the head starts) or (None, text, -1).
+
+    Looks for ` NCCL <LEVEL>` and reads `host:pid:tid [dev]` before it; the part before the
+    level repeats for every line of a thread, so it is parsed once and cached.
+    """
+    start = 0
+    while True:
+        i = text.find(" NCCL ", start)
+        if i < 0:
+            return None, text, -1
+        j = i + 6
+        for lv in _LEVELS:
+            if text.startswith(lv, j):
+                k = j + len(lv)
+                if k == len(text) or text[k] == " ":
+                    part = text[:i]
+                    h = _head_cache.get(part)
+                    if h is None:
+                        m = _HEAD_PART.search(part)
+                        h = (m.group(1), m.group(2), m.group(3), m.group(4), m.start()) if m else False
+                        if len(_head_cache) >= _CACHE_MAX:
+                            _head_cache.clear()
+                        _head_cache[part] = h
+                    if h:
+                        return (h[0], h[1], h[2], h[3], lv), text[k + 1 :], h[4]
+                break
+        start = j
+
+
+def parse_text(
+    text: str, lineno: int, file: Optional[str], source: Optional[str], spliced: bool = False
+) -> List[Event]:
+    """Events for one prefix-stripped line.
+
+    Two ranks writing into one pipe can splice lines (`...via NET/AWS Libfabz-2:2:6 [0] NCCL INFO ...`):
+    a second NCCL head inside a message starts a new line, and the part before it is marked cut.
+    """
+    out = []  # type: List[Event]
+    head = None
+    msg = text
+    cut = False
+    rest = None
+    if "NCCL " in text:
+        head, msg, _ = _split_head(text)
+        if head is not None and " NCCL " in msg:
+            h2, _, at = _split_head(msg)
+            if h2 is not None and at > 0:
+                rest = msg[at:]
+                msg = msg[:at]
+                cut = True
+    if head is None:
+        msg = text
+    ev = _classify(msg, head)
+    if ev is not None:
+        for kind, data in ev:
+            out.append(Event(kind, head, lineno, source, file, text, data, cut, spliced))
+    if head is not None:
+        if head[4] in ("WARN", "ABORT"):
+            out.append(Event("warn", head, lineno, source, file, text, {"message": msg}, cut, spliced))
+        if _ERROR_LINE.search(msg):
+            out.append(Event("error", head, lineno, source, file, text, {"message": msg}, cut, spliced))
+    else:
+        out.extend(_classify_plain(text, lineno, file, source))
+    if rest is not None:
+        out.extend(parse_text(rest, lineno, file, source, True))
+    return out
+
+
+def _classify(msg: str, head) -> Optional[List[tuple]]:
+    """Message -> [(kind, data)], cached: the same message is printed by every rank.
+
+    Channel lines differ per rank only before ` via `, so their tail is cached instead.
+    The returned data dicts are shared and must not be modified.
+    """
+    if head is None:
+        return _classify_msg(msg, None)
+    if "via " in msg:
+        m = _CHANNEL_FRONT.match(msg)
+        if m:
+            return [("channel", _channel_data(m, msg[m.end() :]))]
+    hit = _msg_cache.get(msg)
+    if hit is None:
+        hit = _classify_msg(msg, head) or ()
+        if len(_msg_cache) >= _CACHE_MAX:
+            _msg_cache.clear()
+        _msg_cache[msg] = hit
+    return hit or None
+
+
+def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
+    if head is None:
+        # old NCCL printf's the version without a head; nothing else here is trusted headless
+        if msg.startswith("NCCL version "):
+            m = _VERSION.match(msg)
+            if m:
+                return [("nccl_version", {"version": m.group(1), "cuda": m.group(2)})]
+        return None
+    if msg.startswith("NET/OFI "):
+        return _ofi(msg)
+    if msg.startswith("NET/Plugin") or msg.startswith("Successfully loaded external plugin"):
+        m = _PLUGIN_LOADED.search(msg)
+        if m:
+            return [("plugin_loaded", {"name": m.group(1) or m.group(3), "api": m.group(2)})]
+        if _PLUGIN_FAILED.match(msg):
+            return [("plugin_load_failed", {"message": msg})]
+        return None
+    if msg.startswith("NCCL version "):
+        m = _VERSION.match(msg)
+        if m:
+            return [("nccl_version", {"version": m.group(1), "cuda": m.group(2)})]
+    if msg.startswith("cudaDriverVersion"):
+        m = _DRIVER.match(msg)
+        if m:
+            return [("cuda_driver", {"version": _driver(m.group(1))})]
+    if msg.startswith("Using network "):
+        m = _NETWORK.match(msg)
+        if m:
+            return [("network", {"name": m.group(1)})]
+    if "NET plugin" in msg:
+        m = _NET_ASSIGNED.search(msg)
+        if m:
+            return [("network", {"name": m.group(1)})]
+        m = _NET_INITIALIZED.search(msg)
+        if m:
+            return [("net_initialized", {"name": m.group(1)})]
+    if "rank " in msg:
+        m = _COMM.search(msg)
+        if m:
+            p = _INIT_PHASE.search(msg)
+            return [
+                (
+                    "comm",
+                    {
+                        "comm": m.group(1),
+                        "rank": int(m.group(2)),
+                        "nranks": int(m.group(3)),
+                        "cudadev": m.group(4),
+                        "nnodes": int(m.group(5)) if m.group(5) else None,
+                        "busid": m.group(6),
+                        "phase": p.group(1) if p else None,
+                    },
+                )
+            ]
+    if msg.startswith("NET/Socket : Using"):
+        m = _SOCKET_IF.match(msg)
+        return [("socket_if", {"interfaces": m.group(1) if m else None})]
+    if msg.startswith("NET/IB"):
+        if _GDR_DISABLED.search(msg):
+            return [("gdr_disabled", {"message": msg})]
+        return [("ib", {"message": msg})]
+    if "set by environment" in msg:
+        m = _ENV.search(msg)
+        if m:
+            return [("env", {"name": m.group(1), "value": m.group(2)})]
+    if _GDR_DISABLED.search(msg):
+        return [("gdr_disabled", {"message": msg})]
+    return None
+
+
+def _channel_data(m, via: str) -> Dict[str, object]:
+    tail = _via_cache.get(via)
+    if tail is None:
+        tail = _via(via)
+        if len(_via_cache) >= _CACHE_MAX:
+            _via_cache.clear()
+        _via_cache[via] = tail
+    data = {
+        "channel": int(m.group(1)),
+        "conn": m.group(2),
+        "src": int(m.group(3)),
+        "dst": int(m.group(4)),
+        "dir": m.group(5),
+    }  # type: Dict[str, object]
+    data.update(tail)
+    return data
+
+
+def _via(via: str) -> Dict[str, object]:
+    """What follows `via `: NET/<name>/<dev>[(proxy)][/GDRDMA][(PCI)][/Shared], or P2P/..., SHM/..."""
+    if via.startswith("NET/") or via.startswith("COLLNET/") or via.strip() in ("NET", "COLLNET"):
+        transport, _, tail = via.partition("/")
+        t = _NET_TAIL.match(tail)
+        if t is None:
+            # cut before the device number: we saw a NET channel but not how it runs
+            return dict(
+                transport=transport.strip(),
+                net=None,
+                netdev=None,
+                proxy=None,
+                gdr=None,
+                pci=False,
+                shared=False,
+            )
+        clean = t.group("rest").strip() == ""
+        return dict(
+            transport=transport,
+            net=t.group("name"),
+            netdev=int(t.group("dev")),
+            proxy=int(t.group("proxy")) if t.group("proxy") else None,
+            gdr=True if t.group("gdr") else (False if clean else None),
+            pci=bool(t.group("pci")),
+            shared=bool(t.group("shared")),
+        )
+    return {"transport": via.split("/", 1)[0].strip() or None, "path": via.strip()}
+
+
+def _ofi(msg: str) -> Optional[List[tuple]]:
+    m = _OFI_PROVIDER.match(msg)
+    if m:
+        return [
+            (
+                "provider",
+                {
+                    "provider": m.group(1),
+                    "fabric": m.group(2),
+                    "nics": int(m.group(3)) if m.group(3) else None,
+                },
+            )
+        ]
+    m = _OFI_INIT.match(msg)
+    if m:
+        return [("plugin_init", {"name": m.group(1), "version": m.group(2)})]
+    m = _OFI_LIBFABRIC.match(msg)
+    if m:
+        return [("libfabric_version", {"version": m.group(1)})]
+    m = _OFI_CUDA.match(msg)
+    if m:
+        return [
+            (
+                "cuda_driver",
+                {"version": _driver(m.group(1)), "runtime": _driver(m.group(2)) if m.group(2) else None},
+            )
+        ]
+    m = _OFI_CUDA_RT.match(msg)
+    if m:
+        return [("cuda_runtime", {"version": _driver(m.group(1))})]
+    m = _OFI_RUNNING_ON.match(msg)
+    if m:
+        return [("platform", {"name": m.group(1), "via": "running_on"}), ("ofi", {})]
+    m = _OFI_TUNER_PLATFORM.match(msg)
+    if m:
+        return [("platform", {"name": m.group(1), "via": "tuner"})]
+    m = _OFI_PLATFORM_SELECTED.match(msg)
+    if m:
+        return [("platform", {"name": m.group(1), "via": "selected"})]
+    if _PLUGIN_INIT_FAILED.match(msg):
+        return [("plugin_init_failed", {"message": msg})]
+    if _GDR_DISABLED.search(msg):
+        return [("gdr_disabled", {"message": msg})]
+    m = _OFI_NDEV.match(msg)
+    if m:
+        return [("ofi_ndev", {"ndev": int(m.group(1))})]
+    return [("ofi", {})]
+
+
+def _classify_plain(text: str, lineno: int, file, source) -> List[Event]:
+    """Lines without an NCCL head that still matter: torch watchdog, library errors."""
+    out = []
+    if "atchdog" in text:
+        m = _WATCHDOG.search(text)
+        if m:
+            r = _TORCH_RANK.search(text)
+            out.append(
+                Event(
+                    "watchdog",
+                    None,
+                    lineno,
+                    source,
+                    file,
+                    text,
+                    {"work": m.group(1), "rank": int(r.group(1)) if r else None},
+                )
+            )
+    if _ERROR_LINE.search(text):
+        out.append(Event("error", None, lineno, source, file, text, {"message": text}))
+    return out
