@@ -260,6 +260,20 @@ def load_lock(env: Dict[str, str]) -> Tuple[Optional[Dict[str, Any]], str]:
     return (lock if isinstance(lock, dict) else {"_error": "not a JSON object"}), path
 
 
+def _env_matches(want: Optional[str], have: Optional[str]) -> bool:
+    """A value like `/opt/x/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}` was expanded by the image's ENV:
+    it holds if every literal path of it is still in the list; a plain value must be equal."""
+    if want is None:
+        return have is None
+    if "$" not in want:
+        return have == want
+    if have is None:
+        return False
+    literal = re.sub(r"\$\{[^}]*\}+|\$[A-Za-z_][A-Za-z0-9_]*", ":", want)
+    parts = [p for p in literal.split(":") if p and p != "+"]
+    return all(p in have.split(":") for p in parts)
+
+
 def check_env_policy(lock: Optional[Dict[str, Any]], where: str, env: Dict[str, str]) -> Check:
     """The env the image was built with (the lock's `env`, `env_forbidden`) must still hold at run time:
     a launcher or job spec that drops or overrides one silently changes NCCL's behaviour."""
@@ -273,7 +287,7 @@ def check_env_policy(lock: Optional[Dict[str, Any]], where: str, env: Dict[str, 
         if not name:
             continue
         have = env.get(name)
-        if have != value:
+        if not _env_matches(value, have):
             wrong.append(name)
             evidence.append(ev(where, "%s: image sets %r, now %r (%s)" % (name, value, have, item.get("reason", ""))))
     for item in lock.get("env_forbidden") or []:
