@@ -34,7 +34,7 @@ DEFAULT_CA = "/etc/ssl/certs/ca-certificates.crt"
 CA_IN_CONTEXT = Path("certs") / "build-ca.crt"
 DOCKERFILE_IN_TAR = ".efa-image-build.Dockerfile"
 # Bumped when the labels the builder adds change meaning: an image built under an older scheme is rebuilt.
-HASH_SCHEME = "efa-image-build/context-hash/v2\n"
+HASH_SCHEME = "efa-image-build/context-hash/v3\n"
 # Excluded from the content hash: the CA only lets builder stages reach the network through a proxy; it is
 # never in the final image, so an image built behind one proxy is the same image as one built without.
 _UNHASHED_DIRS = ("certs",)
@@ -331,9 +331,13 @@ class BuildFailed(Exception):
 
 
 def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: BuildOptions, log, report) -> str:
-    labels = {VARIANT_LABEL: variant_dir.name}
-    labels |= {str(k): str(v) for k, v in (lock.get("labels") or {}).items()}  # the lock's word wins
-    labels |= {LOCK_LABEL: json.dumps(lock, sort_keys=True, separators=(",", ":")), HASH_LABEL: chash}
+    # Each label given through the API is one more LABEL step in the classic builder, re-run on every code
+    # change: add the lock and its labels only when the Dockerfile does not already write them.
+    labels = {HASH_LABEL: chash}
+    if LOCK_LABEL not in (variant_dir / "Dockerfile").read_text():
+        labels = {VARIANT_LABEL: variant_dir.name}
+        labels |= {str(k): str(v) for k, v in (lock.get("labels") or {}).items()}  # the lock's word wins
+        labels |= {LOCK_LABEL: json.dumps(lock, sort_keys=True, separators=(",", ":")), HASH_LABEL: chash}
     name = variant_dir.name
     with tempfile.TemporaryFile(prefix="efa-context-", dir=variant_dir) as tar:
         _write_context_tar(variant_dir, tar)

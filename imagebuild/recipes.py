@@ -29,8 +29,20 @@ import yaml
 from imagebuild.errors import UserError
 
 KEYS = {
-    "nodes", "instance_type", "container_image", "hostfile", "hosts", "partition", "account", "namespace",
-    "name", "timeout", "idle_timeout", "test_args", "gpus_per_node", "efa_devices",
+    "nodes",
+    "instance_type",
+    "container_image",
+    "hostfile",
+    "hosts",
+    "partition",
+    "account",
+    "namespace",
+    "name",
+    "timeout",
+    "idle_timeout",
+    "test_args",
+    "gpus_per_node",
+    "efa_devices",
 }
 DEFAULT_TEST_ARGS = "-b 8 -e 16G -f 2 -g 1 -c 1 -n 20"
 # env NCCL and libfabric read: the lock's values for these travel with -x to every rank
@@ -48,7 +60,11 @@ def load_cluster(path: str) -> Dict[str, Any]:
     for key in root:
         if key not in KEYS:
             raise UserError(
-                "unknown key", file=path, line=lines.get(key), key=str(key), hint="known: " + ", ".join(sorted(KEYS))
+                "unknown key",
+                file=path,
+                line=lines.get(key),
+                key=str(key),
+                hint="known: " + ", ".join(sorted(KEYS)),
             )
     for key in ("nodes", "instance_type"):
         if key not in root:
@@ -56,22 +72,35 @@ def load_cluster(path: str) -> Dict[str, Any]:
     out = dict(root)
     for key in ("nodes", "timeout", "idle_timeout", "gpus_per_node", "efa_devices"):
         if key in out and (not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1):
-            raise UserError("must be a whole number >= 1, got %r" % (out[key],), file=path, line=lines.get(key),
-                            key=key)
-    for key in ("instance_type", "container_image", "hostfile", "partition", "account", "namespace", "name",
-                "test_args"):
+            raise UserError(
+                "must be a whole number >= 1, got %r" % (out[key],), file=path, line=lines.get(key), key=key
+            )
+    for key in (
+        "instance_type",
+        "container_image",
+        "hostfile",
+        "partition",
+        "account",
+        "namespace",
+        "name",
+        "test_args",
+    ):
         if key in out and not isinstance(out[key], str):
             raise UserError("must be a string, got %r" % (out[key],), file=path, line=lines.get(key), key=key)
-    if "hosts" in out and (not isinstance(out["hosts"], list) or not all(isinstance(h, str) for h in out["hosts"])):
+    if "hosts" in out and (
+        not isinstance(out["hosts"], list) or not all(isinstance(h, str) for h in out["hosts"])
+    ):
         raise UserError("must be a list of host names", file=path, line=lines.get("hosts"), key="hosts")
     from validators.profiles import get_profile, known_instance_types
 
     profile = get_profile(out["instance_type"])
     if profile is None and not ("gpus_per_node" in out and "efa_devices" in out):
         raise UserError(
-            "no instance profile for %r" % out["instance_type"], file=path, line=lines.get("instance_type"),
-            key="instance_type", hint="known: %s; or give gpus_per_node and efa_devices" % ", ".join(
-                known_instance_types()),
+            "no instance profile for %r" % out["instance_type"],
+            file=path,
+            line=lines.get("instance_type"),
+            key="instance_type",
+            hint="known: %s; or give gpus_per_node and efa_devices" % ", ".join(known_instance_types()),
         )
     out.setdefault("gpus_per_node", profile.gpus if profile else None)
     out.setdefault("efa_devices", profile.efa_devices if profile else None)
@@ -85,9 +114,7 @@ def load_cluster(path: str) -> Dict[str, Any]:
 
 def _need(cluster: Dict[str, Any], key: str, recipe: str) -> Any:
     if not cluster.get(key):
-        raise UserError(
-            "the %s recipe needs this key" % recipe, file=cluster.get("_file"), line=1, key=key
-        )
+        raise UserError("the %s recipe needs this key" % recipe, file=cluster.get("_file"), line=1, key=key)
     return cluster[key]
 
 
@@ -110,9 +137,18 @@ def nccl_tests_binary(lock: Dict[str, Any], collective: str = "all_reduce") -> s
 
 
 def _validator(lock: Dict[str, Any], cluster: Dict[str, Any], extra: List[str]) -> List[str]:
-    argv = [lock.get("python") or "python3", "-m", "validators", "run",
-            "--instance-type", cluster["instance_type"], "--nodes", str(cluster["nodes"]),
-            "--timeout", str(cluster["timeout"])]
+    argv = [
+        lock.get("python") or "python3",
+        "-m",
+        "validators",
+        "run",
+        "--instance-type",
+        cluster["instance_type"],
+        "--nodes",
+        str(cluster["nodes"]),
+        "--timeout",
+        str(cluster["timeout"]),
+    ]
     if cluster.get("idle_timeout"):
         argv += ["--idle-timeout", str(cluster["idle_timeout"])]
     return argv + extra
@@ -162,9 +198,15 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         if value is not None:
             body.append("export %s=%s" % (name, q(value)))
     # srun is the launcher the validator watches; the validator itself runs once, on the batch host
-    srun = ["srun", "--mpi=pmix", "-l", "--container-image=%s" % image,
-            "--container-mounts=/dev/infiniband:/dev/infiniband", "--no-container-remap-root",
-            nccl_tests_binary(lock)] + shlex.split(cluster["test_args"])
+    srun = [
+        "srun",
+        "--mpi=pmix",
+        "-l",
+        "--container-image=%s" % image,
+        "--container-mounts=/dev/infiniband:/dev/infiniband",
+        "--no-container-remap-root",
+        nccl_tests_binary(lock),
+    ] + shlex.split(cluster["test_args"])
     runner = _validator(lock, cluster, ["--json", "preflight-${SLURM_JOB_ID}.json", "--"]) + srun
     line = " ".join(q(w) if "${SLURM_JOB_ID}" not in w else '"%s"' % w for w in runner)
     return "\n".join(head + [""] + body + [line, ""])
@@ -181,9 +223,18 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     mp.pop("hosts", None)
     command = mpirun_argv(lock, mp)
     resources = {
-        "limits": {"nvidia.com/gpu": gpus, "vpc.amazonaws.com/efa": efa, "hugepages-2Mi": "5120Mi", "memory": "32000Mi"},
-        "requests": {"nvidia.com/gpu": gpus, "vpc.amazonaws.com/efa": efa, "hugepages-2Mi": "5120Mi",
-                     "memory": "32000Mi"},
+        "limits": {
+            "nvidia.com/gpu": gpus,
+            "vpc.amazonaws.com/efa": efa,
+            "hugepages-2Mi": "5120Mi",
+            "memory": "32000Mi",
+        },
+        "requests": {
+            "nvidia.com/gpu": gpus,
+            "vpc.amazonaws.com/efa": efa,
+            "hugepages-2Mi": "5120Mi",
+            "memory": "32000Mi",
+        },
     }
     shm = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
     doc = {
@@ -191,27 +242,45 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         "kind": "MPIJob",
         "metadata": {"name": cluster["name"], "namespace": cluster.get("namespace") or "default"},
         "spec": {
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0,
-                          "activeDeadlineSeconds": int(cluster["timeout"]) + 600},
+            "runPolicy": {
+                "cleanPodPolicy": "Running",
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": int(cluster["timeout"]) + 600,
+            },
             "slotsPerWorker": gpus,
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
-                    "template": {"spec": {"restartPolicy": "OnFailure", "containers": [
-                        {"name": "launcher", "image": image, "imagePullPolicy": "IfNotPresent",
-                         "command": command}
-                    ]}},
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "OnFailure",
+                            "containers": [
+                                {
+                                    "name": "launcher",
+                                    "image": image,
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "command": command,
+                                }
+                            ],
+                        }
+                    },
                 },
                 "Worker": {
                     "replicas": workers,
-                    "template": {"spec": {
-                        "volumes": [shm],
-                        "containers": [{
-                            "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent",
-                            "resources": resources,
-                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-                        }],
-                    }},
+                    "template": {
+                        "spec": {
+                            "volumes": [shm],
+                            "containers": [
+                                {
+                                    "name": "worker",
+                                    "image": image,
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "resources": resources,
+                                    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                                }
+                            ],
+                        }
+                    },
                 },
             },
         },
@@ -219,7 +288,11 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
-RECIPES = {"mpirun": lambda lock, c: mpirun_line(lock, c) + "\n", "sbatch": sbatch_script, "mpijob": mpijob_manifest}
+RECIPES = {
+    "mpirun": lambda lock, c: mpirun_line(lock, c) + "\n",
+    "sbatch": sbatch_script,
+    "mpijob": mpijob_manifest,
+}
 
 
 def render(kind: str, lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:

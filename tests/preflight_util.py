@@ -66,19 +66,35 @@ def _cmd(pid: int) -> str:
         return "?"
 
 
+_RUNS_DIR = None  # type: Optional[str]
+
+
+def _runs_dir() -> str:
+    """One temp dir per test process for the runner's default logs ($TMPDIR), removed at exit."""
+    global _RUNS_DIR
+    if _RUNS_DIR is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        _RUNS_DIR = tempfile.mkdtemp(prefix="preflight-tests-")
+        atexit.register(shutil.rmtree, _RUNS_DIR, True)
+    return _RUNS_DIR
+
+
 def run_cli(
     args: List[str], timeout: float = 60, env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None
 ) -> Tuple[subprocess.CompletedProcess, float]:
     """`python -m validators ARGS` as a user runs it; (completed process, wall seconds)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env["TMPDIR"] = _runs_dir()
     if env:
         full_env.update(env)
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "validators"] + args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         timeout=timeout,
         env=full_env,

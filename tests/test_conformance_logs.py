@@ -42,7 +42,7 @@ def _unknown(value) -> bool:
 
 
 def _first(value):
-    """'2.26.2+cuda12.2 (printed as ...)' -> '2.26.2+cuda12.2'; 'g6e.48xlarge (tuner line)' -> 'g6e.48xlarge'."""
+    """The value before any comment: 'g6e.48xlarge (tuner line)' -> 'g6e.48xlarge'."""
     return str(value).split()[0]
 
 

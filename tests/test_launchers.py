@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 from preflight_util import MPIRUN
+
 from validators import launchers
 
 
@@ -121,7 +122,11 @@ def test_failed_ranks_srun_and_torchrun_formats():
         "srun: error: node-8: tasks 4-5: Killed",
     ]
     got = launchers.failed_ranks(srun)
-    assert [(f.rank, f.host, f.code) for f in got] == [(3, "node-7", 4), (4, "node-8", None), (5, "node-8", None)]
+    assert [(f.rank, f.host, f.code) for f in got] == [
+        (3, "node-7", 4),
+        (4, "node-8", None),
+        (5, "node-8", None),
+    ]
     torch = [
         "Root Cause (first observed failure):",
         "[0]:",

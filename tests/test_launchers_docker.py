@@ -33,8 +33,7 @@ def _exec(container, cmd, timeout=120):
     """docker exec through the CLI with a hard timeout (the SDK's exec has none)."""
     proc = subprocess.run(
         ["docker", "exec", "-w", "/src", container.name] + cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         timeout=timeout,
     )
@@ -66,8 +65,13 @@ def ssh_pair(docker_client, launcher_image):
     made = []
     try:
         for role in ("a", "b"):
-            c = _start(docker_client, launcher_image, "h5-mpi-%s-%s" % (role, tag), net,
-                       ["sh", "-c", "/usr/sbin/sshd && exec sleep infinity"])
+            c = _start(
+                docker_client,
+                launcher_image,
+                "h5-mpi-%s-%s" % (role, tag),
+                net,
+                ["sh", "-c", "/usr/sbin/sshd && exec sleep infinity"],
+            )
             made.append(c)
         yield made
     finally:
@@ -121,14 +125,26 @@ def test_nccl_debug_reaches_remote_ranks_only_when_injected(ssh_pair):
     lines = sorted(r["last_lines"][-1] for r in injected["run"]["rank_output"] if r["rank"] is not None)
     assert lines == ["[1,0]<stdout>:%s debug=INFO" % a.name, "[1,1]<stdout>:%s debug=INFO" % b.name]
     raw = _report(_run(a, ["--no-inject", "--"] + cmd))
-    remote = [line for r in raw["run"]["rank_output"] for line in r["last_lines"] if b.name + " debug=" in line]
+    remote = [
+        line for r in raw["run"]["rank_output"] for line in r["last_lines"] if b.name + " debug=" in line
+    ]
     assert remote == ["%s debug=" % b.name]  # without -x NCCL_DEBUG, the remote rank never sees INFO
 
 
 def test_remote_rank_hang_is_ended_on_both_nodes(ssh_pair):
     a, b = ssh_pair
     cmd = ["mpirun", "--allow-run-as-root", "-H", _hosts(ssh_pair), "-np", "4"] + MPI_NET
-    cmd += ["python3", "-m", "validators.replay", "--rank-filter", "--hang-after", "3", "--only-rank", "3", REPLAY_LOG]
+    cmd += [
+        "python3",
+        "-m",
+        "validators.replay",
+        "--rank-filter",
+        "--hang-after",
+        "3",
+        "--only-rank",
+        "3",
+        REPLAY_LOG,
+    ]
     proc = _run(a, ["--idle-timeout", "2", "--timeout", "60", "--"] + cmd)
     report = _report(proc)
     assert proc.returncode == 1
@@ -148,8 +164,21 @@ def test_srun_through_the_runner_labels_ranks(slurm_node):
 
 
 def test_srun_rank_that_dies_is_named(slurm_node):
-    cmd = ["srun", "-n2", "python3", "-m", "validators.replay", "--rank-filter", "--exit-after", "4",
-           "--exit-code", "5", "--only-rank", "1", REPLAY_LOG]
+    cmd = [
+        "srun",
+        "-n2",
+        "python3",
+        "-m",
+        "validators.replay",
+        "--rank-filter",
+        "--exit-after",
+        "4",
+        "--exit-code",
+        "5",
+        "--only-rank",
+        "1",
+        REPLAY_LOG,
+    ]
     report = _report(_run(slurm_node, ["--"] + cmd))
     died = [f for f in report["findings"] if f["id"] == "rank-exit"]
     assert died and died[0]["rank"] == 1 and "exit code 5" in died[0]["message"], report["findings"]
@@ -157,7 +186,17 @@ def test_srun_rank_that_dies_is_named(slurm_node):
 
 
 def test_srun_hang_is_ended_and_job_gone(slurm_node):
-    cmd = ["srun", "-n2", "python3", "-m", "validators.replay", "--rank-filter", "--hang-after", "3", REPLAY_LOG]
+    cmd = [
+        "srun",
+        "-n2",
+        "python3",
+        "-m",
+        "validators.replay",
+        "--rank-filter",
+        "--hang-after",
+        "3",
+        REPLAY_LOG,
+    ]
     proc = _run(slurm_node, ["--idle-timeout", "2", "--timeout", "60", "--"] + cmd)
     report = _report(proc)
     assert proc.returncode == 1 and any(f["id"] == "hang" for f in report["findings"])

@@ -71,7 +71,10 @@ def test_plugin_init_and_failure_are_not_confused():
         "version": "1.13.2-aws",
     }
     assert kinds(HEAD + "NET/OFI Initializing plugin failed")[0][0] == "plugin_init_failed"
-    warn = "h:1:2 [2] ncclResult_t nccl_net_ofi_init_v6(ncclDebugLogger_t):162 NCCL WARN NET/OFI Initializing plugin failed"
+    warn = (
+        "h:1:2 [2] ncclResult_t nccl_net_ofi_init_v6(ncclDebugLogger_t):162 NCCL WARN "
+        "NET/OFI Initializing plugin failed"
+    )
     assert {k for k, _ in kinds(warn)} == {"plugin_init_failed", "warn"}
     assert kinds(HEAD + "NET/OFI aws-ofi-nccl initialization failed")[0][0] == "plugin_init_failed"
 
@@ -125,7 +128,8 @@ def test_plugin_loading_lines():
         "NET/Plugin : No plugin found (libnccl-net.so), using internal implementation",
         "NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared object file",
         "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
-        "NET/Plugin: Failed to find ncclNetPlugin symbol (>= v5). ncclNetPlugin symbols v4 and lower are not supported.",
+        "NET/Plugin: Failed to find ncclNetPlugin symbol (>= v5). ncclNetPlugin symbols v4 and lower are not "
+        "supported.",
     ):
         assert kinds(HEAD + msg)[0][0] == "plugin_load_failed", msg
     # benign: collnet symbols, a newer API version missing before an older one loads
@@ -258,7 +262,10 @@ def test_comm_lines():
 
 
 def test_warn_line_with_function_and_timestamp():
-    line = "[2026-01-02 10:24:27] ip-1:35115:35469 [2] int f(g**):208 NCCL WARN NET/OFI Failed to initialize sendrecv protocol"
+    line = (
+        "[2026-01-02 10:24:27] ip-1:35115:35469 [2] int f(g**):208 NCCL WARN "
+        "NET/OFI Failed to initialize sendrecv protocol"
+    )
     ev = one(line, "warn")
     assert (ev.host, ev.pid, ev.dev, ev.level) == ("ip-1", "35115", "2", "WARN")
 
@@ -291,7 +298,7 @@ def test_scan_reports_which_needle_groups_a_line_holds():
 def test_scan_line_numbers_match_enumerate_across_chunk_sizes():
     lines = [b"a NET 1", b"b", b"c # x", b"", b"d NET", b"e"] * 5
     data = b"\n".join(lines) + b"\n"
-    want = [(i, l.decode(), False) for i, l in enumerate(lines, 1) if b"NET" in l or b"#" in l]
+    want = [(i, ln.decode(), False) for i, ln in enumerate(lines, 1) if b"NET" in ln or b"#" in ln]
     for chunk in (1, 3, 7, 64, 1 << 20):
         assert _scan_all(data, chunk=chunk) == want, chunk
 
@@ -330,7 +337,7 @@ def test_scan_region_passes_table_rows_across_chunks():
     lines += [b"# size count busbw", b"  32  8 half"]  # a second table, never closed
     data = b"\n".join(lines) + b"\n"
     for chunk in (3, 11, 1 << 16):
-        region = Region(lambda l: b"size" in l and b"count" in l, lambda l: b"Avg bus" in l, 4, 100)
+        region = Region(lambda ln: b"size" in ln and b"count" in ln, lambda ln: b"Avg bus" in ln, 4, 100)
         got = [
             (n, t, f) for n, t, _, f in scan(io.BytesIO(data), [(b"#", 1)], chunk_size=chunk, region=region)
         ]
@@ -348,6 +355,6 @@ def test_scan_region_is_bounded():
     from validators.linescan import Region
 
     data = b"# size count\n" + b"row\n" * 50
-    region = Region(lambda l: b"size" in l, lambda l: False, 4, 10)
+    region = Region(lambda ln: b"size" in ln, lambda ln: False, 4, 10)
     got = list(scan(io.BytesIO(data), [(b"#", 1)], region=region))
     assert len(got) == 11

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from preflight_util import assert_none_left, finding, load, run_cli
+
 from validators import probe_torch
 
 torch = pytest.importorskip("torch")
@@ -27,10 +28,20 @@ def test_row_shape_and_busbw_factor():
 
 def test_torchrun_gloo_probe_through_the_runner(tmp_path):
     out, rows_json, log = tmp_path / "r.json", tmp_path / "rows.json", tmp_path / "run.log"
-    cmd = [TORCHRUN, "--nproc-per-node", "2", "-m", "validators.probe_torch", "--max-bytes", "256K",
-           "--json", str(rows_json)]
-    proc, wall = run_cli(["run", "--quiet", "--timeout", "120", "--log", str(log), "--json", str(out), "--"] + cmd,
-                         timeout=180)
+    cmd = [
+        TORCHRUN,
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "validators.probe_torch",
+        "--max-bytes",
+        "256K",
+        "--json",
+        str(rows_json),
+    ]
+    proc, wall = run_cli(
+        ["run", "--quiet", "--timeout", "120", "--log", str(log), "--json", str(out), "--"] + cmd, timeout=180
+    )
     report = load(out)
     assert report["run"]["exit_code"] == 0, log.read_text()[-2000:]
     assert report["run"]["command"][1:3] == ["--tee", "3"]

@@ -20,7 +20,9 @@ from preflight_util import (
     unique_sleep,
 )
 
-needs_analyzer = pytest.mark.skipif(not have_analyzer(), reason="validators.analyze (log parser) not landed yet")
+needs_analyzer = pytest.mark.skipif(
+    not have_analyzer(), reason="validators.analyze (log parser) not landed yet"
+)
 
 
 def test_done_when_sleep_timeout_is_a_hang_in_bounded_time(tmp_path):
@@ -44,7 +46,19 @@ def test_idle_timeout_keeps_partial_log_and_each_rank_tail(tmp_path):
     log, out = tmp_path / "run.log", tmp_path / "r.json"
     cmd = MPIRUN + ["-np", "3"] + replay(str(GOOD_EFA), "--rank-filter", "--hang-after", "4")
     proc, wall = run_cli(
-        ["run", "--quiet", "--idle-timeout", "2", "--timeout", "60", "--log", str(log), "--json", str(out), "--"]
+        [
+            "run",
+            "--quiet",
+            "--idle-timeout",
+            "2",
+            "--timeout",
+            "60",
+            "--log",
+            str(log),
+            "--json",
+            str(out),
+            "--",
+        ]
         + cmd,
         timeout=60,
     )
@@ -92,7 +106,8 @@ def test_output_stops_mid_line_then_hangs(tmp_path):
     log, out = tmp_path / "run.log", tmp_path / "r.json"
     cmd = replay(str(GOOD_EFA), "--hang-after", "5", "--mid-line")
     proc, _ = run_cli(
-        ["run", "--quiet", "--idle-timeout", "1.5", "--log", str(log), "--json", str(out), "--"] + cmd, timeout=30
+        ["run", "--quiet", "--idle-timeout", "1.5", "--log", str(log), "--json", str(out), "--"] + cmd,
+        timeout=30,
     )
     assert proc.returncode == 1
     report = load(out)
@@ -146,7 +161,18 @@ def test_children_left_behind_are_ended(tmp_path):
     nap = unique_sleep(120)
     out = tmp_path / "r.json"
     proc, wall = run_cli(
-        ["run", "--quiet", "--timeout", "30", "--json", str(out), "--", "sh", "-c", "sleep %s & echo started" % nap],
+        [
+            "run",
+            "--quiet",
+            "--timeout",
+            "30",
+            "--json",
+            str(out),
+            "--",
+            "sh",
+            "-c",
+            "sleep %s & echo started" % nap,
+        ],
         timeout=30,
     )
     report = load(out)
@@ -162,8 +188,10 @@ def test_rank_that_dies_is_named(tmp_path):
     """Rank 1 exits 7: the report names rank 1 when Open MPI says which rank it was, else the launcher
     and the code (Open MPI 4.1 does not always print the rank: see test_launchers)."""
     out = tmp_path / "r.json"
-    cmd = MPIRUN + ["-np", "3"] + replay(
-        str(GOOD_EFA), "--rank-filter", "--exit-after", "5", "--exit-code", "7", "--only-rank", "1"
+    cmd = (
+        MPIRUN
+        + ["-np", "3"]
+        + replay(str(GOOD_EFA), "--rank-filter", "--exit-after", "5", "--exit-code", "7", "--only-rank", "1")
     )
     proc, _ = run_cli(["run", "--quiet", "--timeout", "60", "--json", str(out), "--"] + cmd, timeout=60)
     assert proc.returncode == 1
@@ -184,9 +212,12 @@ def test_rank_that_dies_is_named(tmp_path):
 def test_one_rank_hangs_under_mpirun(tmp_path):
     out = tmp_path / "r.json"
     tag = marker()
-    cmd = MPIRUN + ["-np", "3"] + replay(
-        str(GOOD_EFA), "--rank-filter", "--hang-after", "6", "--only-rank", "2", "--speed", "200"
-    ) + ["--start-delay", "0", "--exit-code", "0"]
+    cmd = (
+        MPIRUN
+        + ["-np", "3"]
+        + replay(str(GOOD_EFA), "--rank-filter", "--hang-after", "6", "--only-rank", "2", "--speed", "200")
+        + ["--start-delay", "0", "--exit-code", "0"]
+    )
     proc, wall = run_cli(
         ["run", "--quiet", "--idle-timeout", "2", "--timeout", "60", "--json", str(out), "--"]
         + cmd
@@ -232,7 +263,17 @@ def test_rank_logs_split_per_rank(tmp_path):
     ranks, log = tmp_path / "ranks", tmp_path / "run.log"
     cmd = MPIRUN + ["-np", "2"] + replay(str(GOOD_EFA), "--rank-filter")
     run_cli(
-        ["run", "--quiet", "--rank-logs", str(ranks), "--log", str(log), "--json", str(tmp_path / "r.json"), "--"]
+        [
+            "run",
+            "--quiet",
+            "--rank-logs",
+            str(ranks),
+            "--log",
+            str(log),
+            "--json",
+            str(tmp_path / "r.json"),
+            "--",
+        ]
         + cmd,
         timeout=60,
     )
@@ -249,7 +290,9 @@ def test_rank_logs_split_per_rank(tmp_path):
 def test_repeat_runs_each_time_and_reports_all(tmp_path):
     out = tmp_path / "r.json"
     cmd = replay(str(GOOD_EFA), "--exit-after", "1")
-    run_cli(["run", "--quiet", "--repeat", "3", "--log", str(tmp_path / "x.log"), "--json", str(out), "--"] + cmd)
+    run_cli(
+        ["run", "--quiet", "--repeat", "3", "--log", str(tmp_path / "x.log"), "--json", str(out), "--"] + cmd
+    )
     report = load(out)
     assert [r["run"] for r in report["runs"]] == [1, 2, 3]
     assert {r["log"] for r in report["runs"]} == {str(tmp_path / ("x.%d.log" % i)) for i in (1, 2, 3)}
@@ -267,7 +310,9 @@ def test_pairwise_ring_names_the_failing_pairs(tmp_path):
     """A command that fails whenever host c is in the pair: c's two pairs fail, a-b is the other."""
     out = tmp_path / "r.json"
     script = 'case "{hosts}" in *c*) echo "pair {hosts} broken"; exit 5;; esac; echo "pair {hosts} ok"'
-    proc, _ = run_cli(["run", "--quiet", "--pairwise", "a", "b", "c", "--json", str(out), "--", "sh", "-c", script])
+    proc, _ = run_cli(
+        ["run", "--quiet", "--pairwise", "a", "b", "c", "--json", str(out), "--", "sh", "-c", script]
+    )
     report = load(out)
     pairs = {tuple(p["hosts"]): p["verdict"] for p in report["pairwise"]["pairs"]}
     assert pairs[("b", "c")] == "fail" and pairs[("c", "a")] == "fail"
@@ -316,8 +361,25 @@ def test_pairwise_with_known_good_implicates_the_bad_node(tmp_path):
         '--tag-output -np 2 python3 -m validators.replay --rank-filter "$log"' % (SOCKET_FALLBACK, GOOD_EFA)
     )
     proc, _ = run_cli(
-        ["run", "--quiet", "--instance-type", "p5.48xlarge", "--pairwise", "a", "b", "c", "d", "--known-good", "a",
-         "--json", str(out), "--", "sh", "-c", script],
+        [
+            "run",
+            "--quiet",
+            "--instance-type",
+            "p5.48xlarge",
+            "--pairwise",
+            "a",
+            "b",
+            "c",
+            "d",
+            "--known-good",
+            "a",
+            "--json",
+            str(out),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
         timeout=120,
     )
     report = load(out)
@@ -326,3 +388,42 @@ def test_pairwise_with_known_good_implicates_the_bad_node(tmp_path):
     bad = finding(report, "bad-node")
     assert bad and bad["hosts"] == ["c"]
     assert proc.returncode == 1
+
+
+@needs_analyzer
+@pytest.mark.parametrize(
+    "name, efa, gdr, verdict",
+    [
+        ("01-eks-p4d-2node-efa-gdr-nccl2.9.9-allreduce.log", True, True, None),
+        (
+            "55-ec2-p4d-1node-ofi1.17.1-init-failed-sendrecv-socket-fallback-deepspeed.log",
+            False,
+            None,
+            "fail",
+        ),
+    ],
+)
+def test_real_public_logs_replayed_under_mpirun(tmp_path, nccl_logs_dir, name, efa, gdr, verdict):
+    """The shared corpus (read by path, never copied) printed by 4 real ranks: the runner's rank split and
+    rejoining must not change what the log says (its meta: efa/gdr)."""
+    out = tmp_path / "r.json"
+    cmd = MPIRUN + ["-np", "4"] + replay(str(nccl_logs_dir / name), "--rank-filter")
+    run_cli(
+        ["run", "--quiet", "--instance-type", "p4d.24xlarge", "--json", str(out), "--"] + cmd, timeout=120
+    )
+    report = load(out)
+    assert report["run"]["exit_code"] == 0
+    assert report["efa"] is efa
+    if gdr is not None:
+        assert report["gdr"] is gdr
+    if verdict is not None:
+        assert report["verdict"] == verdict
+    assert report["verdict"] != "pass" or efa
+
+
+def test_unwritable_log_is_usage_error_before_anything_runs(tmp_path):
+    nap = unique_sleep(30)
+    proc, wall = run_cli(["run", "--log", str(tmp_path / "no" / "such" / "x.log"), "--", "sleep", nap])
+    assert proc.returncode == 2 and "--log" in proc.stderr and "Traceback" not in proc.stderr
+    assert wall < 5
+    assert_none_left(nap)

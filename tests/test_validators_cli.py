@@ -10,11 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "logs"
 GOOD = str(FIX / "p5-2node-efa-gdr-mpirun.log")
-REQUIRED = {
-    "schema", "verdict", "efa", "gdr", "network", "nccl_version", "cuda_version", "plugin", "libfabric_version",
-    "platform", "provider", "nics", "ranks", "hosts", "nccl_tests", "checks", "findings", "instance_type",
-    "nodes", "inputs",
-}  # fmt: skip
+REQUIRED = set(
+    "schema verdict efa gdr network nccl_version cuda_version plugin libfabric_version platform provider "
+    "nics ranks hosts nccl_tests checks findings instance_type nodes inputs".split()
+)
 
 
 def cli(*args, stdin=None, timeout=120):

@@ -7,6 +7,7 @@ import subprocess
 import time
 
 from preflight_util import assert_none_left, unique_sleep
+
 from validators.watchdog import IDLE, TIMEOUT, Watchdog, end_group, group_alive, group_members
 
 

@@ -52,7 +52,8 @@ def register(sub: Any) -> None:
     run = sub.add_parser(
         "run",
         help="run a launch command under a watchdog and judge its NCCL output",
-        description="Runs COMMAND (after --) in its own process group with NCCL_DEBUG=INFO, keeps its output, "
+        description="Runs COMMAND (after --) in its own process group with NCCL_DEBUG=INFO, keeps its output,"
+        " "
         "parses it as it arrives; ends the whole group on silence or timeout and reports a hang.",
     )
     run.add_argument(
@@ -168,11 +169,26 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.pairwise and not pairwise.uses_placeholders(command):
         print(
-            "error: --pairwise needs {hosts}, {host1}/{host2} or {hostfile} in the command to place each pair",
+            "error: --pairwise needs {hosts}, {host1}/{host2} or {hostfile} in the command"
+            " to place each pair",
             file=sys.stderr,
         )
         return EXIT_USAGE
     base_log = args.log or _default_log()
+    for flag, path in (
+        ("--log", base_log),
+        ("--json", args.json),
+        ("--junit", args.junit),
+        ("--markdown", args.markdown),
+    ):
+        if path and path != "-":
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+                print(
+                    "error: %s %s: directory %s does not exist or is not writable" % (flag, path, parent),
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
     try:
         if args.pairwise:
             report = _run_pairwise(command, args, base_log)
@@ -329,31 +345,36 @@ def _write_json(report: Dict[str, Any], dest: Optional[str]) -> None:
 
 
 def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:
+    """JSON, JUnit and Markdown, each written whole (temp file, then rename): never half a report."""
     _write_json(report, args.json)
-    if args.junit or args.markdown:
-        try:
-            from validators import report as writers
-        except ImportError:
-            writers = None
-        if args.junit:
-            _with_writer(writers, "write_junit", report, args.junit)
-        if args.markdown:
-            _with_writer(writers, "write_markdown", report, args.markdown)
-
-
-def _with_writer(writers: Any, name: str, report: Dict[str, Any], path: str) -> None:
-    fn = getattr(writers, name, None) if writers is not None else None
-    if fn is None:
-        print(
-            "warning: validators.report.%s is not available; %s not written" % (name, path), file=sys.stderr
-        )
+    if not (args.junit or args.markdown):
         return
-    fn(report, path)
+    from validators import report as writers
+
+    for path, render in ((args.junit, "to_junit"), (args.markdown, "to_markdown")):
+        if path:
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(getattr(writers, render)(report))
+            os.replace(tmp, path)
+
+
+def _metric_lines(report: Dict[str, Any]) -> List[str]:
+    """The parser's `key=value` lines (SageMaker metric regexes read them), when it is present."""
+    try:
+        from validators.report import metric_lines
+    except ImportError:
+        return []
+    try:
+        return list(metric_lines(report))
+    except Exception:  # noqa: BLE001 - a summary line must never turn a verdict into a crash
+        return []
 
 
 def summary_text(report: Dict[str, Any]) -> str:
     """A few lines for a terminal: verdict, then each finding with its remedy."""
     lines = ["verdict: %s" % report.get("verdict")]
+    lines += [m for m in _metric_lines(report) if not m.startswith("verdict")]
     run = report.get("run") or {}
     if run:
         lines.append(

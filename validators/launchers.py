@@ -11,7 +11,7 @@ Formats, as printed by each launcher:
 
 import os
 import re
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 MPIRUN_NAMES = ("mpirun", "mpiexec", "orterun", "prterun")
 SRUN_NAMES = ("srun",)
@@ -185,7 +185,6 @@ _MPI_EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
 _MPI_HOST = re.compile(r"^\s*(?:Local host|Hostname|host):\s*(\S+)")
 _TORCH_EXIT_CODE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 _TORCH_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
-_MPI_SIGNAL = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\].*?Exit code|exited on signal (\d+)")
 
 
 class RankExit(NamedTuple):

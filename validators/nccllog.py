@@ -130,7 +130,7 @@ def parse_line(line: str, lineno: int = 0, file: Optional[str] = None, source: O
 
 _HEAD_PART = re.compile(r"([^\s:\[\]|]+):(\d+):(\d+) \[([^\]\s]*)\](?= |$)")
 _LEVELS = ("INFO", "WARN", "TRACE", "ABORT")
-_CACHE_MAX = 16384
+_CACHE_MAX = 4096
 _head_cache = {}  # type: Dict[str, object]
 _msg_cache = {}  # type: Dict[str, object]
 _via_cache = {}  # type: Dict[str, Dict[str, object]]

@@ -68,7 +68,14 @@ def parse_nvidia_smi(text: str) -> List[Dict[str, str]]:
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 3 and parts[0].isdigit():
-            gpus.append({"index": parts[0], "name": parts[1], "driver": parts[2], "bus": parts[3] if len(parts) > 3 else ""})
+            gpus.append(
+                {
+                    "index": parts[0],
+                    "name": parts[1],
+                    "driver": parts[2],
+                    "bus": parts[3] if len(parts) > 3 else "",
+                }
+            )
     return gpus
 
 
@@ -93,7 +100,9 @@ _OPEN_MODULE = re.compile(r"Open Kernel Module", re.I)
 _NVRM = re.compile(r"NVRM version:.*?(\d+\.\d+(?:\.\d+)?)")
 
 
-def parse_driver_flavor(proc_version: Optional[str], modinfo: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+def parse_driver_flavor(
+    proc_version: Optional[str], modinfo: Optional[str]
+) -> Tuple[Optional[str], Optional[str]]:
     """('open'|'proprietary'|None, version or None) from /proc/driver/nvidia/version or `modinfo nvidia`."""
     version = None
     if proc_version:
@@ -113,7 +122,10 @@ def parse_driver_flavor(proc_version: Optional[str], modinfo: Optional[str]) -> 
 
 
 def check_kernel_driver(
-    proc_version: Optional[str], modinfo: Optional[str], peermem_loaded: Optional[bool], gdr_required: Optional[bool]
+    proc_version: Optional[str],
+    modinfo: Optional[str],
+    peermem_loaded: Optional[bool],
+    gdr_required: Optional[bool],
 ) -> Check:
     """The open driver registers GPU memory by dma-buf; the proprietary one needs nvidia_peermem for GDR."""
     flavor, version = parse_driver_flavor(proc_version, modinfo)
@@ -121,22 +133,40 @@ def check_kernel_driver(
     if proc_version:
         evidence.append(ev("/proc/driver/nvidia/version", proc_version.strip().splitlines()[0]))
     if modinfo:
-        evidence += [ev("modinfo nvidia", line) for line in modinfo.splitlines() if line.startswith(("license", "version"))]
+        evidence += [
+            ev("modinfo nvidia", line)
+            for line in modinfo.splitlines()
+            if line.startswith(("license", "version"))
+        ]
     if flavor is None:
         return check("nvidia-kernel-driver", "unknown", "kernel driver not visible from here", evidence)
     detail = "%s kernel module %s" % (flavor, version or "(version not shown)")
     if flavor == "open":
-        return check("nvidia-kernel-driver", "pass", detail + "; dma-buf GPU memory registration available", evidence)
+        return check(
+            "nvidia-kernel-driver", "pass", detail + "; dma-buf GPU memory registration available", evidence
+        )
     if peermem_loaded:
         return check("nvidia-kernel-driver", "pass", detail + " with nvidia_peermem loaded", evidence)
     if peermem_loaded is None:
-        return check("nvidia-kernel-driver", "unknown", detail + "; cannot see whether nvidia_peermem is loaded", evidence)
-    if gdr_required:
         return check(
-            "nvidia-kernel-driver", "fail", detail + " without nvidia_peermem: no GPUDirect RDMA (the profile needs it)",
+            "nvidia-kernel-driver",
+            "unknown",
+            detail + "; cannot see whether nvidia_peermem is loaded",
             evidence,
         )
-    return check("nvidia-kernel-driver", "unknown", detail + " without nvidia_peermem: GDR off unless dma-buf", evidence)
+    if gdr_required:
+        return check(
+            "nvidia-kernel-driver",
+            "fail",
+            detail + " without nvidia_peermem: no GPUDirect RDMA (the profile needs it)",
+            evidence,
+        )
+    return check(
+        "nvidia-kernel-driver",
+        "unknown",
+        detail + " without nvidia_peermem: GDR off unless dma-buf",
+        evidence,
+    )
 
 
 # ---- EFA -------------------------------------------------------------------------------------------
@@ -167,11 +197,15 @@ def check_efa_devices(rc: Optional[int], out: str, expected: Optional[int]) -> C
     if rc is None:
         return check("efa-devices", "unknown", out, [ev(src, out)])
     domains = parse_fi_info(out)
-    evidence = [ev(src, "domain: %s (fabrics %s)" % (d, ", ".join(f) or "?")) for d, f in sorted(domains.items())]
+    evidence = [
+        ev(src, "domain: %s (fabrics %s)" % (d, ", ".join(f) or "?")) for d, f in sorted(domains.items())
+    ]
     if not domains:
         first = next((line for line in out.splitlines() if line.strip()), "(no output)")
         return check(
-            "efa-devices", "fail", "libfabric finds no efa device (exit %d): NCCL would fall back to sockets" % rc,
+            "efa-devices",
+            "fail",
+            "libfabric finds no efa device (exit %d): NCCL would fall back to sockets" % rc,
             [ev(src, first)],
         )
     detail = "%d EFA device(s)" % len(domains)
@@ -186,7 +220,9 @@ def check_dev_infiniband(root: str = "/") -> Check:
     path = os.path.join(root, "dev/infiniband")
     if not os.path.isdir(path):
         return check(
-            "dev-infiniband", "fail", "%s is missing: pass the EFA devices into the container" % path,
+            "dev-infiniband",
+            "fail",
+            "%s is missing: pass the EFA devices into the container" % path,
             [ev(path, "no such directory")],
         )
     entries = sorted(os.listdir(path))
@@ -209,8 +245,10 @@ def check_memlock(limits: Optional[Tuple[int, int]] = None) -> Check:
     if soft == inf:
         return check("memlock", "pass", "unlimited", evidence)
     return check(
-        "memlock", "fail", "locked-memory limit is %s, not unlimited (ulimit -l unlimited / --ulimit memlock=-1)"
-        % show(soft), evidence,
+        "memlock",
+        "fail",
+        "locked-memory limit is %s, not unlimited (ulimit -l unlimited / --ulimit memlock=-1)" % show(soft),
+        evidence,
     )
 
 
@@ -237,8 +275,10 @@ def check_gdr(root: str = "/", gdr_required: Optional[bool] = None) -> Check:
     if missing:
         status = "fail" if gdr_required is not False else "unknown"
         return check(
-            "gdr-capability", status, "%d of %d device(s) without a p2p provider: %s" % (len(missing), len(devices),
-                                                                                         ", ".join(missing)),
+            "gdr-capability",
+            status,
+            "%d of %d device(s) without a p2p provider: %s"
+            % (len(missing), len(devices), ", ".join(missing)),
             evidence,
         )
     return check("gdr-capability", "pass", "all %d device(s) report a p2p provider" % len(devices), evidence)
@@ -289,16 +329,25 @@ def check_env_policy(lock: Optional[Dict[str, Any]], where: str, env: Dict[str, 
         have = env.get(name)
         if not _env_matches(value, have):
             wrong.append(name)
-            evidence.append(ev(where, "%s: image sets %r, now %r (%s)" % (name, value, have, item.get("reason", ""))))
+            evidence.append(
+                ev(where, "%s: image sets %r, now %r (%s)" % (name, value, have, item.get("reason", "")))
+            )
     for item in lock.get("env_forbidden") or []:
         name = item.get("name")
         if name and name in env:
             wrong.append(name)
-            evidence.append(ev(where, "%s=%r is set but forbidden: %s" % (name, env[name], item.get("reason", ""))))
+            evidence.append(
+                ev(where, "%s=%r is set but forbidden: %s" % (name, env[name], item.get("reason", "")))
+            )
     count = len(lock.get("env") or []) + len(lock.get("env_forbidden") or [])
     if wrong:
         return check("env-policy", "fail", "differs from the image's policy: %s" % ", ".join(wrong), evidence)
-    return check("env-policy", "pass", "%d rule(s) of %s hold (variant %s)" % (count, where, lock.get("name")), evidence)
+    return check(
+        "env-policy",
+        "pass",
+        "%d rule(s) of %s hold (variant %s)" % (count, where, lock.get("name")),
+        evidence,
+    )
 
 
 def parse_ldconfig(text: str, machine: Optional[str] = None) -> Dict[str, List[str]]:
@@ -367,7 +416,9 @@ def check_plugin(env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]) -
     """Which net plugin NCCL will load; none means NCCL silently uses its socket transport."""
     names = plugin_names(env)
     if not names:
-        return check("nccl-net-plugin", "fail", "NCCL_NET_PLUGIN=none: NCCL will not load the EFA plugin"), None
+        return check(
+            "nccl-net-plugin", "fail", "NCCL_NET_PLUGIN=none: NCCL will not load the EFA plugin"
+        ), None
     evidence = []
     for name in names:
         hits = find_library(name, env, ldcache)
@@ -386,19 +437,28 @@ def check_plugin(env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]) -
     where = "LD_LIBRARY_PATH=%s" % env.get("LD_LIBRARY_PATH", "")
     if ldcache is None:
         return (
-            check("nccl-net-plugin", "unknown", "%s not on %s and ldconfig unavailable" % (" or ".join(names), where)),
+            check(
+                "nccl-net-plugin",
+                "unknown",
+                "%s not on %s and ldconfig unavailable" % (" or ".join(names), where),
+            ),
             None,
         )
     return (
         check(
-            "nccl-net-plugin", "fail", "%s not found on %s or in the ldconfig cache: NCCL would use sockets"
-            % (" or ".join(names), where), [ev("ldconfig -p", "no %s" % n) for n in names],
+            "nccl-net-plugin",
+            "fail",
+            "%s not found on %s or in the ldconfig cache: NCCL would use sockets"
+            % (" or ".join(names), where),
+            [ev("ldconfig -p", "no %s" % n) for n in names],
         ),
         None,
     )
 
 
-def check_libfabric(plugin: Optional[str], env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]) -> Check:
+def check_libfabric(
+    plugin: Optional[str], env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]
+) -> Check:
     """The libfabric the plugin binds to at run time; two libfabrics on the path is a known failure."""
     copies = find_library("libfabric.so.1", env, ldcache)
     evidence = [ev("loader search", "libfabric.so.1 -> %s (%s)" % (c, os.path.realpath(c))) for c in copies]
@@ -407,9 +467,15 @@ def check_libfabric(plugin: Optional[str], env: Dict[str, str], ldcache: Optiona
         if deps is None:
             return check("libfabric", "unknown", "cannot run ldd on the plugin: %s" % out, evidence)
         missing = sorted(k for k, v in deps.items() if v is None)
-        evidence += [ev("ldd %s" % plugin, line.strip()) for line in out.splitlines() if "fabric" in line or "not found" in line]
+        evidence += [
+            ev("ldd %s" % plugin, line.strip())
+            for line in out.splitlines()
+            if "fabric" in line or "not found" in line
+        ]
         if missing:
-            return check("libfabric", "fail", "the plugin's libraries are not found: %s" % ", ".join(missing), evidence)
+            return check(
+                "libfabric", "fail", "the plugin's libraries are not found: %s" % ", ".join(missing), evidence
+            )
         bound = deps.get("libfabric.so.1")
         if bound is None:
             return check("libfabric", "unknown", "the plugin does not link libfabric.so.1 directly", evidence)
@@ -436,7 +502,9 @@ def verdict_of(checks: List[Check]) -> str:
     return "pass"
 
 
-def run_checks(instance_type: Optional[str] = None, env: Optional[Dict[str, str]] = None, root: str = "/") -> Dict[str, Any]:
+def run_checks(
+    instance_type: Optional[str] = None, env: Optional[Dict[str, str]] = None, root: str = "/"
+) -> Dict[str, Any]:
     """Every check on this node -> the node-check report."""
     env = dict(os.environ if env is None else env)
     profile = None
@@ -449,7 +517,9 @@ def run_checks(instance_type: Optional[str] = None, env: Optional[Dict[str, str]
     gdr_required = profile.gdr_required if profile else None
 
     checks = []
-    rc, out = run_tool(["nvidia-smi", "--query-gpu=index,name,driver_version,pci.bus_id", "--format=csv,noheader"])
+    rc, out = run_tool(
+        ["nvidia-smi", "--query-gpu=index,name,driver_version,pci.bus_id", "--format=csv,noheader"]
+    )
     checks.append(check_gpus(rc, out, gpus_expected))
     mrc, mout = run_tool(["modinfo", "nvidia"])
     peermem = None  # type: Optional[bool]
@@ -457,7 +527,10 @@ def run_checks(instance_type: Optional[str] = None, env: Optional[Dict[str, str]
         peermem = os.path.isdir(os.path.join(root, "sys/module/nvidia_peermem"))
     checks.append(
         check_kernel_driver(
-            read_text(os.path.join(root, "proc/driver/nvidia/version")), mout if mrc == 0 else None, peermem, gdr_required
+            read_text(os.path.join(root, "proc/driver/nvidia/version")),
+            mout if mrc == 0 else None,
+            peermem,
+            gdr_required,
         )
     )
     rc, out = run_tool(["fi_info", "-p", "efa", "-t", "FI_EP_RDM"])

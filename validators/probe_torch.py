@@ -62,15 +62,28 @@ def table(rows: List[Dict[str, Any]], world: int, backend: str) -> List[str]:
         % (rows[0]["size"] if rows else 0, rows[-1]["size"] if rows else 0, _WARMUP, _ITERS),
         "# validators.probe_torch all_reduce via torch.distributed backend %s, %d ranks" % (backend, world),
         "#",
-        "#                                                              out-of-place                       in-place",
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
+        "#                                                              out-of-place                       in-place",  # noqa: E501 - the format as printed
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",  # noqa: E501 - the format as printed
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",  # noqa: E501 - the format as printed
     ]
     for r in rows:
         lines.append(
             "%12d  %12d  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6d  %7.2f  %6.2f  %6.2f  %6d"
-            % (r["size"], r["count"], r["type"], r["redop"], r["root"], r["time_us"], r["algbw"], r["busbw"],
-               r["wrong"], r["time_us"], r["algbw"], r["busbw"], r["wrong"])
+            % (
+                r["size"],
+                r["count"],
+                r["type"],
+                r["redop"],
+                r["root"],
+                r["time_us"],
+                r["algbw"],
+                r["busbw"],
+                r["wrong"],
+                r["time_us"],
+                r["algbw"],
+                r["busbw"],
+                r["wrong"],
+            )
         )
     lines.append("# Out of bounds values : %d %s" % (0, "OK"))
     avg = sum(r["busbw"] for r in rows) / len(rows) if rows else 0.0
@@ -141,9 +154,14 @@ def main(argv=None) -> int:
         for line in table(rows, world, backend):
             print(line, flush=True)
         if args.json:
-            doc = {"collective": "all_reduce", "backend": backend, "world": world, "rows": rows,
-                   "torch": torch.__version__,
-                   "nccl_version": ".".join(str(x) for x in torch.cuda.nccl.version()) if cuda else None}
+            doc = {
+                "collective": "all_reduce",
+                "backend": backend,
+                "world": world,
+                "rows": rows,
+                "torch": torch.__version__,
+                "nccl_version": ".".join(str(x) for x in torch.cuda.nccl.version()) if cuda else None,
+            }
             with open(args.json, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, indent=2, sort_keys=True)
     dist.barrier()

@@ -69,7 +69,9 @@ def main(argv=None) -> int:
     p.add_argument("--speed", type=float, default=0.0, metavar="LPS", help="lines per second (0: no delay)")
     p.add_argument("--start-delay", type=float, default=0.0, metavar="S", help="sleep before the first line")
     p.add_argument("--hang-after", type=int, default=None, metavar="N", help="after N lines, hang forever")
-    p.add_argument("--mid-line", action="store_true", help="with --hang-after/--exit-after: stop inside a line")
+    p.add_argument(
+        "--mid-line", action="store_true", help="with --hang-after/--exit-after: stop inside a line"
+    )
     p.add_argument("--exit-after", type=int, default=None, metavar="N", help="after N lines, exit")
     p.add_argument("--exit-code", type=int, default=0, metavar="C", help="exit status at the end (default 0)")
     p.add_argument("--only-rank", type=int, default=None, metavar="R", help="faults apply to rank R only")

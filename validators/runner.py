@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import threading
 import time
-from typing import IO, Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from validators import launchers
 from validators.watchdog import Watchdog, end_group, group_members
@@ -262,7 +262,9 @@ def run_command(
             for text in leftover:
                 line(text, True)
             if reassembler.repaired:
-                result.notes.append("%d line(s) rejoined from Open MPI's per-chunk tags" % reassembler.repaired)
+                result.notes.append(
+                    "%d line(s) rejoined from Open MPI's per-chunk tags" % reassembler.repaired
+                )
         left_behind = group_members(pgid)
         if left_behind:
             result.leftovers = left_behind

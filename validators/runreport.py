@@ -12,7 +12,8 @@ from validators.runner import RunResult
 SCHEMA = "efa-image-build/report/v1"
 HANG_REMEDY = (
     "find the node by elimination: `python -m validators run --pairwise HOST... -- mpirun -H {hosts} ...`; "
-    "check security groups allow all traffic to themselves (bootstrap works, then a hang), and run nccl-tests "
+    "check security groups allow all traffic to themselves (bootstrap works, then a hang),"
+    " and run nccl-tests "
     "with -T/--timeout so ranks report the collective that stalled"
 )
 EXIT_BY_VERDICT = {"pass": 0, "fail": 1, "unknown": 3}
@@ -106,7 +107,8 @@ def run_findings(result: RunResult) -> List[Dict[str, Any]]:
                         "message": "%s%s exited%s (%s exit code %s)"
                         % (rank_name(f.rank), where, code or " abnormally", result.kind, result.returncode),
                         "evidence": _tail_evidence(result, f.rank, 3) + [_evidence(result.log, 0, f.text)],
-                        "remedy": "read that rank's last lines above; rerun with --pairwise to see if the node "
+                        "remedy": "read that rank's last lines above;"
+                        " rerun with --pairwise to see if the node "
                         "fails with others too",
                         "rank": f.rank,
                         "host": f.host,
@@ -129,7 +131,8 @@ def run_findings(result: RunResult) -> List[Dict[str, Any]]:
             {
                 "id": "leftover-processes",
                 "severity": "warning",
-                "message": "the command left %d process(es) running after it ended (pids %s); the runner ended them"
+                "message": "the command left %d process(es) running after it ended (pids %s);"
+                " the runner ended them"
                 % (len(result.leftovers), ", ".join(str(p) for p in result.leftovers[:10])),
                 "evidence": [],
                 "remedy": "a launcher should wait for its ranks; check for daemonised children",
@@ -152,7 +155,8 @@ def run_findings(result: RunResult) -> List[Dict[str, Any]]:
                 "severity": "warning",
                 "message": "the command printed nothing: no evidence of NCCL, EFA or GDR",
                 "evidence": [],
-                "remedy": "run nccl-tests or the torch probe (python -m validators.probe_torch) under the launcher",
+                "remedy": "run nccl-tests or the torch probe"
+                " (python -m validators.probe_torch) under the launcher",
             }
         )
     return findings
@@ -229,7 +233,8 @@ def combine(
             {
                 "id": "parser-unavailable",
                 "severity": "warning",
-                "message": "validators.analyze is not available in this copy of the validators: output not judged",
+                "message": "validators.analyze is not available in this copy of the validators:"
+                " output not judged",
                 "evidence": [],
                 "remedy": "use a complete copy of the validators package",
             }

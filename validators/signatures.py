@@ -28,9 +28,9 @@ CATALOG = [
         "severity": "error",
         "title": "aws-ofi-nccl loaded but failed to initialise",
         "when": "plugin_init_failed",
-        "remedy": "Read the NET/OFI WARN lines before the failure: usually no EFA device visible, a libfabric "
-        "older than the plugin needs (>= 1.22 for the AWS platform), or GDR unavailable on a GDR-required "
-        "instance.",
+        "remedy": "Read the NET/OFI WARN lines before the failure: usually no EFA device visible, a "
+        "libfabric older than the plugin needs (>= 1.22 for the AWS platform), or GDR unavailable on a "
+        "GDR-required instance.",
         "source": "aws/aws-ofi-nccl src/nccl_ofi_net.cpp (nccl_net_ofi_create_plugin)",
     },
     {
@@ -111,7 +111,8 @@ CATALOG = [
         "severity": "error",
         "title": "memory registration failed (new NCCL with an old EFA installer)",
         "lines": [{"needle": "register memory", "regex": r"Unable to register memory \(type = \d+\)"}],
-        "remedy": "Upgrade the EFA installer to >= 1.29 for NCCL >= 2.19, or set FI_EFA_SET_CUDA_SYNC_MEMOPS=0.",
+        "remedy": "Upgrade the EFA installer to >= 1.29 for NCCL >= 2.19, or set "
+        "FI_EFA_SET_CUDA_SYNC_MEMOPS=0.",
         "source": "aws/aws-ofi-nccl issue 584; awsome-distributed-training efa-cheatsheet.md",
     },
     {

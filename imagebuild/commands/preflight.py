@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("SageMaker pre-flight is not available in this build", key="--sagemaker")
         return int(sm.run_sagemaker_preflight(args) or 0)
     if not args.recipe:
-        raise UserError("say what to print", key="--print", hint="--print mpirun|sbatch|mpijob --cluster FILE")
+        raise UserError(
+            "say what to print", key="--print", hint="--print mpirun|sbatch|mpijob --cluster FILE"
+        )
     if not args.cluster:
         raise UserError("a cluster description is needed", key="--cluster")
     from imagebuild import recipes

@@ -142,6 +142,11 @@ COPY training /opt/ml/code
 WORKDIR /opt/ml/code
 ENV SAGEMAKER_PROGRAM="train.py" \
     SAGEMAKER_SUBMIT_DIRECTORY="/opt/ml/code"
+# SageMaker starts a bring-your-own image as `IMAGE train` (DLCs carry the training toolkit's `train`).
+# the variables are expanded when `train` runs, not now:
+# hadolint ignore=SC2016
+RUN printf '%s\n' '#!/bin/sh' 'cd "${SAGEMAKER_SUBMIT_DIRECTORY}" && exec /usr/bin/python3 "${SAGEMAKER_PROGRAM}" "$@"' > /usr/local/bin/train \
+ && chmod 0755 /usr/local/bin/train
 
 LABEL org.efa-image-build.aws-ofi-nccl.version="1.21.1" \
       org.efa-image-build.cuda.version="12.8" \
