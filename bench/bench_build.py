@@ -84,6 +84,7 @@ def plot(results: dict, path: Path) -> None:
     a.bar(names, vals, color=["#888", "#2a7", "#27a"])
     for i, v in enumerate(vals):
         a.text(i, v, f"{v:.1f} s\n{100 * v / t['cold']:.1f}%", ha="center", va="bottom")
+    a.set_ylim(0, max(vals) * 1.25)
     a.set_ylabel("seconds")
     a.set_title(f"build time ({results['variant']})")
     s = results["size_over_base_mb"]
@@ -92,6 +93,7 @@ def plot(results: dict, path: Path) -> None:
     )
     for i, v in enumerate([s["runtime"], s["single_stage"]]):
         b.text(i, v, f"{v:.0f} MB", ha="center", va="bottom")
+    b.set_ylim(0, max(s["runtime"], s["single_stage"]) * 1.15)
     b.set_ylabel("MB over the base image")
     b.set_title("image size over its base")
     fig.tight_layout()

@@ -207,6 +207,7 @@ def render_variant(
     files: Dict[str, bytes] = {
         "Dockerfile": dockerfile(v).encode(),
         "variant.lock.json": v.lock_json().encode(),
+        "context/variant.lock.json": v.lock_json().encode(),
         "context/artifacts/.keep": b"",
     }
     for rel, data in tree_of(VALIDATORS).items():

@@ -1,5 +1,6 @@
 """Shared fixtures. Services a test needs are started by the test (registry, moto, sshd); docker is the
-exception: CI starts dockerd and sets REQUIRE_DOCKER=1, which turns a missing daemon from a skip into a failure."""
+exception: CI starts dockerd and sets REQUIRE_DOCKER=1, which turns a missing daemon from a skip into a
+failure."""
 
 from __future__ import annotations
 

@@ -427,3 +427,18 @@ def test_unwritable_log_is_usage_error_before_anything_runs(tmp_path):
     assert proc.returncode == 2 and "--log" in proc.stderr and "Traceback" not in proc.stderr
     assert wall < 5
     assert_none_left(nap)
+
+
+def test_hang_report_in_junit_and_markdown(tmp_path):
+    junit, md = tmp_path / "r.xml", tmp_path / "r.md"
+    nap = unique_sleep(30)
+    proc, _ = run_cli(
+        ["run", "--timeout", "1", "--junit", str(junit), "--markdown", str(md), "--", "sleep", nap]
+    )
+    assert proc.returncode == 1
+    import xml.etree.ElementTree as ET
+
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    assert cases["run-completed"].find("failure") is not None
+    assert "hang" in md.read_text()
+    assert_none_left(nap)

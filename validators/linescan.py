@@ -90,21 +90,26 @@ def scan(
 
 
 def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] = None):
-    """Lines of `body` (which ends with a newline) holding a needle, in order."""
-    starts = {}
-    flags = {}
+    """Lines of `body` (which ends with a newline) holding a needle, in order.
+
+    Hot path: one C `find` pass per needle; Python work is per line of interest only.
+    """
+    starts = {}  # line start -> line end (offset of its newline)
+    flags = {}  # line start -> OR of the flags of the needles in it
     find = body.find
     rfind = body.rfind
     for needle, flag in needles:
         i = find(needle)
         while i >= 0:
             ls = rfind(b"\n", 0, i) + 1
-            le = find(b"\n", i)
-            if ls in starts:
-                flags[ls] |= flag
-            else:
+            f = flags.get(ls)
+            if f is None:
+                le = find(b"\n", i)
                 starts[ls] = le
                 flags[ls] = flag
+            else:
+                le = starts[ls]
+                flags[ls] = f | flag
             i = find(needle, le)
     if region is not None:
         _add_region(body, starts, flags, region)
@@ -116,42 +121,51 @@ def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] 
     for ls in sorted(starts):
         lineno += count(b"\n", prev, ls)
         prev = ls
-        line = body[ls : starts[ls]]
-        if len(line) > MAX_LINE:
-            yield lineno, _decode(line[:MAX_LINE]), True, flags[ls]
+        le = starts[ls]
+        if le - ls > MAX_LINE:
+            yield lineno, _decode(body[ls : ls + MAX_LINE]), True, flags[ls]
         else:
-            yield lineno, _decode(line), False, flags[ls]
+            if body[le - 1 : le] == b"\r":
+                le -= 1
+            yield lineno, body[ls:le].decode("utf-8", "replace"), False, flags[ls]
 
 
 def _add_region(body: bytes, starts: dict, flags: dict, region: Region) -> None:
     """Add the lines of regions: from a start line (or this chunk's head, when one is open) to an end line."""
     marks = sorted(starts)  # the needle hits; region start lines are among them
     n = len(body)
+    find = body.find
+    start, end, rflag = region.start, region.end, region.flag
+    get = flags.get
     pos = 0 if region.left else None
+    left = region.left
     k = 0
+    nmarks = len(marks)
     while True:
         if pos is None:
-            while k < len(marks) and not region.start(body[marks[k] : starts[marks[k]]]):
+            while k < nmarks and not start(body[marks[k] : starts[marks[k]]]):
                 k += 1
-            if k >= len(marks):
+            if k >= nmarks:
+                region.left = left
                 return
             pos = starts[marks[k]] + 1
-            region.left = region.max_lines
-        while region.left and pos < n:
-            le = body.find(b"\n", pos)
-            if pos in starts:
-                flags[pos] |= region.flag
-            else:
+            left = region.max_lines
+        while left and pos < n:
+            le = find(b"\n", pos)
+            f = get(pos)
+            if f is None:
                 starts[pos] = le
-                flags[pos] = region.flag
-            region.left -= 1
-            ended = region.end(body[pos:le])
+                flags[pos] = rflag
+            else:
+                flags[pos] = f | rflag
+            left -= 1
+            if end(body[pos:le]):
+                left = 0
             pos = le + 1
-            if ended:
-                region.left = 0
-        if region.left:
+        if left:
+            region.left = left
             return  # the region goes on in the next chunk
-        while k < len(marks) and marks[k] < pos:
+        while k < nmarks and marks[k] < pos:
             k += 1
         pos = None
 

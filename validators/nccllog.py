@@ -130,6 +130,7 @@ def parse_line(line: str, lineno: int = 0, file: Optional[str] = None, source: O
 
 _HEAD_PART = re.compile(r"([^\s:\[\]|]+):(\d+):(\d+) \[([^\]\s]*)\](?= |$)")
 _LEVELS = ("INFO", "WARN", "TRACE", "ABORT")
+_LEVEL_SET = frozenset(_LEVELS)
 _CACHE_MAX = 4096
 _head_cache = {}  # type: Dict[str, object]
 _msg_cache = {}  # type: Dict[str, object]
@@ -148,21 +149,21 @@ def _split_head(text: str):
         if i < 0:
             return None, text, -1
         j = i + 6
-        for lv in _LEVELS:
-            if text.startswith(lv, j):
-                k = j + len(lv)
-                if k == len(text) or text[k] == " ":
-                    part = text[:i]
-                    h = _head_cache.get(part)
-                    if h is None:
-                        m = _HEAD_PART.search(part)
-                        h = (m.group(1), m.group(2), m.group(3), m.group(4), m.start()) if m else False
-                        if len(_head_cache) >= _CACHE_MAX:
-                            _head_cache.clear()
-                        _head_cache[part] = h
-                    if h:
-                        return (h[0], h[1], h[2], h[3], lv), text[k + 1 :], h[4]
-                break
+        k = text.find(" ", j)
+        if k < 0:
+            k = len(text)
+        lv = text[j:k]
+        if lv in _LEVEL_SET:  # no level is a prefix of another: the word after NCCL must be one
+            part = text[:i]
+            h = _head_cache.get(part)
+            if h is None:
+                m = _HEAD_PART.search(part)
+                h = (m.group(1), m.group(2), m.group(3), m.group(4), m.start()) if m else False
+                if len(_head_cache) >= _CACHE_MAX:
+                    _head_cache.clear()
+                _head_cache[part] = h
+            if h:
+                return (h[0], h[1], h[2], h[3], lv), text[k + 1 :], h[4]
         start = j
 
 
@@ -188,42 +189,45 @@ def parse_text(
                 msg = msg[:at]
                 cut = True
     if head is None:
-        msg = text
-    ev = _classify(msg, head)
-    if ev is not None:
+        ev = _classify_msg(text, None)
+        if ev is not None:
+            for kind, data in ev:
+                out.append(Event(kind, None, lineno, source, file, text, data, cut, spliced))
+        out.extend(_classify_plain(text, lineno, file, source))
+    else:
+        ev, err = _classify(msg)
         for kind, data in ev:
             out.append(Event(kind, head, lineno, source, file, text, data, cut, spliced))
-    if head is not None:
         if head[4] in ("WARN", "ABORT"):
             out.append(Event("warn", head, lineno, source, file, text, {"message": msg}, cut, spliced))
-        if _ERROR_LINE.search(msg):
+        if err:
             out.append(Event("error", head, lineno, source, file, text, {"message": msg}, cut, spliced))
-    else:
-        out.extend(_classify_plain(text, lineno, file, source))
     if rest is not None:
         out.extend(parse_text(rest, lineno, file, source, True))
     return out
 
 
-def _classify(msg: str, head) -> Optional[List[tuple]]:
-    """Message -> [(kind, data)], cached: the same message is printed by every rank.
+def _classify(msg: str) -> tuple:
+    """Message of a headed line -> ([(kind, data)], is an error line), cached: the same message
+    is printed by every rank, and by every new communicator (channel lines included).
 
-    Channel lines differ per rank only before ` via `, so their tail is cached instead.
+    Channel lines that miss the cache still share their ` via ` tail's parse (see _channel_data).
     The returned data dicts are shared and must not be modified.
     """
-    if head is None:
-        return _classify_msg(msg, None)
-    if "via " in msg:
-        m = _CHANNEL_FRONT.match(msg)
-        if m:
-            return [("channel", _channel_data(m, msg[m.end() :]))]
     hit = _msg_cache.get(msg)
     if hit is None:
-        hit = _classify_msg(msg, head) or ()
+        ev = None
+        if "via " in msg:
+            m = _CHANNEL_FRONT.match(msg)
+            if m:
+                ev = [("channel", _channel_data(m, msg[m.end() :]))]
+        if ev is None:
+            ev = _classify_msg(msg, True)
+        hit = (tuple(ev) if ev else (), _ERROR_LINE.search(msg) is not None)
         if len(_msg_cache) >= _CACHE_MAX:
             _msg_cache.clear()
         _msg_cache[msg] = hit
-    return hit or None
+    return hit
 
 
 def _classify_msg(msg: str, head) -> Optional[List[tuple]]:

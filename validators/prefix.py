@@ -28,6 +28,9 @@ _TS_SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\s")
 _TS_EPOCH = re.compile(r"\d{10}\.\d{3,9}\s")
 
 _MAX_ROUNDS = 6
+# first characters that start no prefix and no indentation: such a text is returned as is
+# (the common case, e.g. an NCCL head `host:pid:tid`, checked before any regex)
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz!\"$%&'()*+,-./:;<=>?@\\]^_`{}~#")
 
 
 def strip_prefix(line: str) -> Tuple[Optional[str], str]:
@@ -38,8 +41,23 @@ def strip_prefix(line: str) -> Tuple[Optional[str], str]:
     a CloudWatch closing `|` are removed; the text is otherwise left as printed.
     """
     text = line.rstrip("\r\n")
+    first = text[:1]
+    if first in _PLAIN:
+        return None, text
+    if first == "[":  # fast path for the usual mpirun tag in front of a plain line
+        m = _MPI.match(text)
+        if m is not None:
+            rest = text[m.end() :]
+            if rest[:1] in _PLAIN:
+                return "mpi:" + m.group(2), rest
+    return _strip_rounds(text)
+
+
+def _strip_rounds(text: str) -> Tuple[Optional[str], str]:
     source = None
     for _ in range(_MAX_ROUNDS):
+        if text[:1] in _PLAIN:
+            return source, text
         stripped = text.lstrip()
         if not stripped:
             return source, ""

@@ -29,6 +29,7 @@ CHECK_MODULE = Path(__file__).with_name("test_image.py")
 INVENTORY = Path(__file__).with_name("inventory.py")
 CONTAINER_LABEL = "org.efa-image-build.check"
 STATUSES = ("pass", "fail", "unknown", "skip")
+DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass
@@ -76,12 +77,15 @@ def _base_env(client, lock: dict) -> dict:
     import docker
 
     base = (lock.get("base") or {}).get("image")
-    if not base:
-        return {}
-    try:
-        return _env_of(client.images.get(base))
-    except (docker.errors.ImageNotFound, docker.errors.APIError):
-        return {}  # a registry base not pulled here: ENV lines that reference base vars may then differ
+    env: dict = {}
+    if base:
+        try:
+            env = _env_of(client.images.get(base))
+        except (docker.errors.ImageNotFound, docker.errors.APIError):
+            pass  # a registry base not pulled here: ENV lines that reference base vars may then differ
+    # docker expands ENV over its default PATH when the base sets none (a `docker import`ed base, say)
+    env.setdefault("PATH", DOCKER_DEFAULT_PATH)
+    return env
 
 
 def _inventory_tar() -> bytes:

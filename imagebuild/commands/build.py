@@ -101,5 +101,6 @@ def run(args: argparse.Namespace) -> int:
     )
     for r in results:
         if r.status == "failed":
-            print(f"FAILED {r.variant}: {(r.error or '').splitlines()[0] if r.error else ''} (log {r.log})")
+            first = (r.error or "").splitlines()[0] if r.error else "failed"
+            print(f"FAILED {r.variant}: {first}" + ("" if r.log in first else f" (log {r.log})"))
     return EXIT_FAILED if counts.get("failed") else 0

@@ -60,18 +60,20 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if cli_main(["base"]) != 0:
         return 2
-    render = ["render", "--matrix", args.matrix, "--out", str(out)] + sum((["--variant", v] for v in args.variant), [])
+    render = ["render", "--matrix", args.matrix, "--out", str(out)] + sum(
+        (["--variant", v] for v in args.variant), []
+    )
     rc = cli_main(render)
     if rc:
         return rc
-    names = args.variant or sorted(
-        json.loads(p.read_text())["name"] for p in out.glob("*/variant.lock.json")
-    )
+    names = args.variant or sorted(json.loads(p.read_text())["name"] for p in out.glob("*/variant.lock.json"))
     names = _buildable(out, names)
     if not names:
         raise UserError("no variant of the matrix can be built here", file=args.matrix)
     sel = sum((["--variant", v] for v in names), [])
-    rc = cli_main(["build", "--matrix", args.matrix, "--out", str(out), "--build-ca", "--jobs", str(args.jobs)] + sel)
+    rc = cli_main(
+        ["build", "--matrix", args.matrix, "--out", str(out), "--build-ca", "--jobs", str(args.jobs)] + sel
+    )
     if rc:
         return rc
     rc_test = cli_main(["test", "--out", str(out)] + sel)
@@ -111,5 +113,7 @@ def _validate_in_image(out: Path, variant: str) -> int:
     finally:
         container.remove(force=True)
     report = json.loads((report_dir / "preflight.json").read_text())
-    print(f"demo: pre-flight verdict on the replay: {report.get('verdict')} ({report_dir / 'preflight.json'})")
+    print(
+        f"demo: pre-flight verdict on the replay: {report.get('verdict')} ({report_dir / 'preflight.json'})"
+    )
     return 0 if result.get("StatusCode") == 0 else 1

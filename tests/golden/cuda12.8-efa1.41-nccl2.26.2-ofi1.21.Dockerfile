@@ -148,6 +148,8 @@ ENV SAGEMAKER_PROGRAM="train.py" \
 RUN printf '%s\n' '#!/bin/sh' 'cd "${SAGEMAKER_SUBMIT_DIRECTORY}" && exec /usr/bin/python3 "${SAGEMAKER_PROGRAM}" "$@"' > /usr/local/bin/train \
  && chmod 0755 /usr/local/bin/train
 
+# The lock inside the image too: node-check reads it on the cluster, where labels are out of reach.
+COPY variant.lock.json /opt/efa-image-build/variant.lock.json
 LABEL org.efa-image-build.aws-ofi-nccl.version="1.21.1" \
       org.efa-image-build.channel="previous" \
       org.efa-image-build.cuda.version="12.8" \

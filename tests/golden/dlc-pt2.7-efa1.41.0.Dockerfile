@@ -53,6 +53,8 @@ WORKDIR /opt/ml/code
 ENV SAGEMAKER_PROGRAM="train.py" \
     SAGEMAKER_SUBMIT_DIRECTORY="/opt/ml/code"
 
+# The lock inside the image too: node-check reads it on the cluster, where labels are out of reach.
+COPY variant.lock.json /opt/efa-image-build/variant.lock.json
 LABEL org.efa-image-build.aws-ofi-nccl.version="1.14.2" \
       org.efa-image-build.cuda.version="12.8" \
       org.efa-image-build.efa-installer.version="1.41.0" \
