@@ -92,72 +92,79 @@ def scan(
 def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] = None):
     """Lines of `body` (which ends with a newline) holding a needle, in order.
 
-    Hot path: one C `find` pass per needle; Python work is per line of interest only.
+    Hot path: one C `find` pass per needle; Python work is per line of interest only. Each
+    line of interest is one dict entry, line start -> (line end << shift) | flags.
     """
-    starts = {}  # line start -> line end (offset of its newline)
-    flags = {}  # line start -> OR of the flags of the needles in it
+    allflags = 0
+    for _, flag in needles:
+        allflags |= flag
+    if region is not None:
+        allflags |= region.flag
+    shift = allflags.bit_length()
+    mask = (1 << shift) - 1
+    hits = {}  # type: dict
+    get = hits.get
     find = body.find
     rfind = body.rfind
     for needle, flag in needles:
         i = find(needle)
         while i >= 0:
             ls = rfind(b"\n", 0, i) + 1
-            f = flags.get(ls)
-            if f is None:
+            v = get(ls)
+            if v is None:
                 le = find(b"\n", i)
-                starts[ls] = le
-                flags[ls] = flag
+                hits[ls] = (le << shift) | flag
             else:
-                le = starts[ls]
-                flags[ls] = f | flag
+                le = v >> shift
+                hits[ls] = v | flag
             i = find(needle, le)
     if region is not None:
-        _add_region(body, starts, flags, region)
-    if not starts:
+        _add_region(body, hits, shift, region)
+    if not hits:
         return
     count = body.count
     prev = 0
     lineno = base + 1  # number of the line starting at offset `prev`
-    for ls in sorted(starts):
+    for ls, v in sorted(hits.items()):
         lineno += count(b"\n", prev, ls)
         prev = ls
-        le = starts[ls]
+        le = v >> shift
         if le - ls > MAX_LINE:
-            yield lineno, _decode(body[ls : ls + MAX_LINE]), True, flags[ls]
+            yield lineno, _decode(body[ls : ls + MAX_LINE]), True, v & mask
         else:
             if body[le - 1 : le] == b"\r":
                 le -= 1
-            yield lineno, body[ls:le].decode("utf-8", "replace"), False, flags[ls]
+            yield lineno, body[ls:le].decode("utf-8", "replace"), False, v & mask
 
 
-def _add_region(body: bytes, starts: dict, flags: dict, region: Region) -> None:
+def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
     """Add the lines of regions: from a start line (or this chunk's head, when one is open) to an end line."""
-    marks = sorted(starts)  # the needle hits; region start lines are among them
+    marks = sorted(hits)  # the needle hits; region start lines are among them
     n = len(body)
     find = body.find
     start, end, rflag = region.start, region.end, region.flag
-    get = flags.get
+    get = hits.get
     pos = 0 if region.left else None
     left = region.left
     k = 0
     nmarks = len(marks)
     while True:
         if pos is None:
-            while k < nmarks and not start(body[marks[k] : starts[marks[k]]]):
+            while k < nmarks and not start(body[marks[k] : hits[marks[k]] >> shift]):
                 k += 1
             if k >= nmarks:
                 region.left = left
                 return
-            pos = starts[marks[k]] + 1
+            pos = (hits[marks[k]] >> shift) + 1
             left = region.max_lines
         while left and pos < n:
-            le = find(b"\n", pos)
-            f = get(pos)
-            if f is None:
-                starts[pos] = le
-                flags[pos] = rflag
+            v = get(pos)
+            if v is None:
+                le = find(b"\n", pos)
+                hits[pos] = (le << shift) | rflag
             else:
-                flags[pos] = f | rflag
+                le = v >> shift
+                hits[pos] = v | rflag
             left -= 1
             if end(body[pos:le]):
                 left = 0

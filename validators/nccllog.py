@@ -154,16 +154,16 @@ def _split_head(text: str):
             k = len(text)
         lv = text[j:k]
         if lv in _LEVEL_SET:  # no level is a prefix of another: the word after NCCL must be one
-            part = text[:i]
-            h = _head_cache.get(part)
+            key = text[:k]
+            h = _head_cache.get(key)
             if h is None:
-                m = _HEAD_PART.search(part)
-                h = (m.group(1), m.group(2), m.group(3), m.group(4), m.start()) if m else False
+                m = _HEAD_PART.search(text, 0, i)
+                h = ((m.group(1), m.group(2), m.group(3), m.group(4), lv), m.start()) if m else False
                 if len(_head_cache) >= _CACHE_MAX:
                     _head_cache.clear()
-                _head_cache[part] = h
+                _head_cache[key] = h
             if h:
-                return (h[0], h[1], h[2], h[3], lv), text[k + 1 :], h[4]
+                return h[0], text[k + 1 :], h[1]
         start = j
 
 

@@ -50,12 +50,12 @@ def strip_prefix(line: str) -> Tuple[Optional[str], str]:
             rest = text[m.end() :]
             if rest[:1] in _PLAIN:
                 return "mpi:" + m.group(2), rest
-    return _strip_rounds(text)
+            return _strip_rounds(rest, "mpi:" + m.group(2), _MAX_ROUNDS - 1)
+    return _strip_rounds(text, None, _MAX_ROUNDS)
 
 
-def _strip_rounds(text: str) -> Tuple[Optional[str], str]:
-    source = None
-    for _ in range(_MAX_ROUNDS):
+def _strip_rounds(text: str, source: Optional[str], rounds: int) -> Tuple[Optional[str], str]:
+    for _ in range(rounds):
         if text[:1] in _PLAIN:
             return source, text
         stripped = text.lstrip()
