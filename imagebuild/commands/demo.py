@@ -78,8 +78,30 @@ def run(args: argparse.Namespace) -> int:
         return rc
     rc_test = cli_main(["test", "--out", str(out)] + sel)
     rc_val = _validate_in_image(out, names[0])
-    print(f"\ndemo: static checks {'passed' if rc_test == 0 else 'FAILED'}: {out / 'test-report.json'}")
+    demo_dir = out / "demo"
+    cli_main(
+        ["report", str(demo_dir / "preflight.json"), "--plot", str(demo_dir / "busbw.png")]
+        + ["--markdown", str(demo_dir / "preflight.md")]
+    )
+    _print_check_summary(out / "test-report.json")
+    print(f"demo: static checks {'passed' if rc_test == 0 else 'FAILED'}: {out / 'test-report.json'}")
     return rc_test or rc_val
+
+
+def _print_check_summary(path: Path) -> None:
+    """One line per image and one per check that did not pass: the end of the demo is its report."""
+    report = json.loads(path.read_text())
+    print("\ndemo: static checks of the built images (testinfra, in a container of each image)")
+    for image in report.get("images", []):
+        counts: dict = {}
+        for check in image.get("checks", []):
+            counts[check["status"]] = counts.get(check["status"], 0) + 1
+        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        name = image.get("variant") or image.get("image")
+        print(f"  {'PASS' if image.get('passed') else 'FAIL'}  {name}: {tally}")
+        for check in image.get("checks", []):
+            if check["status"] in ("fail", "unknown"):
+                print(f"        {check['status']:7} {check['name']}: {check.get('detail', '')[:160]}")
 
 
 def _validate_in_image(out: Path, variant: str) -> int:
@@ -93,7 +115,7 @@ def _validate_in_image(out: Path, variant: str) -> int:
         raise UserError("recording for the replay stand-in is missing", file=str(replay))
     client = docker_client()
     cmd = [
-        "python3", "-m", "validators", "run", "--timeout", "60",
+        "python3", "-m", "validators", "run", "--quiet", "--timeout", "60",
         "--instance-type", "p5.48xlarge", "--nodes", "2", "--json", "/out/preflight.json",
         "--", "python3", "-m", "validators.replay", "/in/recording.log",
     ]  # fmt: skip
