@@ -2,7 +2,8 @@
 """Benchmark: NCCL log parse throughput against `grep -cE` with the same patterns, and peak memory.
 
 Generates a multi-rank NCCL_DEBUG=INFO log (mpirun prefixes, 8 nodes x 8 ranks, communicator
-inits repeated as training jobs do, nccl-tests tables, training chatter) of --size-mb (default
+inits repeated as training jobs do, nccl-tests tables with the footer real nccl-tests prints
+(--no-footer: without, as a truncated run), training chatter) of --size-mb (default
 1024 = 1 GiB), then in one run:
   1. `LC_ALL=C grep -cE '<the parser's needles>' FILE` (the file is read once before, so both
      start from the page cache),
@@ -79,7 +80,7 @@ def _init_block(comm: int) -> list:
     return out
 
 
-def _chatter(i: int, n: int = 400) -> list:
+def _chatter(i: int, n: int = 400, footer: bool = True) -> list:
     out = []
     for k in range(n):
         out.append(
@@ -96,6 +97,10 @@ def _chatter(i: int, n: int = 400) -> list:
             "[1,0]<stdout>: %12d  %12d     float     sum      -1    12.90    0.00    0.00      0    12.87"
             "    0.00    0.00      0" % (size, size // 4)
         )
+    if footer:  # real nccl-tests always prints it: it closes the table (and the parser's row region)
+        out.append("[1,0]<stdout>:# Out of bounds values : 0 OK")
+        out.append("[1,0]<stdout>:# Avg bus bandwidth    : 0.00 ")
+        out.append("[1,0]<stdout>:#")
     return out
 
 
@@ -107,7 +112,7 @@ MIXES = {
 }
 
 
-def generate(path: str, size: int, mix: str = "training") -> None:
+def generate(path: str, size: int, mix: str = "training", footer: bool = True) -> None:
     """Blocks of one 64-rank communicator init + chatter; thread ids change per block, as new comms do."""
     chatter = MIXES[mix]
     written = 0
@@ -115,7 +120,7 @@ def generate(path: str, size: int, mix: str = "training") -> None:
     with open(path, "wb") as fh:
         while written < size:
             comm += 1
-            data = ("\n".join(_init_block(comm) + _chatter(comm, chatter)) + "\n").encode()
+            data = ("\n".join(_init_block(comm) + _chatter(comm, chatter, footer)) + "\n").encode()
             fh.write(data)
             written += len(data)
 
@@ -169,6 +174,11 @@ def main(argv=None) -> int:
     ap.add_argument("--mix", choices=sorted(MIXES), default="training", help="log content (default training)")
     ap.add_argument("--dir", help="where to write the log (default: a temp dir, removed afterwards)")
     ap.add_argument("--plot", help="write a PNG of peak memory against log size")
+    ap.add_argument(
+        "--no-footer",
+        action="store_true",
+        help="tables without their footer (a truncated run; the generator before 2026-12-02)",
+    )
     ap.add_argument("--baseline", metavar="DIR", help="also time the parser of the checkout at DIR")
     ap.add_argument("--repeat", type=int, default=1, metavar="N", help="best of N runs (default 1)")
     args = ap.parse_args(argv)
@@ -176,8 +186,9 @@ def main(argv=None) -> int:
     tmp = args.dir or tempfile.mkdtemp(prefix="bench-parse-")
     path = os.path.join(tmp, "multirank.log")
     try:
-        print("generating %d MiB (%s mix) at %s ..." % (args.size_mb, args.mix, path), file=sys.stderr)
-        generate(path, size, args.mix)
+        what = (args.size_mb, args.mix, " (no table footers)" if args.no_footer else "", path)
+        print("generating %d MiB (%s mix%s) at %s ..." % what, file=sys.stderr)
+        generate(path, size, args.mix, not args.no_footer)
         real = os.path.getsize(path)
         with open(path, "rb") as fh:  # page cache warm for both contenders
             while fh.read(16 << 20):

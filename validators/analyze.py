@@ -12,9 +12,12 @@ from typing import BinaryIO, Iterable, List, Optional, Sequence
 
 from validators import signatures
 from validators.facts import Facts
+from validators.linescan import MAX_LINE
 from validators.nccllog import NEEDLES, parse_text
 from validators.prefix import strip_prefix
 from validators.report import build_report
+
+match_line = signatures.match_line
 
 # lines nccl-tests prints: comments/headers ('#'), rows (their type column), the binary name
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
@@ -29,6 +32,27 @@ def _table_start(line: bytes) -> bool:
 
 def _table_end(line: bytes) -> bool:
     return b"Out of bounds" in line or b"Avg bus bandwidth" in line
+
+
+def _table_stop(header: bytes, line: bytes) -> bool:
+    """A region line (no needle) that ends a footerless nccl-tests table.
+
+    Only a line from the header's own emitter (the same launcher prefix, byte for byte: never
+    without one, where interleaved output could not be told apart) that starts, after its
+    prefixes, with a letter (so no row: `-`/digit; no comment: `#`) and holds no NCCL head and no
+    signature text. nccl-tests prints nothing else between its rows.
+    """
+    lead = header[: header.find(b"#")]  # the header's launcher prefix (stdout and stderr differ)
+    if not lead.strip() or not line.startswith(lead) or len(line) > MAX_LINE:
+        return False
+    src, text = strip_prefix(line.decode("utf-8", "replace"))
+    if src is None:
+        return False
+    text = text.strip()
+    first = text[:1]
+    if not ("a" <= first <= "z" or "A" <= first <= "Z") or "NCCL" in text:
+        return False
+    return not match_line(text)
 
 
 NCCL, SIGNATURE, TESTS = 1, 2, 4
@@ -82,11 +106,13 @@ class Analysis:
             add = self.facts.add
             for ev in parse_text(text, lineno, file, source):
                 add(ev, cut)
-        hits = signatures.match_line(text)  # any line: most signature lines hold an NCCL needle
+        hits = match_line(text)  # any line: most signature lines hold an NCCL needle
         if hits:
             self.facts.add_signature_hits(hits, _Where(file, lineno, text))
-        if flags & TESTS and self._parser is not None and "NCCL INFO" not in text and "NCCL WARN" not in text:
-            self._parser.feed(text, lineno, file)
+        if flags & TESTS:
+            parser = self._parser
+            if parser is not None and "NCCL INFO" not in text and "NCCL WARN" not in text:
+                parser.feed(text, lineno, file)
 
     def end(self, lines: int, nbytes: Optional[int]) -> None:
         if self.inputs:
@@ -128,6 +154,7 @@ def analyze(
     a.begin(source)
     groups = needle_groups()
     table_left = 0  # rows still to pass after an nccl-tests table header (see linescan.Region)
+    table_head = b""
     count = 0
     for count, raw in enumerate(lines, 1):
         if isinstance(raw, bytes):
@@ -138,12 +165,16 @@ def analyze(
             if n in raw:
                 flags |= f
         if table_left:
+            if not flags and _table_stop(table_head, raw.encode("utf-8", "replace")):
+                table_left = 0
+                continue
             flags |= TESTS
             table_left -= 1
             if "Out of bounds" in raw or "Avg bus bandwidth" in raw:
                 table_left = 0
         elif flags & TESTS and _table_start(raw.encode("utf-8", "replace")):
             table_left = TABLE_MAX_ROWS
+            table_head = raw.encode("utf-8", "replace")
         if flags:
             a.line(count, raw, False, flags)
     a.end(count, None)
@@ -159,7 +190,7 @@ def analyze_stream(a: Analysis, stream: BinaryIO, name: str) -> None:
     from validators.linescan import Region
 
     groups = [(n.encode(), f) for n, f in needle_groups()]
-    region = Region(_table_start, _table_end, TESTS, TABLE_MAX_ROWS)
+    region = Region(_table_start, _table_end, TESTS, TABLE_MAX_ROWS, _table_stop)
     for lineno, text, cut, flags in scan(stream, groups, stats=stats, region=region):
         a.line(lineno, text, cut, flags)
     a.end(stats.get("lines", 0), stats.get("bytes"))

@@ -196,8 +196,11 @@ class Facts:
 
     # ------------------------------------------------------------------ folding
     def _keep(self, kind: str, event, cut: bool = False) -> None:
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        lst = self.evidence.setdefault(kind, [])
+        counts = self.counts
+        counts[kind] = counts.get(kind, 0) + 1
+        lst = self.evidence.get(kind)  # not setdefault: no list built per call (hot on dense logs)
+        if lst is None:
+            lst = self.evidence[kind] = []
         if len(lst) < EVIDENCE_PER_KIND:
             lst.append(_ev(event, cut))
 

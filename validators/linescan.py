@@ -16,13 +16,25 @@ MAX_LINE = 1 << 16  # a "line" longer than this is cut: junk or a binary blob
 
 class Region:
     """Pass every line between a start line and an end line (e.g. an nccl-tests table's rows,
-    which hold no distinctive substring), at most `max_lines` of them, with `flag`."""
+    which hold no distinctive substring), at most `max_lines` of them, with `flag`.
+
+    `stop(start_line, line)`, when given, is asked about region lines that hold no needle: True
+    closes the region there, that line not passed (a table whose footer never came ends at the
+    first line its own emitter prints that cannot belong to it, instead of `max_lines` later).
+    """
 
     def __init__(
-        self, start: Callable[[bytes], bool], end: Callable[[bytes], bool], flag: int, max_lines: int
+        self,
+        start: Callable[[bytes], bool],
+        end: Callable[[bytes], bool],
+        flag: int,
+        max_lines: int,
+        stop: Optional[Callable[[bytes, bytes], bool]] = None,
     ):
         self.start, self.end, self.flag, self.max_lines = start, end, flag, max_lines
+        self.stop = stop
         self.left = 0  # lines still to pass in the open region (0: none open)
+        self.head = b""  # the start line of the open region (for `stop`)
 
 
 def scan(
@@ -142,7 +154,7 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
     marks = sorted(hits)  # the needle hits; region start lines are among them
     n = len(body)
     find = body.find
-    start, end, rflag = region.start, region.end, region.flag
+    start, end, rflag, stop = region.start, region.end, region.flag, region.stop
     get = hits.get
     pos = 0 if region.left else None
     left = region.left
@@ -157,10 +169,16 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
                 return
             pos = (hits[marks[k]] >> shift) + 1
             left = region.max_lines
+            if stop is not None:
+                region.head = body[marks[k] : pos - 1]
         while left and pos < n:
             v = get(pos)
             if v is None:
                 le = find(b"\n", pos)
+                if stop is not None and stop(region.head, body[pos:le]):
+                    left = 0
+                    pos = le + 1
+                    break
                 hits[pos] = (le << shift) | rflag
             else:
                 le = v >> shift

@@ -195,14 +195,24 @@ def needles() -> List[str]:
     return sorted({p["needle"] for e in CATALOG for p in e.get("lines", ()) if p.get("scan")})
 
 
+# (needle, bound regex search, id) per pattern: the per-line loop reads no attributes
+_LINE_CHECKS = tuple((p.needle, p.regex.search, p.sig) for p in _LINE_PATTERNS)
+
+
 def match_line(text: str) -> List[str]:
-    """Ids of the signatures whose text pattern this line shows."""
-    hits = []
-    for p in _LINE_PATTERNS:
-        if p.needle in text and p.regex.search(text):
-            if p.sig not in hits:
-                hits.append(p.sig)
-    return hits
+    """Ids of the signatures whose text pattern this line shows.
+
+    Hot path (runs on every line handed on): the substring test rejects nearly every line, so
+    the list is built only on a hit.
+    """
+    hits = None
+    for needle, search, sig in _LINE_CHECKS:
+        if needle in text and search(text):
+            if hits is None:
+                hits = [sig]
+            elif sig not in hits:
+                hits.append(sig)
+    return hits or []
 
 
 # ------------------------------------------------------------------ fact predicates
