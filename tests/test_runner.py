@@ -442,3 +442,25 @@ def test_hang_report_in_junit_and_markdown(tmp_path):
     assert cases["run-completed"].find("failure") is not None
     assert "hang" in md.read_text()
     assert_none_left(nap)
+
+
+def test_image_digest_is_recorded_for_the_release_gate(tmp_path):
+    """`--image REF@sha256:D` lands in the report, where `build.py release --require-preflight` looks."""
+    import json
+    import subprocess
+    import sys
+
+    from imagebuild.release import preflight_names
+
+    digest = "sha256:" + "ab" * 32
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "validators", "run", "--quiet", "--timeout", "20", "--json", str(out)]
+    proc = subprocess.run(
+        cmd + ["--image", "reg/x:1@" + digest, "--", "true"], capture_output=True, timeout=60
+    )
+    report = json.loads(out.read_text())
+    assert report["image"] == {"ref": "reg/x:1@" + digest, "digest": digest}
+    assert preflight_names(report, digest, None) and not preflight_names(report, "sha256:" + "cd" * 32, None)
+    assert proc.returncode in (1, 3)  # `true` prints no NCCL: never a pass
+    bad = subprocess.run(cmd + ["--image", "reg/x:1", "--", "true"], capture_output=True, timeout=60)
+    assert bad.returncode == 2 and b"sha256" in bad.stderr

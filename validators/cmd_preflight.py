@@ -29,6 +29,17 @@ def _positive(text: str) -> float:
     return value
 
 
+def _image_ref(text: str) -> str:
+    """`REF@sha256:<64 hex>`: a digest, because `build.py release --require-preflight` matches on it."""
+    ref, sep, digest = text.rpartition("@")
+    hexpart = digest[len("sha256:") :]
+    if not (sep and ref and digest.startswith("sha256:") and len(hexpart) == 64):
+        raise argparse.ArgumentTypeError("expected REF@sha256:<64 hex digits>, got %r" % text)
+    if any(c not in "0123456789abcdef" for c in hexpart):
+        raise argparse.ArgumentTypeError("expected REF@sha256:<64 hex digits>, got %r" % text)
+    return text
+
+
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -74,6 +85,12 @@ def register(sub: Any) -> None:
     run.add_argument("--pairwise", nargs="+", metavar="HOST", help="run once per pair of these hosts")
     run.add_argument("--known-good", metavar="HOST", help="with --pairwise: pair every host with this one")
     run.add_argument("--slots", type=_count, metavar="N", help="with --pairwise: slots=N in {hostfile}")
+    run.add_argument(
+        "--image",
+        type=_image_ref,
+        metavar="REF@sha256:D",
+        help="the image this ran in (recorded for `build.py release --require-preflight`)",
+    )
     run.add_argument("--quiet", action="store_true", help="do not echo the command's output to stderr")
     run.add_argument("--no-inject", action="store_true", help="run the command exactly as given")
     run.add_argument("command", nargs="*", metavar="COMMAND", help="the launch command, after --")
@@ -204,6 +221,8 @@ def _run(args: argparse.Namespace) -> int:
     except NotStarted as err:
         print("error: %s" % err, file=sys.stderr)
         return EXIT_USAGE
+    if args.image:
+        report["image"] = {"ref": args.image, "digest": args.image.rpartition("@")[2]}
     _write_outputs(report, args)
     if args.json != "-":
         sys.stdout.write(summary_text(report))
