@@ -12,23 +12,12 @@ values, includes) merged together; `imagebuild.matrix` checks that the merged va
 from __future__ import annotations
 
 import re
-from typing import Annotated, Dict, List, Literal, Optional
+from typing import Annotated, Dict, List, Literal, Optional, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from imagebuild.versions import is_version
 
-COMPONENT_NAMES = (
-    "efa_installer",
-    "libfabric",
-    "openmpi",
-    "nccl",
-    "aws_ofi_nccl",
-    "nccl_tests",
-    "gdrcopy",
-    "cuda_runtime",
-    "torch",
-)
 ComponentName = Literal[
     "efa_installer",
     "libfabric",
@@ -40,6 +29,7 @@ ComponentName = Literal[
     "cuda_runtime",
     "torch",
 ]
+COMPONENT_NAMES = get_args(ComponentName)
 
 _UNSAFE = "whitespace, quotes, `$`, `;`, backslashes and newlines are not allowed"
 

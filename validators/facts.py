@@ -35,6 +35,17 @@ def is_libfabric_net(name: Optional[str]) -> bool:
 class Rank:
     """One GPU rank: (host, pid, device as printed in its NCCL head)."""
 
+    # channel counts: start at 0, and add up when two records of one rank are merged
+    COUNTERS = (
+        "net",
+        "net_gdr",
+        "net_nogdr",
+        "net_unclear",
+        "net_proxied",
+        "net_pci",
+        "net_unnamed",
+        "intra",
+    )
     __slots__ = (
         "host",
         "pid",
@@ -44,21 +55,13 @@ class Rank:
         "busid",
         "nnodes",
         "init_complete",
-        "net",
-        "net_gdr",
-        "net_nogdr",
-        "net_unclear",
-        "net_proxied",
-        "net_pci",
         "net_names",
-        "net_unnamed",
-        "intra",
         "intra_paths",
         "ev_gdr",
         "ev_nogdr",
         "ev_unclear",
         "first_line",
-    )
+    ) + COUNTERS
 
     def __init__(self, host: str, pid: str, dev: str) -> None:
         self.host, self.pid, self.dev = host, pid, dev
@@ -67,11 +70,9 @@ class Rank:
         self.busid = None  # type: Optional[str]
         self.nnodes = None  # type: Optional[int]
         self.init_complete = False
-        self.net = self.net_gdr = self.net_nogdr = self.net_unclear = 0
-        self.net_proxied = self.net_pci = 0
+        for name in self.COUNTERS:  # net_unnamed: NET channels whose network name was cut off
+            setattr(self, name, 0)
         self.net_names = set()  # type: Set[str]
-        self.net_unnamed = 0  # NET channels whose network name was cut off
-        self.intra = 0
         self.intra_paths = set()  # type: Set[str]
         self.ev_gdr = self.ev_nogdr = self.ev_unclear = None  # type: Optional[dict]
         self.first_line = None  # type: Optional[dict]
@@ -487,16 +488,7 @@ def _merge(into: Proc, src: Proc) -> None:
             r.host = into.host
             into.ranks[dev] = r
             continue
-        for name in (
-            "net",
-            "net_gdr",
-            "net_nogdr",
-            "net_unclear",
-            "net_proxied",
-            "net_pci",
-            "net_unnamed",
-            "intra",
-        ):
+        for name in Rank.COUNTERS:
             setattr(mine, name, getattr(mine, name) + getattr(r, name))
         mine.net_names.update(r.net_names)
         mine.intra_paths.update(r.intra_paths)
