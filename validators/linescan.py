@@ -195,21 +195,6 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
         pos = None
 
 
-def iter_lines(lines: Iterable, needles: Sequence) -> Iterator[Tuple[int, str, bool, int]]:
-    """The same filter for already-split text lines (a launcher's live output); str needles."""
-    pairs = [(n, 1) if isinstance(n, str) else n for n in needles]
-    for lineno, line in enumerate(lines, 1):
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        line = line.rstrip("\r\n")
-        flags = 0
-        for n, f in pairs:
-            if n in line:
-                flags |= f
-        if flags:
-            yield lineno, line, False, flags
-
-
 def _has_needle(data: bytes, needles: Iterable) -> bool:
     return any(n in data for n, _ in needles)
 

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import threading
 import time
-from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from validators import launchers
 from validators.watchdog import Watchdog, end_group, group_members
@@ -324,10 +324,3 @@ class StreamingParser:
         self._queue.put(_END)
         self._thread.join()
         return self._report, self._error
-
-
-def iter_lines(path: str) -> Iterable[str]:
-    """The lines of a kept log, for re-parsing it later."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            yield line.rstrip("\n")
