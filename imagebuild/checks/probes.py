@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from imagebuild.versions import Version
@@ -32,8 +32,16 @@ class Target:
     lock: dict
     python: str = "python3"
     entrypoint: Optional[List[str]] = None
+    _inventories: Dict[Tuple[str, ...], Tuple[Optional[dict], str]] = field(default_factory=dict, repr=False)
 
     def inventory(self, *args: str) -> Tuple[Optional[dict], str]:
+        """Run the read-only inventory script once per question: several probes ask the same one
+        (the plugin files for present/ldd/version; libnccl for ctypes and the header check)."""
+        if args not in self._inventories:
+            self._inventories[args] = self._ask_inventory(args)
+        return self._inventories[args]
+
+    def _ask_inventory(self, args: Tuple[str, ...]) -> Tuple[Optional[dict], str]:
         cmd = " ".join(shlex.quote(a) for a in (self.python, INVENTORY_PATH, *args))
         rc, out, err = self.run(cmd)
         if rc != 0:
