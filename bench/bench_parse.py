@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from validators.analyze import needles  # noqa: E402
+from validators.parscan import default_workers  # noqa: E402
 
 HOSTS = ["p5-node-%02d" % i for i in range(8)]
 
@@ -134,30 +135,30 @@ def _grep(path: str, pats) -> tuple:
 
 
 _CHILD = r"""
-import io, json, resource, sys, time
+import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from validators.analyze import Analysis, analyze_stream
-class Limited(io.RawIOBase):
-    def __init__(self, fh, n): self.fh, self.n = fh, n
-    def readable(self): return True
-    def read(self, k=-1):
-        if self.n <= 0: return b""
-        k = self.n if k < 0 else min(k, self.n)
-        b = self.fh.read(k); self.n -= len(b); return b
-limit = int(sys.argv[3])
+import validators.analyze as an
+path, workers = sys.argv[2], int(sys.argv[3])
 t = time.perf_counter()
-with open(sys.argv[2], "rb") as fh:
-    a = Analysis(); analyze_stream(a, Limited(fh, limit), sys.argv[2]); r = a.report()
+a = an.Analysis()
+if hasattr(an, "analyze_file"):
+    an.analyze_file(a, path, workers)
+else:  # a checkout from before the split scan: one process
+    with open(path, "rb") as fh:
+        an.analyze_stream(a, fh, path)
+r = a.report()
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "worker_maxrss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
                   "efa": r["efa"], "gdr": r["gdr"], "ranks": len(r["ranks"]),
                   "lines": r["inputs"][0]["lines"]}))
 """
 
 
-def _child(path: str, limit: int, root: str = ROOT) -> dict:
+def _child(path: str, workers: int, root: str = ROOT) -> dict:
+    """The parser end to end in a fresh process (its own peak RSS, and its largest worker's)."""
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, root, path, str(limit)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _CHILD, root, path, str(workers)], capture_output=True, text=True, check=True
     )
     return json.loads(out.stdout)
 
@@ -181,6 +182,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--baseline", metavar="DIR", help="also time the parser of the checkout at DIR")
     ap.add_argument("--repeat", type=int, default=1, metavar="N", help="best of N runs (default 1)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=default_workers(),
+        metavar="N",
+        help="processes for the split scan (default: this machine's CPUs, at most 8)",
+    )
     args = ap.parse_args(argv)
     size = args.size_mb << 20
     tmp = args.dir or tempfile.mkdtemp(prefix="bench-parse-")
@@ -196,16 +204,23 @@ def main(argv=None) -> int:
         pats = needles()
         print("grep -cE with %d patterns ..." % len(pats), file=sys.stderr)
         g_time, g_count = _best(args.repeat, _grep, path, pats)
-        print("parser (end to end) ...", file=sys.stderr)
-        full = _best(args.repeat, _child, path, real)
+        print("parser, %d process(es) scanning ..." % args.workers, file=sys.stderr)
+        full = _best(args.repeat, _child, path, args.workers)
+        print("parser, one process ...", file=sys.stderr)
+        serial = _best(args.repeat, _child, path, 1)
         base = None
         if args.baseline:
             print("baseline parser at %s ..." % args.baseline, file=sys.stderr)
-            base = _best(args.repeat, _child, path, real, os.path.abspath(args.baseline))
+            base = _best(args.repeat, _child, path, args.workers, os.path.abspath(args.baseline))
         rows = []
-        for frac in (4, 2, 1):
-            res = full if frac == 1 else _child(path, real // frac)
-            rows.append((real // frac, res))
+        for frac in (4, 2, 1):  # the same log generated at 1/4 and 1/2 of the size, each in a fresh process
+            if frac == 1:
+                rows.append((real, full))
+                continue
+            part = os.path.join(tmp, "part-%d.log" % frac)
+            generate(part, size // frac, args.mix, not args.no_footer)
+            rows.append((os.path.getsize(part), _child(part, args.workers)))
+            os.unlink(part)
         mib = real / float(1 << 20)
         print()
         print("| tool | seconds | MiB/s | result |")
@@ -214,35 +229,41 @@ def main(argv=None) -> int:
             "| `grep -cE` (%d patterns, LC_ALL=C) | %.2f | %.0f | %d matching lines |"
             % (len(pats), g_time, mib / g_time, g_count)
         )
-        print(
-            "| validators parser (scan+parse+verdict) | %.2f | %.0f | efa=%s gdr=%s, %d ranks, %d lines |"
-            % (full["seconds"], mib / full["seconds"], full["efa"], full["gdr"], full["ranks"], full["lines"])
-        )
+        contenders = [("validators parser, %d scan processes" % args.workers, full)]
+        contenders.append(("validators parser, one process", serial))
         if base is not None:
+            contenders.append(("baseline parser (%s)" % args.baseline, base))
+        for label, res in contenders:
             print(
-                "| baseline parser (%s) | %.2f | %.0f | efa=%s gdr=%s, %d ranks, %d lines |"
+                "| %s | %.2f | %.0f | efa=%s gdr=%s, %d ranks, %d lines |"
                 % (
-                    args.baseline,
-                    base["seconds"],
-                    mib / base["seconds"],
-                    base["efa"],
-                    base["gdr"],
-                    base["ranks"],
-                    base["lines"],
+                    label,
+                    res["seconds"],
+                    mib / res["seconds"],
+                    res["efa"],
+                    res["gdr"],
+                    res["ranks"],
+                    res["lines"],
                 )
             )
         print()
-        print("parser speed / grep speed = %.2f" % (g_time / full["seconds"]))
+        print(
+            "parser speed / grep speed = %.2f (%d scan processes)" % (g_time / full["seconds"], args.workers)
+        )
+        print("parser speed / grep speed = %.2f (one process)" % (g_time / serial["seconds"]))
         if base is not None:
             print("baseline speed / grep speed = %.2f" % (g_time / base["seconds"]))
             print("speed-up over baseline = %.2fx" % (base["seconds"] / full["seconds"]))
         print()
-        print("| log size (MiB) | parser seconds | peak RSS (MiB) |")
-        print("|---|---|---|")
+        print("| log size (MiB) | parser seconds | peak RSS, parser (MiB) | peak RSS, largest worker (MiB) |")
+        print("|---|---|---|---|")
         for n, res in rows:
             print(
-                "| {:.0f} | {:.2f} | {:.1f} |".format(
-                    n / float(1 << 20), res["seconds"], res["maxrss_kb"] / 1024.0
+                "| {:.0f} | {:.2f} | {:.1f} | {:.1f} |".format(
+                    n / float(1 << 20),
+                    res["seconds"],
+                    res["maxrss_kb"] / 1024.0,
+                    res["worker_maxrss_kb"] / 1024.0,
                 )
             )
         if args.plot:

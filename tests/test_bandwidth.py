@@ -100,11 +100,50 @@ def test_check_off_is_unknown_for_both_data_checks():
     assert st["wrong-zero"] == "unknown" and st["out-of-bounds"] == "unknown"
 
 
-def test_old_error_column_wrong_is_unknown_but_out_of_bounds_judged():
+def test_old_error_column_judged_by_nccl_tests_own_tolerance():
     checks, _ = judge(parsed("old-allgather-error-column.log"), P5, 2, 16)
     st = statuses(checks)
-    assert st["wrong-zero"] == "unknown" and st["out-of-bounds"] == "pass"
+    assert st["wrong-zero"] == "pass" and "x (nranks - 1) = 15" in checks[1]["detail"]
+    assert st["out-of-bounds"] == "pass"
     assert st["busbw-plateau"] == "unknown"  # all_gather: no published reference
+
+
+def _old_table(error: str, dtype: str = "float", ranks: bool = True) -> dict:
+    """The old-format fixture with its 1 MiB row's out-of-place deviation (and type) replaced."""
+    p = NcclTestsParser()
+    text = (FIXTURES / "old-allgather-error-column.log").read_text()
+    for i, line in enumerate(text.splitlines(), 1):
+        if not ranks and line.startswith("#   Rank"):
+            continue
+        if line.split()[:1] == ["1048576"]:
+            parts = line.split()
+            parts[2], parts[6] = dtype, error
+            line = "  " + "  ".join(parts)
+        p.feed(line, i, "old.log")
+    return p.result()
+
+
+def test_old_error_column_deviation_over_tolerance_fails():
+    # float over 16 ranks: tolerance 1e-5 x 15 = 1.5e-4 (nccl-tests DeltaMaxValue before 2022-08)
+    checks, findings = judge(_old_table("3e-04"), P5, 2, 16)
+    assert statuses(checks)["wrong-zero"] == "fail"
+    bad = [f for f in findings if f["id"] == "nccl-tests-wrong-results"][0]
+    assert bad["evidence"][0]["text"].split()[0] == "1048576"
+
+
+def test_old_error_column_integers_must_be_exact():
+    assert statuses(judge(_old_table("1e+00", "int32"), P5, 2, 16)[0])["wrong-zero"] == "fail"
+    assert statuses(judge(_old_table("0e+00", "int32"), P5, 2, 16)[0])["wrong-zero"] == "pass"
+
+
+def test_old_error_column_unknown_when_it_cannot_tell():
+    # tolerance 1.5e-4; one printed digit: 9e-05 is below 9.5e-5, 2e-04 anywhere in 1.5e-4 .. 2.5e-4
+    assert statuses(judge(_old_table("9e-05"), P5, 2, 16)[0])["wrong-zero"] == "pass"
+    assert statuses(judge(_old_table("2e-04"), P5, 2, 16)[0])["wrong-zero"] == "unknown"
+    assert statuses(judge(_old_table("3e-04"), P5, 2, 16)[0])["wrong-zero"] == "fail"
+    assert statuses(judge(_old_table("N/A"), P5, 2, 16)[0])["wrong-zero"] == "unknown"
+    assert statuses(judge(_old_table("0e+00", "float8"), P5, 2, 16)[0])["wrong-zero"] == "unknown"
+    assert statuses(judge(_old_table("0e+00", ranks=False), P5, 2, 16)[0])["wrong-zero"] == "unknown"
 
 
 def test_truncated_run_out_of_bounds_unknown_and_finding():

@@ -12,8 +12,9 @@ from typing import BinaryIO, Iterable, List, Optional, Sequence
 
 from validators import signatures
 from validators.facts import Facts
-from validators.linescan import MAX_LINE
+from validators.linescan import MAX_LINE, Region, scan
 from validators.nccllog import NEEDLES, parse_text
+from validators.parscan import default_workers, scan_file
 from validators.prefix import strip_prefix
 from validators.report import build_report
 
@@ -43,7 +44,7 @@ def _table_stop(header: bytes, line: bytes) -> bool:
     signature text. nccl-tests prints nothing else between its rows.
     """
     lead = header[: header.find(b"#")]  # the header's launcher prefix (stdout and stderr differ)
-    if not lead.strip() or not line.startswith(lead) or len(line) > MAX_LINE:
+    if not lead.strip() or not line.startswith(lead) or len(line) >= MAX_LINE:  # cut: never stops
         return False
     src, text = strip_prefix(line.decode("utf-8", "replace"))
     if src is None:
@@ -181,17 +182,30 @@ def analyze(
     return a.report(instance_type, nodes)
 
 
+def _table_region() -> Region:
+    return Region(_table_start, _table_end, TESTS, TABLE_MAX_ROWS, _table_stop, start_flags=TESTS)
+
+
+def _scan_needles() -> List[tuple]:
+    return [(n.encode(), f) for n, f in needle_groups()]
+
+
 def analyze_stream(a: Analysis, stream: BinaryIO, name: str) -> None:
     """Add one binary stream (a file, stdin) to an Analysis."""
-    from validators.linescan import scan
-
     a.begin(name)
     stats = {}  # type: dict
-    from validators.linescan import Region
+    for lineno, text, cut, flags in scan(stream, _scan_needles(), stats=stats, region=_table_region()):
+        a.line(lineno, text, cut, flags)
+    a.end(stats.get("lines", 0), stats.get("bytes"))
 
-    groups = [(n.encode(), f) for n, f in needle_groups()]
-    region = Region(_table_start, _table_end, TESTS, TABLE_MAX_ROWS, _table_stop)
-    for lineno, text, cut, flags in scan(stream, groups, stats=stats, region=region):
+
+def analyze_file(a: Analysis, path: str, workers: Optional[int] = None) -> None:
+    """Add one regular file, its scan split across `workers` processes (default: the CPUs)."""
+    a.begin(path)
+    stats = {}  # type: dict
+    if workers is None:
+        workers = default_workers()
+    for lineno, text, cut, flags in scan_file(path, _scan_needles(), _table_region, workers, stats):
         a.line(lineno, text, cut, flags)
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
@@ -209,9 +223,16 @@ def looks_like_json(path: str) -> bool:
 
 
 def analyze_paths(
-    paths: Sequence[str], instance_type: Optional[str] = None, nodes: Optional[int] = None
+    paths: Sequence[str],
+    instance_type: Optional[str] = None,
+    nodes: Optional[int] = None,
+    workers: Optional[int] = None,
 ) -> dict:
-    """Report for files ('-' is stdin). Raises OSError / ValueError for unreadable inputs."""
+    """Report for files ('-' is stdin). Raises OSError / ValueError for unreadable inputs.
+
+    Large regular files are scanned by `workers` processes (default: the CPUs; 1: serial);
+    the report is the same either way.
+    """
     a = Analysis()
     for path in paths:
         if path == "-":
@@ -224,6 +245,9 @@ def analyze_paths(
 
             a.add_tests_json(path, load_json_output(path))
             continue
-        with open(path, "rb") as fh:
-            analyze_stream(a, fh, path)
+        if not os.path.isfile(path):  # a FIFO, a device: read it as a stream
+            with open(path, "rb") as fh:
+                analyze_stream(a, fh, path)
+            continue
+        analyze_file(a, path, workers)
     return a.report(instance_type, nodes)

@@ -4,10 +4,12 @@ Three checks, each pass/fail/unknown with the lines that prove it:
 * `busbw-plateau`: the plateau busbw (see validators/nccltests.py for the rule and why not the average),
   as a percentage of the wire speed (profiles.wire_busbw) and against the expected floor
   (profiles.expected_busbw, source stated). One node sends nothing over EFA: unknown, never pass.
-* `wrong-zero`: every row's #wrong visible and 0 (N/A, the old `error` column, or Inf/NaN are not zero).
+* `wrong-zero`: every row's #wrong visible and 0 (N/A or Inf/NaN are not zero); for the old `error`
+  column (a deviation, not a count), every deviation surely within nccl-tests' own tolerance.
 * `out-of-bounds`: the footer's `Out of bounds values : 0 OK` seen, with data checking on.
 """
 
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from validators import profiles
@@ -241,12 +243,7 @@ def _wrong_check(nt: Dict[str, Any], findings: List[Finding]) -> Check:
         )
         return _check(name, "fail", "; ".join(parts), ev)
     if nt.get("old_error_column"):
-        return _check(
-            name,
-            "unknown",
-            "old nccl-tests 'error' column holds a deviation, not a count: judged by out-of-bounds",
-            _ev(nt.get("evidence", {}).get("header")),
-        )
+        return _old_error_check(nt, rows, findings)
     unseen = nt.get("wrong_unseen_rows") or 0
     if nt.get("wrong") is None or unseen:
         return _check(
@@ -257,6 +254,80 @@ def _wrong_check(nt: Dict[str, Any], findings: List[Finding]) -> Check:
         )
     last = rows[-1]
     return _check(name, "pass", f"#wrong 0 in all {len(rows)} rows (out-of-place and in-place)", _ev(last))
+
+
+# nccl-tests before 51af557 (2022-08-19) printed `error`: the largest deviation from the expected
+# result over all ranks (`%5.0le`: one significant digit), and counted a test out of bounds when a
+# rank's deviation passed DeltaMaxValue(type) x (nranks - 1). Source: NVIDIA/nccl-tests
+# src/common.cu at 51af557^ (DeltaMaxValue, CheckData). Integer types must match exactly.
+_OLD_TOLERANCE = {"half": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
+_INT_TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "int", "char")
+
+
+def _printed_bounds(value: float) -> Tuple[float, float]:
+    """The interval a deviation printed with one significant digit came from."""
+    if value <= 0:
+        return 0.0, 0.0
+    exp = math.floor(math.log10(value))
+    digit = round(value / 10.0**exp)
+    return (digit - 0.5) * 10.0**exp, (digit + 0.5) * 10.0**exp
+
+
+def _old_error_check(nt: Dict[str, Any], rows: List[Dict[str, Any]], findings: List[Finding]) -> Check:
+    """Judge each row's deviation as that nccl-tests did: pass only when every one is surely in bounds."""
+    name = "wrong-zero"
+    header = _ev(nt.get("evidence", {}).get("header"))
+    nranks = len(nt.get("ranks") or [])
+    if nranks < 1:
+        return _check(
+            name, "unknown", "old 'error' column, but the ranks were not listed: no tolerance", header
+        )
+    bad, unsure, worst = [], [], 0.0
+    for r in rows:
+        tol = 0.0 if r.get("type") in _INT_TYPES else _OLD_TOLERANCE.get(r.get("type") or "")
+        for placement in ("out_of_place", "in_place"):
+            cell = r.get(placement)
+            if cell is None:
+                continue
+            dev = cell.get("error")
+            if dev is None or tol is None:
+                unsure.append(r)
+                continue
+            lo, hi = _printed_bounds(dev)
+            worst = max(worst, dev)
+            limit = tol * (nranks - 1)
+            if lo > limit * (1 + 1e-9):  # the margins keep float rounding on the side of "unknown"
+                bad.append(r)
+            elif hi >= limit * (1 - 1e-9) and hi > 0:
+                unsure.append(r)
+    if bad:
+        ev = [e for r in bad[:_MAX_EVIDENCE] for e in _ev(r)]
+        findings.append(
+            {
+                "id": "nccl-tests-wrong-results",
+                "severity": "error",
+                "message": "nccl-tests found corrupted results: deviation above the tolerance for its "
+                f"type in {len(bad)} result cell(s) (old 'error' column, {nranks} ranks)",
+                "evidence": ev,
+                "remedy": "data corruption: with aws-ofi-nccl <= 1.5 set NCCL_PROTO=simple (LL/LL128 "
+                "unsupported), better upgrade the plugin (>= 1.6); otherwise suspect a faulty GPU or NIC "
+                "(run pairwise)",
+            }
+        )
+        return _check(name, "fail", f"deviation above tolerance in {len(bad)} result cell(s)", ev)
+    if unsure:
+        why = (
+            f"old 'error' column: {len(unsure)} result cell(s) N/A (data check off), of an unknown type, "
+            "or too close to the tolerance to tell at one printed digit"
+        )
+        return _check(name, "unknown", why, header)
+    return _check(
+        name,
+        "pass",
+        f"old 'error' column: largest deviation {worst:.0e} within the tolerance for its type x "
+        f"(nranks - 1) = {nranks - 1} in all {len(rows)} rows",
+        _ev(rows[-1]),
+    )
 
 
 def _check_disabled(nt: Dict[str, Any]) -> bool:

@@ -17,13 +17,17 @@ _EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "unknown": EXIT_UNKNOWN}
 
 
 def _positive_int(text: str) -> int:
+    """argparse names the flag ("argument --nodes: ..."); this says what was wrong with the value."""
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--nodes: expected a positive integer, got {text!r}") from None
+        v = 0
     if v < 1:
-        raise argparse.ArgumentTypeError(f"--nodes: expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return v
+
+
+_WORKERS_HELP = "processes that scan a large log file (default: the CPUs, at most 8; 1: one process)"
 
 
 def register(sub) -> None:
@@ -42,6 +46,7 @@ def register(sub) -> None:
     p.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary (CI step summary)")
+    p.add_argument("--workers", type=_positive_int, metavar="N", help=_WORKERS_HELP)
     p.set_defaults(func=run_parse)
 
     e = sub.add_parser(
@@ -53,6 +58,7 @@ def register(sub) -> None:
     e.add_argument("logs", nargs="+", metavar="LOG")
     e.add_argument("--instance-type", metavar="T")
     e.add_argument("--nodes", type=_positive_int, metavar="N")
+    e.add_argument("--workers", type=_positive_int, metavar="N", help=_WORKERS_HELP)
     e.set_defaults(func=run_explain)
 
 
@@ -92,7 +98,7 @@ def _analyze(args) -> dict:
 
     _check_inputs(args.logs)
     try:
-        return analyze_paths(args.logs, args.instance_type, args.nodes)
+        return analyze_paths(args.logs, args.instance_type, args.nodes, getattr(args, "workers", None))
     except OSError as err:
         raise InputError("{}: {}".format(err.filename or "input", err.strerror or err)) from None
     except ValueError as err:  # nccl-tests JSON that is not that format (names file and key)

@@ -2,13 +2,15 @@
 
 Why: a multi-node log is gigabytes of lines of which a small share carries facts.
 Python spends ~1 us per line just looking at it, so instead of a loop over every line
-we read big binary chunks and let `bytes.find` (C) locate each needle; only the lines
+we read big binary chunks and let C (memmem, or `bytes.find`) locate each needle; only the lines
 that contain one are cut out, decoded (UTF-8, bad bytes replaced) and handed on.
 Line numbers come from counting newlines between hits, also in C. Memory is one chunk
 plus one carried partial line, whatever the size of the log.
 """
 
 from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Tuple
+
+from validators.memsearch import finder
 
 CHUNK = 4 << 20
 MAX_LINE = 1 << 16  # a "line" longer than this is cut: junk or a binary blob
@@ -21,6 +23,8 @@ class Region:
     `stop(start_line, line)`, when given, is asked about region lines that hold no needle: True
     closes the region there, that line not passed (a table whose footer never came ends at the
     first line its own emitter prints that cannot belong to it, instead of `max_lines` later).
+    `start_flags`, when not 0, are needle flags every start line carries: `start` is asked only
+    about lines with one of them.
     """
 
     def __init__(
@@ -30,9 +34,10 @@ class Region:
         flag: int,
         max_lines: int,
         stop: Optional[Callable[[bytes, bytes], bool]] = None,
+        start_flags: int = 0,
     ):
         self.start, self.end, self.flag, self.max_lines = start, end, flag, max_lines
-        self.stop = stop
+        self.stop, self.start_flags = stop, start_flags
         self.left = 0  # lines still to pass in the open region (0: none open)
         self.head = b""  # the start line of the open region (for `stop`)
 
@@ -50,6 +55,8 @@ def scan(
     found in the line (1 for plain needles), so callers skip the parsers a line cannot feed.
     `cut` is True for a last line without a newline (the log was truncated there) and for
     lines longer than MAX_LINE; evidence from a cut line is weaker, the fold treats it so.
+    A line is its first MAX_LINE bytes everywhere (needles, region tests), so the output does
+    not depend on chunk boundaries: a byte range that starts on a line can be scanned alone.
     `stats`, when given, receives "lines" and "bytes" totals when the scan ends.
     """
     merged = {}  # type: dict
@@ -63,7 +70,7 @@ def scan(
     lineno = 0  # lines fully consumed so far
     nbytes = 0
     carry = b""
-    skipping = False  # inside an over-long line whose head we already reported
+    skipping = False  # inside an over-long line: its head (MAX_LINE + 1 bytes) is the carry
     while True:
         block = stream.read(chunk_size)
         if not block:
@@ -73,28 +80,22 @@ def scan(
             nl = block.find(b"\n")
             if nl < 0:
                 continue
-            block = block[nl + 1 :]
+            block = block[nl:]  # the head, then this newline: the line as every over-long one is seen
             skipping = False
         buf = carry + block if carry else block
         end = buf.rfind(b"\n")
         if end < 0:
             if len(buf) > MAX_LINE:
-                lineno += 1
-                head = buf[:MAX_LINE]
-                if _has_needle(head, needles):
-                    yield lineno, _decode(head), True, allflags
-                carry = b""
+                carry = buf[: MAX_LINE + 1]
                 skipping = True
             else:
                 carry = buf
             continue
-        body = buf[: end + 1]
         carry = buf[end + 1 :]
-        yield from _scan_body(body, needles, lineno, region)
-        lineno += body.count(b"\n")
+        lineno += yield from _scan_body(buf[: end + 1] if carry else buf, needles, lineno, region)
     if carry:
         lineno += 1
-        if _has_needle(carry, needles):
+        if _has_needle(carry[:MAX_LINE], needles):
             yield lineno, _decode(carry[:MAX_LINE]), True, allflags
     if stats is not None:
         stats["lines"] = lineno
@@ -102,10 +103,12 @@ def scan(
 
 
 def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] = None):
-    """Lines of `body` (which ends with a newline) holding a needle, in order.
+    """Lines of `body` (which ends with a newline) holding a needle, in order; returns its line count.
 
-    Hot path: one C `find` pass per needle; Python work is per line of interest only. Each
-    line of interest is one dict entry, line start -> (line end << shift) | flags.
+    Hot path: one C search pass per needle (memmem where it can be had); Python work is per line
+    of interest only. Each line of interest is one dict entry, line start -> (line end << shift)
+    | flags. A line is its first MAX_LINE bytes: a needle further on does not count, so what a
+    line yields does not depend on where chunks happen to fall.
     """
     allflags = 0
     for _, flag in needles:
@@ -116,25 +119,30 @@ def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] 
     mask = (1 << shift) - 1
     hits = {}  # type: dict
     get = hits.get
-    find = body.find
+    n = len(body)
+    find = finder(body)
+    nl_find = body.find
     rfind = body.rfind
     for needle, flag in needles:
-        i = find(needle)
+        over = len(needle) - MAX_LINE  # a hit at i counts if i + over <= its line start
+        i = find(needle, 0, n)
         while i >= 0:
             ls = rfind(b"\n", 0, i) + 1
             v = get(ls)
             if v is None:
-                le = find(b"\n", i)
-                hits[ls] = (le << shift) | flag
+                le = nl_find(b"\n", i)
+                if i + over <= ls:
+                    hits[ls] = (le << shift) | flag
             else:
                 le = v >> shift
-                hits[ls] = v | flag
-            i = find(needle, le)
+                if i + over <= ls:
+                    hits[ls] = v | flag
+            i = find(needle, le, n)
     if region is not None:
         _add_region(body, hits, shift, region)
-    if not hits:
-        return
     count = body.count
+    if not hits:
+        return count(b"\n")
     prev = 0
     lineno = base + 1  # number of the line starting at offset `prev`
     for ls, v in sorted(hits.items()):
@@ -147,6 +155,7 @@ def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] 
             if body[le - 1 : le] == b"\r":
                 le -= 1
             yield lineno, body[ls:le].decode("utf-8", "replace"), False, v & mask
+    return lineno - base - 1 + count(b"\n", prev)
 
 
 def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
@@ -154,7 +163,7 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
     marks = sorted(hits)  # the needle hits; region start lines are among them
     n = len(body)
     find = body.find
-    start, end, rflag, stop = region.start, region.end, region.flag, region.stop
+    start, end, rflag, stop, sflags = region.start, region.end, region.flag, region.stop, region.start_flags
     get = hits.get
     pos = 0 if region.left else None
     left = region.left
@@ -162,7 +171,10 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
     nmarks = len(marks)
     while True:
         if pos is None:
-            while k < nmarks and not start(body[marks[k] : hits[marks[k]] >> shift]):
+            while k < nmarks:
+                v = hits[marks[k]]
+                if (not sflags or v & sflags) and start(_head(body, marks[k], v >> shift)):
+                    break
                 k += 1
             if k >= nmarks:
                 region.left = left
@@ -170,12 +182,12 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
             pos = (hits[marks[k]] >> shift) + 1
             left = region.max_lines
             if stop is not None:
-                region.head = body[marks[k] : pos - 1]
+                region.head = _head(body, marks[k], pos - 1)
         while left and pos < n:
             v = get(pos)
             if v is None:
                 le = find(b"\n", pos)
-                if stop is not None and stop(region.head, body[pos:le]):
+                if stop is not None and stop(region.head, _head(body, pos, le)):
                     left = 0
                     pos = le + 1
                     break
@@ -184,7 +196,7 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
                 le = v >> shift
                 hits[pos] = v | rflag
             left -= 1
-            if end(body[pos:le]):
+            if end(_head(body, pos, le)):
                 left = 0
             pos = le + 1
         if left:
@@ -193,6 +205,11 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
         while k < nmarks and marks[k] < pos:
             k += 1
         pos = None
+
+
+def _head(body: bytes, ls: int, le: int) -> bytes:
+    """The line body[ls:le] as the scanner sees it: at most its first MAX_LINE bytes."""
+    return body[ls:le] if le - ls <= MAX_LINE else body[ls : ls + MAX_LINE]
 
 
 def _has_needle(data: bytes, needles: Iterable) -> bool:

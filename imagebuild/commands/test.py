@@ -12,8 +12,6 @@ from imagebuild.errors import UserError
 
 
 def register(sub) -> None:
-    from imagebuild.cli import add_matrix_args
-
     p = sub.add_parser(
         "test",
         help="check built images against their variant lock (testinfra); exit 1 if a check fails",
@@ -21,7 +19,10 @@ def register(sub) -> None:
         "this tool built (--image REF: the lock is read from its label). "
         "Writes <out>/test-report.json and JUnit XML.",
     )
-    add_matrix_args(p)
+    # no --matrix: what was built (and with which lock) is in the summary, not in a matrix file
+    p.add_argument(
+        "--variant", action="append", default=[], metavar="NAME", help="only this built variant (repeatable)"
+    )
     p.add_argument(
         "--image", action="append", default=[], metavar="REF", help="check this image (repeatable)"
     )

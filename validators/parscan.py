@@ -1,0 +1,157 @@
+"""Scan one large log file with several processes, and hand its lines on in order.
+
+Why: the scan is CPU-bound (one C pass per needle), a 1 GiB log takes seconds on one core,
+and the nodes a pre-flight runs on have dozens of idle cores. The file is cut into byte
+ranges that start on a line; each is scanned alone by `linescan.scan` (whose output for a
+range does not depend on where the range starts, only its line numbers, offset here). The
+one state that crosses a boundary is an nccl-tests table region still open at a range's end:
+the next range is then scanned again here with that region open, so the lines handed on are
+exactly those of one serial scan. Few ranges are in flight at a time, so memory stays flat.
+
+Only regular files, only where `fork` exists, and only from a single-threaded process (a
+forked copy of a threaded one may hold a lock forever); anything else scans serially.
+"""
+
+import os
+import threading
+from collections import deque
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+from validators.linescan import Region, scan
+
+# One range's lines wait in memory until their turn, so the range size (fixed, not a share of
+# the file) and the ranges in flight bound the memory; smaller ranges cost more in hand-offs.
+RANGE = 8 << 20
+MAX_WORKERS = 8
+
+Line = Tuple[int, str, bool, int]
+
+
+def default_workers() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_WORKERS))
+
+
+def _fork_context():
+    try:
+        import multiprocessing
+
+        return multiprocessing.get_context("fork")
+    except (ImportError, ValueError):
+        return None
+
+
+def can_split(size: int, workers: int, range_size: int = RANGE) -> bool:
+    return workers > 1 and size >= 2 * range_size and threading.active_count() == 1
+
+
+def boundaries(fh, size: int, range_size: int) -> List[int]:
+    """Range starts: 0, then the start of the first line at or after each multiple of range_size."""
+    starts = [0]
+    for nominal in range(range_size, size, range_size):
+        pos = max(nominal - 1, starts[-1])
+        while pos < min(size, nominal + range_size):  # no newline within a range: no boundary here
+            fh.seek(pos)
+            block = fh.read(1 << 16)
+            if not block:
+                break
+            nl = block.find(b"\n")
+            if nl >= 0:
+                start = pos + nl + 1
+                if starts[-1] < start < size:
+                    starts.append(start)
+                break
+            pos += len(block)
+    return starts
+
+
+class _Slice:
+    """A file object limited to [start, end): what a range's scan reads (end None: to EOF)."""
+
+    def __init__(self, fh, start: int, end: Optional[int]):
+        fh.seek(start)
+        self.fh, self.left = fh, None if end is None else end - start
+
+    def read(self, n: int = -1) -> bytes:
+        if self.left is None:
+            return self.fh.read(n)
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.fh.read(n) if n > 0 else b""
+        self.left -= len(data)
+        return data
+
+
+def scan_range(
+    path: str,
+    start: int,
+    end: Optional[int],
+    needles: Sequence,
+    make_region: Callable[[], Region],
+    open_region: Optional[Tuple[int, bytes]] = None,
+) -> Tuple[List[Line], int, int, Tuple[int, bytes]]:
+    """(lines numbered from the range's first line, its line and byte counts, region state at its end)."""
+    region = make_region()
+    if open_region is not None:
+        region.left, region.head = open_region
+    stats = {}  # type: dict
+    with open(path, "rb") as fh:
+        lines = list(scan(_Slice(fh, start, end), needles, stats=stats, region=region))
+    return lines, stats.get("lines", 0), stats.get("bytes", 0), (region.left, region.head)
+
+
+def _task(args):
+    return scan_range(*args)
+
+
+def _worker_init() -> None:
+    """Ctrl-C is the parent's to handle (it ends the pool); a worker printing its own traceback is noise."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def scan_file(
+    path: str,
+    needles: Sequence,
+    make_region: Callable[[], Region],
+    workers: int,
+    stats: dict,
+    range_size: Optional[int] = None,
+) -> Iterator[Line]:
+    """`linescan.scan` of a whole file, split across `workers` processes where that pays.
+
+    `make_region` must be a module-level function (it is sent to the workers by name).
+    """
+    size = os.path.getsize(path)
+    range_size = range_size or RANGE
+    ctx = _fork_context() if can_split(size, workers, range_size) else None
+    if ctx is None:
+        region = make_region()
+        with open(path, "rb") as fh:
+            yield from scan(fh, needles, stats=stats, region=region)
+        return
+    with open(path, "rb") as fh:
+        starts = boundaries(fh, size, range_size)
+    ends = starts[1:] + [None]  # type: List[Optional[int]]
+    tasks = [(path, s, e, needles, make_region) for s, e in zip(starts, ends)]
+    window = workers + 2  # ranges in flight: bounds the memory held for lines not yet handed on
+    lines_before = nbytes = 0
+    carried = (0, b"")
+    with ctx.Pool(workers, initializer=_worker_init) as pool:
+        pending = deque(pool.apply_async(_task, (t,)) for t in tasks[:window])
+        for k, task in enumerate(tasks):
+            lines, n, size_k, state = pending.popleft().get()
+            if k + window < len(tasks):
+                pending.append(pool.apply_async(_task, (tasks[k + window],)))
+            if carried[0]:
+                lines, n, size_k, state = scan_range(*task, open_region=carried)
+            for lineno, text, cut, flags in lines:
+                yield lines_before + lineno, text, cut, flags
+            lines_before += n
+            nbytes += size_k
+            carried = state
+    stats["lines"] = lines_before
+    stats["bytes"] = nbytes
