@@ -274,11 +274,15 @@ def main(argv=None) -> int:
 
             xs = [n / float(1 << 20) for n, _ in rows]
             ys = [res["maxrss_kb"] / 1024.0 for _, res in rows]
+            ws = [res["worker_maxrss_kb"] / 1024.0 for _, res in rows]
             fig, ax = plt.subplots(figsize=(5, 3))
-            ax.plot(xs, ys, marker="o")
+            ax.plot(xs, ys, marker="o", label="parser")
+            if any(ws):
+                ax.plot(xs, ws, marker="s", label="largest scan worker (%d workers)" % args.workers)
+                ax.legend(loc="lower right")
             ax.set_xlabel("log size (MiB)")
             ax.set_ylabel("parser peak RSS (MiB)")
-            ax.set_ylim(0, max(ys) * 1.5)
+            ax.set_ylim(0, max(ys + ws) * 1.5)
             ax.set_title("memory stays flat as the log grows")
             fig.tight_layout()
             fig.savefig(args.plot, dpi=100)

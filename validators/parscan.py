@@ -21,7 +21,7 @@ from validators.linescan import Region, scan
 
 # One range's lines wait in memory until their turn, so the range size (fixed, not a share of
 # the file) and the ranges in flight bound the memory; smaller ranges cost more in hand-offs.
-RANGE = 8 << 20
+RANGE = 16 << 20
 MAX_WORKERS = 8
 
 Line = Tuple[int, str, bool, int]
@@ -137,7 +137,7 @@ def scan_file(
         starts = boundaries(fh, size, range_size)
     ends = starts[1:] + [None]  # type: List[Optional[int]]
     tasks = [(path, s, e, needles, make_region) for s, e in zip(starts, ends)]
-    window = workers + 2  # ranges in flight: bounds the memory held for lines not yet handed on
+    window = workers + 1  # ranges in flight: bounds the memory held for lines not yet handed on
     lines_before = nbytes = 0
     carried = (0, b"")
     with ctx.Pool(workers, initializer=_worker_init) as pool:
