@@ -229,6 +229,40 @@ def test_split_scan_on_the_real_logs(tmp_path):
         assert r["same"] and r["stats"][0] == r["stats"][1], r
 
 
+_DYING = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from validators import parscan
+from validators.analyze import _scan_needles, _table_region
+from validators.linescan import scan
+PARENT, calls = os.getpid(), [0]
+def dying_region():
+    calls[0] += 1
+    if os.getpid() != PARENT and calls[0] == 2:
+        os._exit(9)  # as the OOM killer would end it: no exception, no result
+    return _table_region()
+path = sys.argv[2]
+with open(path, "rb") as fh:
+    want = list(scan(fh, _scan_needles(), region=_table_region()))
+st = {}
+got = list(parscan.scan_file(path, _scan_needles(), dying_region, 2, st, range_size=50000))
+print(json.dumps({"same": got == want, "lines": st["lines"], "n": len(want)}))
+"""
+
+
+def test_a_worker_that_dies_costs_speed_not_the_report(tmp_path):
+    log = tmp_path / "a.log"
+    data = random_log(random.Random(21), 6000)
+    log.write_bytes(data)
+    res = subprocess.run(
+        [sys.executable, "-c", _DYING, str(ROOT), str(log)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["same"] and out["n"] > 100
+    assert out["lines"] == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
 def test_range_starts_are_line_starts(tmp_path):
     data = random_log(random.Random(5), 2000) + b"\n"
     log = tmp_path / "a.log"

@@ -9,12 +9,16 @@ the next range is then scanned again here with that region open, so the lines ha
 exactly those of one serial scan. Few ranges are in flight at a time, so memory stays flat.
 
 Only regular files, only where `fork` exists, and only from a single-threaded process (a
-forked copy of a threaded one may hold a lock forever); anything else scans serially.
+forked copy of a threaded one may hold a lock forever); anything else scans serially. A worker
+that dies (the OOM killer, a signal) costs speed, not the report: the parent scans the ranges
+left itself.
 """
 
 import os
 import threading
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from validators.linescan import Region, scan
@@ -140,18 +144,33 @@ def scan_file(
     window = workers + 1  # ranges in flight: bounds the memory held for lines not yet handed on
     lines_before = nbytes = 0
     carried = (0, b"")
-    with ctx.Pool(workers, initializer=_worker_init) as pool:
-        pending = deque(pool.apply_async(_task, (t,)) for t in tasks[:window])
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
+    pending = deque()  # type: deque
+    try:
+        pending.extend(pool.submit(_task, t) for t in tasks[:window])
         for k, task in enumerate(tasks):
-            lines, n, size_k, state = pending.popleft().get()
-            if k + window < len(tasks):
-                pending.append(pool.apply_async(_task, (tasks[k + window],)))
-            if carried[0]:
-                lines, n, size_k, state = scan_range(*task, open_region=carried)
+            result = None
+            if pending:
+                try:
+                    result = pending.popleft().result()
+                except BrokenProcessPool:  # a worker died (OOM killer, a signal): the parent goes on alone
+                    pending.clear()
+            if k + window < len(tasks) and pending:
+                try:
+                    pending.append(pool.submit(_task, tasks[k + window]))
+                except BrokenProcessPool:
+                    pending.clear()
+            if result is None or carried[0]:
+                result = scan_range(*task, open_region=carried if carried[0] else None)
+            lines, n, size_k, state = result
             for lineno, text, cut, flags in lines:
                 yield lines_before + lineno, text, cut, flags
             lines_before += n
             nbytes += size_k
             carried = state
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=True)
     stats["lines"] = lines_before
     stats["bytes"] = nbytes
