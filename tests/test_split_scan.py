@@ -313,3 +313,26 @@ def test_analyze_paths_reports_the_same_with_any_worker_count(tmp_path):
     assert out["split"] is True
     assert out["three"] == out["one"]
     assert out["one"]["inputs"][0]["lines"] == data.count(b"\n")
+
+
+def test_a_pipe_is_read_whole_as_a_stream(tmp_path):
+    """`parse <(cmd)`: the path is a FIFO; nothing may be read from it twice (no sniffing, no split)."""
+    data = random_log(random.Random(4), 500) + b"\n"
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as fh:
+            fh.write(data)
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        report = analyze_paths([str(fifo)], workers=4)
+    finally:
+        t.join(timeout=30)
+    log = tmp_path / "log.txt"
+    log.write_bytes(data)
+    assert report["inputs"][0]["lines"] == data.count(b"\n")
+    same_name = json.dumps(report, sort_keys=True).replace(str(fifo), str(log))  # evidence names the file
+    assert same_name == json.dumps(analyze_paths([str(log)], workers=1), sort_keys=True)

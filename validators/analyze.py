@@ -211,9 +211,14 @@ def analyze_file(a: Analysis, path: str, workers: Optional[int] = None) -> None:
 
 
 def looks_like_json(path: str) -> bool:
-    """nccl-tests `-J` output: a .json name or a file whose first non-blank byte is '{'."""
+    """nccl-tests `-J` output: a .json name or a regular file whose first non-blank byte is '{'.
+
+    A pipe (`parse <(kubectl logs ...)`) is never sniffed: what was read could not be read again.
+    """
     if path.endswith(".json"):
         return True
+    if not os.path.isfile(path):
+        return False
     try:
         with open(path, "rb") as fh:
             head = fh.read(256).lstrip()
