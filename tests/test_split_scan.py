@@ -336,3 +336,25 @@ def test_a_pipe_is_read_whole_as_a_stream(tmp_path):
     assert report["inputs"][0]["lines"] == data.count(b"\n")
     same_name = json.dumps(report, sort_keys=True).replace(str(fifo), str(log))  # evidence names the file
     assert same_name == json.dumps(analyze_paths([str(log)], workers=1), sort_keys=True)
+
+
+@pytest.mark.parametrize(
+    "files, cpus",
+    [
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "150000 100000\n"}, 1.5),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2.0),
+        ({"cpu.max": "garbage"}, None),
+        ({}, None),
+    ],
+)
+def test_a_pods_cpu_limit_caps_the_workers(tmp_path, files, cpus):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert parscan.cgroup_cpus(str(tmp_path)) == cpus
+    workers = parscan.default_workers(str(tmp_path))
+    assert 1 <= workers <= parscan.MAX_WORKERS
+    if cpus is not None:
+        assert workers <= max(1, int(cpus + 0.999))

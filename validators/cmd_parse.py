@@ -27,7 +27,7 @@ def _positive_int(text: str) -> int:
     return v
 
 
-_WORKERS_HELP = "processes that scan a large log file (default: the CPUs, at most 8; 1: one process)"
+_WORKERS_HELP = "processes that scan a large log file (default: the CPUs allowed, at most 8; 1: one process)"
 
 
 def register(sub) -> None:

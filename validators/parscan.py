@@ -31,12 +31,43 @@ MAX_WORKERS = 8
 Line = Tuple[int, str, bool, int]
 
 
-def default_workers() -> int:
+def default_workers(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The CPUs this process may use: its affinity, capped by a cgroup CPU quota (a pod's CPU limit,
+    which the affinity does not show), at most MAX_WORKERS."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
+    quota = cgroup_cpus(cgroup_root)
+    if quota is not None:
+        cpus = min(cpus, max(1, int(quota + 0.999)))
     return max(1, min(cpus, MAX_WORKERS))
+
+
+def cgroup_cpus(root: str = "/sys/fs/cgroup") -> Optional[float]:
+    """CPUs allowed by the cgroup quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us`/`cpu.cfs_period_us`), or None."""
+
+    def read(name: str) -> Optional[str]:
+        try:
+            with open(os.path.join(root, name)) as fh:
+                return fh.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    v2 = read("cpu.max")
+    if v2 is not None:
+        parts = v2.split()
+        pair = (parts[0], parts[1]) if len(parts) == 2 else None
+    else:
+        q, p = read("cpu/cpu.cfs_quota_us"), read("cpu/cpu.cfs_period_us")
+        pair = (q, p) if q is not None and p is not None else None
+    if pair is None:
+        return None
+    try:
+        quota, period = int(pair[0]), int(pair[1])
+    except ValueError:  # "max": no limit
+        return None
+    return quota / period if quota > 0 and period > 0 else None
 
 
 def _fork_context():
