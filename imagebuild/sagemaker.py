@@ -35,7 +35,16 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds (API reference)
 REPORT_IN_JOB = "/opt/ml/output/data/preflight.json"  # uploaded with the job's output.tar.gz
 EXIT_BY_VERDICT = {"pass": 0, "fail": 1, "unknown": 3}
-DEFAULT_PROBE = "all_reduce_perf -b 8 -e 16G -f 2 -g {gpus}"
+# SageMaker starts the same command on every instance; {sm_...} are filled in on each one by
+# `validators run` from its resourceconfig.json (validators/sagemaker_env.py), so one torchrun
+# spans all the instances and NCCL goes over EFA. Underscored flags: torchrun of every 1.x/2.x.
+PROBES = {
+    "torch": "torchrun --nnodes {sm_nodes} --node_rank {sm_node_rank} --nproc_per_node {gpus} "
+    "--master_addr {sm_master} --master_port 29500 -m validators.probe_torch --max-bytes 16G",
+    # each instance alone (NVLink, not EFA): for --nodes 1, or images without torch
+    "nccl-tests": "all_reduce_perf -b 8 -e 16G -f 2 -g {gpus}",
+}
+DEFAULT_PROBE = PROBES["torch"]
 
 # Service Quotas names for SageMaker training (ServiceCode "sagemaker"), as the console lists them.
 # Matched case-insensitively; the quota code (L-...) is read from the API, never hard-coded.
@@ -74,9 +83,17 @@ def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
     _add(g, "--job-name", help="training job name (default efa-preflight-<time>)")
     _add(
         g,
+        "--probe",
+        choices=sorted(PROBES),
+        default="torch",
+        help="torch (default): one torchrun over all instances (the training job's own NCCL, over EFA); "
+        "nccl-tests: all_reduce_perf on each instance alone",
+    )
+    _add(
+        g,
         "--probe-command",
-        default=DEFAULT_PROBE,
-        help=f"command the validator runs (default {DEFAULT_PROBE!r})",
+        default=None,
+        help="command the validator runs instead of --probe's ({gpus}, {nodes}, {sm_...} placeholders)",
     )
     _add(g, "--volume-size", type=int, default=100, help="GB of EBS per instance (default 100)")
     _add(g, "--region", help="AWS region")
@@ -149,17 +166,18 @@ def build_request(args: argparse.Namespace, now: Optional[datetime] = None) -> D
     if not 1 <= int(args.volume_size) <= 16384:
         raise UserError("must be 1..16384 GB", key="--volume-size")
     gpus = _gpus(bare)
+    command = getattr(args, "probe_command", None) or PROBES[getattr(args, "probe", None) or "torch"]
     try:
-        probe = shlex.split(
-            args.probe_command.replace("{gpus}", str(gpus or 1)).replace("{nodes}", str(nodes))
-        )
+        probe = shlex.split(command.replace("{gpus}", str(gpus or 1)).replace("{nodes}", str(nodes)))
     except ValueError as err:
         raise UserError(f"cannot split: {err}", key="--probe-command") from err
     if not probe:
         raise UserError("empty", key="--probe-command")
     validator_timeout = max(60, max_run - 120)  # leave SageMaker's SIGTERM window for the report upload
+    # each node sees only its own ranks: its exit code is its command's; the verdict is taken here,
+    # from every node's log (CloudWatch), and only a Completed job can pass
     arguments = ["--instance-type", bare, "--nodes", str(nodes), "--timeout", str(validator_timeout),
-                 "--json", REPORT_IN_JOB, "--", *probe]  # fmt: skip
+                 "--exit-by", "command", "--json", REPORT_IN_JOB, "--", *probe]  # fmt: skip
     request: Dict[str, Any] = {
         "TrainingJobName": name,
         "AlgorithmSpecification": {

@@ -106,11 +106,20 @@ def test_dry_run_prints_the_request_and_touches_nothing(monkeypatch, capsys):
         "2",
         "--timeout",
         "5280",
+        "--exit-by",
+        "command",  # a node sees its own ranks only: the verdict is taken host-side from every node's log
         "--json",
         smk.REPORT_IN_JOB,
     ]
     assert argv[: argv.index("--")] == expected
-    assert argv[argv.index("--") + 1 :] == ["all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-g", "8"]
+    # one torchrun over every instance; {sm_...} are filled in on each instance by `validators run`
+    assert (
+        argv[argv.index("--") + 1 :]
+        == (
+            "torchrun --nnodes {sm_nodes} --node_rank {sm_node_rank} --nproc_per_node 8 "
+            "--master_addr {sm_master} --master_port 29500 -m validators.probe_torch --max-bytes 16G"
+        ).split()
+    )
     assert {m["Name"] for m in spec["MetricDefinitions"]} >= {"validator:busbw_plateau_GBps"}
     assert req["ResourceConfig"] == {
         "InstanceType": "ml.p4d.24xlarge",
@@ -121,6 +130,17 @@ def test_dry_run_prints_the_request_and_touches_nothing(monkeypatch, capsys):
     assert req["EnableNetworkIsolation"] is False
     assert req["CheckpointConfig"]["S3Uri"] == "s3://h6-out/ckpt"
     assert req["RoleArn"] == ROLE and req["Environment"]["NCCL_DEBUG"] == "INFO"
+
+
+def test_probe_choice_and_override():
+    def probe(*extra):
+        argv = smk.build_request(_args(*extra))["AlgorithmSpecification"]["ContainerArguments"]
+        return argv[argv.index("--") + 1 :]
+
+    assert probe("--probe", "nccl-tests") == ["all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-g", "8"]
+    assert probe("--probe-command", "mpirun -np {nodes} x --rank {sm_node_rank}") == [
+        "mpirun", "-np", "2", "x", "--rank", "{sm_node_rank}"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

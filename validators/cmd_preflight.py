@@ -13,7 +13,7 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-from validators import pairwise, runreport
+from validators import pairwise, runreport, sagemaker_env
 from validators.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
 
 EXIT_USAGE = 2
@@ -90,6 +90,21 @@ def register(sub: Any) -> None:
         type=_image_ref,
         metavar="REF@sha256:D",
         help="the image this ran in (recorded for `build.py release --require-preflight`)",
+    )
+    run.add_argument(
+        "--resource-config",
+        metavar="FILE",
+        default=None,
+        help="SageMaker's resource config, for {sm_...} placeholders in COMMAND (default "
+        "/opt/ml/input/config/resourceconfig.json; see validators/sagemaker_env.py)",
+    )
+    run.add_argument(
+        "--exit-by",
+        choices=("verdict", "command"),
+        default="verdict",
+        help="exit code from the verdict (default), or from the command alone: 0 when it ran to "
+        "completion with status 0. For a node that sees only its own ranks, where the judge reads "
+        "every node's log (the SageMaker pre-flight)",
     )
     run.add_argument("--quiet", action="store_true", help="do not echo the command's output to stderr")
     run.add_argument("--no-inject", action="store_true", help="run the command exactly as given")
@@ -181,6 +196,22 @@ def _run(args: argparse.Namespace) -> int:
     if not command:
         print("error: no command given: python -m validators run [options] -- COMMAND...", file=sys.stderr)
         return EXIT_USAGE
+    sm = None
+    if sagemaker_env.uses_placeholders(command):
+        try:
+            where = args.resource_config or sagemaker_env.RESOURCE_CONFIG
+            sm = sagemaker_env.values(sagemaker_env.load(where), where)
+            command = sagemaker_env.expand(command, sm)
+        except sagemaker_env.ConfigError as err:
+            print("error: %s" % err, file=sys.stderr)
+            return EXIT_USAGE
+        if sm["sm_ifname"] and "NCCL_SOCKET_IFNAME" not in os.environ:  # NCCL's bootstrap interface
+            os.environ["NCCL_SOCKET_IFNAME"] = sm["sm_ifname"]
+        print("sagemaker: %s is node %s of %s, master %s" % (sm["sm_current_host"], sm["sm_node_rank"],
+              sm["sm_nodes"], sm["sm_master"]), file=sys.stderr)  # fmt: skip
+    if args.exit_by == "command" and (args.pairwise or args.repeat > 1):
+        print("error: --exit-by command is for a single run (not --repeat or --pairwise)", file=sys.stderr)
+        return EXIT_USAGE
     if args.known_good and not args.pairwise:
         print("error: --known-good needs --pairwise HOST...", file=sys.stderr)
         return EXIT_USAGE
@@ -223,10 +254,16 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.image:
         report["image"] = {"ref": args.image, "digest": args.image.rpartition("@")[2]}
+    if sm is not None:
+        report["sagemaker_node"] = {"host": sm["sm_current_host"], "node_rank": int(sm["sm_node_rank"]),
+                                    "nodes": int(sm["sm_nodes"]), "master": sm["sm_master"],
+                                    "command": command}  # fmt: skip
     _write_outputs(report, args)
     if args.json != "-":
         sys.stdout.write(summary_text(report))
     print("log: %s" % base_log, file=sys.stderr)
+    if args.exit_by == "command":
+        return runreport.command_exit(report)
     return runreport.EXIT_BY_VERDICT.get(report["verdict"], 3)
 
 

@@ -207,6 +207,16 @@ def _all_tails(result: RunResult, n: int, max_ranks: int = 64) -> List[Dict[str,
     return out
 
 
+def command_exit(report: Dict[str, Any]) -> int:
+    """0 when the run's command ended by itself with status 0 (its `run-completed` check), else 1.
+
+    For a node that sees only its own ranks: its partial verdict is not the job's, the judge that
+    reads every node's log gives that one.
+    """
+    done = [c for c in report.get("checks") or [] if c.get("name") == "run-completed"]
+    return 0 if done and all(c.get("status") == "pass" for c in done) else 1
+
+
 def combine(
     result: RunResult,
     analysis: Optional[Dict[str, Any]],
