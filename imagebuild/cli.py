@@ -45,13 +45,13 @@ def make_parser() -> argparse.ArgumentParser:
 def add_matrix_args(p: argparse.ArgumentParser) -> None:
     """The options every verb that reads a matrix takes."""
     p.add_argument("--matrix", default="matrix.yaml", help="build matrix file (default: matrix.yaml)")
-    p.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="only this variant (repeatable; default: all)",
-    )
+    add_variant_arg(p)
+
+
+def add_variant_arg(
+    p: argparse.ArgumentParser, help: str = "only this variant (repeatable; default: all)"
+) -> None:
+    p.add_argument("--variant", action="append", default=[], metavar="NAME", help=help)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

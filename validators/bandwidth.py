@@ -230,17 +230,7 @@ def _wrong_check(nt: Dict[str, Any], findings: List[Finding]) -> Check:
         if nonfinite:
             parts.append(f"Inf/NaN values in {len(nonfinite)} row(s)")
         ev = [e for r in (bad + nonfinite)[:_MAX_EVIDENCE] for e in _ev(r)]
-        findings.append(
-            {
-                "id": "nccl-tests-wrong-results",
-                "severity": "error",
-                "message": "nccl-tests found corrupted results: " + ", ".join(parts),
-                "evidence": ev,
-                "remedy": "data corruption: with aws-ofi-nccl <= 1.5 set NCCL_PROTO=simple (LL/LL128 "
-                "unsupported), better upgrade the plugin (>= 1.6); otherwise suspect a faulty GPU or NIC "
-                "(run pairwise)",
-            }
-        )
+        findings.append(_wrong_results(", ".join(parts), ev))
         return _check(name, "fail", "; ".join(parts), ev)
     if nt.get("old_error_column"):
         return _old_error_check(nt, rows, findings)
@@ -301,19 +291,12 @@ def _old_error_check(nt: Dict[str, Any], rows: List[Dict[str, Any]], findings: L
             elif hi >= limit * (1 - 1e-9) and hi > 0:
                 unsure.append(r)
     if bad:
-        ev = [e for r in bad[:_MAX_EVIDENCE] for e in _ev(r)]
-        findings.append(
-            {
-                "id": "nccl-tests-wrong-results",
-                "severity": "error",
-                "message": "nccl-tests found corrupted results: deviation above the tolerance for its "
-                f"type in {len(bad)} result cell(s) (old 'error' column, {nranks} ranks)",
-                "evidence": ev,
-                "remedy": "data corruption: with aws-ofi-nccl <= 1.5 set NCCL_PROTO=simple (LL/LL128 "
-                "unsupported), better upgrade the plugin (>= 1.6); otherwise suspect a faulty GPU or NIC "
-                "(run pairwise)",
-            }
+        rows_bad = list({id(r): r for r in bad}.values())  # a row whose two cells both fail: once
+        ev = [e for r in rows_bad[:_MAX_EVIDENCE] for e in _ev(r)]
+        what = (
+            "deviation above the tolerance for its type in %d result cell(s) (old 'error' column, %d ranks)"
         )
+        findings.append(_wrong_results(what % (len(bad), nranks), ev))
         return _check(name, "fail", f"deviation above tolerance in {len(bad)} result cell(s)", ev)
     if unsure:
         why = (
@@ -328,6 +311,18 @@ def _old_error_check(nt: Dict[str, Any], rows: List[Dict[str, Any]], findings: L
         f"(nranks - 1) = {nranks - 1} in all {len(rows)} rows",
         _ev(rows[-1]),
     )
+
+
+def _wrong_results(what: str, evidence: List[Dict[str, Any]]) -> Finding:
+    return {
+        "id": "nccl-tests-wrong-results",
+        "severity": "error",
+        "message": "nccl-tests found corrupted results: " + what,
+        "evidence": evidence,
+        "remedy": "data corruption: with aws-ofi-nccl <= 1.5 set NCCL_PROTO=simple (LL/LL128 "
+        "unsupported), better upgrade the plugin (>= 1.6); otherwise suspect a faulty GPU or NIC "
+        "(run pairwise)",
+    }
 
 
 def _check_disabled(nt: Dict[str, Any]) -> bool:

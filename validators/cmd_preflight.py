@@ -196,6 +196,9 @@ def _run(args: argparse.Namespace) -> int:
     if not command:
         print("error: no command given: python -m validators run [options] -- COMMAND...", file=sys.stderr)
         return EXIT_USAGE
+    if args.exit_by == "command" and (args.pairwise or args.repeat > 1):
+        print("error: --exit-by command is for a single run (not --repeat or --pairwise)", file=sys.stderr)
+        return EXIT_USAGE
     sm = None
     if sagemaker_env.uses_placeholders(command):
         try:
@@ -209,9 +212,6 @@ def _run(args: argparse.Namespace) -> int:
             os.environ["NCCL_SOCKET_IFNAME"] = sm["sm_ifname"]
         print("sagemaker: %s is node %s of %s, master %s" % (sm["sm_current_host"], sm["sm_node_rank"],
               sm["sm_nodes"], sm["sm_master"]), file=sys.stderr)  # fmt: skip
-    if args.exit_by == "command" and (args.pairwise or args.repeat > 1):
-        print("error: --exit-by command is for a single run (not --repeat or --pairwise)", file=sys.stderr)
-        return EXIT_USAGE
     if args.known_good and not args.pairwise:
         print("error: --known-good needs --pairwise HOST...", file=sys.stderr)
         return EXIT_USAGE

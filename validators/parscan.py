@@ -14,11 +14,10 @@ that dies (the OOM killer, a signal) costs speed, not the report: the parent sca
 left itself.
 """
 
+import math
 import os
 import threading
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from validators.linescan import Region, scan
@@ -40,7 +39,7 @@ def default_workers(cgroup_root: str = "/sys/fs/cgroup") -> int:
         cpus = os.cpu_count() or 1
     quota = cgroup_cpus(cgroup_root)
     if quota is not None:
-        cpus = min(cpus, max(1, int(quota + 0.999)))
+        cpus = min(cpus, max(1, math.ceil(quota)))
     return max(1, min(cpus, MAX_WORKERS))
 
 
@@ -172,6 +171,10 @@ def scan_file(
         starts = boundaries(fh, size, range_size)
     ends = starts[1:] + [None]  # type: List[Optional[int]]
     tasks = [(path, s, e, needles, make_region) for s, e in zip(starts, ends)]
+    # here, not at import: multiprocessing costs ~20 ms to import, and most parses never split
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     window = workers + 1  # ranges in flight: bounds the memory held for lines not yet handed on
     lines_before = nbytes = 0
     carried = (0, b"")

@@ -19,7 +19,6 @@ from typing import Any, Dict, List, Tuple
 
 RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 _PLACEHOLDER = re.compile(r"\{(sm_[a-z_]+)\}")
-NAMES = ("sm_nodes", "sm_node_rank", "sm_master", "sm_hosts", "sm_current_host", "sm_ifname")
 
 
 class ConfigError(ValueError):
@@ -73,7 +72,7 @@ def expand(argv: List[str], vals: Dict[str, str]) -> List[str]:
     def one(m: "re.Match") -> str:
         name = m.group(1)
         if name not in vals:
-            raise ConfigError("unknown placeholder {%s} (known: %s)" % (name, ", ".join(NAMES)))
+            raise ConfigError("unknown placeholder {%s} (known: %s)" % (name, ", ".join(vals)))
         if not vals[name]:
             raise ConfigError("{%s}: the resource config does not give it" % name)
         return vals[name]

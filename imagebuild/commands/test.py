@@ -12,6 +12,8 @@ from imagebuild.errors import UserError
 
 
 def register(sub) -> None:
+    from imagebuild.cli import add_variant_arg
+
     p = sub.add_parser(
         "test",
         help="check built images against their variant lock (testinfra); exit 1 if a check fails",
@@ -20,9 +22,7 @@ def register(sub) -> None:
         "Writes <out>/test-report.json and JUnit XML.",
     )
     # no --matrix: what was built (and with which lock) is in the summary, not in a matrix file
-    p.add_argument(
-        "--variant", action="append", default=[], metavar="NAME", help="only this built variant (repeatable)"
-    )
+    add_variant_arg(p, help="only this built variant (repeatable; default: all in the summary)")
     p.add_argument(
         "--image", action="append", default=[], metavar="REF", help="check this image (repeatable)"
     )
