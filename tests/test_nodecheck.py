@@ -72,9 +72,65 @@ def test_driver_flavor():
         "open",
         "560.1",
     )
-    assert nodecheck.check_kernel_driver(prop, None, False, True)["status"] == "fail"
+    # EFA does GPUDirect without nvidia_peermem: its absence is evidence, not a failure
+    assert nodecheck.check_kernel_driver(prop, None, False, True)["status"] == "pass"
     assert nodecheck.check_kernel_driver(prop, None, True, True)["status"] == "pass"
     assert nodecheck.check_kernel_driver(None, None, None, True)["status"] == "unknown"
+    res = nodecheck.check_kernel_driver(open_text, None, False, True, efa_nv_peermem_loaded=False)
+    assert res["status"] == "pass" and "efa_nv_peermem" in res["detail"]
+
+
+def _node_tree(root, proc_version, modules, p2p):
+    """A node's /proc and /sys as the NVIDIA and EFA drivers lay them out (p2p: amzn-drivers efa_sysfs.c)."""
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/version").write_text(proc_version + "\nGCC version:  gcc 11\n")
+    for module in modules:
+        (root / "sys/module" / module).mkdir(parents=True)
+    for i, provider in enumerate(p2p):
+        d = root / "sys/class/infiniband" / ("rdmap%ds27" % (16 + i)) / "device"
+        d.mkdir(parents=True)
+        (d / "p2p").write_text(provider)
+
+
+@pytest.mark.parametrize(
+    "proc_version, modules, provider",
+    [
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08  Thu Mar 21 2024",
+            ["nvidia", "efa"],
+            "NVIDIA\n",
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build",
+            ["nvidia", "efa", "efa_nv_peermem"],
+            "NVIDIA peermem\n",
+        ),
+    ],
+)
+def test_healthy_p5_node_without_nvidia_peermem_passes_the_driver_and_gdr_checks(
+    tmp_path, proc_version, modules, provider
+):
+    """The issue's case: a p5 whose EFA driver reports an NVIDIA p2p provider, no nvidia_peermem loaded."""
+    _node_tree(tmp_path, proc_version, modules, [provider] * 32)
+    report = nodecheck.run_checks(
+        "p5.48xlarge", env={"EFA_IMAGE_LOCK": str(tmp_path / "none")}, root=str(tmp_path)
+    )
+    by = {c["name"]: c for c in report["checks"]}
+    assert by["nvidia-kernel-driver"]["status"] == "pass", by["nvidia-kernel-driver"]
+    shown = {(e["file"], e["text"]) for e in by["nvidia-kernel-driver"]["evidence"]}
+    assert ("/sys/module/nvidia_peermem", "not loaded") in shown
+    assert by["gdr-capability"]["status"] == "pass" and "32 device(s)" in by["gdr-capability"]["detail"]
+
+
+def test_gdr_fails_on_a_device_without_an_nvidia_provider(tmp_path):
+    _node_tree(
+        tmp_path, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08", ["nvidia"], ["NVIDIA\n", "\n"]
+    )
+    (tmp_path / "sys/class/infiniband/rdmap18s27/device").mkdir(parents=True)
+    (tmp_path / "sys/class/infiniband/rdmap18s27/device/p2p").write_text("NEURON\n")
+    res = nodecheck.check_gdr(str(tmp_path), gdr_required=True)
+    assert res["status"] == "fail" and "rdmap17s27, rdmap18s27" in res["detail"]
+    assert any("not an NVIDIA provider" in e["text"] for e in res["evidence"])
 
 
 def test_gdr_and_dev_infiniband_from_a_sysfs_tree(tmp_path):

@@ -126,8 +126,16 @@ def check_kernel_driver(
     modinfo: Optional[str],
     peermem_loaded: Optional[bool],
     gdr_required: Optional[bool],
+    efa_nv_peermem_loaded: Optional[bool] = None,
 ) -> Check:
-    """The open driver registers GPU memory by dma-buf; the proprietary one needs nvidia_peermem for GDR."""
+    """Which NVIDIA kernel driver runs; its peer-memory modules are evidence, never a failure.
+
+    GPUDirect RDMA over EFA does not go through nvidia_peermem (the Mellanox/ib_core peer-memory client):
+    the EFA kernel driver talks to the NVIDIA driver itself (amzn/amzn-drivers kernel/linux/efa
+    RELEASENOTES.md r1.6.0 "Add NVIDIA GPUDirect RDMA support"), and with the open NVIDIA driver AWS's
+    efa_nv_peermem links the two (kernel/linux/efa_nv_peermem/README). Whether GDR works is what the EFA
+    driver reports in /sys/class/infiniband/*/device/p2p: the `gdr-capability` check.
+    """
     flavor, version = parse_driver_flavor(proc_version, modinfo)
     evidence = []
     if proc_version:
@@ -138,35 +146,17 @@ def check_kernel_driver(
             for line in modinfo.splitlines()
             if line.startswith(("license", "version"))
         ]
+    for module, loaded in (("nvidia_peermem", peermem_loaded), ("efa_nv_peermem", efa_nv_peermem_loaded)):
+        if loaded is not None:
+            evidence.append(ev("/sys/module/" + module, "loaded" if loaded else "not loaded"))
     if flavor is None:
         return check("nvidia-kernel-driver", "unknown", "kernel driver not visible from here", evidence)
     detail = "%s kernel module %s" % (flavor, version or "(version not shown)")
-    if flavor == "open":
-        return check(
-            "nvidia-kernel-driver", "pass", detail + "; dma-buf GPU memory registration available", evidence
-        )
-    if peermem_loaded:
-        return check("nvidia-kernel-driver", "pass", detail + " with nvidia_peermem loaded", evidence)
-    if peermem_loaded is None:
-        return check(
-            "nvidia-kernel-driver",
-            "unknown",
-            detail + "; cannot see whether nvidia_peermem is loaded",
-            evidence,
-        )
     if gdr_required:
-        return check(
-            "nvidia-kernel-driver",
-            "fail",
-            detail + " without nvidia_peermem: no GPUDirect RDMA (the profile needs it)",
-            evidence,
-        )
-    return check(
-        "nvidia-kernel-driver",
-        "unknown",
-        detail + " without nvidia_peermem: GDR off unless dma-buf",
-        evidence,
-    )
+        detail += "; GPUDirect over EFA is judged by gdr-capability (the EFA driver's p2p provider)"
+        if flavor == "open" and efa_nv_peermem_loaded is False:
+            detail += "; efa_nv_peermem, which links the open driver to EFA, is not loaded"
+    return check("nvidia-kernel-driver", "pass", detail, evidence)
 
 
 # ---- EFA -------------------------------------------------------------------------------------------
@@ -253,7 +243,10 @@ def check_memlock(limits: Optional[Tuple[int, int]] = None) -> Check:
 
 
 def check_gdr(root: str = "/", gdr_required: Optional[bool] = None) -> Check:
-    """GDR capability as the EFA kernel driver exposes it: /sys/class/infiniband/<dev>/device/p2p."""
+    """GDR capability as the EFA kernel driver exposes it: /sys/class/infiniband/<dev>/device/p2p holds
+    the provider, `NVIDIA` (or `NVIDIA peermem` through efa_nv_peermem), `NEURON`, or nothing
+    (amzn/amzn-drivers kernel/linux/efa src/efa_sysfs.c, src/efa_nvmem_impl.h; sysfs since r2.6.0).
+    Only an NVIDIA provider gives GPUDirect to GPUs."""
     base = os.path.join(root, "sys/class/infiniband")
     devices = sorted(glob.glob(os.path.join(base, "*")))
     if not devices:
@@ -266,9 +259,12 @@ def check_gdr(root: str = "/", gdr_required: Optional[bool] = None) -> Check:
         if p2p is None:
             missing.append(name)
             evidence.append(ev(os.path.join(dev, "device/p2p"), "missing"))
-        elif p2p.strip():
+        elif p2p.strip().startswith("NVIDIA"):
             capable.append(name)
             evidence.append(ev(os.path.join(dev, "device/p2p"), p2p.strip().replace("\n", " ")))
+        elif p2p.strip():
+            missing.append(name)
+            evidence.append(ev(os.path.join(dev, "device/p2p"), p2p.strip() + " (not an NVIDIA provider)"))
         else:
             missing.append(name)
             evidence.append(ev(os.path.join(dev, "device/p2p"), "(empty: no peer-memory provider)"))
@@ -277,11 +273,14 @@ def check_gdr(root: str = "/", gdr_required: Optional[bool] = None) -> Check:
         return check(
             "gdr-capability",
             status,
-            "%d of %d device(s) without a p2p provider: %s"
+            "%d of %d device(s) without an NVIDIA p2p provider: %s (EFA driver without GPUDirect, or the "
+            "NVIDIA module not loaded; with the open driver, efa_nv_peermem)"
             % (len(missing), len(devices), ", ".join(missing)),
             evidence,
         )
-    return check("gdr-capability", "pass", "all %d device(s) report a p2p provider" % len(devices), evidence)
+    return check(
+        "gdr-capability", "pass", "all %d device(s) report an NVIDIA p2p provider" % len(devices), evidence
+    )
 
 
 # ---- the image: env policy, NCCL's plugin and libfabric ------------------------------------------
@@ -522,15 +521,17 @@ def run_checks(
     )
     checks.append(check_gpus(rc, out, gpus_expected))
     mrc, mout = run_tool(["modinfo", "nvidia"])
-    peermem = None  # type: Optional[bool]
+    peermem = efa_nv = None  # type: Optional[bool]
     if os.path.isdir(os.path.join(root, "sys/module")):
         peermem = os.path.isdir(os.path.join(root, "sys/module/nvidia_peermem"))
+        efa_nv = os.path.isdir(os.path.join(root, "sys/module/efa_nv_peermem"))
     checks.append(
         check_kernel_driver(
             read_text(os.path.join(root, "proc/driver/nvidia/version")),
             mout if mrc == 0 else None,
             peermem,
             gdr_required,
+            efa_nv,
         )
     )
     rc, out = run_tool(["fi_info", "-p", "efa", "-t", "FI_EP_RDM"])
