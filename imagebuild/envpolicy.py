@@ -111,8 +111,8 @@ def forbidden(facts: Facts) -> List[ForbiddenEnv]:
     """Variables the image must not set for these versions (the static checks confirm they are absent)."""
     out = []
     for rule in catalog.env_policy()["forbid"]:
-        if rule.get("only_value_not") is not None:
-            continue  # value-dependent advice: only the linter can judge it
+        if rule.get("only_value_not") is not None or rule.get("lint_only"):
+            continue  # value-dependent or harmless advice: only the linter reports it
         ok, _ = _rule_holds(rule, facts)
         if ok and not any(e.name == rule["name"] for e in policy_env(facts)):
             out.append(

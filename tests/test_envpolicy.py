@@ -66,9 +66,26 @@ def test_cuda_sync_memops_for_nccl_219_on_efa_before_129():
     )
 
 
-def test_nccl_algo_forbidden_from_212():
+def test_nccl_algo_forbidden_where_a_tuner_decides():
+    """NCCL's tuner (Tree since 2.4) and aws-ofi-nccl's (on by default on AWS since 1.16.0) pick the
+    algorithm; the source is the plugin's release notes (1.17.0 fallback, 1.20.0 segfault fix)."""
     assert "NCCL_ALGO" in names(forbidden(facts(nccl="2.12.0")))
-    assert "NCCL_ALGO" not in names(forbidden(facts(nccl="2.11.4")))
+    assert "NCCL_ALGO" in names(forbidden(facts(aws_ofi_nccl="1.16.0")))
+    assert "NCCL_ALGO" not in names(forbidden(facts(nccl="2.3.7")))
+    (rule,) = [f for f in forbidden(facts(nccl="2.27.7", aws_ofi_nccl="1.21.1")) if f.name == "NCCL_ALGO"]
+    assert "RELEASENOTES" in rule.source and "1.20.0" in rule.reason and "efa-env-var" not in rule.source
+
+
+def test_device_rdma_is_an_error_only_where_the_device_lacks_rdma_read():
+    """aws-ofi-nccl doc/efa-env-var.md: harmless on p4/p5 with new software; libfabric aborts without
+    RDMA read (p3dn)."""
+    new = dict(nccl="2.27.7", aws_ofi_nccl="1.21.1", libfabric="2.1.0")
+    on_p5 = lint({"FI_EFA_USE_DEVICE_RDMA": "1"}, facts(("p5.48xlarge", "p4d.24xlarge"), **new))
+    assert [(f.severity, "harmless" in f.message) for f in on_p5] == [("info", True)]
+    assert "FI_EFA_USE_DEVICE_RDMA" not in names(forbidden(facts(("p5.48xlarge",), **new)))
+    on_p3dn = lint({"FI_EFA_USE_DEVICE_RDMA": "1"}, facts(("p3dn.24xlarge",), **new))
+    assert [f.severity for f in on_p3dn] == ["error"] and "abort" in on_p3dn[0].message
+    assert "FI_EFA_USE_DEVICE_RDMA" in names(forbidden(facts(("p3dn.24xlarge",), **new)))
 
 
 def test_linter_flags_advice_against_with_why():
@@ -89,10 +106,7 @@ def test_linter_flags_advice_against_with_why():
     }
     assert found["NCCL_ALGO"].severity == "error" and "tuner" in found["NCCL_ALGO"].message
     assert found["RDMAV_FORK_SAFE"].severity == "warning" and "do not use" in found["RDMAV_FORK_SAFE"].message
-    assert (
-        found["FI_EFA_USE_DEVICE_RDMA"].severity == "error"
-        and "abort" in found["FI_EFA_USE_DEVICE_RDMA"].message
-    )
+    assert found["FI_EFA_USE_DEVICE_RDMA"].severity == "info"  # harmless on p5 with this software
     assert found["NCCL_PROTO"].severity == "warning"
     assert found["FI_PROVIDER"].severity == "info" and "not needed" in found["FI_PROVIDER"].message
     assert "NCCL_DEBUG" not in found
