@@ -208,3 +208,12 @@ def test_build_py_preflight_sagemaker_delegates(project_root):
     )
     assert proc.returncode == 0, proc.stderr
     assert "ml.p5.48xlarge" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "name, recipe", [("slurm-p5", "sbatch"), ("hosts-p4d", "mpirun"), ("eks-p5en", "mpijob")]
+)
+def test_example_cluster_files_print_their_recipe(project_root, name, recipe):
+    cluster = recipes.load_cluster(str(project_root / "examples" / "cluster" / ("%s.yaml" % name)))
+    text = recipes.render(recipe, LOCK, cluster)
+    assert "validators" in text and "all_reduce_perf" in text
