@@ -67,11 +67,12 @@ def test_cuda_sync_memops_for_nccl_219_on_efa_before_129():
 
 
 def test_nccl_algo_forbidden_where_a_tuner_decides():
-    """NCCL's tuner (Tree since 2.4) and aws-ofi-nccl's (on by default on AWS since 1.16.0) pick the
-    algorithm; the source is the plugin's release notes (1.17.0 fallback, 1.20.0 segfault fix)."""
+    """From NCCL 2.12 (the project's stated floor) NCCL's tuner, and aws-ofi-nccl's (on by default on AWS
+    since 1.16.0), pick the algorithm; the plugin's release notes say why (1.17.0 fallback, 1.20.0 fix)."""
     assert "NCCL_ALGO" in names(forbidden(facts(nccl="2.12.0")))
     assert "NCCL_ALGO" in names(forbidden(facts(aws_ofi_nccl="1.16.0")))
-    assert "NCCL_ALGO" not in names(forbidden(facts(nccl="2.3.7")))
+    assert "NCCL_ALGO" not in names(forbidden(facts(nccl="2.11.4")))
+    assert "NCCL_ALGO" not in names(forbidden(facts(nccl="2.11.4", aws_ofi_nccl="1.5.0")))
     (rule,) = [f for f in forbidden(facts(nccl="2.27.7", aws_ofi_nccl="1.21.1")) if f.name == "NCCL_ALGO"]
     assert "RELEASENOTES" in rule.source and "1.20.0" in rule.reason and "efa-env-var" not in rule.source
 
