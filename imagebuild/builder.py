@@ -291,6 +291,20 @@ def _prepare_context(variant_dir: Path, lock: dict, opts: BuildOptions, log) -> 
         log(f"artifact {name} sha256 {sha}")
 
 
+def stage_variant(variant_dir: Path, opts: BuildOptions, log) -> Tuple[dict, str, List[str]]:
+    """Stage the artifacts (and CA) into the context, hash it: (lock, context hash, tags)."""
+    lock = read_lock(variant_dir)
+    _prepare_context(variant_dir, lock, opts, log)
+    memo_path = variant_dir / ".hash-memo.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    chash = context_hash(variant_dir, memo)
+    memo_path.write_text(json.dumps(memo))
+    return lock, chash, image_tags(lock, chash)
+
+
 def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporter) -> VariantResult:
     """Stage artifacts, hash, skip or build, tag. Never raises for a build failure: it is in the result."""
     started = time.monotonic()
@@ -304,17 +318,8 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
             logf.write(line.rstrip("\n") + "\n")
 
         try:
-            lock = read_lock(variant_dir)
             report.event(name, "staging", "artifacts")
-            _prepare_context(variant_dir, lock, opts, log)
-            memo_path = variant_dir / ".hash-memo.json"
-            try:
-                memo = json.loads(memo_path.read_text())
-            except (OSError, ValueError):
-                memo = {}
-            chash = context_hash(variant_dir, memo)
-            memo_path.write_text(json.dumps(memo))
-            tags = image_tags(lock, chash)
+            lock, chash, tags = stage_variant(variant_dir, opts, log)
             result.context_hash, result.tags = chash, tags
             log(f"context hash {chash}; tags {' '.join(tags)}")
             existing = find_image(client, tags[0])
@@ -361,7 +366,7 @@ class BuildFailed(Exception):
     """docker said the build failed; the message is its error, the log has the rest."""
 
 
-def _build_labels(variant_dir: Path, lock: dict, chash: str) -> Dict[str, str]:
+def build_labels(variant_dir: Path, lock: dict, chash: str) -> Dict[str, str]:
     """The labels the builder adds (the same for every builder)."""
     # Each label given through the API is one more LABEL step in the classic builder, re-run on every code
     # change: add the lock and its labels only when the Dockerfile does not already write them.
@@ -374,7 +379,7 @@ def _build_labels(variant_dir: Path, lock: dict, chash: str) -> Dict[str, str]:
 
 
 def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: BuildOptions, log, report) -> str:
-    labels = _build_labels(variant_dir, lock, chash)
+    labels = build_labels(variant_dir, lock, chash)
     if opts.builder.is_buildkit:
         return _buildkit_build(variant_dir, labels, opts, log, report)
     name = variant_dir.name

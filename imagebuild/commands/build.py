@@ -90,6 +90,25 @@ def variant_dirs(out: Path, names: List[str], since: float = 0.0) -> List[Path]:
     return found
 
 
+def rendered(args: argparse.Namespace, out: Path):
+    """Render the matrix into `out` (unless --no-render) and the variant folders of this shard; or an rc."""
+    from imagebuild.shard import parse_shard, select
+
+    since = 0.0
+    if not args.no_render:
+        from imagebuild.cli import main as cli_main
+
+        since = time.time() - 1
+        render_argv = ["render", "--matrix", args.matrix, "--out", str(out)]
+        for v in args.variant:
+            render_argv += ["--variant", v]
+        rc = cli_main(render_argv)
+        if rc != 0:
+            return rc
+    dirs = variant_dirs(out, args.variant, since)
+    return select(dirs, [d.name for d in dirs], parse_shard(args.shard))
+
+
 def remote_lookup(args: argparse.Namespace):
     """The registry look-up of content tags, when a target registry is given (--registry or --ecr)."""
     if not (args.registry or args.ecr):
@@ -111,7 +130,7 @@ def remote_lookup(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from imagebuild import builder
     from imagebuild.buildkit import cache_args, detect
-    from imagebuild.shard import parse_shard, select
+    from imagebuild.shard import parse_shard
 
     if args.jobs < 1:
         raise UserError("--jobs must be at least 1", key="--jobs")
@@ -122,20 +141,9 @@ def run(args: argparse.Namespace) -> int:
     chosen = detect(args.builder)
     cache_args(chosen, args.cache_from, args.cache_to)
     client = builder.docker_client()  # exit 2 with how to start it, before anything is written
-    since = 0.0
-    if not args.no_render:
-        from imagebuild.cli import main as cli_main
-
-        since = time.time() - 1
-        render_argv = ["render", "--matrix", args.matrix, "--out", str(out)]
-        for v in args.variant:
-            render_argv += ["--variant", v]
-        rc = cli_main(render_argv)
-        if rc != 0:
-            return rc
-    dirs = variant_dirs(out, args.variant, since)
-    shard = parse_shard(args.shard)
-    dirs = select(dirs, [d.name for d in dirs], shard)
+    dirs = rendered(args, out)
+    if isinstance(dirs, int):
+        return dirs
     if not dirs:
         print(f"shard {args.shard}: no variant falls in this shard; nothing to build")
         builder.write_summary(out / "summary.json", [])
