@@ -192,6 +192,12 @@ def test_fresh_runner_with_the_images_in_the_registry_builds_nothing(
         assert entry["digest"] == pushed[name] and entry["pushed"][0].endswith("@" + pushed[name])
         assert "#" not in Path(entry["log"]).read_text()  # no builder ran
     assert not [i for i in docker_client.images.list() if any("bk-a" in t for t in i.tags)]
+    # `build.py test` pulls what it must check by the digest the summary names
+    from imagebuild.commands.test import ensure_local
+
+    entry = _summary(out)["bk-a"]
+    ensure_local(docker_client, entry["image_id"], entry["pushed"])
+    assert docker_client.images.get(entry["image_id"]).id == entry["image_id"]
     # content the registry does not hold (a changed training file) is built
     (out / "bk-a" / "context" / "training" / "train.py").write_text("print('v2')\n")
     assert _build(out, cache, mirror, *where, "--variant", "bk-a") == 0
