@@ -9,15 +9,20 @@ export REQUIRE_DOCKER ?= 1
 host:
 	./scripts/setup-host.sh
 
-$(VENV)/.installed: pyproject.toml
+# Two stamps: the demo needs the tool and matplotlib only; the tests add their tools and torch (CPU build).
+$(VENV)/.demo: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[plot]'
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.demo
+	$(PY) -m pip install -q -e '.[test,torch]'
 	touch $@
 
 venv: $(VENV)/.installed
 
-base: host venv
+base: host $(VENV)/.demo
 	$(PY) build.py base
 
 # The main job on the embedded default: build the local matrix for real, check every image, show the report.
@@ -28,7 +33,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: base lint
+test: venv base lint
 	$(VENV)/bin/pytest -q
 
 clean:

@@ -1,9 +1,11 @@
-"""Build rendered variants into images with the docker SDK: cached by content, parallel, one log per variant.
+"""Build rendered variants into images (BuildKit or the classic builder): cached by content, parallel, logged.
 
 Each variant directory (`build/<variant>/`: Dockerfile, variant.lock.json, context/) is hashed (Dockerfile
 and context files, sorted, stable across hosts); the image is tagged `<repo>:<versions>-<hash12>`, so a hash
 that already has an image is skipped with no work. An image is built untagged and tagged only after the
-build succeeded: an interrupted or failed build leaves no tag pointing at a half-built image.
+build succeeded: an interrupted or failed build leaves no tag pointing at a half-built image. Before building,
+the content tag is looked up in the local engine, then (given a lookup) in the target registry: a fresh CI
+runner skips what another runner already built and pushed. imagebuild.buildkit picks the builder.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import queue
 import re
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -21,8 +24,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from imagebuild import buildkit
 from imagebuild.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
 from imagebuild.errors import UserError
 from imagebuild.variant import LOCK_LABEL
@@ -162,6 +166,15 @@ def image_tags(lock: dict, chash: str) -> List[str]:
 # ---------------------------------------------------------------- one variant
 
 
+@dataclass(frozen=True)
+class RemoteHit:
+    """The content tag found in the target registry: its pushed ref, manifest digest and image id."""
+
+    ref: str
+    digest: str
+    image_id: str
+
+
 @dataclass
 class BuildOptions:
     cache: ArtifactCache
@@ -171,6 +184,13 @@ class BuildOptions:
     cancel: threading.Event = field(default_factory=threading.Event)
     force: bool = False  # build even when the content tag exists
     nocache: bool = False  # and without docker's layer cache (a cold build, for benchmarks)
+    builder: buildkit.BuilderChoice = buildkit.CLASSIC
+    cache_from: List[str] = field(default_factory=list)
+    cache_to: List[str] = field(default_factory=list)
+    # content tag -> where a registry already holds it (None: not there); asked only when not in the engine
+    remote_lookup: Optional[Callable[[str, str], Optional[RemoteHit]]] = None
+    # docker CLI builds in flight: ended on Ctrl-C, so no BuildKit build runs on after the tool exits
+    children: set = field(default_factory=set)
 
 
 @dataclass
@@ -186,6 +206,8 @@ class VariantResult:
     error: Optional[str] = None
     digest: Optional[str] = None
     pushed: List[str] = field(default_factory=list)
+    builder: Optional[str] = None  # buildx | buildkit | classic (built only)
+    found_in: Optional[str] = None  # engine | registry (skipped only)
 
 
 class Reporter:
@@ -269,6 +291,20 @@ def _prepare_context(variant_dir: Path, lock: dict, opts: BuildOptions, log) -> 
         log(f"artifact {name} sha256 {sha}")
 
 
+def stage_variant(variant_dir: Path, opts: BuildOptions, log) -> Tuple[dict, str, List[str]]:
+    """Stage the artifacts (and CA) into the context, hash it: (lock, context hash, tags)."""
+    lock = read_lock(variant_dir)
+    _prepare_context(variant_dir, lock, opts, log)
+    memo_path = variant_dir / ".hash-memo.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    chash = context_hash(variant_dir, memo)
+    memo_path.write_text(json.dumps(memo))
+    return lock, chash, image_tags(lock, chash)
+
+
 def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporter) -> VariantResult:
     """Stage artifacts, hash, skip or build, tag. Never raises for a build failure: it is in the result."""
     started = time.monotonic()
@@ -282,28 +318,28 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
             logf.write(line.rstrip("\n") + "\n")
 
         try:
-            lock = read_lock(variant_dir)
             report.event(name, "staging", "artifacts")
-            _prepare_context(variant_dir, lock, opts, log)
-            memo_path = variant_dir / ".hash-memo.json"
-            try:
-                memo = json.loads(memo_path.read_text())
-            except (OSError, ValueError):
-                memo = {}
-            chash = context_hash(variant_dir, memo)
-            memo_path.write_text(json.dumps(memo))
-            tags = image_tags(lock, chash)
+            lock, chash, tags = stage_variant(variant_dir, opts, log)
             result.context_hash, result.tags = chash, tags
             log(f"context hash {chash}; tags {' '.join(tags)}")
             existing = find_image(client, tags[0])
+            remote = None
+            if existing is None and opts.remote_lookup is not None and not opts.force:
+                remote = opts.remote_lookup(tags[0], chash)
             if existing is not None and existing.labels.get(HASH_LABEL) == chash and not opts.force:
                 for ref in tags[1:]:
                     existing.tag(*_split_ref(ref))
-                result.status, result.image_id = "skipped", existing.id
+                result.status, result.image_id, result.found_in = "skipped", existing.id, "engine"
                 log(f"skipped: {tags[0]} already built from this content ({existing.id})")
                 report.event(name, "skipped", tags[0])
+            elif remote is not None:
+                result.status, result.image_id, result.found_in = "skipped", remote.image_id, "registry"
+                result.digest, result.pushed = remote.digest, [f"{remote.ref}@{remote.digest}"]
+                log(f"skipped: the registry holds {remote.ref}@{remote.digest} built from this content")
+                report.event(name, "skipped", f"{remote.ref} (in the registry)")
             else:
-                report.event(name, "building", "sending context")
+                report.event(name, "building", f"sending context ({opts.builder.kind})")
+                result.builder = opts.builder.kind
                 image_id = _docker_build(client, variant_dir, lock, chash, opts, log, report)
                 if opts.cancel.is_set():
                     raise BuildFailed("interrupted: built but not tagged")
@@ -330,7 +366,8 @@ class BuildFailed(Exception):
     """docker said the build failed; the message is its error, the log has the rest."""
 
 
-def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: BuildOptions, log, report) -> str:
+def build_labels(variant_dir: Path, lock: dict, chash: str) -> Dict[str, str]:
+    """The labels the builder adds (the same for every builder)."""
     # Each label given through the API is one more LABEL step in the classic builder, re-run on every code
     # change: add the lock and its labels only when the Dockerfile does not already write them.
     labels = {HASH_LABEL: chash}
@@ -338,6 +375,13 @@ def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: Build
         labels = {VARIANT_LABEL: variant_dir.name}
         labels |= {str(k): str(v) for k, v in (lock.get("labels") or {}).items()}  # the lock's word wins
         labels |= {LOCK_LABEL: json.dumps(lock, sort_keys=True, separators=(",", ":")), HASH_LABEL: chash}
+    return labels
+
+
+def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: BuildOptions, log, report) -> str:
+    labels = build_labels(variant_dir, lock, chash)
+    if opts.builder.is_buildkit:
+        return _buildkit_build(variant_dir, labels, opts, log, report)
     name = variant_dir.name
     with tempfile.TemporaryFile(prefix="efa-context-", dir=variant_dir) as tar:
         _write_context_tar(variant_dir, tar)
@@ -352,6 +396,7 @@ def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: Build
             decode=True,
             buildargs=dict(opts.build_args),
             labels=labels,
+            cache_from=list(opts.cache_from) or None,
         )
         image_id = None
         step = (0, 0)
@@ -383,6 +428,64 @@ def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: Build
                 log(str(chunk.get("status")))
         if not image_id:
             raise BuildFailed(f"docker reported no image id (log {variant_dir / 'build.log'})")
+    return image_id
+
+
+def _buildkit_build(variant_dir: Path, labels: Dict[str, str], opts: BuildOptions, log, report) -> str:
+    """One BuildKit build through the docker CLI, the same context tar on stdin; returns the image id."""
+    name = variant_dir.name
+    log_path = variant_dir / "build.log"
+    with tempfile.TemporaryDirectory(prefix=".tmp-iid-", dir=variant_dir) as tmp:
+        iidfile = str(Path(tmp) / "iid")
+        argv, env = buildkit.build_argv(
+            opts.builder,
+            DOCKERFILE_IN_TAR,
+            iidfile,
+            labels,
+            opts.build_args,
+            nocache=opts.nocache,
+            cache_from=opts.cache_from,
+            cache_to=opts.cache_to,
+        )
+        log(f"builder: {opts.builder.reason}")
+        with tempfile.TemporaryFile(prefix="efa-context-", dir=variant_dir) as tar:
+            _write_context_tar(variant_dir, tar)
+            tar.seek(0)
+            proc = subprocess.Popen(
+                argv,
+                stdin=tar,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
+                text=True,
+                errors="replace",
+            )
+            opts.children.add(proc)
+            step, errors = (0, 0), []
+            try:
+                for line in proc.stdout:  # type: ignore[union-attr]
+                    if opts.cancel.is_set():
+                        raise BuildFailed("interrupted")
+                    text = line.rstrip("\n")
+                    log(text)
+                    m = buildkit.STEP_RE.match(text)
+                    if m:
+                        step = (int(m.group(1)), int(m.group(2)))
+                        report.event(name, "building", m.group(3).strip(), step)
+                    elif text.startswith(("ERROR", "error:", "failed to")) or " ERROR: " in text:
+                        errors.append(text)
+                rc = proc.wait()
+            finally:
+                if proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(timeout=30)
+                opts.children.discard(proc)
+        if rc != 0:
+            detail = errors[-1] if errors else f"docker build exited {rc}"
+            raise BuildFailed(f"{detail.strip()} (step {step[0]}/{step[1]}; log {log_path})")
+        image_id = Path(iidfile).read_text().strip() if Path(iidfile).is_file() else ""
+    if not image_id:
+        raise BuildFailed(f"BuildKit reported no image id (log {log_path})")
     return image_id
 
 
@@ -460,6 +563,9 @@ def build_all(
                 t.join(0.2)
     except KeyboardInterrupt:
         cancel.set()
+        for proc in list(opts.children):
+            if proc.poll() is None:
+                proc.terminate()
         raise
     return [r for r in results if r is not None]
 

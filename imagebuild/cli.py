@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "imagebuild.commands.render",  # render, explain-env, schema
     "imagebuild.commands.base",  # base (make the local base image)
     "imagebuild.commands.build",  # build
+    "imagebuild.commands.bake",  # bake (a docker-bake file for buildx on remote builders)
     "imagebuild.commands.test",  # test
     "imagebuild.commands.push",  # push
     "imagebuild.commands.release",  # release

@@ -542,3 +542,42 @@ def record_pushes(summary: Dict[str, Any], variant: str, results: List[PushResul
                 entry["digest"] = results[-1].digest
             return
     raise UserError(f"variant {variant!r} not in the build summary", key="variant")
+
+
+# -- skip by the registry: is this content tag already there? --------------------------------------------
+def content_lookup(
+    host: str,
+    repository_of: Callable[[str], str],
+    existing: ExistingFn,
+    config_of: Optional[Callable[[str, str], Optional[bytes]]] = None,
+    log: Log = lambda _m: None,
+) -> Callable[[str, str], Any]:
+    """A look-up `(local content tag, context hash) -> RemoteHit | None` against the target registry.
+
+    The content tag names its hash, so finding it means another runner built and pushed this content. Where
+    the image config can be read (`config_of`), its context-hash label must match as well: a tag that holds
+    anything else (a single-image manifest is required) is not trusted, and the variant is built.
+    """
+    from imagebuild.builder import HASH_LABEL, RemoteHit
+
+    def look(content_tag: str, chash: str) -> Optional[RemoteHit]:
+        local = split_ref(content_tag, key="tags")
+        target = ImageRef(host, repository_of(local.repository), local.tag)
+        found = existing(target)
+        if found is None:
+            return None
+        if not found.config_digest:
+            log(f"  {target}: in the registry as an index, not one image; building")
+            return None
+        if config_of is not None:
+            try:
+                labels = json.loads(config_of(target.repository, found.config_digest) or b"{}")
+                labels = (labels.get("config") or {}).get("Labels") or {}
+            except (ValueError, AttributeError):
+                labels = {}
+            if labels.get(HASH_LABEL) != chash:
+                log(f"  {target}: in the registry but its {HASH_LABEL} label differs; building")
+                return None
+        return RemoteHit(str(target), found.digest, found.config_digest)
+
+    return look

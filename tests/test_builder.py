@@ -82,8 +82,11 @@ def cleanup_images(docker_client):
 
 
 def _build(out: Path, cache: Path, mirror: Path, *extra: str) -> int:
+    """The classic builder: these tests read its Step and layer-cache lines (BuildKit: test_buildkit.py)."""
     argv = [
         "build",
+        "--builder",
+        "classic",
         "--no-render",
         "--out",
         str(out),

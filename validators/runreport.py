@@ -68,6 +68,8 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         )
     return {
         "command": result.argv,
+        # true when the command ran the replay stand-in: every report made from this one must say REPLAY
+        "replay": any(str(a) in ("validators.replay", "validators/replay.py") for a in result.argv or []),
         "launcher": result.kind,
         "notes": result.notes,
         "exit_code": result.returncode,

@@ -11,6 +11,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "base",
         help="make the local base image (debootstrap minbase + docker import); skipped if it exists",
+        description="Make the Debian bookworm base image the local variants build FROM, with no registry: "
+        "debootstrap --variant=minbase into a folder, then docker import. Skipped if the image exists.",
     )
     p.add_argument("--name", default=DEFAULT_NAME, help=f"image name (default: {DEFAULT_NAME})")
     p.set_defaults(func=run)

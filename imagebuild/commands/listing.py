@@ -11,14 +11,25 @@ from imagebuild.matrix import load
 
 
 def register(sub) -> None:
-    p = sub.add_parser("list", help="list the variants of the matrix (after all checks)")
+    p = sub.add_parser(
+        "list",
+        help="list the variants of the matrix (after all checks)",
+        description="Load and check the matrix, then print its variants: a table, or each variant's lock "
+        "as JSON (what a CI plan job fans out over). --shard I/N lists the variants `build --shard I/N` "
+        "builds.",
+    )
     add_matrix_args(p)
+    p.add_argument("--shard", metavar="I/N", help="only shard I of N (stable by variant name)")
     p.add_argument("--json", action="store_true", help="print each variant's lock as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from imagebuild.shard import parse_shard, select
+
+    shard = parse_shard(args.shard)
     variants = load(args.matrix, args.variant)
+    variants = select(variants, [v.name for v in variants], shard)
     if args.json:
         json.dump([v.to_lock() for v in variants], sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -14,7 +14,14 @@ from imagebuild.errors import UserError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("preflight", help="print launch recipes for the pre-flight, or run it on SageMaker")
+    p = sub.add_parser(
+        "preflight",
+        help="print launch recipes for the pre-flight, or run it on SageMaker",
+        description="Print the command that runs the image's validator around nccl-tests on a cluster "
+        "(--print mpirun|sbatch|mpijob --cluster FILE; examples in examples/cluster/), or run the "
+        "pre-flight as a SageMaker training job (--sagemaker). A recipe is refused for a variant without "
+        "the nccl-tests binary it calls.",
+    )
     add_matrix_args(p)
     p.add_argument("--print", dest="recipe", choices=("mpirun", "sbatch", "mpijob"), help="recipe to print")
     p.add_argument("--cluster", metavar="FILE", help="cluster description YAML (nodes, instance_type, ...)")
@@ -58,6 +65,21 @@ def _lock(args: argparse.Namespace) -> Dict[str, Any]:
     return variants[0].to_lock()
 
 
+def require_nccl_tests(lock: Dict[str, Any], source: str) -> None:
+    """Every recipe runs `<nccl_tests prefix>/bin/all_reduce_perf`: refuse a variant that lacks it."""
+    if not (lock.get("components") or {}).get("nccl_tests"):
+        from imagebuild import recipes
+
+        raise UserError(
+            f"variant {lock.get('name')!r} has no nccl_tests component: the recipe would call "
+            f"{recipes.nccl_tests_binary(lock)}, which is not in its image",
+            file=source,
+            key="components.nccl_tests",
+            hint="choose a variant with nccl_tests (`build.py list` shows the components), "
+            "or add nccl_tests to this variant in the matrix",
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.sagemaker:
         sm = _sagemaker()
@@ -73,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from imagebuild import recipes
 
     lock = _lock(args)
+    require_nccl_tests(lock, args.lock or args.matrix)
     cluster = recipes.load_cluster(args.cluster)
     text = recipes.render(args.recipe, lock, cluster)
     sys.stdout.write(text)

@@ -18,18 +18,32 @@ from imagebuild.variant import Variant
 
 
 def register(sub) -> None:
-    p = sub.add_parser("render", help="render Dockerfile, context and lock of each variant")
+    p = sub.add_parser(
+        "render",
+        help="render Dockerfile, context and lock of each variant",
+        description="Load and check the matrix, then write build/<variant>/{Dockerfile, variant.lock.json, "
+        "context/} for each variant (jinja2 over Dockerfile.templates/). Nothing is built or fetched.",
+    )
     add_matrix_args(p)
     p.add_argument("--out", default="build", help="output folder (default: build/)")
     p.set_defaults(func=run_render)
 
-    e = sub.add_parser("explain-env", help="each env var of a variant and why it is (not) set")
+    e = sub.add_parser(
+        "explain-env",
+        help="each env var of a variant and why it is (not) set",
+        description="Each environment variable the variant's image sets, or refuses to set, with the "
+        "reason and its source (the env policy by component version).",
+    )
     add_matrix_args(e)
     e.add_argument("name", nargs="?", metavar="VARIANT", help="the variant (or use --variant)")
     e.add_argument("--json", action="store_true", help="machine-readable output")
     e.set_defaults(func=run_explain)
 
-    s = sub.add_parser("schema", help="print the JSON Schema of matrix.yaml (for editors)")
+    s = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of matrix.yaml (for editors)",
+        description="Print the JSON Schema the matrix file is checked against, for editor completion.",
+    )
     add_matrix_args(s)
     s.set_defaults(func=run_schema)
 

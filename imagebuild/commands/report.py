@@ -126,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
     text = None
     if args.markdown or not args.plot:
         try:
-            text = markdown_renderer()(report)
+            from imagebuild.reports.markdown import mark_replay
+
+            text = mark_replay(report, markdown_renderer()(report))
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             # a report that passed the shape checks but still has a wrong value somewhere inside
             raise UserError(

@@ -32,8 +32,10 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def targets_from_summary(out: Path, names: List[str]) -> List[Tuple[str, str, Optional[dict], str]]:
-    """(variant, image id, lock, lock file) for each built variant in the summary (those named, or all)."""
+def targets_from_summary(
+    out: Path, names: List[str]
+) -> List[Tuple[str, str, Optional[dict], str, List[str]]]:
+    """(variant, image id, lock, lock file, pushed refs) per built variant in the summary (named, or all)."""
     path = out / "summary.json"
     try:
         summary = json.loads(path.read_text())
@@ -49,15 +51,35 @@ def targets_from_summary(out: Path, names: List[str]) -> List[Tuple[str, str, Op
     out_list = []
     for e in chosen:
         if e.get("status") not in ("built", "skipped") or not e.get("image_id"):
-            out_list.append((e["variant"], "", None, e.get("lock") or ""))
+            out_list.append((e["variant"], "", None, e.get("lock") or "", []))
             continue
         lock_file = e.get("lock") or str(out / e["variant"] / "variant.lock.json")
         try:
             lock = json.loads(Path(lock_file).read_text())
         except (OSError, ValueError) as err:
             raise UserError(f"cannot read the variant lock: {err}", file=lock_file) from None
-        out_list.append((e["variant"], e["image_id"], lock, lock_file))
+        out_list.append((e["variant"], e["image_id"], lock, lock_file, e.get("pushed") or []))
     return out_list
+
+
+def ensure_local(client, image_id: str, pushed: List[str]) -> None:
+    """A variant another runner built (here: skipped, found in the registry) is pulled by digest."""
+    import docker
+
+    try:
+        client.images.get(image_id)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    for ref in pushed:
+        print(f"pull {ref} (built by another runner)")
+        try:
+            image = client.images.pull(ref)
+        except docker.errors.APIError as err:
+            raise UserError(f"cannot pull {ref}: {err.explanation or err}", key="pushed") from None
+        if image.id == image_id:
+            return
+        raise UserError(f"{ref} is image {image.id}, the summary says {image_id}", key="pushed")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,13 +91,13 @@ def run(args: argparse.Namespace) -> int:
     junit_path = Path(args.junit) if args.junit else out / "test-report.xml"
     client = docker_client()
     if args.image:
-        targets = [(None, ref, None, None) for ref in args.image]
+        targets = [(None, ref, None, None, []) for ref in args.image]
     else:
         targets = targets_from_summary(out, args.variant)
     reports: List[ImageReport] = []
     with tempfile.TemporaryDirectory(prefix="efa-junit-") as tmp:
         parts = []
-        for i, (variant, ref, lock, lock_file) in enumerate(targets):
+        for i, (variant, ref, lock, lock_file, pushed) in enumerate(targets):
             if not ref:
                 rep = ImageReport(
                     variant,
@@ -92,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
                 reports.append(rep)
                 print(f"FAIL {variant}: no image (build failed)")
                 continue
+            if pushed:
+                ensure_local(client, ref, pushed)
             part = Path(tmp) / f"{i}.xml"
             rep = check_image(client, ref, lock=lock, lock_file=lock_file, variant=variant, junit=part)
             parts.append(part)

@@ -48,10 +48,28 @@ def _objects(value: Any) -> List[Dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
+REPLAY_NOTE = "REPLAY: a recorded log replayed by the stand-in (validators.replay); no GPU or EFA device ran"
+
+
+def replayed(report: Dict[str, Any]) -> bool:
+    """The report came from a replayed recording (`run.replay`, set by `validators run`; or `replay`)."""
+    run = report.get("run")
+    return report.get("replay") is True or (isinstance(run, dict) and run.get("replay") is True)
+
+
+def mark_replay(report: Dict[str, Any], text: str) -> str:
+    """Markdown from any writer, with the REPLAY heading first when the report was replayed."""
+    if not replayed(report) or text.startswith("## REPLAY"):
+        return text
+    return f"## {REPLAY_NOTE}\n\n{text}"
+
+
 def render(report: Dict[str, Any]) -> str:
     """Markdown text for one report (a dict as `python -m validators parse --json` writes it)."""
     verdict = report.get("verdict")
     out: List[str] = [f"### NCCL / EFA pre-flight: {_ICON.get(verdict, 'UNKNOWN')}", ""]
+    if replayed(report):
+        out = [f"## {REPLAY_NOTE}", ""] + out
     out += ["| fact | value |", "|---|---|"]
     out += [f"| {label} | {_cell(report.get(key))} |" for key, label in _FACTS if key in report]
     checks = _objects(report.get("checks"))

@@ -182,6 +182,10 @@ def plot_busbw(report: Dict[str, Any], out_path: str, source: str = "<report>") 
     if ranks:
         where.append(f"{ranks} ranks")
     title = f"nccl-tests {collective or 'collective unknown'} busbw"
+    from imagebuild.reports.markdown import replayed
+
+    if replayed(report):
+        title = "REPLAY (recorded log, no GPU ran): " + title
     if where:
         title += " - " + ", ".join(where)
     verdict = report.get("verdict")
@@ -194,7 +198,7 @@ def plot_busbw(report: Dict[str, Any], out_path: str, source: str = "<report>") 
 
     tmp = temp_beside(out_path, ".png")
     try:
-        fig.savefig(tmp, format="png")
+        fig.savefig(tmp, format="png", metadata={"Title": title})  # the title, readable by tools and tests
         os.replace(tmp, out_path)
     finally:
         plt.close(fig)

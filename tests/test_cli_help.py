@@ -1,0 +1,76 @@
+"""What a newcomer meets first: a description in every `--help`, an example cluster file that works, a
+recipe refused for a variant without the binary it calls, a demo that installs no torch, a console script."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from imagebuild.cli import main as cli_main
+from imagebuild.cli import make_parser
+
+
+def test_every_command_has_a_description():
+    parser = make_parser()
+    choices = parser._subparsers._group_actions[0].choices  # noqa: SLF001
+    assert len(choices) >= 12
+    for name, sub in choices.items():
+        assert sub.description and len(sub.description) > 40, f"`build.py {name} --help` has no description"
+
+
+def test_example_cluster_file_prints_a_recipe_and_a_variant_without_nccl_tests_is_refused(
+    project_root, capsys, monkeypatch
+):
+    monkeypatch.chdir(project_root)
+    base = [
+        "preflight",
+        "--print",
+        "mpirun",
+        "--cluster",
+        "examples/cluster/hosts-p4d.yaml",
+        "--matrix",
+        "matrix.local.yaml",
+    ]
+    assert cli_main(base + ["--variant", "local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6"]) == 0
+    out = capsys.readouterr().out
+    assert "mpirun --allow-run-as-root -np 16" in out and "/bin/all_reduce_perf" in out
+    assert cli_main(base + ["--variant", "local-debian-nccl2.27"]) == 2
+    err = capsys.readouterr().err
+    assert "has no nccl_tests component" in err and "components.nccl_tests" in err
+
+
+def test_make_demo_installs_no_torch_and_make_test_does(project_root):
+    def commands(target: str) -> str:
+        proc = subprocess.run(
+            ["make", "-n", "-B", target], cwd=project_root, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        return "\n".join(line for line in proc.stdout.splitlines() if "pip install" in line)
+
+    demo = commands("demo")
+    assert "'.[plot]'" in demo and "torch" not in demo and "test" not in demo
+    assert "torch" in commands("test")
+    text = (project_root / "pyproject.toml").read_text()  # (tomllib is 3.11+; the project supports 3.10)
+    core = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M).group(1)
+    plot = re.search(r"^plot = \[(.*?)\]", text, re.M).group(1)
+    assert "torch" not in core and "torch" not in plot and "matplotlib" in plot
+
+
+def test_console_script_runs_the_same_cli(project_root):
+    text = (project_root / "pyproject.toml").read_text()
+    assert re.search(r'^\[project\.scripts\]\nefa-image-build = "imagebuild\.cli:main"', text, re.M)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from imagebuild.cli import main; sys.exit(main())",
+            "list",
+            "--help",
+        ],
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and "--shard" in proc.stdout
