@@ -66,7 +66,7 @@ def libfabric_version(fi_info: str) -> Optional[str]:
 
 def openmpi_version(text: str) -> Optional[str]:
     """`ompi_info --version` -> `Open MPI v4.1.4`; `mpirun --version` -> `mpirun (Open MPI) 4.1.4`."""
-    m = re.search(r"Open MPI\)?\s+v?(\d+\.\d+(?:\.\d+)?)", text)
+    m = re.search(r"(?:Open MPI|OpenRTE)\)?\s+v?(\d+\.\d+(?:\.\d+)?)", text)
     return m.group(1) if m else None
 
 
@@ -284,9 +284,9 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
         base("aws_ofi_nccl", None, "plugin at " + ", ".join(plugins) + ": version not readable, write it")
     efa = f.get("efa_installer")
     if efa:
+        said = f"EFA installer {efa['version']}" if efa["version"] else "no installer version"
         out.append(
-            f"  # efa_installer {efa['version'] or '(no version recorded)'} ran in this base "
-            "(/opt/amazon/efa_installed_packages); its libfabric/openmpi are declared above"
+            f"  # efa_installer: /opt/amazon/efa_installed_packages records {said}; not a base component"
         )
     return out
 
