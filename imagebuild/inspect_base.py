@@ -218,8 +218,8 @@ def matrix_lines(f: Dict[str, Any]) -> str:
     """A variant-body fragment in the matrix's syntax (docs/matrix.md), to paste into a variant."""
     image = f["image"]
     kind = f["kind"]
-    lines = [f"# build.py inspect-base {image} ({f.get('arch') or 'unknown arch'}): paste into a variant"]
     repo, host = _strip_host(image)
+    lines = [f"# build.py inspect-base {repo} ({f.get('arch') or 'unknown arch'}): paste into a variant"]
     lines += ["base:", f"  image: {repo}", f"  kind: {kind}"]
     if kind == "dlc" or host:
         lines.append("  registry_arg: BASE_REGISTRY   # the registry host is given at build time, never here")
