@@ -263,22 +263,11 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
     if f["nccl"] or torch:
         n = chosen_nccl(f)
         base("nccl", n["version"], n["why"])
-    fab = f["libfabric"]
-    if fab["version"] or fab["libraries"]:
-        where = fab["fi_info"] or ", ".join(fab["libraries"])
-        base(
-            "libfabric",
-            fab["version"],
-            f"fi_info --version ({where})" if fab["version"] else f"{where}: no fi_info",
-        )
-    mpi = f["openmpi"]
-    if mpi["version"] or mpi["libraries"]:
-        where = mpi["tool"] or ", ".join(mpi["libraries"])
-        base(
-            "openmpi",
-            mpi["version"],
-            f"{where} --version" if mpi["version"] else f"{where}: no ompi_info/mpirun",
-        )
+    for name, tool in (("libfabric", "fi_info"), ("openmpi", "tool")):
+        comp = f[name]
+        if comp["version"] or comp["libraries"]:
+            where = comp[tool] or ", ".join(comp["libraries"])
+            base(name, comp["version"], f"{where} --version" if comp["version"] else f"{where}: no tool ran")
     plugins = f["aws_ofi_nccl"]["plugins"]
     if plugins:
         base("aws_ofi_nccl", None, "plugin at " + ", ".join(plugins) + ": version not readable, write it")
