@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "imagebuild.commands.listing",  # list
     "imagebuild.commands.render",  # render, explain-env, schema
     "imagebuild.commands.base",  # base (make the local base image)
+    "imagebuild.commands.inspect_base",  # inspect-base (what a base image holds, as matrix lines)
     "imagebuild.commands.build",  # build
     "imagebuild.commands.bake",  # bake (a docker-bake file for buildx on remote builders)
     "imagebuild.commands.test",  # test

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from imagebuild.dlcbase import DEFAULT_NAME as DLC_NAME
 from imagebuild.localbase import DEFAULT_NAME, make_base
 
 
@@ -14,12 +15,22 @@ def register(sub) -> None:
         description="Make the Debian bookworm base image the local variants build FROM, with no registry: "
         "debootstrap --variant=minbase into a folder, then docker import. Skipped if the image exists.",
     )
-    p.add_argument("--name", default=DEFAULT_NAME, help=f"image name (default: {DEFAULT_NAME})")
+    p.add_argument("--name", default=None, help=f"image name (default: {DEFAULT_NAME}; dlc: {DLC_NAME})")
+    p.add_argument(
+        "--layout", choices=("debian", "dlc"), default="debian", help="dlc: also the DLC-layout base on top"
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from imagebuild.builder import docker_client
 
-    make_base(docker_client(), args.name, say=lambda line: print(line, flush=True))
+    client, say = docker_client(), lambda line: print(line, flush=True)
+    if args.layout == "dlc":
+        from imagebuild.dlcbase import make_dlc_base
+
+        make_base(client, DEFAULT_NAME, say=say)  # what it starts FROM; nothing to do when it exists
+        make_dlc_base(client, args.name or DLC_NAME, DEFAULT_NAME, say=say)
+        return 0
+    make_base(client, args.name or DEFAULT_NAME, say=say)
     return 0

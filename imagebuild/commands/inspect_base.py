@@ -1,0 +1,28 @@
+"""`build.py inspect-base IMAGE [--json]`: what a base image holds, and the matrix lines that declare it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "inspect-base",
+        help="probe an image (python, NCCL, libfabric, plugin, Open MPI, CUDA, torch) and print matrix lines",
+    )
+    p.add_argument("image", metavar="IMAGE", help="an image on the docker engine (repo:tag or id)")
+    p.add_argument("--json", action="store_true", help="the facts as JSON, with the matrix lines as `matrix`")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from imagebuild.builder import docker_client
+    from imagebuild.inspect_base import inspect, matrix_lines, text_report
+
+    found = inspect(docker_client(), args.image)
+    if args.json:
+        print(json.dumps({**found, "matrix": matrix_lines(found)}, indent=1, sort_keys=True))
+    else:
+        print(text_report(found), end="")
+    return 0
