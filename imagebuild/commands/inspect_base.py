@@ -10,6 +10,9 @@ def register(sub) -> None:
     p = sub.add_parser(
         "inspect-base",
         help="probe an image (python, NCCL, libfabric, plugin, Open MPI, CUDA, torch) and print matrix lines",
+        description="Run a probe in a throwaway, network-less container of IMAGE and report what the base "
+        "already holds (python, each NCCL via ncclGetVersion, libfabric, the aws-ofi-nccl plugin, Open MPI, "
+        "CUDA, torch), then print the matrix lines that extend it. Nothing is pulled.",
     )
     p.add_argument("image", metavar="IMAGE", help="an image on the docker engine (repo:tag or id)")
     p.add_argument("--json", action="store_true", help="the facts as JSON, with the matrix lines as `matrix`")
