@@ -12,10 +12,11 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from imagebuild import catalog, compat, envpolicy, schema
+from imagebuild import components as blocks
+from imagebuild.components import efa_installer as efa_block
 from imagebuild.errors import UserError
 from imagebuild.matrix import Resolved
 from imagebuild.variant import (
-    COMPONENT_ORDER,
     Artifact,
     BaseImage,
     Component,
@@ -34,25 +35,8 @@ _METHODS = {
     "installer": ("installer",),
     "base": ("base",),
 }
-# Install methods each component has a partial for (Dockerfile.templates/partials/); anything else would
-# render nothing for that component, so it is refused.
-SUPPORTED = {
-    "efa_installer": ("installer",),
-    "libfabric": ("apt", "packages", "installer", "base"),
-    "openmpi": ("apt", "packages", "installer", "base"),
-    "nccl": ("wheel", "source", "apt", "packages", "base"),
-    "aws_ofi_nccl": ("source", "installer", "base"),
-    "nccl_tests": ("source", "base"),
-    "gdrcopy": ("source", "base"),
-    "cuda_runtime": ("wheel", "apt", "packages", "base"),
-    "torch": ("base",),
-}
 _DEFAULT_PYTHON = {"local": "/usr/bin/python3", "cuda": "/usr/bin/python3", "dlc": "/opt/conda/bin/python"}
-_BUNDLE_PREFIX = {
-    "libfabric": "libfabric_prefix",
-    "openmpi": "openmpi_prefix",
-    "aws_ofi_nccl": "ofi_nccl_prefix",
-}
+EFA = efa_block.NAME
 
 
 class _Ctx:
@@ -81,18 +65,14 @@ def _apt_upstream(pin: str) -> str:
 
 def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[str, Any]) -> Component:
     key = f"components.{name}"
+    block = blocks.block(name)
     cat = catalog.component(name)
     source = spec.source
     version = spec.version
     method = spec.method
-    efa_info = None
-    if (
-        "efa_installer" in present
-        and present["efa_installer"] is not None
-        and present["efa_installer"].version
-    ):
-        efa_info = catalog.efa_installer(present["efa_installer"].version)
-    layout = catalog.efa_installers()["layout"]
+    efa_spec = present.get(EFA)
+    efa_params = dict((efa_spec.params if efa_spec is not None else None) or {})
+    efa_info = catalog.efa_installer(efa_spec.version) if efa_spec is not None and efa_spec.version else None
     artifacts: Tuple[Artifact, ...] = ()
     bundled_by = None
     packages: Tuple[str, ...] = ()
@@ -100,33 +80,26 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
     kind: str
 
     bundled = (source is not None and source.kind == "installer") or (
-        source is None
-        and "efa_installer" in present
-        and name in _BUNDLE_PREFIX
-        and method in (None, "installer")
+        source is None and EFA in present and block.bundled and method in (None, "installer")
     )
     if version is None and not bundled:
         raise ctx.error("missing version", f"{key}.version", hint=f'write {key}.version: "<release>"')
     if source is None:
-        if name == "efa_installer":
+        if block is efa_block.BLOCK:
             if version is None:
                 raise ctx.error("missing version", f"{key}.version")
-            info = catalog.efa_installer(version)
-            if info is None:
+            fields = efa_block.BLOCK.catalog_source(version)
+            if fields is None:
                 raise ctx.error(
                     f"EFA installer {version} is not in the catalog",
                     f"{key}.version",
                     hint="give source: {url: https://..., sha256: ...} (or gpg_fingerprint), or pick one of "
                     + ", ".join(catalog.efa_installers()["versions"]),
                 )
-            gpg = catalog.efa_installers()["gpg"]
-            url = catalog.efa_installers()["url_pattern"].format(version=version)
-            source = schema.SourceSpec(
-                url=url, sha256=info.get("sha256"), gpg_fingerprint=gpg["fingerprint"], key_url=gpg["key_url"]
-            )
-        elif "efa_installer" in present and name in _BUNDLE_PREFIX and method in (None, "installer"):
-            source = schema.SourceSpec(installer="efa_installer")
-        elif method == "wheel" or (method is None and name == "cuda_runtime"):
+            source = schema.SourceSpec(**fields)
+        elif bundled:
+            source = schema.SourceSpec(installer=EFA)
+        elif method == "wheel" or (method is None and block.default_method == "wheel"):
             cuda = ctx.m.spec.cuda
             major = Version(cuda).parts[0] if cuda else None
             candidates = list((cat.get("wheels") or {}).get(version or "") or [])
@@ -166,38 +139,36 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
         else:
             raise ctx.error("needs a source (url, git, pypi, apt, installer or base)", f"{key}.source")
     kind = source.kind
-    if method is None:
-        method = "installer" if (kind == "url" and name == "efa_installer") else _METHODS[kind][0]
+    if method is None:  # the first method that fits the source and that the block supports
+        method = next((m for m in _METHODS[kind] if m in block.methods), _METHODS[kind][0])
     if method not in _METHODS[kind]:
         raise ctx.error(
             f"method {method} does not fit a {kind} source (use {' or '.join(_METHODS[kind])})",
             f"{key}.method",
         )
-    if method not in SUPPORTED[name]:
+    if method not in block.methods:
         raise ctx.error(
             f"{name} cannot be installed with method {method} "
-            f"(a partial exists for: {', '.join(SUPPORTED[name])})",
+            f"(a partial exists for: {', '.join(block.methods)})",
             f"{key}.method" if spec.method else f"{key}.source",
         )
 
     if kind == "installer":
-        if "efa_installer" not in present:
-            raise ctx.error("source installer needs efa_installer in the same variant", f"{key}.source")
-        bundled_by = "efa_installer"
-        efa_spec = present["efa_installer"]
-        mpi5 = name == "openmpi" and (efa_spec.params or {}).get("openmpi") == "5"
-        known = efa_info.get("openmpi5" if mpi5 else name) if efa_info else None
+        if efa_spec is None:
+            raise ctx.error(f"source installer needs {EFA} in the same variant", f"{key}.source")
+        bundled_by = EFA
+        known = efa_info.get(block.installer_key(efa_params)) if efa_info else None
         if version is None:
             if not known:
                 raise ctx.error(
-                    f"the catalog does not say which {name} EFA installer {present['efa_installer'].version} "
+                    f"the catalog does not say which {name} EFA installer {efa_spec.version} "
                     "bundles; write its version",
                     f"{key}.version",
                 )
             version = str(known)
         elif known and Version(version) != Version(str(known)):
             raise ctx.error(
-                f"EFA installer {present['efa_installer'].version} bundles {name} {known}, not {version}",
+                f"EFA installer {efa_spec.version} bundles {name} {known}, not {version}",
                 f"{key}.version",
             )
     if version is None:
@@ -255,7 +226,7 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
             for w in source.build_wheels or ()
         )
 
-    declared = catalog.params(name)
+    declared = block.params
     given = dict(spec.params or {})
     for pname, pvalue in given.items():
         if pname not in declared:
@@ -270,18 +241,7 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
             )
     params = {p: str(vals[0]) for p, vals in declared.items()}
     params.update({k: str(v) for k, v in given.items()})
-
-    if spec.prefix:
-        prefix: Optional[str] = spec.prefix
-    elif kind == "installer":
-        mpi5 = name == "openmpi" and (present["efa_installer"].params or {}).get("openmpi") == "5"
-        prefix = layout["openmpi5_prefix" if mpi5 else _BUNDLE_PREFIX[name]]
-    elif kind == "apt" or name in ("libfabric", "openmpi"):
-        prefix = "/usr"
-    elif kind == "base":
-        prefix = None
-    else:
-        prefix = cat["prefix"]
+    prefix = spec.prefix or block.default_prefix(kind, efa_params)
     return Component(
         name=name,
         version=version,
@@ -298,29 +258,7 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
 
 def _layout_env(comps: Dict[str, Component]) -> List[EnvVar]:
     """PATH and LD_LIBRARY_PATH for the components' own prefixes (system prefixes need nothing)."""
-    libdirs: List[str] = []
-    bindirs: List[str] = []
-    layout = catalog.efa_installers()["layout"]
-    for name in COMPONENT_ORDER:
-        c = comps.get(name)
-        if c is None or not c.prefix or c.prefix == "/usr":
-            continue
-        if name == "efa_installer":
-            libdirs.append(f"{c.prefix}/lib")
-            bindirs.append(f"{c.prefix}/bin")
-        elif name == "aws_ofi_nccl" and c.bundled_by:
-            libdirs += [f"{c.prefix}/{d}" for d in layout["ofi_nccl_libdirs"]]
-        elif name == "nccl_tests":
-            bindirs.append(f"{c.prefix}/bin")
-        elif name in ("openmpi",):
-            libdirs.append(f"{c.prefix}/lib")
-            bindirs.append(f"{c.prefix}/bin")
-        elif name != "libfabric" and name != "torch":
-            libdirs.append(f"{c.prefix}/lib")
-    seen: List[str] = []
-    for d in libdirs:
-        if d not in seen:
-            seen.append(d)
+    seen, bindirs = blocks.layout_dirs(list(comps.values()))
     out = []
     src = "component layout (imagebuild/catalog)"
     if seen:
@@ -366,10 +304,10 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
     cspecs = {k: v for k, v in (spec.components or {}).items() if v is not None}
     comps: Dict[str, Component] = {}
     present: Dict[str, Any] = dict(cspecs)
-    for name in COMPONENT_ORDER:
+    for name in blocks.NAMES:
         if name in cspecs:
             comps[name] = _component(ctx, name, cspecs[name], present)
-    ordered = tuple(comps[n] for n in COMPONENT_ORDER if n in comps)
+    ordered = tuple(comps.values())
 
     instance_types = tuple(spec.instance_types or ())
     profiles = catalog.instances()
