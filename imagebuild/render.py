@@ -133,19 +133,26 @@ def _macro(template: str, macro: str, *args: object) -> str:
     return str(getattr(environment().get_template(template).module, macro)(*args))
 
 
+def render_block(c: Component, v: Variant, p: Plan) -> Dict[str, str]:
+    """One block's text: `stage` (a stage of its own, before the builder) and/or `build` (builder steps)."""
+    block = blocks.block(c.name)
+    out: Dict[str, str] = {}
+    stage = block.stage(c)
+    if stage:
+        out["stage"] = _macro(stage[0], stage[1], c, v, p, *block.macro_args(c))
+    partial = block.partial(c) if block.built(c) else None
+    if partial:
+        out["build"] = _macro(partial[0], partial[1], c, v, p, *block.macro_args(c))
+    return out
+
+
 def block_parts(v: Variant, p: Plan) -> Dict[str, List[str]]:
-    """Each block's text: `stages` (a stage of its own, before the builder) and `builds` (builder steps)."""
-    stages: List[str] = []
-    builds: List[str] = []
-    for c in v.components:
-        block = blocks.block(c.name)
-        stage = block.stage(c)
-        if stage:
-            stages.append(_macro(stage[0], stage[1], c, v, p, *block.macro_args(c)))
-        partial = block.partial(c) if c in p.built else None
-        if partial:
-            builds.append(_macro(partial[0], partial[1], c, v, p, *block.macro_args(c)))
-    return {"stages": stages, "builds": builds}
+    """Every block's text, in layer order, for the skeleton (Dockerfile.j2) to place."""
+    texts = [render_block(c, v, p) for c in v.components]
+    return {
+        "stages": [t["stage"] for t in texts if "stage" in t],
+        "builds": [t["build"] for t in texts if "build" in t],
+    }
 
 
 def dockerfile(v: Variant) -> str:

@@ -4,7 +4,7 @@ Copied into a container of the image under test and run by the image's own pytho
 standard library only and Python 3.8 compatible. It only looks; every fact it cannot see is null.
 
   python3 inventory.py libs SONAME...   candidates on the library search path, and what dlopen resolves
-  python3 inventory.py nccl             ncclGetVersion() through ctypes, and the library it came from
+  python3 inventory.py nccl-version     ncclGetVersion() through ctypes, and the library it came from
   python3 inventory.py plugin           the net plugin NCCL's search rules would load
   python3 inventory.py find NAME...     regular files with these names (globs) anywhere on the root fs
   python3 inventory.py header FILE      NCCL_MAJOR/MINOR/PATCH macros of an nccl.h
@@ -201,7 +201,7 @@ def main(argv):
     verb, rest = argv[0], argv[1:]
     if verb == "libs":
         out = libs(rest)
-    elif verb == "nccl":
+    elif verb == "nccl-version":
         out = nccl()
     elif verb == "plugin":
         out = plugin()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild import catalog
 from imagebuild.checks.expectation import Expectation
-from imagebuild.components import Block, Homes, lock_component
+from imagebuild.components import Block, Homes, lock_component, openmpi
 
 if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
     from imagebuild.variant import Component
@@ -32,7 +32,7 @@ class EfaInstaller(Block):
     name = NAME
     layer = 30
     methods = ("installer",)
-    params = {"openmpi": ("4", "5")}
+    params = {openmpi.NAME: ("4", "5")}  # which of its Open MPI builds goes first on PATH
 
     def catalog_source(self, version: str) -> Optional[Dict[str, Any]]:
         """The source fields of a catalogued installer (URL, sha256, AWS's signing key); None if unknown."""

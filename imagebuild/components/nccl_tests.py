@@ -45,7 +45,7 @@ class NcclTests(Block):
             self.check(
                 lock,
                 "nccl-tests-binaries",
-                "nccl_tests",
+                "nccl_tests_binaries",
                 "nccl-tests binaries are present and every library they link resolves",
                 {"binaries": list(params.get("binaries") or BINARIES), "prefix": tests.get("prefix")},
             )

@@ -32,7 +32,7 @@ class Openmpi(Block):
     default_homes = {"MPI_HOME": "/usr/lib/x86_64-linux-gnu/openmpi"}
 
     def installer_key(self, efa_params: Mapping[str, Any]) -> str:
-        return "openmpi5" if str(efa_params.get("openmpi")) == "5" else NAME
+        return f"{NAME}5" if str(efa_params.get(NAME)) == "5" else NAME
 
     def default_prefix(self, kind: str, efa_params: Mapping[str, Any]) -> Optional[str]:
         return super().default_prefix(kind, efa_params) if kind == "installer" else "/usr"

@@ -41,7 +41,7 @@ class Torch(Block):
                 "(pytorch#122571)",
                 {
                     "python": lock.get("python") or "python3",
-                    "nccl": (lock_component(lock, nccl.NAME) or {}).get("version"),
+                    "system_nccl": (lock_component(lock, nccl.NAME) or {}).get("version"),
                     "policy": (torch.get("params") or {}).get(nccl.NAME, "match"),
                 },
             )
