@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -29,11 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "Dockerfile.templates"
 VALIDATORS = ROOT / "validators"
 SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
-
-
-def _q(value: object) -> str:
-    """Shell-quote for RUN lines (values were restricted by the schema already; this is the second fence)."""
-    return shlex.quote(str(value))
 
 
 def _dq(value: object) -> str:
@@ -55,7 +49,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["q"] = _q
+    env.filters["q"] = blocks.q  # the blocks' shell quoting (shlex.quote)
     env.filters["dq"] = _dq
     env.filters["envq"] = _env_value
     env.tests["version_ge"] = lambda a, b: Version(str(a)) >= Version(str(b))

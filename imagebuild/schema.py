@@ -79,7 +79,6 @@ Commit = Annotated[str, _pattern(r"[0-9a-f]{40}", "git commit (40 lowercase hex 
 Fingerprint = Annotated[
     str, _pattern(r"[0-9A-F]{4}( ?[0-9A-F]{4}){9}", "GPG fingerprint (40 hex, groups of 4 may be spaced)", 60)
 ]
-Name = Annotated[str, _pattern(r"[a-z0-9][a-z0-9._-]*", "name (lowercase letters, digits, . _ -)", 100)]
 NameTemplate = Annotated[
     str, _pattern(r"[a-z0-9{][a-z0-9._{}-]*", "name template (lowercase, digits, . _ - and {axis})", 120)
 ]

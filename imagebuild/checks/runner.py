@@ -27,6 +27,7 @@ from imagebuild.expectations import LOCK_LABELS, Expectation, derive
 REPORT_SCHEMA = "efa-image-build/check-report/v1"
 CHECK_MODULE = Path(__file__).with_name("test_image.py")
 INVENTORY = Path(__file__).with_name("inventory.py")
+VALIDATORS = Path(__file__).resolve().parent.parent.parent / "validators"
 CONTAINER_LABEL = "org.efa-image-build.check"
 STATUSES = ("pass", "fail", "unknown", "skip")
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -89,12 +90,20 @@ def _base_env(client, lock: dict) -> dict:
 
 
 def _inventory_tar() -> bytes:
+    """inventory.py and the validators lookup it imports (validators/nodecheck.py), side by side."""
     buf = io.BytesIO()
+    here = INVENTORY_PATH.lstrip("/").rsplit("/", 1)[0]
+    files = {
+        INVENTORY_PATH.lstrip("/"): INVENTORY,
+        f"{here}/validators/__init__.py": VALIDATORS / "__init__.py",
+        f"{here}/validators/nodecheck.py": VALIDATORS / "nodecheck.py",
+    }
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = INVENTORY.read_bytes()
-        info = tarfile.TarInfo(INVENTORY_PATH.lstrip("/"))
-        info.size, info.mode = len(data), 0o644
-        tar.addfile(info, io.BytesIO(data))
+        for name, src in files.items():
+            data = src.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 

@@ -151,7 +151,9 @@ class Block:
 
 
 def q(value: object) -> str:
-    """Shell-quote one value (every value a block puts into a shell line goes through this)."""
+    """Shell-quote one value: every value a block's partial puts into a RUN line goes through this (`| q`).
+
+    Values were restricted by the schema already; this is the second fence."""
     return shlex.quote(str(value))
 
 
