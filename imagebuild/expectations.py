@@ -12,9 +12,6 @@ from typing import List
 
 from imagebuild import components
 from imagebuild.checks.expectation import Expectation
-from imagebuild.variant import LOCK_LABEL
-
-LOCK_LABELS = (LOCK_LABEL, "io.github.efa-image-build.lock")  # the second: docs/architecture.md wording
 
 # Env vars whose whole namespace the policy owns: one set in the image but absent from the lock is a finding.
 POLICY_PREFIXES = ("NCCL_", "FI_", "RDMAV_")

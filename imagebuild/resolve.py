@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from imagebuild import catalog, compat, envpolicy, schema
 from imagebuild import components as blocks
 from imagebuild.components import efa_installer as efa_block
 from imagebuild.errors import UserError
-from imagebuild.matrix import Resolved
 from imagebuild.variant import (
     Artifact,
     BaseImage,
@@ -25,7 +25,7 @@ from imagebuild.variant import (
     Variant,
 )
 from imagebuild.versions import Version
-from imagebuild.yamlsrc import file_of, line_of
+from imagebuild.yamlsrc import MDict, file_of, line_of
 
 _METHODS = {
     "url": ("source", "installer"),
@@ -37,6 +37,18 @@ _METHODS = {
 }
 _DEFAULT_PYTHON = {"local": "/usr/bin/python3", "cuda": "/usr/bin/python3", "dlc": "/opt/conda/bin/python"}
 EFA = efa_block.NAME
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A merged variant body before resolution, with where it came from (for error lines)."""
+
+    name: str
+    body: MDict  # merged raw tree (lines kept)
+    spec: schema.VariantBody
+    axes: Tuple[Tuple[str, str], ...]
+    file: str
+    line: Optional[int]
 
 
 class _Ctx:

@@ -16,6 +16,20 @@ from imagebuild.errors import UserError
 
 LOCK_SCHEMA = "efa-image-build/lock/v1"
 LOCK_LABEL = "org.efa-image-build.lock"
+LOCK_LABELS = (LOCK_LABEL, "io.github.efa-image-build.lock")  # read both; the second: older docs' wording
+
+
+def lock_from_labels(labels: Optional[Mapping[str, str]]) -> Optional[Dict[str, Any]]:
+    """The lock an image's labels carry, or None (no label, not JSON, not an object)."""
+    for key in LOCK_LABELS:
+        text = (labels or {}).get(key)
+        if text:
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                return None
+            return doc if isinstance(doc, dict) else None
+    return None
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
+from imagebuild.checkreport import write_report as write_report
 from imagebuild.checks.probes import INVENTORY_PATH
 from imagebuild.errors import UserError
-from imagebuild.expectations import LOCK_LABELS, Expectation, derive
+from imagebuild.expectations import Expectation, derive
+from imagebuild.variant import LOCK_LABELS, lock_from_labels
 
-REPORT_SCHEMA = "efa-image-build/check-report/v1"
 CHECK_MODULE = Path(__file__).with_name("test_image.py")
 INVENTORY = Path(__file__).with_name("inventory.py")
 VALIDATORS = Path(__file__).resolve().parent.parent.parent / "validators"
@@ -56,16 +57,6 @@ class ImageReport:
             "duration_s": self.duration_s,
             "checks": self.checks,
         }
-
-
-def lock_from_labels(labels: dict) -> Optional[dict]:
-    for name in LOCK_LABELS:
-        if name in labels:
-            try:
-                return json.loads(labels[name])
-            except ValueError:
-                return None
-    return None
 
 
 def _env_of(image) -> dict:
@@ -231,12 +222,3 @@ def merge_junit(parts: List[Path], dest: Path) -> None:
     tmp = dest.with_name(f".tmp-{dest.name}")
     ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
     os.replace(tmp, dest)
-
-
-def write_report(reports: List[ImageReport], dest: Path) -> dict:
-    data = {"schema": REPORT_SCHEMA, "images": [r.to_json() for r in reports]}
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".tmp-{dest.name}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, dest)
-    return data
