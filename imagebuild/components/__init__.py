@@ -50,6 +50,7 @@ class Block:
       params    parameter -> allowed values, the first is the default (`components.<name>.params`)
       tools     builder-stage OS packages its source build needs
       bundled   the EFA installer can bundle it (`source: {installer: efa_installer}`)
+      system    it lands in /usr whatever the source, unless the EFA installer bundles it
       default_method  the method when the matrix names only a version and no source
     """
 
@@ -59,6 +60,7 @@ class Block:
     params: Dict[str, Tuple[str, ...]] = {}
     tools: Tuple[str, ...] = ()
     bundled: bool = False
+    system: bool = False  # a system library: /usr from any source but the EFA installer's
     default_method: Optional[str] = None
     partial_methods: Tuple[str, ...] = ("source",)  # methods this block's own partial renders
 
@@ -73,7 +75,7 @@ class Block:
         if kind == "installer":
             layout = catalog.efa_installers()["layout"]
             return layout[f"{self.installer_key(efa_params)}_prefix"]
-        if kind == "apt":
+        if kind == "apt" or self.system:
             return "/usr"
         if kind == "base":
             return None

@@ -13,7 +13,7 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, List, Mapping
 
 from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Homes, efa_installer, lock_component
@@ -29,10 +29,8 @@ class Libfabric(Block):
     layer = 10
     methods = ("apt", "packages", "installer", "base")
     bundled = True
+    system = True
     default_homes = {"LIBFABRIC_HOME": "/usr"}
-
-    def default_prefix(self, kind: str, efa_params: Mapping[str, Any]) -> Optional[str]:
-        return super().default_prefix(kind, efa_params) if kind == "installer" else "/usr"
 
     def libdirs(self, comp: Component) -> List[str]:
         return []  # the system's, or the EFA installer's (listed by that block)

@@ -12,7 +12,7 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, List, Mapping
 
 from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Homes, lock_component
@@ -28,14 +28,12 @@ class Openmpi(Block):
     layer = 20
     methods = ("apt", "packages", "installer", "base")
     bundled = True
+    system = True
     # Debian/Ubuntu's libopenmpi-dev keeps mpi.h and the libraries here (MPI_HOME of nccl-tests' make)
     default_homes = {"MPI_HOME": "/usr/lib/x86_64-linux-gnu/openmpi"}
 
     def installer_key(self, efa_params: Mapping[str, Any]) -> str:
         return f"{NAME}5" if str(efa_params.get(NAME)) == "5" else NAME
-
-    def default_prefix(self, kind: str, efa_params: Mapping[str, Any]) -> Optional[str]:
-        return super().default_prefix(kind, efa_params) if kind == "installer" else "/usr"
 
     def bindirs(self, comp: Component) -> List[str]:
         return [f"{comp.prefix}/bin"]
