@@ -62,7 +62,6 @@ class Block:
     bundled: bool = False
     system: bool = False  # a system library: /usr from any source but the EFA installer's
     default_method: Optional[str] = None
-    partial_methods: Tuple[str, ...] = ("source",)  # methods this block's own partial renders
 
     # ---- resolve ------------------------------------------------------------------------------------
 
@@ -103,7 +102,7 @@ class Block:
         """(template, macro) that renders this component in the builder stage; None: nothing to render."""
         if comp.method == "wheel":
             return "partials/wheel.j2", "build"
-        if comp.method in self.partial_methods:
+        if comp.method == "source":
             return f"partials/{self.name}.j2", "build"
         return None
 
