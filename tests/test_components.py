@@ -210,3 +210,11 @@ def test_a_git_archive_adds_git_to_the_builder_tools():
         "gcc",
     ]
     assert block.build_tools(Component("gdrcopy", "2.6", "source", "url", "/opt/gdrcopy")) == ["make", "gcc"]
+
+
+def test_every_check_a_block_asks_for_has_an_evaluator():
+    from imagebuild.checks.probes import PROBES
+
+    lock = {"components": {b.name: {"version": "1.0", "prefix": "/opt/x"} for b in components.REGISTRY}}
+    probes = {e.probe for e in derive(lock) if not e.skip}  # a skipped check is never evaluated
+    assert probes - set(PROBES) == set()
