@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
+import validators
 from imagebuild.checkreport import write_report as write_report
 from imagebuild.checks.probes import INVENTORY_PATH
 from imagebuild.errors import UserError
@@ -28,7 +29,7 @@ from imagebuild.variant import LOCK_LABELS, lock_from_labels
 
 CHECK_MODULE = Path(__file__).with_name("test_image.py")
 INVENTORY = Path(__file__).with_name("inventory.py")
-VALIDATORS = Path(__file__).resolve().parent.parent.parent / "validators"
+VALIDATORS = Path(validators.__file__).resolve().parent  # its nodecheck goes beside inventory.py
 CONTAINER_LABEL = "org.efa-image-build.check"
 STATUSES = ("pass", "fail", "unknown", "skip")
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
