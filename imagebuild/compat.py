@@ -10,20 +10,18 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
-from imagebuild.components import (
-    aws_ofi_nccl,
-    cuda_runtime,
-    efa_installer,
-    libfabric,
-    nccl,
-    nccl_tests,
-    openmpi,
-)
+from imagebuild import components as blocks
+from imagebuild.components import aws_ofi_nccl, cuda_runtime, efa_installer, libfabric, nccl
 from imagebuild.variant import Component, EnvVar
 from imagebuild.versions import Version
 
-OFI, FAB, NCCL, EFA = aws_ofi_nccl.NAME, libfabric.NAME, nccl.NAME, efa_installer.NAME
-CUDART, TESTS, MPI = cuda_runtime.NAME, nccl_tests.NAME, openmpi.NAME
+OFI, FAB, NCCL, EFA, CUDART = (
+    aws_ofi_nccl.NAME,
+    libfabric.NAME,
+    nccl.NAME,
+    efa_installer.NAME,
+    cuda_runtime.NAME,
+)
 
 
 @dataclass(frozen=True)
@@ -167,32 +165,8 @@ def check(
                     )
                 )
 
-    for name in (OFI, TESTS):
-        if name in components and NCCL not in components:
-            problems.append(
-                Problem(
-                    "needs-nccl",
-                    f"{name} needs nccl in the same variant",
-                    f"components.{name}",
-                    "aws-ofi-nccl INSTALL.md; nccl-tests README",
-                )
-            )
-    if TESTS in components and MPI not in components:
-        problems.append(
-            Problem(
-                "needs-mpi",
-                "nccl_tests is built with MPI=1 and needs openmpi",
-                f"components.{TESTS}",
-                "nccl-tests README",
-            )
-        )
-    if OFI in components and FAB not in components:
-        problems.append(
-            Problem(
-                "needs-libfabric",
-                "aws_ofi_nccl needs libfabric (or the EFA installer)",
-                f"components.{OFI}",
-                "aws-ofi-nccl INSTALL.md",
-            )
-        )
+    for block in blocks.REGISTRY:
+        for need in block.needs if block.name in components else ():
+            if need.component not in components:
+                problems.append(Problem(need.rule, need.message, f"components.{block.name}", need.source))
     return problems

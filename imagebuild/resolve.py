@@ -111,11 +111,12 @@ def _catalog_source(
             )
         wheel = wheels[0]
         extra = None
-        if (spec.params or {}).get("toolkit") == "yes":
-            extra = [schema.WheelSpec(**w) for w in wheel.get("toolkit") or []]
+        asked = block.extra_wheels(spec.params or {}, wheel)
+        if asked is not None:
+            extra = [schema.WheelSpec(**w) for w in asked[1]]
             if not extra:
                 raise ctx.error(
-                    f"the catalog has no build toolkit for {name} {version}", f"{key}.params.toolkit"
+                    f"the catalog has no build toolkit for {name} {version}", f"{key}.params.{asked[0]}"
                 )
         return schema.SourceSpec(
             pypi=wheel["pypi"], filename=wheel["filename"], sha256=wheel["sha256"], build_wheels=extra

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import shlex
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from imagebuild import catalog
@@ -39,6 +40,16 @@ def lock_component(lock: Mapping[str, Any], name: str) -> Optional[Dict[str, Any
     return comp if isinstance(comp, dict) else None
 
 
+@dataclass(frozen=True)
+class Needs:
+    """Another component this one cannot work without: a compat rule, checked before anything renders."""
+
+    component: str
+    rule: str
+    message: str
+    source: str
+
+
 class Block:
     """Base of every block: the defaults a component without its own rule gets.
 
@@ -52,6 +63,7 @@ class Block:
       bundled   the EFA installer can bundle it (`source: {installer: efa_installer}`)
       system    it lands in /usr whatever the source, unless the EFA installer bundles it
       default_method  the method when the matrix names only a version and no source
+      needs     components it cannot work without (compat rules with their sources)
     """
 
     name: str = ""
@@ -62,12 +74,19 @@ class Block:
     bundled: bool = False
     system: bool = False  # a system library: /usr from any source but the EFA installer's
     default_method: Optional[str] = None
+    needs: Tuple[Needs, ...] = ()
 
     # ---- resolve ------------------------------------------------------------------------------------
 
     def installer_key(self, efa_params: Mapping[str, Any]) -> str:
         """Key of this component in efa_installers.yaml (its bundled version, `layout.<key>_prefix`)."""
         return self.name
+
+    def extra_wheels(
+        self, params: Mapping[str, Any], wheel: Mapping[str, Any]
+    ) -> Optional[Tuple[str, List[Dict[str, Any]]]]:
+        """(parameter, catalog wheels) when the parameters ask for build-only wheels beside the pinned one."""
+        return None
 
     def default_prefix(self, kind: str, efa_params: Mapping[str, Any]) -> Optional[str]:
         """Where it lands when the matrix gives no prefix: by source kind."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, List, Mapping
 
 from imagebuild import catalog
 from imagebuild.checks.expectation import Expectation
-from imagebuild.components import Block, lock_component
+from imagebuild.components import Block, Needs, libfabric, lock_component, nccl
 
 if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
     from imagebuild.variant import Component
@@ -34,6 +34,21 @@ class AwsOfiNccl(Block):
     params = {"platform_aws": ("yes", "no")}
     tools = ("autoconf", "automake", "libtool", "make", "g++", "libhwloc-dev")
     bundled = True
+    needs = (
+        Needs(
+            nccl.NAME,
+            "needs-nccl",
+            f"{NAME} needs {nccl.NAME} in the same variant",
+            "aws-ofi-nccl INSTALL.md",
+        ),
+        Needs(
+            libfabric.NAME,
+            "needs-libfabric",
+            f"{NAME} needs {libfabric.NAME} in the same variant (next to an EFA installer: "
+            f"`{libfabric.NAME}: {{source: {{installer: efa_installer}}}}`)",
+            "aws-ofi-nccl INSTALL.md",
+        ),
+    )
 
     def libdirs(self, comp: Component) -> List[str]:
         if comp.bundled_by:

@@ -15,7 +15,7 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild.components import Block, Homes
 
@@ -33,6 +33,11 @@ class CudaRuntime(Block):
     default_method = "wheel"
     params = {"toolkit": ("no", "yes")}
     default_homes = {"CUDA_HOME": "/usr/local/cuda"}  # a CUDA base image (nvidia/cuda *-devel)
+
+    def extra_wheels(
+        self, params: Mapping[str, Any], wheel: Mapping[str, Any]
+    ) -> Optional[Tuple[str, List[Dict[str, Any]]]]:
+        return ("toolkit", list(wheel.get("toolkit") or [])) if params.get("toolkit") == "yes" else None
 
     def homes(self, comp: Component) -> Homes:
         if comp.method != "wheel":

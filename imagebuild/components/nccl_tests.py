@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, List, Mapping
 
 from imagebuild.checks.expectation import Expectation
-from imagebuild.components import Block, lock_component
+from imagebuild.components import Block, Needs, lock_component, nccl, openmpi
 
 if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
     from imagebuild.variant import Component
@@ -31,6 +31,15 @@ class NcclTests(Block):
     methods = ("source", "base")
     params = {"mpi": ("1", "0")}
     tools = ("make", "g++")
+    needs = (
+        Needs(nccl.NAME, "needs-nccl", f"{NAME} needs {nccl.NAME} in the same variant", "nccl-tests README"),
+        Needs(
+            openmpi.NAME,
+            "needs-mpi",
+            f"{NAME} is built with MPI=1 and needs {openmpi.NAME}",
+            "nccl-tests README",
+        ),
+    )
 
     def libdirs(self, comp: Component) -> List[str]:
         return []
