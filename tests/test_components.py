@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from imagebuild import catalog, components, render
+from imagebuild import catalog, components, render, resolve, schema
 from imagebuild.expectations import derive
 from imagebuild.matrix import load
-from imagebuild.variant import Artifact, Component
+from imagebuild.variant import Artifact, BaseImage, Component, Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden" / "blocks"
@@ -92,29 +93,58 @@ def _module_doc(block) -> str:
     return sys.modules[type(block).__module__].__doc__ or ""
 
 
-def _examples():
-    """(block, method, variant with that component alone): the first committed variant that uses it."""
-    seen = {}
-    for v in VARIANTS:
-        for c in v.components:
-            key = (c.name, c.method, len(c.artifacts) > 1)
-            if key not in seen:
-                seen[key] = dataclasses.replace(v, components=(c,), env=())
-    return seen
+def _doc_examples(block) -> list:
+    """The matrix snippets under `Examples (matrix):` in the block's docstring, one per line."""
+    text = _module_doc(block).split("Examples (matrix):", 1)[1]
+    return [yaml.safe_load(line.strip())[block.name] for line in text.strip().splitlines() if line.strip()]
 
 
-EXAMPLES = _examples()
+def _resolve_example(block, spec: dict) -> Variant:
+    """One docstring example resolved alone (no compat rules: its neighbours are not there) into a Variant."""
+    present = {block.name: schema.ComponentSpec.model_validate(spec)}
+    if (spec.get("source") or {}).get("installer"):
+        efa = components.block("efa_installer")
+        present[efa.name] = schema.ComponentSpec.model_validate(_doc_examples(efa)[0])
+    where = resolve.Resolved(
+        f"{block.name}-example",
+        {},
+        schema.VariantBody(),
+        (),
+        sys.modules[type(block).__module__].__file__,
+        None,
+    )
+    comp = resolve._component(resolve._Ctx(where), block.name, present[block.name], present)
+    return Variant(
+        name=where.name,
+        base=BaseImage("localbase/debian:bookworm-minbase", "local", "debian12"),
+        python="/usr/bin/python3",
+        components=(comp,),
+        options=(("build_ca", False), ("cuda_arch", "90"), ("jobs", 0)),
+    )
+
+
+EXAMPLES = {
+    f"{block.name}.example{i}": _resolve_example(block, spec)
+    for block in components.REGISTRY
+    for i, spec in enumerate(_doc_examples(block), 1)
+}
 RENDERED = sorted(k for k, v in EXAMPLES.items() if render.render_block(v.components[0], v, render.plan(v)))
 
 
-@pytest.mark.parametrize("key", RENDERED, ids=lambda k: f"{k[0]}.{k[1]}{'+toolkit' if k[2] else ''}")
+def test_every_block_documents_examples_that_resolve():
+    """The docstring's Examples are executable: each resolves (EXAMPLES is built from them at import)."""
+    for block in components.REGISTRY:
+        mine = [v.components[0] for k, v in EXAMPLES.items() if k.startswith(f"{block.name}.example")]
+        assert mine and all(c.name == block.name and c.method in block.methods for c in mine), block.name
+
+
+@pytest.mark.parametrize("key", RENDERED)
 def test_each_block_rendered_alone_matches_its_golden(key):
     """UPDATE_GOLDEN=1 rewrites tests/golden/blocks/ after a deliberate change."""
     v = EXAMPLES[key]
     parts = render.render_block(v.components[0], v, render.plan(v))
     text = "".join(f"# ---- {part}\n{parts[part]}\n" for part in sorted(parts))
-    name, method, extra = key
-    path = GOLDEN / f"{name}.{method}{'+toolkit' if extra else ''}.Dockerfile"
+    path = GOLDEN / f"{key}.Dockerfile"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         GOLDEN.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -122,9 +152,8 @@ def test_each_block_rendered_alone_matches_its_golden(key):
     assert text == path.read_text(), f"{key} differs from {path} (UPDATE_GOLDEN=1 to accept)"
 
 
-def test_every_partial_method_has_a_golden_example():
-    """Each method a block renders has an example in a committed matrix (so a golden pins its text)."""
-    covered = {(n, m) for n, m, _ in RENDERED}
+def test_every_method_a_block_renders_has_a_golden():
+    covered = {(EXAMPLES[k].components[0].name, EXAMPLES[k].components[0].method) for k in RENDERED}
     wanted = set()
     for block in components.REGISTRY:
         for method in block.methods:
@@ -132,7 +161,7 @@ def test_every_partial_method_has_a_golden_example():
             if block.stage(comp) or (block.built(comp) and block.partial(comp)):
                 wanted.add((block.name, method))
     assert wanted - covered == set()
-    assert len(list(GOLDEN.glob("*.Dockerfile"))) == len(RENDERED)
+    assert sorted(p.name for p in GOLDEN.glob("*.Dockerfile")) == sorted(f"{k}.Dockerfile" for k in RENDERED)
 
 
 def test_apt_and_base_methods_render_nothing_of_their_own():

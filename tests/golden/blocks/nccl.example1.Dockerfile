@@ -8,7 +8,7 @@ RUN awk -v f=nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar -v d=/tmp/artifac
  && rm /tmp/artifacts/nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar
 WORKDIR /tmp/src/nccl
 RUN make -j"$(nproc)" src.build CUDA_HOME=/usr/local/cuda \
-      NVCC_GENCODE='-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_100,code=sm_100' \
+      NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 \
  && make src.install PREFIX=/opt/nvidia/nccl \
  && rm -rf /tmp/src/nccl
 WORKDIR /

@@ -10,7 +10,7 @@ WORKDIR /tmp/src/nccl_tests
 RUN make -j"$(nproc)" \
       MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi \
       NCCL_HOME=/usr CUDA_HOME=/usr/local/cuda \
-      NVCC_GENCODE='-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_100,code=sm_100' BUILDDIR=/tmp/nccl-tests-build \
+      NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 BUILDDIR=/tmp/nccl-tests-build \
  && mkdir -p /opt/nccl-tests/bin \
  && cp /tmp/nccl-tests-build/*_perf /opt/nccl-tests/bin/ \
  && rm -rf /tmp/src/nccl_tests /tmp/nccl-tests-build
