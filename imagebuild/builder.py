@@ -22,18 +22,18 @@ import tarfile
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from imagebuild import buildkit
 from imagebuild.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
 from imagebuild.errors import UserError
+from imagebuild.summary import write_summary as write_summary
 from imagebuild.variant import LOCK_LABEL
 
 HASH_LABEL = "org.efa-image-build.context-hash"
 VARIANT_LABEL = "org.efa-image-build.variant"
-SUMMARY_SCHEMA = "efa-image-build/build-summary/v1"
 DEFAULT_CA = "/etc/ssl/certs/ca-certificates.crt"
 CA_IN_CONTEXT = Path("certs") / "build-ca.crt"
 DOCKERFILE_IN_TAR = ".efa-image-build.Dockerfile"
@@ -490,23 +490,6 @@ def _buildkit_build(variant_dir: Path, labels: Dict[str, str], opts: BuildOption
 
 
 # ---------------------------------------------------------------- the matrix
-
-
-def write_summary(path: Path, results: Sequence[VariantResult]) -> dict:
-    """Merge these results into the summary file (other variants' entries are kept), atomically."""
-    try:
-        old = json.loads(path.read_text())
-        entries = {e["variant"]: e for e in old.get("variants", [])}
-    except (OSError, ValueError, KeyError, TypeError):
-        entries = {}
-    for r in results:
-        entries[r.variant] = asdict(r)
-    data = {"schema": SUMMARY_SCHEMA, "variants": [entries[k] for k in sorted(entries)]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return data
 
 
 def check_offline(cache: ArtifactCache, variant_dirs: Sequence[Path]) -> None:

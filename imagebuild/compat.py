@@ -10,8 +10,18 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
+from imagebuild import components as blocks
+from imagebuild.components import aws_ofi_nccl, cuda_runtime, efa_installer, libfabric, nccl
 from imagebuild.variant import Component, EnvVar
 from imagebuild.versions import Version
+
+OFI, FAB, NCCL, EFA, CUDART = (
+    aws_ofi_nccl.NAME,
+    libfabric.NAME,
+    nccl.NAME,
+    efa_installer.NAME,
+    cuda_runtime.NAME,
+)
 
 
 @dataclass(frozen=True)
@@ -51,10 +61,10 @@ def check(
 ) -> List[Problem]:
     problems: List[Problem] = []
     env_map = {e.name: e.value for e in env}
-    ofi = components.get("aws_ofi_nccl")
-    fab = components.get("libfabric")
-    nccl = components.get("nccl")
-    efa = components.get("efa_installer")
+    ofi = components.get(OFI)
+    fab = components.get(FAB)
+    nccl_c = components.get(NCCL)
+    efa = components.get(EFA)
 
     if ofi and fab and ofi.param("platform_aws", "yes") == "yes":
         for plugin_from, need in PLUGIN_MIN_LIBFABRIC:
@@ -67,7 +77,7 @@ def check(
                             f"this variant has {fab.version} (it fails at run time: "
                             f'"EFA provider requires at '
                             f'least libfabric version {need}.0")',
-                            "components.aws_ofi_nccl.version",
+                            f"components.{OFI}.version",
                             "aws/aws-ofi-nccl src/nccl_ofi_net.c",
                         )
                     )
@@ -85,38 +95,43 @@ def check(
                 "plugin-cuda13",
                 f"aws-ofi-nccl {ofi.version} does not build against CUDA {cuda} "
                 "(CUDA 13 support came in 1.17.0)",
-                "components.aws_ofi_nccl.version",
+                f"components.{OFI}.version",
                 "aws/aws-ofi-nccl RELEASENOTES.md v1.17.0 (Updated CUDA APIs to work with CUDA 13.0)",
             )
         )
 
-    if nccl and efa and Version(nccl.version) >= Version("2.19") and Version(efa.version) < Version("1.29"):
+    if (
+        nccl_c
+        and efa
+        and Version(nccl_c.version) >= Version("2.19")
+        and Version(efa.version) < Version("1.29")
+    ):
         if env_map.get("FI_EFA_SET_CUDA_SYNC_MEMOPS") != "0":
             problems.append(
                 Problem(
                     "nccl219-efa129",
-                    f"NCCL {nccl.version} with EFA installer {efa.version} (< 1.29) fails to register memory "
-                    "unless FI_EFA_SET_CUDA_SYNC_MEMOPS=0",
+                    f"NCCL {nccl_c.version} with EFA installer {efa.version} (< 1.29) fails to register "
+                    "memory unless FI_EFA_SET_CUDA_SYNC_MEMOPS=0",
                     "env.FI_EFA_SET_CUDA_SYNC_MEMOPS",
                     "aws/aws-ofi-nccl issue 584; libfabric PR 8661",
                 )
             )
 
-    if efa and fab and fab.bundled_by != "efa_installer":
+    if efa and fab and fab.bundled_by != EFA:
         problems.append(
             Problem(
                 "two-libfabrics",
                 f"libfabric {fab.version} from {fab.source} next to the EFA installer's libfabric: "
                 "two libfabrics "
                 'in one image fail with "version `EFA_1.2\' not found"',
-                "components.libfabric",
+                f"components.{FAB}",
                 "FIELD-NOTES failure table (two libfabrics)",
             )
         )
 
     if cuda:
         major = Version(cuda).parts[0]
-        for name in ("nccl", "cuda_runtime"):
+        for name in (NCCL, CUDART):
             comp = components.get(name)
             built = _cuda_build_major(comp) if comp else None
             if built is not None and built != major:
@@ -128,13 +143,13 @@ def check(
                         "NVIDIA wheel/package naming (-cuNN, +cudaX.Y)",
                     )
                 )
-        rt = components.get("cuda_runtime")
+        rt = components.get(CUDART)
         if rt and Version(rt.version).parts[0] != major:
             problems.append(
                 Problem(
                     "cuda-runtime",
                     f"cuda_runtime {rt.version} does not match the variant's CUDA {cuda}",
-                    "components.cuda_runtime.version",
+                    f"components.{CUDART}.version",
                     "CUDA versioning",
                 )
             )
@@ -150,32 +165,8 @@ def check(
                     )
                 )
 
-    for name in ("aws_ofi_nccl", "nccl_tests"):
-        if name in components and "nccl" not in components:
-            problems.append(
-                Problem(
-                    "needs-nccl",
-                    f"{name} needs nccl in the same variant",
-                    f"components.{name}",
-                    "aws-ofi-nccl INSTALL.md; nccl-tests README",
-                )
-            )
-    if "nccl_tests" in components and "openmpi" not in components:
-        problems.append(
-            Problem(
-                "needs-mpi",
-                "nccl_tests is built with MPI=1 and needs openmpi",
-                "components.nccl_tests",
-                "nccl-tests README",
-            )
-        )
-    if "aws_ofi_nccl" in components and "libfabric" not in components:
-        problems.append(
-            Problem(
-                "needs-libfabric",
-                "aws_ofi_nccl needs libfabric (or the EFA installer)",
-                "components.aws_ofi_nccl",
-                "aws-ofi-nccl INSTALL.md",
-            )
-        )
+    for block in blocks.REGISTRY:
+        for need in block.needs if block.name in components else ():
+            if need.component not in components:
+                problems.append(Problem(need.rule, need.message, f"components.{block.name}", need.source))
     return problems

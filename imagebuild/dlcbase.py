@@ -31,6 +31,7 @@ from typing import Callable, Optional
 
 from imagebuild import catalog
 from imagebuild.artifacts import Artifact, ArtifactCache, ArtifactError, stage
+from imagebuild.components import nccl
 from imagebuild.errors import UserError
 from imagebuild.localbase import DEFAULT_NAME as DEBOOTSTRAP_BASE
 
@@ -56,12 +57,18 @@ Say = Callable[[str], None]
 
 def nccl_wheel(version: str = NCCL_VERSION, cuda_major: int = CUDA_MAJOR) -> Artifact:
     """The catalog's pin of the nvidia-nccl-cuNN wheel (torch's NCCL dependency)."""
-    for w in (catalog.component("nccl").get("wheels") or {}).get(version) or []:
+    for w in (catalog.component(nccl.NAME).get("wheels") or {}).get(version) or []:
         if int(w.get("cuda_major", 0)) == cuda_major:
             return Artifact(
-                component="nccl", kind="pypi", file=w["filename"], sha256=w["sha256"], requirement=w["pypi"]
+                component=nccl.NAME,
+                kind="pypi",
+                file=w["filename"],
+                sha256=w["sha256"],
+                requirement=w["pypi"],
             )
-    raise UserError(f"the catalog has no nvidia-nccl-cu{cuda_major} wheel pin for NCCL {version}", key="nccl")
+    raise UserError(
+        f"the catalog has no nvidia-nccl-cu{cuda_major} wheel pin for NCCL {version}", key=nccl.NAME
+    )
 
 
 def dockerfile(base: str, wheel: str) -> str:
@@ -135,7 +142,7 @@ def make_dlc_base(
         try:
             stage(cache, [wheel], ctx)
         except ArtifactError as err:
-            raise UserError(f"cannot fetch the NCCL wheel: {err}", key="nccl") from None
+            raise UserError(f"cannot fetch the NCCL wheel: {err}", key=nccl.NAME) from None
         (ctx / "Dockerfile").write_text(dockerfile(base, wheel.file))
         say(f"building {name} FROM {base}")
         image_id = None

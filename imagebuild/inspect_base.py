@@ -17,8 +17,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from imagebuild.components import aws_ofi_nccl, efa_installer, libfabric, nccl, openmpi, torch
 from imagebuild.errors import UserError
 from imagebuild.versions import is_version
+
+# The probe's facts are keyed by the components' own names (the blocks own them).
+NCCL, TORCH, OPENMPI, LIBFABRIC = nccl.NAME, torch.NAME, openmpi.NAME, libfabric.NAME
+AWS_OFI_NCCL, EFA_INSTALLER = aws_ofi_nccl.NAME, efa_installer.NAME
 
 PROBE_DIR = "/tmp/efa-image-build-inspect"
 PROBE_FILES = ("inspect_probe.sh", "inspect_probe.py")
@@ -130,7 +135,7 @@ def facts(image: str, raw: str) -> Dict[str, Any]:
         except (ValueError, IndexError):
             py = {"error": sec.get("python-probe", "")[-300:] or "no output"}
         py["path"] = py_path
-    nccl = [{**n, "version": nccl_version(n.get("code"))} for n in ((py or {}).get("nccl") or [])] or [
+    nccl = [{**n, "version": nccl_version(n.get("code"))} for n in ((py or {}).get(NCCL) or [])] or [
         {"path": f, "version": None, "error": "no python to load it"} for f in files if _is_nccl(f)
     ]
     fi = sec.get("fi_info", "")
@@ -144,21 +149,21 @@ def facts(image: str, raw: str) -> Dict[str, Any]:
             if py is not None
             else None
         ),
-        "nccl": nccl,
-        "libfabric": {
+        NCCL: nccl,
+        LIBFABRIC: {
             "version": libfabric_version(fi),
             "fi_info": _tool_path(fi),
             "libraries": [f for f in files if "/libfabric.so" in f],
         },
-        "aws_ofi_nccl": {"plugins": [f for f in files if "/libnccl-net" in f]},
-        "openmpi": {
+        AWS_OFI_NCCL: {"plugins": [f for f in files if "/libnccl-net" in f]},
+        OPENMPI: {
             "version": openmpi_version(mpi),
             "tool": _tool_path(mpi),
             "libraries": [f for f in files if "/libmpi.so" in f],
         },
-        "efa_installer": efa_record(sec.get("efa_installed_packages", "")),
+        EFA_INSTALLER: efa_record(sec.get("efa_installed_packages", "")),
         "cuda": cuda_version(sec.get("cuda_version_json", ""), files),
-        "torch": (py or {}).get("torch"),
+        TORCH: (py or {}).get(TORCH),
     }
     out["kind"] = base_kind(out)
     return out
@@ -173,11 +178,11 @@ def base_kind(f: Dict[str, Any]) -> str:
     /usr/local/cuda; else `local`."""
     amazon = any(
         p.startswith("/opt/amazon/")
-        for p in f["libfabric"]["libraries"] + f["openmpi"]["libraries"] + f["aws_ofi_nccl"]["plugins"]
+        for p in f[LIBFABRIC]["libraries"] + f[OPENMPI]["libraries"] + f[AWS_OFI_NCCL]["plugins"]
     )
     py = (f.get("python") or {}).get("path")
-    in_site = any("-packages/" in (n.get("path") or "") for n in f["nccl"])
-    framework = py in _PYTHONS[:2] or bool(f.get("torch")) or in_site
+    in_site = any("-packages/" in (n.get("path") or "") for n in f[NCCL])
+    framework = py in _PYTHONS[:2] or bool(f.get(TORCH)) or in_site
     if amazon and framework:
         return "dlc"
     if f.get("cuda") and str(f["cuda"].get("source", "")).startswith("/usr/local/cuda"):
@@ -202,12 +207,12 @@ def _release(text: Optional[str]) -> Optional[str]:
 
 def chosen_nccl(f: Dict[str, Any]) -> Dict[str, Any]:
     """The NCCL a job uses: torch's own if torch reports one, else the only version found; else none."""
-    versions = sorted({n["version"] for n in f["nccl"] if n.get("version")})
-    torch_nccl = (f.get("torch") or {}).get("nccl")
+    versions = sorted({n["version"] for n in f[NCCL] if n.get("version")})
+    torch_nccl = (f.get(TORCH) or {}).get(NCCL)
     if torch_nccl:
         return {"version": ".".join(str(p) for p in torch_nccl), "why": "torch.cuda.nccl.version()"}
     if len(versions) == 1:
-        where = [n["path"] for n in f["nccl"] if n.get("version") == versions[0]]
+        where = [n["path"] for n in f[NCCL] if n.get("version") == versions[0]]
         return {"version": versions[0], "why": "ncclGetVersion in " + ", ".join(where)}
     if versions:
         return {"version": None, "why": "several NCCL versions: " + ", ".join(versions)}
@@ -257,21 +262,21 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
         else:
             out.append(f"  # {name}: left out: {why}")
 
-    torch = f.get("torch")
+    torch = f.get(TORCH)
     if torch:
-        base("torch", torch.get("version"), f"torch {torch.get('version')}, CUDA {torch.get('cuda')}")
-    if f["nccl"] or torch:
+        base(TORCH, torch.get("version"), f"torch {torch.get('version')}, CUDA {torch.get('cuda')}")
+    if f[NCCL] or torch:
         n = chosen_nccl(f)
-        base("nccl", n["version"], n["why"])
-    for name, tool in (("libfabric", "fi_info"), ("openmpi", "tool")):
+        base(NCCL, n["version"], n["why"])
+    for name, tool in ((LIBFABRIC, "fi_info"), (OPENMPI, "tool")):
         comp = f[name]
         if comp["version"] or comp["libraries"]:
             where = comp[tool] or ", ".join(comp["libraries"])
             base(name, comp["version"], f"{where} --version" if comp["version"] else f"{where}: no tool ran")
-    plugins = f["aws_ofi_nccl"]["plugins"]
+    plugins = f[AWS_OFI_NCCL]["plugins"]
     if plugins:
-        base("aws_ofi_nccl", None, "plugin at " + ", ".join(plugins) + ": version not readable, write it")
-    efa = f.get("efa_installer")
+        base(AWS_OFI_NCCL, None, "plugin at " + ", ".join(plugins) + ": version not readable, write it")
+    efa = f.get(EFA_INSTALLER)
     if efa:
         said = f"EFA installer {efa['version']}" if efa["version"] else "no installer version"
         out.append(
@@ -297,28 +302,26 @@ def text_report(f: Dict[str, Any]) -> str:
         ("arch / os", f"{f.get('arch')} / {f['os'].get('pretty') or f['os'].get('id')}"),
         ("python", f"{py['path']} {py.get('version') or py.get('error')}" if py else "none found"),
     ]
-    for n in f["nccl"]:
+    for n in f[NCCL]:
         rows.append(
             (
-                "nccl",
+                NCCL,
                 f"{n['version'] or 'unknown'}  {n['path']}" + (f"  ({n['error']})" if n.get("error") else ""),
             )
         )
-    if not f["nccl"]:
-        rows.append(("nccl", "none found"))
-    fab = f["libfabric"]
-    rows.append(
-        ("libfabric", f"{fab['version'] or 'unknown'}  {', '.join(fab['libraries']) or 'no library'}")
-    )
-    rows.append(("aws-ofi-nccl", ", ".join(f["aws_ofi_nccl"]["plugins"]) or "no plugin"))
-    mpi = f["openmpi"]
+    if not f[NCCL]:
+        rows.append((NCCL, "none found"))
+    fab = f[LIBFABRIC]
+    rows.append((LIBFABRIC, f"{fab['version'] or 'unknown'}  {', '.join(fab['libraries']) or 'no library'}"))
+    rows.append(("aws-ofi-nccl", ", ".join(f[AWS_OFI_NCCL]["plugins"]) or "no plugin"))
+    mpi = f[OPENMPI]
     rows.append(
         (
-            "openmpi",
+            OPENMPI,
             f"{mpi['version'] or 'unknown'}  {mpi['tool'] or ', '.join(mpi['libraries']) or 'not found'}",
         )
     )
-    efa = f.get("efa_installer")
+    efa = f.get(EFA_INSTALLER)
     rows.append(
         (
             "efa installer",
@@ -327,9 +330,9 @@ def text_report(f: Dict[str, Any]) -> str:
     )
     cuda = f.get("cuda")
     rows.append(("cuda", f"{cuda['version']} ({cuda['source']})" if cuda else "not found"))
-    t = f.get("torch")
+    t = f.get(TORCH)
     rows.append(
-        ("torch", f"{t.get('version')} cuda {t.get('cuda')} nccl {t.get('nccl')}" if t else "not importable")
+        (TORCH, f"{t.get('version')} cuda {t.get('cuda')} nccl {t.get(NCCL)}" if t else "not importable")
     )
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n\n" + matrix_lines(f)

@@ -14,13 +14,13 @@ import difflib
 import itertools
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pydantic import BaseModel, ValidationError
 
 from imagebuild import schema
 from imagebuild.errors import UserError
+from imagebuild.resolve import Resolved, resolve
 from imagebuild.variant import Variant
 from imagebuild.yamlsrc import MDict, MList, copy_dict, file_of, line_of, load_file, merge
 
@@ -43,18 +43,6 @@ _FIELD_WORDS = sorted(
     }
     | set(schema.COMPONENT_NAMES)
 )
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A merged variant body before resolution, with where it came from (for error lines)."""
-
-    name: str
-    body: MDict  # merged raw tree (lines kept)
-    spec: schema.VariantBody
-    axes: Tuple[Tuple[str, str], ...]
-    file: str
-    line: Optional[int]
 
 
 def dotted(loc: Sequence[Any]) -> str:
@@ -314,7 +302,6 @@ def expand(path: str, display: Optional[str] = None) -> List[Resolved]:
 
 def load(path: str, only: Sequence[str] = (), display: Optional[str] = None) -> List[Variant]:
     """The variants of a matrix file, resolved and checked (compat rules, env policy); `only` filters."""
-    from imagebuild.resolve import resolve  # resolve imports catalog/policy; keep this module light
 
     file = display or path
     merged = expand(path, file)

@@ -22,10 +22,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.jsonfile import write_json_atomic as write_json_atomic
 from imagebuild.retry import (
     DEFAULT_POLICY,
     RetriesExhausted,
@@ -34,6 +34,7 @@ from imagebuild.retry import (
     call_with_retry,
     parse_retry_after,
 )
+from imagebuild.summary import load_summary as load_summary
 
 MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.v2+json",
@@ -482,36 +483,6 @@ def push_image(
         ) from err
     log(f"  {target}: pushed, digest {digest}")
     return PushResult(str(target), digest)
-
-
-# -- the build summary -------------------------------------------------------------------------------------
-SUMMARY_SCHEMA = "efa-image-build/build-summary/v1"
-
-
-def load_summary(path: Path) -> Dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(
-            "build summary not found", file=str(path), hint="run `build.py build` first"
-        ) from None
-    except ValueError as err:
-        raise UserError(f"not JSON: {err}", file=str(path)) from None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("schema") != SUMMARY_SCHEMA
-        or not isinstance(doc.get("variants"), list)
-    ):
-        raise UserError(f"not a build summary (schema {SUMMARY_SCHEMA})", file=str(path), key="schema")
-    return doc
-
-
-def write_json_atomic(path: Path, doc: Any) -> None:
-    """Write JSON to a temp file beside `path` and rename it over: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 def pushed_refs(entry: Dict[str, Any]) -> List[ImageRef]:

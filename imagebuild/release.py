@@ -24,47 +24,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from imagebuild.checkreport import gather_check_reports as gather_check_reports
 from imagebuild.errors import UserError
+from imagebuild.jsonfile import read_json as read_json
 from imagebuild.registry import pushed_refs
+from imagebuild.variant import lock_from_labels as lock_from_labels
 
 RECORD_SCHEMA = "efa-image-build/release-record/v1"
-CHECK_SCHEMA = "efa-image-build/check-report/v1"
-LOCK_LABELS = ("org.efa-image-build.lock", "io.github.efa-image-build.lock")
 BAD_CHECK_STATUSES = ("fail", "unknown")
 HAS_IMAGE = ("built", "skipped")  # skipped: already built from this very content, the image id is known
 
 
 # -- reading the inputs (bad input -> UserError, exit 2) --------------------------------------------------
-def read_json(path: Path, what: str) -> Dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{what} not found", file=str(path)) from None
-    except ValueError as err:
-        raise UserError(f"{what} is not JSON: {err}", file=str(path)) from None
-    if not isinstance(doc, dict):
-        raise UserError(f"{what} must be a JSON object", file=str(path))
-    return doc
-
-
-def load_check_report(path: Path) -> Dict[str, Any]:
-    doc = read_json(path, "static check report")
-    if doc.get("schema") != CHECK_SCHEMA or not isinstance(doc.get("images"), list):
-        raise UserError(f"not a static check report (schema {CHECK_SCHEMA})", file=str(path), key="schema")
-    return doc
-
-
-def gather_check_reports(paths: List[Path]) -> Dict[str, Any]:
-    """One check report from several (one per CI job of a fanned-out matrix); each image entry remembers
-    the file it came from (`report_path`), so the record can name and hash the evidence."""
-    images = []
-    for path in paths:
-        for item in load_check_report(path)["images"]:
-            if isinstance(item, dict):
-                images.append(dict(item, report_path=str(path)))
-    return {"schema": CHECK_SCHEMA, "images": images}
-
-
 def gather_summaries(docs: List[Tuple[str, Dict[str, Any]]]) -> List[Dict[str, Any]]:
     """The variants of several build summaries (one per CI job). A variant with an image in one summary
     and failed or absent in the others is the one with the image; two different images: bad input."""
@@ -184,18 +155,6 @@ def expand_tag(template: str, variant: str, when: datetime) -> str:
 
 
 # -- the record and the notes (pure) ----------------------------------------------------------------------
-def lock_from_labels(labels: Optional[Dict[str, str]]) -> Optional[Dict[str, Any]]:
-    for key in LOCK_LABELS:
-        text = (labels or {}).get(key)
-        if text:
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                return None
-            return doc if isinstance(doc, dict) else None
-    return None
-
-
 def _preflight_summary(report: Dict[str, Any]) -> Dict[str, Any]:
     tests = report.get("nccl_tests") or {}
     return {

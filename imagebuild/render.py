@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -19,7 +18,8 @@ from typing import Dict, List, Optional, Sequence
 
 import jinja2
 
-from imagebuild import catalog
+from imagebuild import components as blocks
+from imagebuild.components import cuda_runtime
 from imagebuild.errors import UserError
 from imagebuild.variant import LOCK_LABEL, Component, Variant
 from imagebuild.versions import Version
@@ -28,22 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "Dockerfile.templates"
 VALIDATORS = ROOT / "validators"
 SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
-
-# Tools each builder-stage partial needs (same package names on Debian and Ubuntu); builder stages only.
-BUILD_PACKAGES = {
-    "wheel": ["python3"],
-    "git": ["git"],
-    "aws_ofi_nccl": ["autoconf", "automake", "libtool", "make", "g++", "libhwloc-dev"],
-    "nccl": ["make", "g++"],
-    "nccl_tests": ["make", "g++"],
-    "gdrcopy": ["make", "gcc"],
-}
-TOOLKIT = "/opt/nvidia/cuda-toolkit"  # builder-only CUDA_HOME: the runtime wheel plus build-only wheels
-
-
-def _q(value: object) -> str:
-    """Shell-quote for RUN lines (values were restricted by the schema already; this is the second fence)."""
-    return shlex.quote(str(value))
 
 
 def _dq(value: object) -> str:
@@ -65,7 +49,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["q"] = _q
+    env.filters["q"] = blocks.q  # the blocks' shell quoting (shlex.quote)
     env.filters["dq"] = _dq
     env.filters["envq"] = _env_value
     env.tests["version_ge"] = lambda a, b: Version(str(a)) >= Version(str(b))
@@ -84,7 +68,7 @@ def environment() -> jinja2.Environment:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the skeleton needs beyond the Variant: derived paths and package sets."""
+    """What the skeleton needs beyond the Variant: derived paths and package sets (all from the blocks)."""
 
     system_packages: List[str]
     unpinned: List[str]
@@ -98,10 +82,12 @@ class Plan:
     ldconfig_dirs: List[str]
     needs_sums: bool
     cudart_wheel: bool  # the CUDA runtime is the wheel (shared cudart only, no static library)
+    runtime_from: str  # the stage the builder and runtime start from (a block's own stage, else system)
+    runtime_copies: List[str]  # paths the runtime stage copies from the builder
+    toolkit: str = cuda_runtime.TOOLKIT
 
 
 def plan(v: Variant) -> Plan:
-    comps = {c.name: c for c in v.components}
     system = list(v.packages)
     unpinned = [p for p in v.packages if "=" not in p]
     dev: List[str] = []
@@ -109,53 +95,58 @@ def plan(v: Variant) -> Plan:
         if c.method in ("apt", "packages"):
             system += [p for p in c.packages if p not in system]
             dev += [p for p in c.dev_packages if p not in dev]
-    built = [c for c in v.components if c.method in ("wheel", "source") and c.name != "efa_installer"]
+    built = [c for c in v.components if blocks.block(c.name).built(c)]
     if not any(c.method == "source" for c in built):
         dev = []  # -dev packages are only for compiling against the component
     tools: List[str] = []
     for c in built:
-        keys = ["wheel"] if c.method == "wheel" else ["git", c.name] if c.source == "git" else [c.name]
-        for k in keys:
-            tools += [p for p in BUILD_PACKAGES.get(k, []) if p not in tools]
+        tools += [p for p in blocks.block(c.name).build_tools(c) if p not in tools]
     if v.option("build_ca") and built:
         tools += [p for p in ["ca-certificates"] if p not in tools]
-    cuda_rt = comps.get("cuda_runtime")
-    if cuda_rt is not None and cuda_rt.method == "wheel":
-        cuda_home = cuda_rt.prefix or "/opt/nvidia/cuda"
-        if len(cuda_rt.artifacts) > 1:
-            cuda_home = TOOLKIT
-    else:
-        cuda_home = "/usr/local/cuda"
-    mpi = comps.get("openmpi")
-    if mpi is None or mpi.prefix in (None, "/usr"):
-        mpi_home = "/usr/lib/x86_64-linux-gnu/openmpi"
-    else:
-        mpi_home = mpi.prefix
-    fab = comps.get("libfabric")
-    efa = comps.get("efa_installer")
-    libfabric_home = (fab.prefix if fab and fab.prefix else (efa.prefix if efa else "/usr")) or "/usr"
-    nccl = comps.get("nccl")
-    nccl_home = (nccl.prefix if nccl and nccl.prefix else "/usr") or "/usr"
-    ld: List[str] = []
-    for e in v.env:
-        if e.name == "LD_LIBRARY_PATH":
-            ld = [d for d in e.value.split("${")[0].split(":") if d.startswith("/")]
-    needs_sums = any(a.sha256 is None for c in v.components for a in c.artifacts)
-    cudart_wheel = cuda_rt is not None and cuda_rt.method == "wheel"
+    homes = blocks.homes(v.components)
+    stages = [s for s in (blocks.block(c.name).stage(c) for c in v.components) if s]
     return Plan(
-        system,
-        unpinned,
-        tools,
-        dev,
-        built,
-        cuda_home,
-        mpi_home,
-        libfabric_home,
-        nccl_home,
-        ld,
-        needs_sums,
-        cudart_wheel,
+        system_packages=system,
+        unpinned=unpinned,
+        builder_packages=tools,
+        builder_dev_packages=dev,
+        built=built,
+        cuda_home=homes["CUDA_HOME"],
+        mpi_home=homes["MPI_HOME"],
+        libfabric_home=homes["LIBFABRIC_HOME"],
+        nccl_home=homes["NCCL_HOME"],
+        ldconfig_dirs=blocks.layout_dirs(v.components)[0],
+        needs_sums=any(a.sha256 is None for c in v.components for a in c.artifacts),
+        cudart_wheel=homes.get("CUDART") == "shared",
+        runtime_from=stages[-1][2] if stages else "system",
+        runtime_copies=[path for c in built for path in blocks.block(c.name).runtime(c)],
     )
+
+
+def _macro(template: str, macro: str, *args: object) -> str:
+    return str(getattr(environment().get_template(template).module, macro)(*args))
+
+
+def render_block(c: Component, v: Variant, p: Plan) -> Dict[str, str]:
+    """One block's text: `stage` (a stage of its own, before the builder) and/or `build` (builder steps)."""
+    block = blocks.block(c.name)
+    out: Dict[str, str] = {}
+    stage = block.stage(c)
+    if stage:
+        out["stage"] = _macro(stage[0], stage[1], c, v, p, *block.macro_args(c))
+    partial = block.partial(c) if block.built(c) else None
+    if partial:
+        out["build"] = _macro(partial[0], partial[1], c, v, p, *block.macro_args(c))
+    return out
+
+
+def block_parts(v: Variant, p: Plan) -> Dict[str, List[str]]:
+    """Every block's text, in layer order, for the skeleton (Dockerfile.j2) to place."""
+    texts = [render_block(c, v, p) for c in v.components]
+    return {
+        "stages": [t["stage"] for t in texts if "stage" in t],
+        "builds": [t["build"] for t in texts if "build" in t],
+    }
 
 
 def dockerfile(v: Variant) -> str:
@@ -165,15 +156,7 @@ def dockerfile(v: Variant) -> str:
     return (
         environment()
         .get_template("Dockerfile.j2")
-        .render(
-            v=v,
-            p=p,
-            c={c.name: c for c in v.components},
-            efa_layout=catalog.efa_installers()["layout"],
-            toolkit=TOOLKIT,
-            lock_label=LOCK_LABEL,
-            lock_json=lock,
-        )
+        .render(v=v, p=p, parts=block_parts(v, p), lock_label=LOCK_LABEL, lock_json=lock)
     )
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from imagebuild import catalog, compat, envpolicy, schema
+from imagebuild import components as blocks
+from imagebuild.components import efa_installer as efa_block
 from imagebuild.errors import UserError
-from imagebuild.matrix import Resolved
 from imagebuild.variant import (
-    COMPONENT_ORDER,
     Artifact,
     BaseImage,
     Component,
@@ -24,7 +25,7 @@ from imagebuild.variant import (
     Variant,
 )
 from imagebuild.versions import Version
-from imagebuild.yamlsrc import file_of, line_of
+from imagebuild.yamlsrc import MDict, file_of, line_of
 
 _METHODS = {
     "url": ("source", "installer"),
@@ -34,25 +35,20 @@ _METHODS = {
     "installer": ("installer",),
     "base": ("base",),
 }
-# Install methods each component has a partial for (Dockerfile.templates/partials/); anything else would
-# render nothing for that component, so it is refused.
-SUPPORTED = {
-    "efa_installer": ("installer",),
-    "libfabric": ("apt", "packages", "installer", "base"),
-    "openmpi": ("apt", "packages", "installer", "base"),
-    "nccl": ("wheel", "source", "apt", "packages", "base"),
-    "aws_ofi_nccl": ("source", "installer", "base"),
-    "nccl_tests": ("source", "base"),
-    "gdrcopy": ("source", "base"),
-    "cuda_runtime": ("wheel", "apt", "packages", "base"),
-    "torch": ("base",),
-}
 _DEFAULT_PYTHON = {"local": "/usr/bin/python3", "cuda": "/usr/bin/python3", "dlc": "/opt/conda/bin/python"}
-_BUNDLE_PREFIX = {
-    "libfabric": "libfabric_prefix",
-    "openmpi": "openmpi_prefix",
-    "aws_ofi_nccl": "ofi_nccl_prefix",
-}
+EFA = efa_block.NAME
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A merged variant body before resolution, with where it came from (for error lines)."""
+
+    name: str
+    body: MDict  # merged raw tree (lines kept)
+    spec: schema.VariantBody
+    axes: Tuple[Tuple[str, str], ...]
+    file: str
+    line: Optional[int]
 
 
 class _Ctx:
@@ -79,139 +75,109 @@ def _apt_upstream(pin: str) -> str:
     return re.split(r"[-~+]", ver, maxsplit=1)[0]
 
 
-def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[str, Any]) -> Component:
-    key = f"components.{name}"
+def _catalog_source(
+    ctx: _Ctx, key: str, block: blocks.Block, spec: schema.ComponentSpec, bundled: bool
+) -> schema.SourceSpec:
+    """The source the catalog pins when the matrix names none: installer URL, bundle, wheel or git commit."""
+    name, version, method = block.name, spec.version, spec.method
     cat = catalog.component(name)
-    source = spec.source
-    version = spec.version
-    method = spec.method
-    efa_info = None
-    if (
-        "efa_installer" in present
-        and present["efa_installer"] is not None
-        and present["efa_installer"].version
-    ):
-        efa_info = catalog.efa_installer(present["efa_installer"].version)
-    layout = catalog.efa_installers()["layout"]
-    artifacts: Tuple[Artifact, ...] = ()
-    bundled_by = None
-    packages: Tuple[str, ...] = ()
-    dev_packages: Tuple[str, ...] = ()
-    kind: str
+    if block is efa_block.BLOCK:
+        if version is None:
+            raise ctx.error("missing version", f"{key}.version")
+        fields = efa_block.BLOCK.catalog_source(version)
+        if fields is None:
+            raise ctx.error(
+                f"EFA installer {version} is not in the catalog",
+                f"{key}.version",
+                hint="give source: {url: https://..., sha256: ...} (or gpg_fingerprint), or pick one of "
+                + ", ".join(catalog.efa_installers()["versions"]),
+            )
+        return schema.SourceSpec(**fields)
+    if bundled:
+        return schema.SourceSpec(installer=EFA)
+    if method == "wheel" or (method is None and block.default_method == "wheel"):
+        cuda = ctx.m.spec.cuda
+        major = Version(cuda).parts[0] if cuda else None
+        candidates = list((cat.get("wheels") or {}).get(version or "") or [])
+        wheels = [w for w in candidates if major is None or w.get("cuda_major") == major]
+        if not wheels:
+            built = ", ".join(f"CUDA {w.get('cuda_major')}" for w in candidates)
+            raise ctx.error(
+                f"no pinned wheel for {name} {version}"
+                + (f" built for CUDA {major}" if major else "")
+                + (f" in the catalog (it has: {built})" if built else " in the catalog"),
+                f"{key}.version",
+                hint="give source: {pypi: name==version, filename: ..., sha256: ...}",
+            )
+        wheel = wheels[0]
+        extra = None
+        asked = block.extra_wheels(spec.params or {}, wheel)
+        if asked is not None:
+            extra = [schema.WheelSpec(**w) for w in asked[1]]
+            if not extra:
+                raise ctx.error(
+                    f"the catalog has no build toolkit for {name} {version}", f"{key}.params.{asked[0]}"
+                )
+        return schema.SourceSpec(
+            pypi=wheel["pypi"], filename=wheel["filename"], sha256=wheel["sha256"], build_wheels=extra
+        )
+    if method in (None, "source") and cat.get("git"):
+        if version is None:
+            raise ctx.error("missing version", f"{key}.version")
+        commit = (cat.get("commits") or {}).get(version)
+        if not commit:
+            raise ctx.error(
+                f"no pinned commit for {name} {version} in the catalog",
+                f"{key}.version",
+                hint="give source: {git: https://..., commit: <40 hex>}; known: "
+                + ", ".join(cat.get("commits") or {}),
+            )
+        return schema.SourceSpec(git=cat["git"], commit=commit)
+    raise ctx.error("needs a source (url, git, pypi, apt, installer or base)", f"{key}.source")
 
-    bundled = (source is not None and source.kind == "installer") or (
-        source is None
-        and "efa_installer" in present
-        and name in _BUNDLE_PREFIX
-        and method in (None, "installer")
-    )
-    if version is None and not bundled:
-        raise ctx.error("missing version", f"{key}.version", hint=f'write {key}.version: "<release>"')
-    if source is None:
-        if name == "efa_installer":
-            if version is None:
-                raise ctx.error("missing version", f"{key}.version")
-            info = catalog.efa_installer(version)
-            if info is None:
-                raise ctx.error(
-                    f"EFA installer {version} is not in the catalog",
-                    f"{key}.version",
-                    hint="give source: {url: https://..., sha256: ...} (or gpg_fingerprint), or pick one of "
-                    + ", ".join(catalog.efa_installers()["versions"]),
-                )
-            gpg = catalog.efa_installers()["gpg"]
-            url = catalog.efa_installers()["url_pattern"].format(version=version)
-            source = schema.SourceSpec(
-                url=url, sha256=info.get("sha256"), gpg_fingerprint=gpg["fingerprint"], key_url=gpg["key_url"]
-            )
-        elif "efa_installer" in present and name in _BUNDLE_PREFIX and method in (None, "installer"):
-            source = schema.SourceSpec(installer="efa_installer")
-        elif method == "wheel" or (method is None and name == "cuda_runtime"):
-            cuda = ctx.m.spec.cuda
-            major = Version(cuda).parts[0] if cuda else None
-            candidates = list((cat.get("wheels") or {}).get(version or "") or [])
-            wheels = [w for w in candidates if major is None or w.get("cuda_major") == major]
-            if not wheels:
-                built = ", ".join(f"CUDA {w.get('cuda_major')}" for w in candidates)
-                raise ctx.error(
-                    f"no pinned wheel for {name} {version}"
-                    + (f" built for CUDA {major}" if major else "")
-                    + (f" in the catalog (it has: {built})" if built else " in the catalog"),
-                    f"{key}.version",
-                    hint="give source: {pypi: name==version, filename: ..., sha256: ...}",
-                )
-            wheel = wheels[0]
-            extra = None
-            if (spec.params or {}).get("toolkit") == "yes":
-                extra = [schema.WheelSpec(**w) for w in wheel.get("toolkit") or []]
-                if not extra:
-                    raise ctx.error(
-                        f"the catalog has no build toolkit for {name} {version}", f"{key}.params.toolkit"
-                    )
-            source = schema.SourceSpec(
-                pypi=wheel["pypi"], filename=wheel["filename"], sha256=wheel["sha256"], build_wheels=extra
-            )
-        elif method in (None, "source") and cat.get("git"):
-            if version is None:
-                raise ctx.error("missing version", f"{key}.version")
-            commit = (cat.get("commits") or {}).get(version)
-            if not commit:
-                raise ctx.error(
-                    f"no pinned commit for {name} {version} in the catalog",
-                    f"{key}.version",
-                    hint="give source: {git: https://..., commit: <40 hex>}; known: "
-                    + ", ".join(cat.get("commits") or {}),
-                )
-            source = schema.SourceSpec(git=cat["git"], commit=commit)
-        else:
-            raise ctx.error("needs a source (url, git, pypi, apt, installer or base)", f"{key}.source")
-    kind = source.kind
-    if method is None:
-        method = "installer" if (kind == "url" and name == "efa_installer") else _METHODS[kind][0]
+
+def _method(ctx: _Ctx, key: str, block: blocks.Block, spec: schema.ComponentSpec, kind: str) -> str:
+    """The install method: as written, else the first that fits the source and the block supports."""
+    method = spec.method or next((m for m in _METHODS[kind] if m in block.methods), _METHODS[kind][0])
     if method not in _METHODS[kind]:
         raise ctx.error(
             f"method {method} does not fit a {kind} source (use {' or '.join(_METHODS[kind])})",
             f"{key}.method",
         )
-    if method not in SUPPORTED[name]:
+    if method not in block.methods:
         raise ctx.error(
-            f"{name} cannot be installed with method {method} "
-            f"(a partial exists for: {', '.join(SUPPORTED[name])})",
+            f"{block.name} cannot be installed with method {method} "
+            f"(a partial exists for: {', '.join(block.methods)})",
             f"{key}.method" if spec.method else f"{key}.source",
         )
+    return method
 
-    if kind == "installer":
-        if "efa_installer" not in present:
-            raise ctx.error("source installer needs efa_installer in the same variant", f"{key}.source")
-        bundled_by = "efa_installer"
-        efa_spec = present["efa_installer"]
-        mpi5 = name == "openmpi" and (efa_spec.params or {}).get("openmpi") == "5"
-        known = efa_info.get("openmpi5" if mpi5 else name) if efa_info else None
-        if version is None:
-            if not known:
-                raise ctx.error(
-                    f"the catalog does not say which {name} EFA installer {present['efa_installer'].version} "
-                    "bundles; write its version",
-                    f"{key}.version",
-                )
-            version = str(known)
-        elif known and Version(version) != Version(str(known)):
+
+def _bundled_version(ctx: _Ctx, key: str, block: blocks.Block, version: Optional[str], efa_spec: Any) -> str:
+    """The version the EFA installer bundles (from the catalog); a different one written is an error."""
+    if efa_spec is None:
+        raise ctx.error(f"source installer needs {EFA} in the same variant", f"{key}.source")
+    efa_info = catalog.efa_installer(efa_spec.version) if efa_spec.version else None
+    known = efa_info.get(block.installer_key(dict(efa_spec.params or {}))) if efa_info else None
+    if version is None:
+        if not known:
             raise ctx.error(
-                f"EFA installer {present['efa_installer'].version} bundles {name} {known}, not {version}",
+                f"the catalog does not say which {block.name} EFA installer {efa_spec.version} "
+                "bundles; write its version",
                 f"{key}.version",
             )
-    if version is None:
-        raise ctx.error("missing version", f"{key}.version")
+        return str(known)
+    if known and Version(version) != Version(str(known)):
+        raise ctx.error(
+            f"EFA installer {efa_spec.version} bundles {block.name} {known}, not {version}",
+            f"{key}.version",
+        )
+    return version
 
-    if kind == "apt":
-        packages = tuple(source.apt or ())
-        dev_packages = tuple(source.apt_dev or ())
-        upstream = _apt_upstream(packages[0]) if packages else None
-        if upstream and Version(upstream) != Version(version):
-            raise ctx.error(
-                f"version {version} but the apt pin {packages[0]} is {upstream}", f"{key}.version"
-            )
-    elif kind == "url":
+
+def _artifacts(ctx: _Ctx, key: str, source: schema.SourceSpec, version: str) -> Tuple[Artifact, ...]:
+    """The files the Dockerfile COPYs for a url, git or pypi source (the build host fetches them)."""
+    if source.kind == "url":
         fname = source.filename or posixpath.basename(source.url or "")
         sig_url = source.signature_url or (f"{source.url}.sig" if source.gpg_fingerprint else None)
         key_url = source.key_url
@@ -219,7 +185,7 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
             raise ctx.error(
                 "gpg_fingerprint needs key_url (the public key to check)", f"{key}.source.key_url"
             )
-        artifacts = (
+        return (
             Artifact(
                 kind="url",
                 filename=fname,
@@ -232,10 +198,10 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
                 key_file=posixpath.basename(key_url) if key_url else None,
             ),
         )
-    elif kind == "git":
+    if source.kind == "git":
         repo = posixpath.basename((source.git or "").rstrip("/"))
         repo = repo[:-4] if repo.endswith(".git") else repo
-        artifacts = (
+        return (
             Artifact(
                 kind="git",
                 filename=f"{repo}-{source.commit}.tar",
@@ -244,23 +210,26 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
                 commit=source.commit,
             ),
         )
-    elif kind == "pypi":
+    if source.kind == "pypi":
         req = source.pypi or ""
         if Version(req.split("==", 1)[1]) != Version(version):
             raise ctx.error(f"version {version} but the wheel pin is {req}", f"{key}.version")
-        artifacts = (
+        return (
             Artifact(kind="pypi", filename=source.filename or "", sha256=source.sha256, requirement=req),
         ) + tuple(
             Artifact(kind="pypi", filename=w.filename, sha256=w.sha256, requirement=w.pypi)
             for w in source.build_wheels or ()
         )
+    return ()
 
-    declared = catalog.params(name)
-    given = dict(spec.params or {})
+
+def _params(ctx: _Ctx, key: str, block: blocks.Block, given: Dict[str, Any]) -> Dict[str, str]:
+    """The block's parameters: each given one checked against its allowed values, the rest defaulted."""
+    declared = block.params
     for pname, pvalue in given.items():
         if pname not in declared:
             raise ctx.error(
-                f"unknown parameter '{pname}' for {name} (parameters: {', '.join(declared) or 'none'})",
+                f"unknown parameter '{pname}' for {block.name} (parameters: {', '.join(declared) or 'none'})",
                 f"{key}.params.{pname}",
             )
         if str(pvalue) not in [str(v) for v in declared[pname]]:
@@ -270,57 +239,57 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
             )
     params = {p: str(vals[0]) for p, vals in declared.items()}
     params.update({k: str(v) for k, v in given.items()})
+    return params
 
-    if spec.prefix:
-        prefix: Optional[str] = spec.prefix
-    elif kind == "installer":
-        mpi5 = name == "openmpi" and (present["efa_installer"].params or {}).get("openmpi") == "5"
-        prefix = layout["openmpi5_prefix" if mpi5 else _BUNDLE_PREFIX[name]]
-    elif kind == "apt" or name in ("libfabric", "openmpi"):
-        prefix = "/usr"
-    elif kind == "base":
-        prefix = None
-    else:
-        prefix = cat["prefix"]
+
+def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[str, Any]) -> Component:
+    key = f"components.{name}"
+    block = blocks.block(name)
+    efa_spec = present.get(EFA)
+    source, version = spec.source, spec.version
+    bundled = (source is not None and source.kind == "installer") or (
+        source is None and EFA in present and block.bundled and spec.method in (None, "installer")
+    )
+    if version is None and not bundled:
+        raise ctx.error("missing version", f"{key}.version", hint=f'write {key}.version: "<release>"')
+    if source is None:
+        source = _catalog_source(ctx, key, block, spec, bundled)
+    kind = source.kind
+    method = _method(ctx, key, block, spec, kind)
+    if kind == "installer":
+        version = _bundled_version(ctx, key, block, version, efa_spec)
+    if version is None:
+        raise ctx.error("missing version", f"{key}.version")
+    packages: Tuple[str, ...] = ()
+    dev_packages: Tuple[str, ...] = ()
+    if kind == "apt":
+        packages = tuple(source.apt or ())
+        dev_packages = tuple(source.apt_dev or ())
+        upstream = _apt_upstream(packages[0]) if packages else None
+        if upstream and Version(upstream) != Version(version):
+            raise ctx.error(
+                f"version {version} but the apt pin {packages[0]} is {upstream}", f"{key}.version"
+            )
+    artifacts = _artifacts(ctx, key, source, version)
+    params = _params(ctx, key, block, dict(spec.params or {}))
+    efa_params = dict((efa_spec.params if efa_spec is not None else None) or {})
     return Component(
         name=name,
         version=version,
         method=method,
         source=kind,
-        prefix=prefix,
+        prefix=spec.prefix or block.default_prefix(kind, efa_params),
         packages=packages,
         dev_packages=dev_packages,
         params=tuple(sorted(params.items())),
         artifacts=artifacts,
-        bundled_by=bundled_by,
+        bundled_by=EFA if kind == "installer" else None,
     )
 
 
 def _layout_env(comps: Dict[str, Component]) -> List[EnvVar]:
     """PATH and LD_LIBRARY_PATH for the components' own prefixes (system prefixes need nothing)."""
-    libdirs: List[str] = []
-    bindirs: List[str] = []
-    layout = catalog.efa_installers()["layout"]
-    for name in COMPONENT_ORDER:
-        c = comps.get(name)
-        if c is None or not c.prefix or c.prefix == "/usr":
-            continue
-        if name == "efa_installer":
-            libdirs.append(f"{c.prefix}/lib")
-            bindirs.append(f"{c.prefix}/bin")
-        elif name == "aws_ofi_nccl" and c.bundled_by:
-            libdirs += [f"{c.prefix}/{d}" for d in layout["ofi_nccl_libdirs"]]
-        elif name == "nccl_tests":
-            bindirs.append(f"{c.prefix}/bin")
-        elif name in ("openmpi",):
-            libdirs.append(f"{c.prefix}/lib")
-            bindirs.append(f"{c.prefix}/bin")
-        elif name != "libfabric" and name != "torch":
-            libdirs.append(f"{c.prefix}/lib")
-    seen: List[str] = []
-    for d in libdirs:
-        if d not in seen:
-            seen.append(d)
+    seen, bindirs = blocks.layout_dirs(list(comps.values()))
     out = []
     src = "component layout (imagebuild/catalog)"
     if seen:
@@ -366,10 +335,10 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
     cspecs = {k: v for k, v in (spec.components or {}).items() if v is not None}
     comps: Dict[str, Component] = {}
     present: Dict[str, Any] = dict(cspecs)
-    for name in COMPONENT_ORDER:
+    for name in blocks.NAMES:
         if name in cspecs:
             comps[name] = _component(ctx, name, cspecs[name], present)
-    ordered = tuple(comps[n] for n in COMPONENT_ORDER if n in comps)
+    ordered = tuple(comps.values())
 
     instance_types = tuple(spec.instance_types or ())
     profiles = catalog.instances()

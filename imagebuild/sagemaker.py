@@ -30,11 +30,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from imagebuild.errors import UserError
 from imagebuild.metrics import metric_definitions
+from validators.runreport import EXIT_BY_VERDICT
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds (API reference)
 REPORT_IN_JOB = "/opt/ml/output/data/preflight.json"  # uploaded with the job's output.tar.gz
-EXIT_BY_VERDICT = {"pass": 0, "fail": 1, "unknown": 3}
 # SageMaker starts the same command on every instance; {sm_...} are filled in on each one by
 # `validators run` from its resourceconfig.json (validators/sagemaker_env.py), so one torchrun
 # spans all the instances and NCCL goes over EFA. Underscored flags: torchrun of every 1.x/2.x.
@@ -126,10 +126,8 @@ def _digest_of(image: str) -> Optional[str]:
 
 
 def _gpus(instance_type: str) -> Optional[int]:
-    try:
-        from validators.profiles import get_profile
-    except ImportError:
-        return None
+    from validators.profiles import get_profile
+
     prof = get_profile(instance_type)
     return getattr(prof, "gpus", None) if prof is not None else None
 
@@ -389,32 +387,21 @@ def read_job_logs(logs: Any, name: str, max_events: int = 2_000_000) -> Iterator
 
 # -- reports -----------------------------------------------------------------------------------------------
 def analyze_lines(lines: List[str], instance_type: str, nodes: int) -> Dict[str, Any]:
-    """The validator's parser over the job's lines (fails closed to `unknown` if the parser is absent)."""
-    try:
-        from validators.analyze import analyze
-    except ImportError as err:  # the parser is another part of this project; never pass without it
-        finding = {"id": "no-parser", "severity": "error", "message": str(err), "evidence": []}
-        return {
-            "schema": "efa-image-build/report/v1",
-            "verdict": "unknown",
-            "checks": [],
-            "findings": [finding],
-        }
+    """The validator's parser over the job's lines (the same parser as a local run)."""
+    from validators.analyze import analyze
+
     return analyze(lines, instance_type=instance_type, nodes=nodes, source=f"cloudwatch:{LOG_GROUP}")
 
 
 def write_reports(report: Dict[str, Any], out: Path, name: str) -> List[Path]:
-    """JSON always; JUnit and Markdown with the validator's own writers (the same as a local run)."""
+    """JSON, JUnit and Markdown with the validator's own writers (the same as a local run)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     texts = [(out / f"{name}.json", json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")]
-    try:
-        from validators.report import to_junit, to_markdown
+    from validators.report import to_junit, to_markdown
 
-        texts.append((out / f"{name}.junit.xml", to_junit(report)))
-        texts.append((out / f"{name}.md", to_markdown(report)))
-    except ImportError:
-        log("warning: validators.report not available; only the JSON report written")
+    texts.append((out / f"{name}.junit.xml", to_junit(report)))
+    texts.append((out / f"{name}.md", to_markdown(report)))
     for path, text in texts:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)

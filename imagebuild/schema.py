@@ -12,24 +12,16 @@ values, includes) merged together; `imagebuild.matrix` checks that the merged va
 from __future__ import annotations
 
 import re
-from typing import Annotated, Dict, List, Literal, Optional, get_args
+from typing import Annotated, Dict, List, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from imagebuild import components as blocks
+from imagebuild.components import efa_installer
 from imagebuild.versions import is_version
 
-ComponentName = Literal[
-    "efa_installer",
-    "libfabric",
-    "openmpi",
-    "nccl",
-    "aws_ofi_nccl",
-    "nccl_tests",
-    "gdrcopy",
-    "cuda_runtime",
-    "torch",
-]
-COMPONENT_NAMES = get_args(ComponentName)
+COMPONENT_NAMES = blocks.NAMES
+ComponentName = Literal[COMPONENT_NAMES]  # type: ignore[valid-type]  # the registry is the only list
 
 _UNSAFE = "whitespace, quotes, `$`, `;`, backslashes and newlines are not allowed"
 
@@ -87,7 +79,6 @@ Commit = Annotated[str, _pattern(r"[0-9a-f]{40}", "git commit (40 lowercase hex 
 Fingerprint = Annotated[
     str, _pattern(r"[0-9A-F]{4}( ?[0-9A-F]{4}){9}", "GPG fingerprint (40 hex, groups of 4 may be spaced)", 60)
 ]
-Name = Annotated[str, _pattern(r"[a-z0-9][a-z0-9._-]*", "name (lowercase letters, digits, . _ -)", 100)]
 NameTemplate = Annotated[
     str, _pattern(r"[a-z0-9{][a-z0-9._{}-]*", "name template (lowercase, digits, . _ - and {axis})", 120)
 ]
@@ -164,7 +155,7 @@ class SourceSpec(Strict):
     apt_dev: Optional[List[AptPackage]] = Field(
         None, description="OS packages `name=version` needed only to build against it (builder stage)"
     )
-    installer: Optional[Literal["efa_installer"]] = Field(None, description="bundled by the EFA installer")
+    installer: Optional[Literal[efa_installer.NAME]] = Field(None, description="bundled by the EFA installer")
     base: Optional[bool] = Field(None, description="already in the base image")
 
     @model_validator(mode="after")

@@ -11,21 +11,25 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from imagebuild import components as blocks
 from imagebuild.errors import UserError
 
 LOCK_SCHEMA = "efa-image-build/lock/v1"
 LOCK_LABEL = "org.efa-image-build.lock"
-COMPONENT_ORDER = (
-    "libfabric",
-    "openmpi",
-    "efa_installer",
-    "cuda_runtime",
-    "nccl",
-    "aws_ofi_nccl",
-    "nccl_tests",
-    "gdrcopy",
-    "torch",
-)
+LOCK_LABELS = (LOCK_LABEL, "io.github.efa-image-build.lock")  # read both; the second: older docs' wording
+
+
+def lock_from_labels(labels: Optional[Mapping[str, str]]) -> Optional[Dict[str, Any]]:
+    """The lock an image's labels carry, or None (no label, not JSON, not an object)."""
+    for key in LOCK_LABELS:
+        text = (labels or {}).get(key)
+        if text:
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                return None
+            return doc if isinstance(doc, dict) else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,7 @@ def _from_lock(lock: Mapping[str, Any]) -> Variant:
                 bundled_by=c.get("bundled_by"),
             )
         )
-    comps.sort(key=lambda c: COMPONENT_ORDER.index(c.name) if c.name in COMPONENT_ORDER else 99)
+    comps.sort(key=lambda c: blocks.order_key(c.name))
     base = lock["base"]
     tr = lock.get("training")
     return Variant(

@@ -31,10 +31,6 @@ class Version:
         self.parts: Tuple[int, ...] = tuple(nums)
         self.suffix = match.group(2)
 
-    @classmethod
-    def parse(cls, text: str) -> Version:
-        return cls(text)
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
             other = Version(other)
@@ -57,11 +53,6 @@ class Version:
 
     def __str__(self) -> str:
         return self.text
-
-    def major_minor(self) -> str:
-        """`2.27.7` -> `2.27`: the part names and CUDA/NCCL build tags use."""
-        nums = list(self.parts) + [0]
-        return f"{nums[0]}.{nums[1]}"
 
 
 def is_version(text: str) -> bool:

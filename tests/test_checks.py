@@ -20,7 +20,8 @@ import pytest
 from imagebuild.checks.probes import Target, env_policy, expand_env, labels, no_credentials, same_version
 from imagebuild.checks.runner import check_image
 from imagebuild.cli import main as cli_main
-from imagebuild.expectations import LOCK_LABELS, derive
+from imagebuild.expectations import derive
+from imagebuild.variant import LOCK_LABELS
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANT = "local-debian-nccl2.27"

@@ -177,3 +177,23 @@ def test_a_method_without_a_partial_is_refused(tmp_path):
     with pytest.raises(UserError) as err:
         load(str(path))
     assert "torch cannot be installed with method wheel" in str(err.value) and err.value.line == 5
+
+
+def test_a_component_without_what_its_block_needs_is_refused():
+    nccl, fab, mpi = comp("nccl", "2.27.7"), comp("libfabric", "1.22.0"), comp("openmpi", "4.1.7")
+    ofi, tests = comp("aws_ofi_nccl", "1.16.3"), comp("nccl_tests", "2.19.6")
+    full = {"nccl": nccl, "libfabric": fab, "openmpi": mpi, "aws_ofi_nccl": ofi, "nccl_tests": tests}
+    assert not rules(compat.check(full, None, [], None)) & {"needs-nccl", "needs-libfabric", "needs-mpi"}
+    for missing, rule, about in (
+        ("nccl", "needs-nccl", "components.aws_ofi_nccl"),
+        ("libfabric", "needs-libfabric", "components.aws_ofi_nccl"),
+        ("openmpi", "needs-mpi", "components.nccl_tests"),
+    ):
+        problems = compat.check({k: v for k, v in full.items() if k != missing}, None, [], None)
+        hit = [p for p in problems if p.rule == rule]
+        assert hit and hit[0].key == about and hit[0].source, (missing, problems)
+    alone = compat.check({"nccl_tests": tests}, None, [], None)
+    assert {(p.rule, p.key) for p in alone} == {
+        ("needs-nccl", "components.nccl_tests"),
+        ("needs-mpi", "components.nccl_tests"),
+    }

@@ -361,36 +361,66 @@ def parse_ldconfig(text: str, machine: Optional[str] = None) -> Dict[str, List[s
     return libs
 
 
+# The loader's own directories, after LD_LIBRARY_PATH and the cache (glibc's trusted dirs, plus the
+# Debian/Ubuntu multiarch dirs that a cache-less image still resolves through).
+DEFAULT_LIB_DIRS = (
+    "/lib",
+    "/usr/lib",
+    "/lib64",
+    "/usr/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+)
+
+
+def ldconfig_cache() -> Optional[Dict[str, List[str]]]:
+    """The loader cache (`ldconfig -p`, this ABI only), or None where ldconfig cannot run."""
+    rc, out = run_tool(["ldconfig", "-p"])
+    if rc is None and os.path.exists("/sbin/ldconfig"):
+        rc, out = run_tool(["/sbin/ldconfig", "-p"])
+    return parse_ldconfig(out) if rc == 0 else None
+
+
 def plugin_names(env: Dict[str, str]) -> List[str]:
     """The file names NCCL tries to dlopen for its net plugin.
 
-    NCCL_NET_PLUGIN=x: `libnccl-net-x.so` then `x` itself (newer NCCL); unset: `libnccl-net.so`."""
+    NCCL_NET_PLUGIN=x: `libnccl-net-x.so` then `x` itself (newer NCCL); a path or a .so name is tried as
+    given; `none` loads no plugin; unset: `libnccl-net.so`."""
     value = env.get("NCCL_NET_PLUGIN")
     if value:
         if value.lower() == "none":
             return []
-        return ["libnccl-net-%s.so" % value, value] if not value.endswith(".so") else [value]
+        if "/" in value or value.endswith(".so"):
+            return [value]
+        return ["libnccl-net-%s.so" % value, value]
     return ["libnccl-net.so"]
 
 
-def find_library(name: str, env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]) -> List[str]:
-    """Where the dynamic loader would find `name`, in its order: LD_LIBRARY_PATH, the cache, default dirs."""
-    found = []
+def library_candidates(
+    name: str, env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]
+) -> List[Tuple[str, str]]:
+    """(path, via) for every copy of `name` the loader could find, in its order: LD_LIBRARY_PATH, the cache
+    (`ldconfig`), its default dirs. The one lookup both node-check and the image's static checks use."""
     if os.sep in name:
-        return [name] if os.path.exists(name) else []
+        return [(name, "path")] if os.path.exists(name) else []
+    found = []
     for d in [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]:
         path = os.path.join(d, name)
         if os.path.exists(path):
-            found.append(path)
-    if ldcache is not None:
-        found += ldcache.get(name, [])
-    for d in ("/lib", "/usr/lib", "/lib64", "/usr/lib64"):
+            found.append((path, "LD_LIBRARY_PATH"))
+    found += [(p, "ldconfig") for p in (ldcache or {}).get(name, [])]
+    for d in DEFAULT_LIB_DIRS:
         path = os.path.join(d, name)
         if os.path.exists(path):
-            found.append(path)
+            found.append((path, "default"))
+    return found
+
+
+def find_library(name: str, env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]) -> List[str]:
+    """Where the dynamic loader would find `name`, in its order, one path per distinct file."""
     seen = set()
     out = []
-    for p in found:
+    for p, _ in library_candidates(name, env, ldcache):
         real = os.path.realpath(p)
         if real not in seen:
             seen.add(real)
@@ -541,10 +571,7 @@ def run_checks(
     checks.append(check_gdr(root, gdr_required))
     lock, where = load_lock(env)
     checks.append(check_env_policy(lock, where, env))
-    lrc, lout = run_tool(["ldconfig", "-p"])
-    if lrc is None and os.path.exists("/sbin/ldconfig"):
-        lrc, lout = run_tool(["/sbin/ldconfig", "-p"])
-    ldcache = parse_ldconfig(lout) if lrc == 0 else None
+    ldcache = ldconfig_cache()
     plugin_check, plugin = check_plugin(env, ldcache)
     checks.append(plugin_check)
     checks.append(check_libfabric(plugin, env, ldcache))

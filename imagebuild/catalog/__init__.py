@@ -26,8 +26,6 @@ def _read(name: str) -> Any:
 def components() -> Dict[str, Dict[str, Any]]:
     data = _read("components.yaml")
     for name, entry in data.items():
-        if name == "params":
-            continue
         assert "prefix" in entry and "description" in entry, f"catalog component {name} incomplete"
         for ver, commit in (entry.get("commits") or {}).items():
             Version(ver)
@@ -62,11 +60,6 @@ def env_policy() -> Dict[str, Any]:
 
 def component(name: str) -> Dict[str, Any]:
     return components()[name]
-
-
-def params(name: str) -> Dict[str, list]:
-    """The parameters a component's partial takes, each with its allowed values (first = default)."""
-    return dict((components().get("params") or {}).get(name) or {})
 
 
 def efa_installer(version: str) -> Optional[Dict[str, Any]]:

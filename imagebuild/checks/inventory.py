@@ -2,9 +2,11 @@
 
 Copied into a container of the image under test and run by the image's own python, so it must stay
 standard library only and Python 3.8 compatible. It only looks; every fact it cannot see is null.
+Where the loader would look is validators.nodecheck's lookup (copied beside this file), the same one
+node-check uses on the cluster.
 
   python3 inventory.py libs SONAME...   candidates on the library search path, and what dlopen resolves
-  python3 inventory.py nccl             ncclGetVersion() through ctypes, and the library it came from
+  python3 inventory.py nccl-version     ncclGetVersion() through ctypes, and the library it came from
   python3 inventory.py plugin           the net plugin NCCL's search rules would load
   python3 inventory.py find NAME...     regular files with these names (globs) anywhere on the root fs
   python3 inventory.py header FILE      NCCL_MAJOR/MINOR/PATCH macros of an nccl.h
@@ -16,38 +18,11 @@ import fnmatch
 import json
 import os
 import re
-import subprocess
 import sys
 
+from validators.nodecheck import ldconfig_cache, library_candidates, plugin_names
+
 SKIP_TOP = ("/proc", "/sys", "/dev", "/run", "/tmp/efa-image-build-checks")
-DEFAULT_DIRS = (
-    "/lib",
-    "/usr/lib",
-    "/lib64",
-    "/usr/lib64",
-    "/lib/x86_64-linux-gnu",
-    "/usr/lib/x86_64-linux-gnu",
-)
-
-
-def _ldconfig():
-    """soname -> [paths] from the loader cache (`ldconfig -p`), in cache order."""
-    out = {}
-    for exe in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
-        try:
-            text = subprocess.run([exe, "-p"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
-        except OSError:
-            continue
-        for line in text.decode("utf-8", "replace").splitlines():
-            m = re.match(r"^\s*(\S+) \(([^)]*)\) => (\S+)$", line)
-            if m:
-                out.setdefault(m.group(1), []).append(m.group(3))
-        return out
-    return None
-
-
-def _ld_library_path():
-    return [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
 
 
 def _loaded_paths(names):
@@ -82,20 +57,12 @@ def _dlopen(name):
 
 
 def libs(sonames):
-    cache = _ldconfig()
+    cache = ldconfig_cache()
     result = {}
     for soname in sonames:
-        candidates = []
-        for d in _ld_library_path():
-            p = os.path.join(d, soname)
-            if os.path.exists(p):
-                candidates.append({"path": p, "via": "LD_LIBRARY_PATH"})
-        for p in (cache or {}).get(soname, []):
-            candidates.append({"path": p, "via": "ldconfig"})
-        for d in DEFAULT_DIRS:
-            p = os.path.join(d, soname)
-            if os.path.exists(p):
-                candidates.append({"path": p, "via": "default"})
+        candidates = [
+            {"path": p, "via": via} for p, via in library_candidates(soname, dict(os.environ), cache)
+        ]
         real = []
         for c in candidates:
             c["real"] = os.path.realpath(c["path"])
@@ -132,17 +99,10 @@ def nccl():
 
 
 def plugin():
-    """NCCL's rule: NCCL_NET_PLUGIN names the library (a path, or X: libnccl-net-X.so); else libnccl-net.so"""
+    """The library NCCL's plugin search (validators.nodecheck.plugin_names) makes the loader open."""
     env = os.environ.get("NCCL_NET_PLUGIN")
-    if env:
-        if "/" in env or env.endswith(".so"):
-            names = [env]
-        else:
-            names = [f"libnccl-net-{env}.so", env]
-    else:
-        names = ["libnccl-net.so"]
     tried = []
-    for name in names:
+    for name in plugin_names(dict(os.environ)):
         path, error = _dlopen(name)
         tried.append({"name": name, "resolved": path, "error": error})
         if path:
@@ -201,7 +161,7 @@ def main(argv):
     verb, rest = argv[0], argv[1:]
     if verb == "libs":
         out = libs(rest)
-    elif verb == "nccl":
+    elif verb == "nccl-version":
         out = nccl()
     elif verb == "plugin":
         out = plugin()

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
+from imagebuild.components import libfabric
 from imagebuild.versions import Version
 
 INVENTORY_PATH = "/tmp/efa-image-build-checks/inventory.py"
@@ -181,7 +182,7 @@ def command(t: Target, p: dict) -> Outcome:
 
 
 def nccl_ctypes(t: Target, p: dict) -> Outcome:
-    inv, why = t.inventory("nccl")
+    inv, why = t.inventory("nccl-version")
     if inv is None:
         return UNKNOWN, why
     if inv.get("error"):
@@ -204,7 +205,7 @@ def nccl_header(t: Target, p: dict) -> Outcome:
         return UNKNOWN, why
     if not files:
         return "skip", "no nccl.h in the image (runtime-only NCCL): the ctypes check stands alone"
-    lib, _ = t.inventory("nccl")
+    lib, _ = t.inventory("nccl-version")
     lib_path = (lib or {}).get("path") or ""
     prefix = p.get("prefix") or ""
 
@@ -255,7 +256,7 @@ def libfabric_version(t: Target, p: dict) -> Outcome:
     m = re.search(r"^libfabric:\s*(\S+)", out, re.M)
     if rc != 0 or not m:
         return UNKNOWN, f"`{exe} --version` gave rc {rc}: {(out + err).strip()[-200:]}"
-    return _version_outcome("libfabric", p.get("version"), m.group(1), f"{exe} --version")
+    return _version_outcome(libfabric.NAME, p.get("version"), m.group(1), f"{exe} --version")
 
 
 # ---------------------------------------------------------------- the plugin
@@ -436,7 +437,7 @@ def torch_nccl(t: Target, p: dict) -> Outcome:
         "    v = '.'.join(str(x) for x in n) if isinstance(n, tuple) else str(n)\n"
         "except Exception as e:\n"
         "    v = None; err = repr(e)\n"
-        "print(json.dumps({'torch': torch.__version__, 'nccl': v}))\n"
+        "print(json.dumps({'version': torch.__version__, 'bundled_nccl': v}))\n"
     )
     rc, out, err = t.run(f"{shlex.quote(p.get('python') or t.python)} -c {shlex.quote(code)}")
     if rc != 0:
@@ -445,19 +446,17 @@ def torch_nccl(t: Target, p: dict) -> Outcome:
         info = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return UNKNOWN, f"no answer from torch: {out[-200:]!r}"
-    if not info.get("nccl"):
-        return UNKNOWN, f"torch {info.get('torch')} reports no NCCL of its own (CPU build?)"
-    system = p.get("nccl")
+    torch, bundled = info.get("version"), info.get("bundled_nccl")
+    if not bundled:
+        return UNKNOWN, f"torch {torch} reports no NCCL of its own (CPU build?)"
+    system = p.get("system_nccl")
     if not system:
-        return (
-            UNKNOWN,
-            f"torch {info['torch']} bundles NCCL {info['nccl']}; no system NCCL in the lock to compare",
-        )
+        return UNKNOWN, f"torch {torch} bundles NCCL {bundled}; no system NCCL in the lock to compare"
     if p.get("policy") == "bundled":
-        return PASS, f"torch {info['torch']} uses its bundled NCCL {info['nccl']} by policy (system {system})"
-    if not same_version(system, info["nccl"]):
-        return FAIL, f"torch {info['torch']} bundles NCCL {info['nccl']}, the system NCCL is {system}"
-    return PASS, f"torch {info['torch']} NCCL {info['nccl']} matches the system's"
+        return PASS, f"torch {torch} uses its bundled NCCL {bundled} by policy (system {system})"
+    if not same_version(system, bundled):
+        return FAIL, f"torch {torch} bundles NCCL {bundled}, the system NCCL is {system}"
+    return PASS, f"torch {torch} NCCL {bundled} matches the system's"
 
 
 def sagemaker(t: Target, p: dict) -> Outcome:
@@ -500,7 +499,7 @@ PROBES: Dict[str, Callable[[Target, dict], Outcome]] = {
     "fi_info_efa": fi_info_efa,
     "openmpi_version": openmpi_version,
     "mpirun_root": mpirun_root,
-    "nccl_tests": nccl_tests,
+    "nccl_tests_binaries": nccl_tests,
     "find_library": find_library,
     "find_absent": find_absent,
     "torch_nccl": torch_nccl,

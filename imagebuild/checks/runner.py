@@ -20,13 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
+import validators
+from imagebuild.checkreport import write_report as write_report
 from imagebuild.checks.probes import INVENTORY_PATH
 from imagebuild.errors import UserError
-from imagebuild.expectations import LOCK_LABELS, Expectation, derive
+from imagebuild.expectations import Expectation, derive
+from imagebuild.variant import LOCK_LABELS, lock_from_labels
 
-REPORT_SCHEMA = "efa-image-build/check-report/v1"
 CHECK_MODULE = Path(__file__).with_name("test_image.py")
 INVENTORY = Path(__file__).with_name("inventory.py")
+VALIDATORS = Path(validators.__file__).resolve().parent  # its nodecheck goes beside inventory.py
 CONTAINER_LABEL = "org.efa-image-build.check"
 STATUSES = ("pass", "fail", "unknown", "skip")
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -57,16 +60,6 @@ class ImageReport:
         }
 
 
-def lock_from_labels(labels: dict) -> Optional[dict]:
-    for name in LOCK_LABELS:
-        if name in labels:
-            try:
-                return json.loads(labels[name])
-            except ValueError:
-                return None
-    return None
-
-
 def _env_of(image) -> dict:
     config = image.attrs.get("Config") or {}
     return dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
@@ -89,12 +82,20 @@ def _base_env(client, lock: dict) -> dict:
 
 
 def _inventory_tar() -> bytes:
+    """inventory.py and the validators lookup it imports (validators/nodecheck.py), side by side."""
     buf = io.BytesIO()
+    here = INVENTORY_PATH.lstrip("/").rsplit("/", 1)[0]
+    files = {
+        INVENTORY_PATH.lstrip("/"): INVENTORY,
+        f"{here}/validators/__init__.py": VALIDATORS / "__init__.py",
+        f"{here}/validators/nodecheck.py": VALIDATORS / "nodecheck.py",
+    }
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = INVENTORY.read_bytes()
-        info = tarfile.TarInfo(INVENTORY_PATH.lstrip("/"))
-        info.size, info.mode = len(data), 0o644
-        tar.addfile(info, io.BytesIO(data))
+        for name, src in files.items():
+            data = src.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
@@ -222,12 +223,3 @@ def merge_junit(parts: List[Path], dest: Path) -> None:
     tmp = dest.with_name(f".tmp-{dest.name}")
     ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
     os.replace(tmp, dest)
-
-
-def write_report(reports: List[ImageReport], dest: Path) -> dict:
-    data = {"schema": REPORT_SCHEMA, "images": [r.to_json() for r in reports]}
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".tmp-{dest.name}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, dest)
-    return data

@@ -10,6 +10,7 @@ import sys
 from typing import Any, Dict
 
 from imagebuild.cli import add_matrix_args
+from imagebuild.components import nccl_tests
 from imagebuild.errors import UserError
 
 
@@ -67,7 +68,7 @@ def _lock(args: argparse.Namespace) -> Dict[str, Any]:
 
 def require_nccl_tests(lock: Dict[str, Any], source: str) -> None:
     """Every recipe runs `<nccl_tests prefix>/bin/all_reduce_perf`: refuse a variant that lacks it."""
-    if not (lock.get("components") or {}).get("nccl_tests"):
+    if not (lock.get("components") or {}).get(nccl_tests.NAME):
         from imagebuild import recipes
 
         raise UserError(

@@ -15,8 +15,7 @@ import tempfile
 from typing import Any, Callable, Dict, Optional
 
 from imagebuild.errors import UserError
-
-SCHEMA = "efa-image-build/report/v1"
+from validators.runreport import SCHEMA
 
 
 def register(sub) -> None:

@@ -1,0 +1,231 @@
+"""One building block per component, and the ordered registry every component list derives from.
+
+A block (in the spirit of NVIDIA hpc-container-maker's building blocks, hpccm/building_blocks/*.py) owns
+everything about its component that used to be spread over the resolver, the renderer and the static
+checks: the install methods it has a partial for, its parameters with their defaults, its prefix when the
+EFA installer bundles it, its library and binary directories, the homes it gives other builds (CUDA_HOME,
+MPI_HOME, ...), its builder-stage packages, its partial (Dockerfile.templates/partials/<name>.j2), what the
+runtime stage copies from the builder, and its static checks. Blocks are pure: they read a Component (or
+the lock) and the catalog.
+
+Adding a component is one module here (a `Block` subclass named `BLOCK`, with its `layer`), one partial, one
+catalog entry and one golden file: the registry finds the module itself, ordered by `layer` (least to most
+often changed, the order of the image's layers).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from imagebuild import catalog
+from imagebuild.checks.expectation import Expectation
+
+if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
+    from imagebuild.variant import Component
+
+Homes = Dict[str, str]
+
+
+def absent(name: str) -> str:
+    """The skip reason of a check whose component is not in the variant."""
+    return f"variant has no {name} component"
+
+
+def lock_component(lock: Mapping[str, Any], name: str) -> Optional[Dict[str, Any]]:
+    comp = (lock.get("components") or {}).get(name)
+    return comp if isinstance(comp, dict) else None
+
+
+@dataclass(frozen=True)
+class Needs:
+    """Another component this one cannot work without: a compat rule, checked before anything renders."""
+
+    component: str
+    rule: str
+    message: str
+    source: str
+
+
+class Block:
+    """Base of every block: the defaults a component without its own rule gets.
+
+    Class attributes a block sets:
+      name      the component's key in the matrix, the lock and the catalog
+      layer     its place in the image (registry order), least often changed first
+      methods   install methods it supports (a partial exists for wheel/source/installer; apt, packages and
+                base render nothing of their own: apt pins join the system stage, base is already there)
+      params    parameter -> allowed values, the first is the default (`components.<name>.params`)
+      tools     builder-stage OS packages its source build needs
+      bundled   the EFA installer can bundle it (`source: {installer: efa_installer}`)
+      system    it lands in /usr whatever the source, unless the EFA installer bundles it
+      default_method  the method when the matrix names only a version and no source
+      needs     components it cannot work without (compat rules with their sources)
+    """
+
+    name: str = ""
+    layer: int = 0
+    methods: Tuple[str, ...] = ()
+    params: Dict[str, Tuple[str, ...]] = {}
+    tools: Tuple[str, ...] = ()
+    bundled: bool = False
+    system: bool = False  # a system library: /usr from any source but the EFA installer's
+    default_method: Optional[str] = None
+    needs: Tuple[Needs, ...] = ()
+
+    # ---- resolve ------------------------------------------------------------------------------------
+
+    def installer_key(self, efa_params: Mapping[str, Any]) -> str:
+        """Key of this component in efa_installers.yaml (its bundled version, `layout.<key>_prefix`)."""
+        return self.name
+
+    def extra_wheels(
+        self, params: Mapping[str, Any], wheel: Mapping[str, Any]
+    ) -> Optional[Tuple[str, List[Dict[str, Any]]]]:
+        """(parameter, catalog wheels) when the parameters ask for build-only wheels beside the pinned one."""
+        return None
+
+    def default_prefix(self, kind: str, efa_params: Mapping[str, Any]) -> Optional[str]:
+        """Where it lands when the matrix gives no prefix: by source kind."""
+        if kind == "installer":
+            layout = catalog.efa_installers()["layout"]
+            return layout[f"{self.installer_key(efa_params)}_prefix"]
+        if kind == "apt" or self.system:
+            return "/usr"
+        if kind == "base":
+            return None
+        return catalog.component(self.name)["prefix"]
+
+    # ---- layout -------------------------------------------------------------------------------------
+
+    def libdirs(self, comp: Component) -> List[str]:
+        """Library directories put first on LD_LIBRARY_PATH (and in ld.so.conf.d)."""
+        return [f"{comp.prefix}/lib"]
+
+    def bindirs(self, comp: Component) -> List[str]:
+        """Binary directories put first on PATH."""
+        return []
+
+    def homes(self, comp: Component) -> Homes:
+        """Homes this component gives the other builds (CUDA_HOME, MPI_HOME, ...), when present."""
+        return {}
+
+    default_homes: Homes = {}  # homes that hold when no present component gives one
+
+    # ---- render -------------------------------------------------------------------------------------
+
+    def partial(self, comp: Component) -> Optional[Tuple[str, str]]:
+        """(template, macro) that renders this component in the builder stage; None: nothing to render."""
+        if comp.method == "wheel":
+            return "partials/wheel.j2", "build"
+        if comp.method == "source":
+            return f"partials/{self.name}.j2", "build"
+        return None
+
+    def stage(self, comp: Component) -> Optional[Tuple[str, str, str]]:
+        """(template, macro, stage name) of its own stage before the builder; the runtime builds on it."""
+        return None
+
+    def macro_args(self, comp: Component) -> Tuple[Any, ...]:
+        """Arguments its partial's macro takes after (comp, v, p)."""
+        return ()
+
+    def build_tools(self, comp: Component) -> List[str]:
+        """Builder-stage packages for this component: git for a git archive, its own tools for a build."""
+        if comp.method == "wheel":
+            return ["python3"]
+        return (["git"] if comp.source == "git" else []) + list(self.tools)
+
+    def built(self, comp: Component) -> bool:
+        """Whether the builder stage produces it (and the runtime stage copies it)."""
+        return comp.method in ("wheel", "source")
+
+    def runtime(self, comp: Component) -> List[str]:
+        """Paths the runtime stage copies from the builder (like hpccm's `runtime()`)."""
+        return [comp.prefix] if comp.prefix else []
+
+    # ---- static checks ------------------------------------------------------------------------------
+
+    def checks(self, lock: Mapping[str, Any]) -> List[Expectation]:
+        """The static checks this component asks of an image, derived from the lock alone (pure).
+
+        A block keeps its checks listed when it is absent (with a `skip` reason), so a report says what was
+        not checked. A block without checks of its own gets a `recorded` entry (see expectations.derive)."""
+        return []
+
+    def check(
+        self,
+        lock: Mapping[str, Any],
+        name: str,
+        probe: str,
+        why: str,
+        params: Mapping[str, Any],
+        present: Optional[bool] = None,
+    ) -> Expectation:
+        """One check of this component, skipped with the standard reason when the component is absent."""
+        here = lock_component(lock, self.name) is not None if present is None else present
+        return Expectation(name, probe, why, dict(params), self.name, None if here else absent(self.name))
+
+
+def q(value: object) -> str:
+    """Shell-quote one value: every value a block's partial puts into a RUN line goes through this (`| q`).
+
+    Values were restricted by the schema already; this is the second fence."""
+    return shlex.quote(str(value))
+
+
+def _discover() -> Tuple[Block, ...]:
+    blocks: List[Block] = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        block = getattr(module, "BLOCK", None)
+        if isinstance(block, Block):
+            blocks.append(block)
+    blocks.sort(key=lambda b: (b.layer, b.name))
+    return tuple(blocks)
+
+
+REGISTRY: Tuple[Block, ...] = _discover()
+NAMES: Tuple[str, ...] = tuple(b.name for b in REGISTRY)
+_BY_NAME = {b.name: b for b in REGISTRY}
+
+
+def block(name: str) -> Block:
+    return _BY_NAME[name]
+
+
+def order_key(name: str) -> int:
+    """Registry position of a component name (unknown names last)."""
+    return NAMES.index(name) if name in _BY_NAME else len(NAMES)
+
+
+def layout_dirs(components: Sequence[Component]) -> Tuple[List[str], List[str]]:
+    """(library dirs, binary dirs) of the components' own prefixes, in registry order, each once.
+
+    System prefixes (/usr) and base-image components need nothing."""
+    libdirs: List[str] = []
+    bindirs: List[str] = []
+    for comp in sorted(components, key=lambda c: order_key(c.name)):
+        if comp.name not in _BY_NAME or not comp.prefix or comp.prefix == "/usr":
+            continue
+        b = _BY_NAME[comp.name]
+        libdirs += [d for d in b.libdirs(comp) if d not in libdirs]
+        bindirs += [d for d in b.bindirs(comp) if d not in bindirs]
+    return libdirs, bindirs
+
+
+def homes(components: Sequence[Component]) -> Homes:
+    """Every home the builds use: from present components in registry order, then the blocks' defaults."""
+    out: Homes = {}
+    present = {c.name: c for c in components}
+    for b in REGISTRY:
+        if b.name in present:
+            for key, value in b.homes(present[b.name]).items():
+                out.setdefault(key, value)
+    for b in REGISTRY:
+        for key, value in b.default_homes.items():
+            out.setdefault(key, value)
+    return out

@@ -1,0 +1,96 @@
+"""efa_installer: the AWS EFA installer (libfabric with the efa provider, Open MPI, newer ones aws-ofi-nccl).
+
+Runs in a stage of its own (`efa`, the runtime stage builds on it), after a builder-only `efa-verify` stage
+checks the archive's sha256 and detached GPG signature.
+
+Parameters:
+  version   installer release; the catalog (efa_installers.yaml) gives its URL, sha256 and what it bundles
+  source    url + sha256 and/or gpg_fingerprint + key_url (default: the catalog's pin and AWS's key)
+  params.openmpi  "4" (default) or "5": which of the installer's Open MPI builds the image puts first
+  prefix    default /opt/amazon/efa
+
+Examples (matrix):
+  efa_installer: {version: "1.41.0"}
+  efa_installer: {version: "1.41.0", params: {openmpi: "5"}}
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+
+from imagebuild import catalog
+from imagebuild.checks.expectation import Expectation
+from imagebuild.components import Block, Homes, lock_component, openmpi
+
+if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
+    from imagebuild.variant import Component
+
+NAME = "efa_installer"
+
+
+class EfaInstaller(Block):
+    name = NAME
+    layer = 30
+    methods = ("installer",)
+    params = {openmpi.NAME: ("4", "5")}  # which of its Open MPI builds goes first on PATH
+
+    def catalog_source(self, version: str) -> Optional[Dict[str, Any]]:
+        """The source fields of a catalogued installer (URL, sha256, AWS's signing key); None if unknown."""
+        info = catalog.efa_installer(version)
+        if info is None:
+            return None
+        data = catalog.efa_installers()
+        return {
+            "url": data["url_pattern"].format(version=version),
+            "sha256": info.get("sha256"),
+            "gpg_fingerprint": data["gpg"]["fingerprint"],
+            "key_url": data["gpg"]["key_url"],
+        }
+
+    def flags(self) -> List[str]:
+        """`efa_installer.sh` flags for a container (no kernel module; --no-verify skips the device check)."""
+        return list(catalog.efa_installers()["layout"]["installer_flags"])
+
+    def macro_args(self, comp: Component) -> Tuple[Any, ...]:
+        return (self.flags(),)
+
+    def built(self, comp: Component) -> bool:
+        return False
+
+    def stage(self, comp: Component) -> Optional[Tuple[str, str, str]]:
+        return "partials/efa_installer.j2", "stages", "efa"
+
+    def partial(self, comp: Component) -> Optional[Tuple[str, str]]:
+        return None
+
+    def bindirs(self, comp: Component) -> List[str]:
+        return [f"{comp.prefix}/bin"]
+
+    def homes(self, comp: Component) -> Homes:
+        return {"LIBFABRIC_HOME": comp.prefix} if comp.prefix else {}
+
+    def checks(self, lock: Mapping[str, Any]) -> List[Expectation]:
+        efa = lock_component(lock, NAME) or {}
+        return [
+            self.check(
+                lock,
+                "efa-installer-record",
+                "efa_record",
+                "the EFA installer left /opt/amazon/efa_installed_packages (what it installed, which "
+                "version)",
+                {
+                    "version": efa.get("version"),
+                    "path": catalog.efa_installers()["layout"]["installed_packages"],
+                },
+            ),
+            self.check(
+                lock,
+                "fi-info-efa",
+                "fi_info_efa",
+                "`fi_info -l` lists the efa provider (without it NCCL falls back to sockets)",
+                {"prefix": efa.get("prefix") or catalog.component(NAME)["prefix"]},
+            ),
+        ]
+
+
+BLOCK = EfaInstaller()
