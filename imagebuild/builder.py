@@ -28,6 +28,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from imagebuild import buildkit
 from imagebuild.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
+from imagebuild.components import REGISTRY
 from imagebuild.errors import UserError
 from imagebuild.summary import write_summary as write_summary
 from imagebuild.variant import LOCK_LABEL
@@ -43,15 +44,8 @@ HASH_SCHEME = "efa-image-build/context-hash/v3\n"
 # never in the final image, so an image built behind one proxy is the same image as one built without.
 _UNHASHED_DIRS = ("certs",)
 
-# Version abbreviations in tags, in this order (short: docker tags stop at 128 characters).
-_TAG_PARTS = (
-    ("nccl", "nccl"),
-    ("aws_ofi_nccl", "ofi"),
-    ("efa_installer", "efa"),
-    ("libfabric", "fab"),
-    ("cuda_runtime", "cuda"),
-    ("torch", "torch"),
-)
+# Version abbreviations in tags, in the blocks' tag order (short: docker tags stop at 128 characters).
+_TAG_PARTS = tuple((b.name, b.tag[1]) for b in sorted((b for b in REGISTRY if b.tag), key=lambda b: b.tag))
 
 
 def docker_client(timeout: int = 600):

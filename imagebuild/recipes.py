@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
+from imagebuild.components import nccl_tests, openmpi
 from imagebuild.errors import UserError
 
 KEYS = {
@@ -203,13 +204,13 @@ def _prefix_bin(lock: Dict[str, Any], component: str, default: str, program: str
 
 
 def nccl_tests_binary(lock: Dict[str, Any], collective: str = "all_reduce") -> str:
-    return _prefix_bin(lock, "nccl_tests", "/opt/nccl-tests", "%s_perf" % collective)
+    return _prefix_bin(lock, nccl_tests.NAME, "/opt/nccl-tests", "%s_perf" % collective)
 
 
 def mpirun_binary(lock: Dict[str, Any]) -> str:
     """The image's mpirun by absolute path: Open MPI then starts its remote daemons from the same prefix
     (`--prefix` implied), which ssh sessions in a container need, since they do not see the image's ENV."""
-    return _prefix_bin(lock, "openmpi", "", "mpirun")
+    return _prefix_bin(lock, openmpi.NAME, "", "mpirun")
 
 
 def _validator(lock: Dict[str, Any], cluster: Dict[str, Any], extra: List[str]) -> List[str]:

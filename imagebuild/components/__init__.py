@@ -64,6 +64,8 @@ class Block:
       system    it lands in /usr whatever the source, unless the EFA installer bundles it
       default_method  the method when the matrix names only a version and no source
       needs     components it cannot work without (compat rules with their sources)
+      tag       (rank, abbreviation) of its version in an image's version tag (`nccl2.27.7-ofi1.21.1`);
+                None: not in the tag
     """
 
     name: str = ""
@@ -75,6 +77,7 @@ class Block:
     system: bool = False  # a system library: /usr from any source but the EFA installer's
     default_method: Optional[str] = None
     needs: Tuple[Needs, ...] = ()
+    tag: Optional[Tuple[int, str]] = None
 
     # ---- resolve ------------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ NAME = "aws_ofi_nccl"
 
 class AwsOfiNccl(Block):
     name = NAME
+    tag = (1, "ofi")
     layer = 60
     methods = ("source", "installer", "base")
     params = {"platform_aws": ("yes", "no")}

@@ -28,6 +28,7 @@ TOOLKIT = "/opt/nvidia/cuda-toolkit"  # builder-only CUDA_HOME: the runtime whee
 
 class CudaRuntime(Block):
     name = NAME
+    tag = (4, "cuda")
     layer = 40
     methods = ("wheel", "apt", "packages", "base")
     default_method = "wheel"

@@ -30,6 +30,7 @@ NAME = "efa_installer"
 
 class EfaInstaller(Block):
     name = NAME
+    tag = (2, "efa")
     layer = 30
     methods = ("installer",)
     params = {openmpi.NAME: ("4", "5")}  # which of its Open MPI builds goes first on PATH

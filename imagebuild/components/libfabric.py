@@ -26,6 +26,7 @@ NAME = "libfabric"
 
 class Libfabric(Block):
     name = NAME
+    tag = (3, "fab")
     layer = 10
     methods = ("apt", "packages", "installer", "base")
     bundled = True

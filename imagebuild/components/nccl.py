@@ -27,6 +27,7 @@ NAME = "nccl"
 
 class Nccl(Block):
     name = NAME
+    tag = (0, "nccl")
     layer = 50
     methods = ("wheel", "source", "apt", "packages", "base")
     tools = ("make", "g++")

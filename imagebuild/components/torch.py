@@ -24,6 +24,7 @@ NAME = "torch"
 
 class Torch(Block):
     name = NAME
+    tag = (5, "torch")
     layer = 90
     methods = ("base",)
 
