@@ -27,12 +27,16 @@ import tempfile
 import threading
 import time
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 REGISTRY_BIN = "/usr/bin/docker-registry"
+# Test sessions share one docker engine: names and image contents that a session makes carry this id, so one
+# session's cleanup never removes another's images.
+RUN = os.environ.get("EFA_TEST_RUN") or uuid.uuid4().hex[:8]
 
 
 def free_port() -> int:
@@ -344,7 +348,9 @@ def build_small_image(client, local_base: str, lock: dict, tag: str):
     import io
 
     text = json.dumps(lock, sort_keys=True)
-    dockerfile = f"FROM {local_base}\nLABEL {LOCK_LABEL}={json.dumps(text)}\n"
+    dockerfile = (
+        f"FROM {local_base}\nLABEL {LOCK_LABEL}={json.dumps(text)} org.efa-image-build.test-run={RUN}\n"
+    )
     image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
     return image
 

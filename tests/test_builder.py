@@ -17,12 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
+from services import RUN
 
 from imagebuild import builder
 from imagebuild.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
-REPO = "efa-image-build-test/builder"
+REPO = f"efa-image-build-test-{RUN}/builder"
 PAYLOAD = b"pinned payload for the builder tests\n"
 
 

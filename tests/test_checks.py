@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from services import RUN
 
 from imagebuild.checks.probes import Target, env_policy, expand_env, labels, no_credentials, same_version
 from imagebuild.checks.runner import check_image
@@ -25,7 +26,7 @@ from imagebuild.variant import LOCK_LABELS
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANT = "local-debian-nccl2.27"
-BROKEN_REPO = "efa-image-build-test/broken"
+BROKEN_REPO = f"efa-image-build-test-{RUN}/broken"
 PLUGIN_CHECKS = {"plugin-present", "plugin-ldd", "plugin-discoverable", "plugin-version"}
 
 

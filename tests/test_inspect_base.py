@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from services import RUN
 
 from imagebuild import matrix
 from imagebuild.dlcbase import dockerfile, nccl_wheel
@@ -31,7 +32,7 @@ from imagebuild.inspect_base import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-TAG = "efa-image-build-test/dlc-layout:inspect-test"  # this module's own name; kept as build cache
+TAG = f"efa-image-build-test-{RUN}/dlc-layout:inspect-test"  # kept as build cache after the run
 
 
 def _cli(*args, timeout=600):
