@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -294,7 +295,7 @@ def test_build_ca_reaches_the_context_but_not_the_hash(built, tmp_path):
 @pytest.mark.docker
 def test_ctrl_c_leaves_no_half_tagged_image(built, mirror, docker_client, tmp_path):
     out, cache, _ = built
-    _variant(out, "slow", run="sleep 60")
+    _variant(out, "slow", run=f"sleep 60 && echo {uuid.uuid4().hex}")  # never a cached layer
     try:
         proc = subprocess.Popen(
             [sys.executable, "build.py", "build", "--no-render", "--out", str(out), "--variant", "slow"]
