@@ -54,7 +54,8 @@ def _rank_phases(rank: int, node: int, d: int, nranks: int, nnodes: int) -> list
     init = [
         thread + "ncclCommInitRankConfig comm %s rank %d nranks %d cudaDev %d nvmlDev %d busId %x000 "
         "commId 0x7dcff2626d08b830 - Init START" % (comm, rank, nranks, d, d, 0x53 + d),
-        thread + "comm %s rank %d nRanks %d nNodes %d localRanks 8 localRank %d MNNVL 0"
+        thread
+        + "comm %s rank %d nRanks %d nNodes %d localRanks 8 localRank %d MNNVL 0"
         % (comm, rank, nranks, nnodes, d),
         thread + "Setting affinity for GPU %d to ffffffff,00000000,ffffffff" % d,
         thread + "Trees [0] %d/-1/-1->%d->%d [1] %d/-1/-1->%d->%d" % (nxt, rank, prv, nxt, rank, prv),
@@ -63,7 +64,8 @@ def _rank_phases(rank: int, node: int, d: int, nranks: int, nnodes: int) -> list
     chans = []
     for c in range(CHANNELS):
         peer = rank - d + (d + 1) % GPUS
-        chans.append(thread + "Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read" % (c, rank, d, peer, (d + 1) % GPUS))
+        chans.append(thread + "Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read"
+                     % (c, rank, d, peer, (d + 1) % GPUS))  # fmt: skip
     net = []
     for c in range(CHANNELS):
         net.append(thread + "Channel %02d/0 : %d[%d] -> %d[%d] [send] via NET/Libfabric/%d/GDRDMA"
@@ -74,7 +76,8 @@ def _rank_phases(rank: int, node: int, d: int, nranks: int, nnodes: int) -> list
         thread + "Connected all rings, use ring PXN 0 GDR 1",
         thread + "Connected all trees",
         thread + "threadThresholds 8/8/64 | 65536/8/64 | 512 | 512",
-        thread + "32 coll channels, 32 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer",
+        thread + "32 coll channels, 32 collnet channels, 0 nvls channels, 32 p2p channels, "
+        "32 p2p channels per peer",
         thread + "ncclCommInitRankConfig comm %s rank %d nranks %d cudaDev %d nvmlDev %d busId %x000 "
         "commId 0x7dcff2626d08b830 - Init COMPLETE" % (comm, rank, nranks, d, d, 0x53 + d),
     ]
@@ -113,8 +116,8 @@ def _under_runner(log: str, work: str, timeout: float) -> dict:
     """The producer times itself (its wall time lands on stderr, kept in the runner's log)."""
     out = os.path.join(work, "report.json")
     runlog = os.path.join(work, "run.log")
-    argv = [sys.executable, "-m", "validators", "run", "--quiet", "--timeout", str(timeout),
-            "--no-inject", "--log", runlog, "--json", out, "--", sys.executable, "-c", TIMED, log]  # fmt: skip
+    argv = [sys.executable, "-m", "validators", "run", "--quiet", "--timeout", str(timeout), "--no-inject",
+            "--log", runlog, "--json", out, "--", sys.executable, "-c", TIMED, log]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)

@@ -399,15 +399,17 @@ def _label(label: Dict[str, Any]) -> str:
 
 
 def _write_json(report: Dict[str, Any], dest: Optional[str]) -> None:
+    """Streamed (json.dump), not built as one string first: at 8192 ranks the text is megabytes."""
     if not dest:
         return
-    text = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
     if dest == "-":
-        sys.stdout.write(text)
+        json.dump(report, sys.stdout, indent=2, sort_keys=True, default=str)
+        sys.stdout.write("\n")
         return
     tmp = dest + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
+        json.dump(report, fh, indent=2, sort_keys=True, default=str)
+        fh.write("\n")
     os.replace(tmp, dest)
 
 

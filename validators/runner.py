@@ -421,7 +421,7 @@ class StreamingParser:
     behind (the reader only: the command writes to its spool file, never to the runner)."""
 
     def __init__(self, analyze: Callable[..., Dict[str, Any]], **kwargs: Any) -> None:
-        self._queue = queue.Queue(maxsize=16)  # type: queue.Queue  # batches of up to a chunk's lines
+        self._queue = queue.Queue(maxsize=4)  # type: queue.Queue  # batches of up to a chunk's lines
         self._report = None  # type: Optional[Dict[str, Any]]
         self._error = None  # type: Optional[BaseException]
         self._ended = False

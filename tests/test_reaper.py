@@ -1,0 +1,118 @@
+"""Processes that leave the run's process group (setsid, `set -m`, a double fork, a scrubbed environment)
+are still the run's: `validators run` ends them and names them in `leftover_pids` (issue 13.5)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from preflight_util import assert_none_left, finding, load, pids_with, run_cli, unique_sleep
+
+from validators import reaper
+
+# each escape holds a sleep of its own length, so the test can tell which got away
+ESCAPES = {
+    "setsid": "setsid sleep {n} &",
+    "set -m": "(set -m; sleep {n} &)",
+    "double fork": "(sh -c 'sleep {n} &' &)",
+    "setsid, double fork, no environment": "env -i /bin/sh -c 'setsid /bin/sleep {n} &' &",
+}
+
+
+def _script(naps):
+    return "\n".join(ESCAPES[k].format(n=naps[k]) for k in ESCAPES) + "\nsleep 0.5; echo started"
+
+
+def test_escaped_children_are_ended_and_reported(tmp_path):
+    naps = {k: unique_sleep(120) for k in ESCAPES}
+    out = tmp_path / "r.json"
+    proc, wall = run_cli(
+        [
+            "run",
+            "--quiet",
+            "--timeout",
+            "60",
+            "--grace",
+            "1",
+            "--json",
+            str(out),
+            "--",
+            "sh",
+            "-c",
+            _script(naps),
+        ],
+        timeout=60,
+    )
+    report = load(out)
+    for name, nap in naps.items():
+        assert_none_left(nap), name
+    run = report["run"]
+    assert run["subreaper"] is True
+    assert len(run["leftover_pids"]) == len(ESCAPES), run["leftover_pids"]
+    assert (
+        set(run["escaped_pids"]) <= set(run["leftover_pids"]) and len(run["escaped_pids"]) >= 2
+    )  # the setsid ones
+    left = finding(report, "leftover-processes")
+    assert left and "had left its process group" in left["message"]
+    assert wall < 30
+    assert proc.returncode in (1, 3)
+
+
+def test_watchdog_ends_escaped_children_of_a_hung_run(tmp_path):
+    naps = {k: unique_sleep(120) for k in ESCAPES}
+    hang = unique_sleep(300)
+    out = tmp_path / "r.json"
+    script = _script(naps) + "; sleep " + hang
+    proc, wall = run_cli(
+        [
+            "run",
+            "--quiet",
+            "--idle-timeout",
+            "2",
+            "--grace",
+            "1",
+            "--json",
+            str(out),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        timeout=60,
+    )
+    report = load(out)
+    assert report["run"]["killed"] == "idle" and finding(report, "hang")
+    for nap in list(naps.values()) + [hang]:
+        assert_none_left(nap)
+    assert proc.returncode == 1 and wall < 30
+
+
+def test_tracker_finds_an_orphan_by_its_marker_without_the_subreaper():
+    """Without the subreaper an orphan goes to init; the run's marker in its environment still names it."""
+    mark = reaper.new_mark()
+    nap = unique_sleep(60)
+    env = dict(os.environ, **{reaper.MARK_VAR: mark})
+    before = reaper.Tracker.children_now()
+    launcher = subprocess.Popen(
+        ["sh", "-c", "setsid sleep %s & exit 0" % nap], env=env, start_new_session=True
+    )
+    launcher.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while not pids_with(nap) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tracker = reaper.Tracker(launcher.pid, mark, before)
+    found = tracker.members()
+    assert found == pids_with(nap) and len(found) == 1
+    assert found[0] in tracker.escaped and "sleep" in tracker.commands
+    os.kill(found[0], 9)
+    assert_none_left(nap)
+
+
+def test_subreaper_flag_round_trips():
+    was = reaper.is_subreaper()
+    try:
+        assert reaper.set_subreaper(True) and reaper.is_subreaper()
+        assert reaper.set_subreaper(False) and not reaper.is_subreaper()
+    finally:
+        reaper.set_subreaper(was)
