@@ -116,3 +116,31 @@ def test_subreaper_flag_round_trips():
         assert reaper.set_subreaper(False) and not reaper.is_subreaper()
     finally:
         reaper.set_subreaper(was)
+
+
+def test_sigterm_to_the_runner_ends_the_run_first(tmp_path):
+    """The command writes to a file, so no SIGPIPE would end it if the runner went: SIGTERM to the runner
+    ends every process of the run (escaped ones too) before the runner exits (cli: 130, interrupted)."""
+    import signal
+    import sys
+
+    from preflight_util import ROOT
+
+    naps = {k: unique_sleep(120) for k in ESCAPES}
+    hang = unique_sleep(300)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "validators", "run", "--quiet", "--grace", "1", "--log",
+         str(tmp_path / "r.log"), "--", "sh", "-c", _script(naps) + "; sleep " + hang],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    log = tmp_path / "r.log"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (log.exists() and "started" in log.read_text()):
+        time.sleep(0.1)  # the runner has read the command's output: it is in its loop
+    assert all(pids_with(n) for n in naps.values())
+    runner.send_signal(signal.SIGTERM)
+    _out, err = runner.communicate(timeout=30)
+    assert runner.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    for nap in list(naps.values()) + [hang]:
+        assert_none_left(nap)

@@ -14,6 +14,7 @@ import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -32,6 +33,7 @@ CHUNK = 256 * 1024  # bytes read from the spool at a time
 CENSUS_EVERY = 0.5  # seconds between lists of the run's processes (pids its log may claim)
 MAX_CLAIM_HOSTS = 16384  # hosts remembered from the log's NCCL line heads
 MAX_PIDS_PER_HOST = 256
+MAX_HEADS = 1 << 17
 WATCHDOG_ABORT = "abort"
 # the replay stand-in's first line (validators/replay.py): the output is a recording, not this cluster
 REPLAY_MARK = "validators.replay: REPLAY"
@@ -209,6 +211,7 @@ def run_command(
     finally:
         os.close(wfd)
     tracker = reaper.Tracker(proc.pid, mark, before)
+    handlers = _interrupt_on_termination()
     arrivals = collections.deque()  # type: Deque[Tuple[int, float]]  # (spool size, when it was seen)
     done, abort = threading.Event(), threading.Event()
     watcher = threading.Thread(
@@ -238,6 +241,8 @@ def run_command(
         raise
     finally:
         watcher.join()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         if not was_subreaper:
             reaper.set_subreaper(False)
         os.close(rfd)
@@ -247,6 +252,18 @@ def run_command(
     if result.killed is None:
         result.silent_s = dog.silent_for()
     return result
+
+
+def _interrupt_on_termination() -> Dict[int, Any]:
+    """SIGTERM/SIGHUP to the runner raise KeyboardInterrupt, so it ends the run's processes before it
+    goes (the command writes to a file, not a pipe: no SIGPIPE would end it). Returns the old handlers."""
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _watch(
@@ -331,6 +348,7 @@ class _Reader:
         self.pending = b""
         self.batch = []  # type: List[str]
         self.when = 0.0
+        self.heads = set()  # type: Set[str]  # `host:pid:tid` heads already claimed (bounded)
 
     def take(self, chunk: bytes, when: float) -> None:
         """A chunk of output that had arrived by `when` (seconds since the start)."""
@@ -366,7 +384,11 @@ class _Reader:
         state.last.append((result.lines, text))
         state.last_time = self.when
         if " NCCL " in body:
-            result.claim(state, body)
+            head = body[: body.find(" ")]
+            if head not in self.heads or state.host is None:  # one regex per process thread, not per line
+                result.claim(state, body)
+                if len(self.heads) < MAX_HEADS:
+                    self.heads.add(head)
         elif not result.replay and REPLAY_MARK in body:
             result.replay = True
         launcher = rank is None or self.kind == "torchrun"
