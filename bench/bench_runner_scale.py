@@ -7,6 +7,9 @@ The log is generated from the line shapes of the real logs in ../shared/nccl-log
 aws-ofi-nccl 1.1x on p5: `57-eks-g6e-...` and `59-eks-p4d-...` for plugin/channel/comm lines), as Open
 MPI's `--tag-output` prints them, ranks interleaved phase by phase as a real init interleaves them.
 
+Then one hang: every rank but the last goes quiet, the job hangs, `--idle-timeout 3` ends it: the size
+of the hang finding and of the report at this scale.
+
     python bench/bench_runner_scale.py [--nodes 1024] [--repeat 3] [--json FILE] [--keep DIR]
 """
 
@@ -143,6 +146,27 @@ def _under_runner(log: str, work: str, timeout: float) -> dict:
     }
 
 
+def _hang_case(log: str, work: str) -> dict:
+    """Every rank but the last stops 1.5 s before the end, then the job hangs: how readable is the
+    hang finding at this scale, how big the report? (the last 5 lines are the last rank's final phase)"""
+    out = os.path.join(work, "hang.json")
+    script = "head -n -5 %s; sleep 1.5; tail -n 5 %s; exec sleep 3600" % (log, log)
+    argv = [sys.executable, "-m", "validators", "run", "--quiet", "--idle-timeout", "3", "--timeout", "600",
+            "--log", os.path.join(work, "hang.log"), "--json", out, "--", "sh", "-c", script]  # fmt: skip
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    report = json.loads(Path(out).read_text())
+    hang = [f for f in report["findings"] if f["id"] == "hang"][0]
+    return {
+        "message": hang["message"],
+        "message_chars": len(hang["message"]),
+        "finding_json_bytes": len(json.dumps(hang)),
+        "run_json_bytes": len(json.dumps(report["run"])),
+        "report_json_bytes": os.path.getsize(out),
+        "ranks_count": hang.get("ranks_count"),
+    }
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1024)
@@ -162,9 +186,11 @@ def main(argv=None) -> int:
     u = statistics.median(r["producer_s"] if r["producer_s"] is not None else float("inf") for r in under)
     limit = 2 * a + 1.0
     rss = max(r["rss_children_max_mib"] for r in under)
+    hang = _hang_case(log, work)
     ok = u <= limit and all(r["killed"] is None for r in under) and rss < 150
     result = {"log": shape, "producer_alone_s": round(a, 4), "producer_under_runner_s": round(u, 4),
-              "limit_s": round(limit, 4), "runs": under, "runner_peak_rss_mib": rss, "ok": ok}  # fmt: skip
+              "limit_s": round(limit, 4), "runs": under, "runner_peak_rss_mib": rss, "hang": hang,
+              "ok": ok}  # fmt: skip
     print(json.dumps(result, indent=2))
     print("producer alone %.3f s, under runner %.3f s (limit %.3f s); peak RSS %.1f MiB: %s"
           % (a, u, limit, rss, "OK" if ok else "NOT MET"))  # fmt: skip

@@ -17,6 +17,7 @@ from validators import launchcheck, pairwise, runreport, sagemaker_env
 from validators.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
 
 EXIT_USAGE = 2
+BACKGROUND_NICE = 10  # reading and parsing yield the CPU to the job's ranks; the watchdog's thread does not
 
 
 def _positive(text: str) -> float:
@@ -168,7 +169,7 @@ def run_once(
         kwargs = {"instance_type": args.instance_type, "nodes": nodes}  # type: Dict[str, Any]
         if _accepts(analyze, "source"):
             kwargs["source"] = log_path  # evidence then names the kept log, with its line numbers
-        parser = StreamingParser(analyze, **kwargs)
+        parser = StreamingParser(analyze, nice=BACKGROUND_NICE, **kwargs)
     rank_logs = getattr(args, "rank_logs", None)
     if rank_logs:
         os.makedirs(rank_logs, exist_ok=True)
@@ -185,6 +186,7 @@ def run_once(
             echo=None if args.quiet else sys.stderr,
             rank_logs=rank_logs,
             spool_dir=os.path.dirname(os.path.abspath(log_path)),
+            nice=BACKGROUND_NICE,
         )
     result.log = log_path
     result.notes = notes + env_notes + result.notes

@@ -185,9 +185,13 @@ def run_command(
     echo: Optional[IO[str]] = None,
     rank_logs: Optional[str] = None,
     spool_dir: Optional[str] = None,
+    nice: int = 0,
 ) -> RunResult:
     """Run argv to its end or until the watchdog ends it; every line goes to log, echo and on_lines
-    (a batch per chunk read), behind the command, which writes to a spool file at its own speed."""
+    (a batch per chunk read), behind the command, which writes to a spool file at its own speed.
+
+    `nice` > 0 lowers the CPU priority of the reader's thread (not the watchdog's): on a busy node the
+    job's ranks come first."""
     result = RunResult(list(argv), kind)
     result.timeout, result.idle_timeout = timeout, idle_timeout
     dog = Watchdog(timeout, idle_timeout)
@@ -219,28 +223,22 @@ def run_command(
     )
     watcher.start()
     reader = _Reader(result, kind, log, echo, rank_logs, on_lines)
-    offset = 0
+    failed = []  # type: List[BaseException]
+    reading = threading.Thread(
+        target=_read, args=(rfd, arrivals, done, abort, reader, nice, failed), daemon=True
+    )
+    reading.start()
     try:
-        while True:
-            finished = done.is_set()  # read first: the watcher's last sample is then in `arrivals`
-            while arrivals and arrivals[0][0] <= offset:
-                arrivals.popleft()
-            if arrivals:
-                end, when = arrivals[0]
-                chunk = os.pread(rfd, min(end - offset, CHUNK), offset)
-                if not chunk:  # the file shrank under us: nothing more can be read
-                    break
-                offset += len(chunk)
-                reader.take(chunk, when)
-                continue
-            if finished:
-                break
-            done.wait(TICK)
+        while reading.is_alive():  # the main thread only waits: signals (Ctrl-C, SIGTERM) land here
+            reading.join(TICK * 4)
+        if failed:
+            raise failed[0]
     except BaseException:
-        abort.set()  # the runner itself failed: the command must not outlive it
+        abort.set()  # the runner itself failed or was interrupted: the command must not outlive it
         raise
     finally:
         watcher.join()
+        reading.join()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         if not was_subreaper:
@@ -252,6 +250,48 @@ def run_command(
     if result.killed is None:
         result.silent_s = dog.silent_for()
     return result
+
+
+def _read(
+    rfd: int,
+    arrivals: "Deque[Tuple[int, float]]",
+    done: threading.Event,
+    abort: threading.Event,
+    reader: "_Reader",
+    nice: int,
+    failed: List[BaseException],
+) -> None:
+    """The reader's thread: the spool's bytes that the watchdog has seen arrive, in order, until the
+    run is over and all is read. At a lower CPU priority than the job (nice is per thread on Linux)."""
+    lower_priority(nice)
+    offset = 0
+    try:
+        while not abort.is_set():  # interrupted: the rest is not read
+            finished = done.is_set()  # read first: the watcher's last sample is then in `arrivals`
+            while arrivals and arrivals[0][0] <= offset:
+                arrivals.popleft()
+            if arrivals:
+                end, when = arrivals[0]
+                chunk = os.pread(rfd, min(end - offset, CHUNK), offset)
+                if not chunk:  # the file shrank under us: nothing more can be read
+                    return
+                offset += len(chunk)
+                reader.take(chunk, when)
+                continue
+            if finished:
+                return
+            done.wait(TICK)
+    except BaseException as err:  # noqa: BLE001 - handed to the main thread, which ends the run
+        failed.append(err)
+
+
+def lower_priority(step: int) -> None:
+    """Raise this thread's nice value by `step` (never fails: a limit just leaves it as it is)."""
+    if step > 0:
+        try:
+            os.nice(step)
+        except OSError:
+            pass
 
 
 def _interrupt_on_termination() -> Dict[int, Any]:
@@ -442,7 +482,8 @@ class StreamingParser:
     no log in memory. Lines come in batches; a bounded queue holds the reader back if the parser falls
     behind (the reader only: the command writes to its spool file, never to the runner)."""
 
-    def __init__(self, analyze: Callable[..., Dict[str, Any]], **kwargs: Any) -> None:
+    def __init__(self, analyze: Callable[..., Dict[str, Any]], nice: int = 0, **kwargs: Any) -> None:
+        self._nice = nice  # the parser thread's CPU priority step (see run_command)
         self._queue = queue.Queue(maxsize=4)  # type: queue.Queue  # batches of up to a chunk's lines
         self._report = None  # type: Optional[Dict[str, Any]]
         self._error = None  # type: Optional[BaseException]
@@ -459,6 +500,7 @@ class StreamingParser:
             yield from item
 
     def _work(self, analyze: Callable[..., Dict[str, Any]], kwargs: Dict[str, Any]) -> None:
+        lower_priority(self._nice)
         try:
             self._report = analyze(self._lines(), **kwargs)
         except BaseException as err:  # noqa: BLE001 - reported as an unknown verdict, never a crash
