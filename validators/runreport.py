@@ -213,7 +213,7 @@ def _hang(result: RunResult) -> Dict[str, Any]:
     return {
         "id": "hang",
         "severity": "error",
-        "message": "%s: the run was ended (%s to the process group) and its partial log kept"
+        "message": "%s: the run was ended (%s to its processes) and its partial log kept"
         % (why, (result.kill_signal or "none").upper()),
         "evidence": _all_tails(result, 3, EVIDENCE_RANKS),
         "remedy": HANG_REMEDY,
