@@ -43,7 +43,13 @@ _TORCHRUN_VALUE_OPTS = dict.fromkeys(
     1,
 )
 _SLURM_ENV_HOSTS = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
-_OTHER_HOSTFILE_ENV = ("PBS_NODEFILE", "OMPI_MCA_orte_default_hostfile", "PRTE_MCA_prte_default_hostfile")
+# where mpirun finds hosts without -H (mpi-operator sets OMPI_MCA_orte_default_hostfile; PBS, LSF)
+_OTHER_HOSTFILE_ENV = (
+    "OMPI_MCA_orte_default_hostfile",
+    "PRTE_MCA_prte_default_hostfile",
+    "PBS_NODEFILE",
+    "LSB_DJOB_HOSTFILE",
+)
 
 
 class Launch(NamedTuple):
