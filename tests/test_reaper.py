@@ -24,68 +24,36 @@ def _script(naps):
     return "\n".join(ESCAPES[k].format(n=naps[k]) for k in ESCAPES) + "\nsleep 0.5; echo started"
 
 
-def test_escaped_children_are_ended_and_reported(tmp_path):
+def _run_escapes(tmp_path, limits, tail=""):
+    """`validators run LIMITS -- sh -c <every escape>TAIL` -> (report, exit code, wall s, the sleeps)."""
     naps = {k: unique_sleep(120) for k in ESCAPES}
     out = tmp_path / "r.json"
-    proc, wall = run_cli(
-        [
-            "run",
-            "--quiet",
-            "--timeout",
-            "60",
-            "--grace",
-            "1",
-            "--json",
-            str(out),
-            "--",
-            "sh",
-            "-c",
-            _script(naps),
-        ],
-        timeout=60,
-    )
-    report = load(out)
-    for name, nap in naps.items():
-        assert_none_left(nap), name
+    args = ["run", "--quiet", "--grace", "1", "--json", str(out)] + limits
+    proc, wall = run_cli(args + ["--", "sh", "-c", _script(naps) + tail], timeout=60)
+    return load(out), proc.returncode, wall, list(naps.values())
+
+
+def test_escaped_children_are_ended_and_reported(tmp_path):
+    report, code, wall, naps = _run_escapes(tmp_path, ["--timeout", "60"])
+    for nap in naps:
+        assert_none_left(nap)
     run = report["run"]
     assert run["subreaper"] is True
     assert len(run["leftover_pids"]) == len(ESCAPES), run["leftover_pids"]
-    assert (
-        set(run["escaped_pids"]) <= set(run["leftover_pids"]) and len(run["escaped_pids"]) >= 2
-    )  # the setsid ones
+    assert set(run["escaped_pids"]) <= set(run["leftover_pids"])
+    assert len(run["escaped_pids"]) >= 2  # the setsid ones
     left = finding(report, "leftover-processes")
     assert left and "had left its process group" in left["message"]
-    assert wall < 30
-    assert proc.returncode in (1, 3)
+    assert wall < 30 and code in (1, 3)
 
 
 def test_watchdog_ends_escaped_children_of_a_hung_run(tmp_path):
-    naps = {k: unique_sleep(120) for k in ESCAPES}
     hang = unique_sleep(300)
-    out = tmp_path / "r.json"
-    script = _script(naps) + "; sleep " + hang
-    proc, wall = run_cli(
-        [
-            "run",
-            "--quiet",
-            "--idle-timeout",
-            "2",
-            "--grace",
-            "1",
-            "--json",
-            str(out),
-            "--",
-            "sh",
-            "-c",
-            script,
-        ],
-        timeout=60,
-    )
-    report = load(out)
+    report, code, wall, naps = _run_escapes(tmp_path, ["--idle-timeout", "2"], "; sleep " + hang)
     assert report["run"]["killed"] == "idle" and finding(report, "hang")
-    for nap in list(naps.values()) + [hang]:
+    for nap in naps + [hang]:
         assert_none_left(nap)
-    assert proc.returncode == 1 and wall < 30
+    assert code == 1 and wall < 30
 
 
 def test_tracker_finds_an_orphan_by_its_marker_without_the_subreaper():

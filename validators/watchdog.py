@@ -8,6 +8,8 @@ import signal
 import time
 from typing import Callable, List, Optional
 
+from validators.reaper import process_table
+
 IDLE = "idle"
 TIMEOUT = "timeout"
 
@@ -61,24 +63,10 @@ def group_members(pgid: int) -> List[int]:
 
     Zombies are left out: where PID 1 does not reap orphans (a container running `sleep`), they would
     otherwise look alive forever. Without /proc, falls back to kill(0), which counts zombies too."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
+    table = process_table()
+    if not table:
         return [pgid] if _killpg_probe(pgid) else []
-    members = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name, "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
-            members.append(int(name))
-    return members
+    return sorted(pid for pid, (_ppid, pgrp, state, _comm) in table.items() if pgrp == pgid and state != b"Z")
 
 
 def _killpg_probe(pgid: int) -> bool:
