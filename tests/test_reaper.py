@@ -112,3 +112,20 @@ def test_sigterm_to_the_runner_ends_the_run_first(tmp_path):
     assert runner.returncode == 130 and "interrupted" in err and "Traceback" not in err
     for nap in list(naps.values()) + [hang]:
         assert_none_left(nap)
+
+
+def test_without_proc_the_launchers_group_is_still_ended(monkeypatch):
+    """Where /proc is missing (not Linux) only the process group is known: it is signalled whole."""
+    from validators.watchdog import end_all
+
+    nap = unique_sleep(60)
+    launcher = subprocess.Popen(["sh", "-c", "sleep %s & wait" % nap], start_new_session=True)
+    deadline = time.monotonic() + 5
+    while not pids_with(nap) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    monkeypatch.setattr(reaper, "process_table", dict)
+    tracker = reaper.Tracker(launcher.pid, reaper.new_mark())
+    assert tracker.members() == [launcher.pid]
+    assert end_all(tracker.members, 2, launcher.poll, tracker.signal) == "term"
+    launcher.wait(timeout=5)
+    assert_none_left(nap)

@@ -104,6 +104,8 @@ class Tracker:
         """Live (not zombie) pids of the run; adopted zombies are reaped on the way. `marked=False`
         skips reading every process's environment (the census while the run goes on)."""
         table = process_table()
+        if not table:  # no /proc: the launcher's process group is all that can be known
+            return [self.launcher] if group_exists(self.launcher) else []
         kids = {}  # type: Dict[int, List[int]]
         for pid, entry in table.items():
             kids.setdefault(entry[0], []).append(pid)
@@ -140,11 +142,34 @@ class Tracker:
                 self.escaped.add(pid)
         return live
 
+    def signal(self, pids: List[int], sig: int) -> None:
+        """Signal each member, and the launcher's whole group (what /proc may not show)."""
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.killpg(self.launcher, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def reap_adopted(self) -> None:
         """Collect adopted orphans that have exited (never the launcher: subprocess waits for it)."""
         for pid, (ppid, _g, state, _c) in process_table().items():
             if ppid == self.me and state == b"Z" and pid != self.launcher and pid not in self.before:
                 _reap(pid)
+
+
+def group_exists(pgid: int) -> bool:
+    """kill(0) on the group: True while any member exists (zombies too; a member of another user too)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _reap(pid: int) -> None:

@@ -342,7 +342,7 @@ def _watch(
                 if reason != WATCHDOG_ABORT:
                     result.killed = reason
                     result.silent_s = dog.silent_for()
-                result.kill_signal = end_all(tracker.members, grace, reap)
+                result.kill_signal = end_all(tracker.members, grace, reap, tracker.signal)
                 break
             if dog.elapsed() >= next_census:  # which pids are the run's: the claims in its log are checked
                 tracker.members(marked=False)
@@ -356,7 +356,7 @@ def _watch(
         if left:
             result.leftovers = left
             result.escaped = sorted(set(left) & tracker.escaped)
-            end_all(tracker.members, grace, reap)
+            end_all(tracker.members, grace, reap, tracker.signal)
         proc.wait()
         tracker.reap_adopted()
         sample()

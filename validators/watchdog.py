@@ -8,7 +8,7 @@ import signal
 import time
 from typing import Callable, List, Optional
 
-from validators.reaper import process_table
+from validators.reaper import group_exists, process_table
 
 IDLE = "idle"
 TIMEOUT = "timeout"
@@ -65,18 +65,8 @@ def group_members(pgid: int) -> List[int]:
     otherwise look alive forever. Without /proc, falls back to kill(0), which counts zombies too."""
     table = process_table()
     if not table:
-        return [pgid] if _killpg_probe(pgid) else []
+        return [pgid] if group_exists(pgid) else []
     return sorted(pid for pid, (_ppid, pgrp, state, _comm) in table.items() if pgrp == pgid and state != b"Z")
-
-
-def _killpg_probe(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a member changed user: still there
-        return True
-    return True
 
 
 def group_alive(pgid: int) -> bool:
