@@ -20,6 +20,8 @@ from preflight_util import (
     unique_sleep,
 )
 
+from validators.replay import MARK
+
 needs_analyzer = pytest.mark.skipif(
     not have_analyzer(), reason="validators.analyze (log parser) not landed yet"
 )
@@ -68,11 +70,11 @@ def test_idle_timeout_keeps_partial_log_and_each_rank_tail(tmp_path):
     hang = finding(report, "hang")
     assert hang and "no output for 2s" in hang["message"]
     kept = log.read_text().splitlines()
-    tagged = [line for line in kept if line.startswith("[1,")]
-    assert len(tagged) == 12  # 3 ranks x 4 lines, all kept
+    tagged = [line for line in kept if line.startswith("[1,") and MARK not in line]
+    assert len(tagged) == 12  # 3 ranks x 4 lines, all kept (rank 0 also printed the replay's MARK)
     ranks = {r["rank"]: r for r in report["run"]["rank_output"]}
     assert {0, 1, 2} <= set(ranks)
-    assert all(ranks[r]["lines"] == 4 for r in (0, 1, 2))
+    assert [ranks[r]["lines"] for r in (0, 1, 2)] == [5, 4, 4]
     # the evidence carries each rank's last lines, with their line numbers in the kept log
     ev_ranks = {e["text"][:6] for e in hang["evidence"]}
     assert {"[1,0]<", "[1,1]<", "[1,2]<"} <= ev_ranks
@@ -114,6 +116,7 @@ def test_output_stops_mid_line_then_hangs(tmp_path):
     assert finding(report, "hang")
     assert report["run"]["partial_line"] is True
     kept = log.read_text().splitlines()
+    assert kept.pop(0) == MARK  # the replay says what it is first
     full = GOOD_EFA.read_text().splitlines()
     assert kept[:5] == full[:5]
     assert len(kept) == 6 and full[5].startswith(kept[5]) and kept[5] != full[5]
@@ -296,8 +299,8 @@ def test_repeat_runs_each_time_and_reports_all(tmp_path):
     report = load(out)
     assert [r["run"] for r in report["runs"]] == [1, 2, 3]
     assert {r["log"] for r in report["runs"]} == {str(tmp_path / ("x.%d.log" % i)) for i in (1, 2, 3)}
-    for i in (1, 2, 3):
-        assert (tmp_path / ("x.%d.log" % i)).read_text().count("\n") == 1
+    for i in (1, 2, 3):  # the replay's MARK, then the one recorded line
+        assert (tmp_path / ("x.%d.log" % i)).read_text().count("\n") == 2
 
 
 def test_pairwise_needs_placeholder():

@@ -13,10 +13,11 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-from validators import pairwise, runreport, sagemaker_env
+from validators import launchcheck, pairwise, runreport, sagemaker_env
 from validators.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
 
 EXIT_USAGE = 2
+BACKGROUND_NICE = 10  # reading and parsing yield the CPU to the job's ranks; the watchdog's thread does not
 
 
 def _positive(text: str) -> float:
@@ -168,7 +169,7 @@ def run_once(
         kwargs = {"instance_type": args.instance_type, "nodes": nodes}  # type: Dict[str, Any]
         if _accepts(analyze, "source"):
             kwargs["source"] = log_path  # evidence then names the kept log, with its line numbers
-        parser = StreamingParser(analyze, **kwargs)
+        parser = StreamingParser(analyze, nice=BACKGROUND_NICE, **kwargs)
     rank_logs = getattr(args, "rank_logs", None)
     if rank_logs:
         os.makedirs(rank_logs, exist_ok=True)
@@ -181,14 +182,17 @@ def run_once(
             grace=args.grace,
             env=env,
             log=log,
-            on_line=parser.feed if parser else None,
+            on_lines=parser.feed if parser else None,
             echo=None if args.quiet else sys.stderr,
             rank_logs=rank_logs,
+            spool_dir=os.path.dirname(os.path.abspath(log_path)),
+            nice=BACKGROUND_NICE,
         )
     result.log = log_path
     result.notes = notes + env_notes + result.notes
     analysis, error = parser.finish() if parser else (None, None)
-    return runreport.combine(result, analysis, error, args.instance_type, nodes)
+    launch = launchcheck.declared(argv2, kind, env, nodes)
+    return runreport.combine(result, analysis, error, args.instance_type, nodes, launch)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -252,7 +256,15 @@ def _run(args: argparse.Namespace) -> int:
     except NotStarted as err:
         print("error: %s" % err, file=sys.stderr)
         return EXIT_USAGE
-    if args.image:
+    replayed = report.get("replay") or any(r.get("replay") for r in report.get("runs") or [])
+    if args.image and replayed:  # a recording is no pre-flight of any image: nothing for a gate to match
+        report["replay"] = True
+        report["findings"].insert(0, {
+            "id": "replay-image-not-recorded", "severity": "warning",
+            "message": "REPLAY: --image %s not recorded: a replayed log proves nothing about it" % args.image,
+            "evidence": [], "remedy": "run the real GPU program in the image under the launcher",
+        })  # fmt: skip
+    elif args.image:
         report["image"] = {"ref": args.image, "digest": args.image.rpartition("@")[2]}
     if sm is not None:
         report["sagemaker_node"] = {"host": sm["sm_current_host"], "node_rank": int(sm["sm_node_rank"]),
@@ -350,6 +362,7 @@ def series_report(reports: List[Dict[str, Any]], labels: List[Dict[str, Any]]) -
                 findings=[f.get("id") for f in rep.get("findings", [])],
                 exit_code=rep["run"]["exit_code"],
                 killed=rep["run"]["killed"],
+                replay=bool(rep.get("replay")),
                 duration_s=rep["run"]["duration_s"],
                 log=rep["run"]["log"],
             )
@@ -388,15 +401,17 @@ def _label(label: Dict[str, Any]) -> str:
 
 
 def _write_json(report: Dict[str, Any], dest: Optional[str]) -> None:
+    """Streamed (json.dump), not built as one string first: at 8192 ranks the text is megabytes."""
     if not dest:
         return
-    text = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
     if dest == "-":
-        sys.stdout.write(text)
+        json.dump(report, sys.stdout, indent=2, sort_keys=True, default=str)
+        sys.stdout.write("\n")
         return
     tmp = dest + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
+        json.dump(report, fh, indent=2, sort_keys=True, default=str)
+        fh.write("\n")
     os.replace(tmp, dest)
 
 
@@ -430,6 +445,8 @@ def _metric_lines(report: Dict[str, Any]) -> List[str]:
 def summary_text(report: Dict[str, Any]) -> str:
     """A few lines for a terminal: verdict, then each finding with its remedy."""
     lines = ["verdict: %s" % report.get("verdict")]
+    if report.get("replay"):
+        lines[0] += " (REPLAY of a recorded log: no evidence about this cluster)"
     lines += [m for m in _metric_lines(report) if not m.startswith("verdict")]
     run = report.get("run") or {}
     if run:

@@ -99,9 +99,12 @@ def build_report(
 
 def _hosts(facts: Facts) -> List[dict]:
     table = host_table(facts)
+    by_host = {}  # type: dict  # host -> its processes, grouped once: linear in processes
+    for p in facts.procs.values():
+        by_host.setdefault(p.host, []).append(p)
     out = []
     for host in sorted(table):
-        procs = [p for p in facts.procs.values() if p.host == host]
+        procs = by_host.get(host, [])
         ranks = [r for p in procs for r in p.ranks.values()]
         vals = table[host]
         entry = {"host": host, "processes": len(procs), "ranks": len(ranks)}

@@ -5,8 +5,10 @@ A run that hung or failed is a fail whatever its output said; a clean run is onl
 output proves (a `sleep` that exits 0 proves nothing: unknown).
 """
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
+from validators import launchcheck
+from validators.launchcheck import few as names
 from validators.runner import RunResult
 
 SCHEMA = "efa-image-build/report/v1"
@@ -17,6 +19,9 @@ HANG_REMEDY = (
     "with -T/--timeout so ranks report the collective that stalled"
 )
 EXIT_BY_VERDICT = {"pass": 0, "fail": 1, "unknown": 3}
+REPORT_TAILS = 64  # ranks whose last lines the report carries (the quietest first): bounded at any scale
+EVIDENCE_RANKS = 16  # ranks whose last lines are a finding's evidence
+LIST_CAP = 64  # rank numbers listed in a finding; the rest are counted and given as ranges
 
 
 def empty_report(instance_type: Optional[str], nodes: Optional[int]) -> Dict[str, Any]:
@@ -53,19 +58,27 @@ def rank_name(rank: Optional[int]) -> str:
     return "launcher/untagged" if rank is None else "rank %d" % rank
 
 
+def _by_quiet(result: RunResult) -> List[Optional[int]]:
+    """Ranks in the order their output stopped (untagged lines first, then ties by rank number)."""
+    return sorted(
+        result.ranks,
+        key=lambda r: (r is not None, result.ranks[r].last_time, r if r is not None else -1),
+    )
+
+
 def run_facts(result: RunResult) -> Dict[str, Any]:
-    """The `run` object of the report: the command and how it ended, per rank line counts and tails."""
+    """The `run` object of the report: the command and how it ended, per rank line counts and tails
+    (last lines for the REPORT_TAILS ranks that went quiet first: the JSON stays small at any scale)."""
+    tailed = set(_by_quiet(result)[:REPORT_TAILS])
     ranks = []
     for rank in sorted(result.ranks, key=lambda r: (r is not None, r if r is not None else -1)):
         state = result.ranks[rank]
-        ranks.append(
-            {
-                "rank": rank,
-                "lines": state.lines,
-                "last_output_s": round(state.last_time, 3),
-                "last_lines": [text for _n, text in state.last],
-            }
-        )
+        entry = {"rank": rank, "lines": state.lines, "last_output_s": round(state.last_time, 3)}
+        if state.host is not None:
+            entry["host"] = state.host
+        if rank in tailed:
+            entry["last_lines"] = [text for _n, text in state.last]
+        ranks.append(entry)
     return {
         "command": result.argv,
         # true when the command ran the replay stand-in: every report made from this one must say REPLAY
@@ -82,13 +95,30 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         "partial_line": result.partial_line,
         "cut_lines": result.cut_lines,
         "leftover_pids": result.leftovers,
+        "escaped_pids": result.escaped,
+        "subreaper": result.subreaper,
+        "replay": result.replay,
         "failed_ranks": [
             {"rank": f.rank, "host": f.host, "exit_code": f.code, "text": f.text}
             for f in result.failed_ranks()
         ],
         "log": result.log,
         "rank_output": ranks,
+        "ranks_tailed": len(tailed),
     }
+
+
+def ranges(numbers: List[int], cap: int = 8) -> str:
+    """`0-3, 8, 10-12`: sorted runs, at most `cap` of them, then how many numbers are left out."""
+    runs = []  # type: List[List[int]]
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = ", ".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in runs[:cap])
+    rest = sum(b - a + 1 for a, b in runs[cap:])
+    return text + (" and %d more" % rest if rest else "")
 
 
 def run_findings(result: RunResult) -> List[Dict[str, Any]]:
@@ -133,11 +163,19 @@ def run_findings(result: RunResult) -> List[Dict[str, Any]]:
             {
                 "id": "leftover-processes",
                 "severity": "warning",
-                "message": "the command left %d process(es) running after it ended (pids %s);"
+                "message": "the command left %d process(es) running after it ended (pids %s)%s;"
                 " the runner ended them"
-                % (len(result.leftovers), ", ".join(str(p) for p in result.leftovers[:10])),
+                % (
+                    len(result.leftovers),
+                    names([str(p) for p in result.leftovers], 10),
+                    "; %d had left its process group (setsid or a double fork)" % len(result.escaped)
+                    if result.escaped
+                    else "",
+                ),
                 "evidence": [],
                 "remedy": "a launcher should wait for its ranks; check for daemonised children",
+                "pids": result.leftovers[:LIST_CAP],
+                "escaped_pids": result.escaped[:LIST_CAP],
             }
         )
     if result.partial_line and result.killed is None:
@@ -173,19 +211,31 @@ def _hang(result: RunResult) -> Dict[str, Any]:
         why += "; nothing was printed at all: start-up did not finish within the limit"
     stale = _stalest_ranks(result)
     if stale:
-        why += "; %s went quiet first" % ", ".join(rank_name(r) for r in stale)
+        why += "; " + _quiet_summary(result, stale)
     return {
         "id": "hang",
         "severity": "error",
-        "message": "%s: the run was ended (%s to the process group) and its partial log kept"
+        "message": "%s: the run was ended (%s to its processes) and its partial log kept"
         % (why, (result.kill_signal or "none").upper()),
-        "evidence": _all_tails(result, 3),
+        "evidence": _all_tails(result, 3, EVIDENCE_RANKS),
         "remedy": HANG_REMEDY,
-        "ranks": stale,
+        "ranks": stale[:LIST_CAP],
+        "ranks_count": len(stale),
+        "rank_ranges": ranges(stale, 64),
     }
 
 
-def _stalest_ranks(result: RunResult) -> List[Optional[int]]:
+def _quiet_summary(result: RunResult, stale: List[int]) -> str:
+    """`3 of 16 ranks went quiet first: ranks 4-6 on 1 host (p5-b)`: readable at 8192 ranks."""
+    hosts = sorted({h for h in (result.ranks[r].host for r in stale) if h is not None})
+    tagged = sum(1 for r in result.ranks if r is not None)
+    where = " on %d host%s (%s)" % (len(hosts), "" if len(hosts) == 1 else "s", names(hosts)) if hosts else ""
+    if len(stale) == 1:
+        return "rank %d went quiet first%s" % (stale[0], where)
+    return "%d of %d ranks went quiet first: ranks %s%s" % (len(stale), tagged, ranges(stale), where)
+
+
+def _stalest_ranks(result: RunResult) -> List[int]:
     """Tagged ranks whose output stopped at least a second before the last rank's: the likely stragglers."""
     tagged = {r: s.last_time for r, s in result.ranks.items() if r is not None}
     if len(tagged) < 2:
@@ -201,10 +251,10 @@ def _tail_evidence(result: RunResult, rank: Optional[int], n: int) -> List[Dict[
     return [_evidence(result.log, lineno, text) for lineno, text in list(state.last)[-n:]]
 
 
-def _all_tails(result: RunResult, n: int, max_ranks: int = 64) -> List[Dict[str, Any]]:
+def _all_tails(result: RunResult, n: int, max_ranks: int = EVIDENCE_RANKS) -> List[Dict[str, Any]]:
+    """The last n lines of the ranks that went quiet first (untagged output first)."""
     out = []
-    keys = sorted(result.ranks, key=lambda r: (r is not None, r if r is not None else -1))
-    for rank in keys[:max_ranks]:
+    for rank in _by_quiet(result)[:max_ranks]:
         out.extend(_tail_evidence(result, rank, n))
     return out
 
@@ -219,14 +269,84 @@ def command_exit(report: Dict[str, Any]) -> int:
     return 0 if done and all(c.get("status") == "pass" for c in done) else 1
 
 
+def launch_findings(
+    result: RunResult, report: Dict[str, Any], launch: launchcheck.Launch, here: str
+) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """(check `launch-matches-log`, findings): does the log describe the job the launcher started?
+
+    A replay says so itself: its report is marked REPLAY and the comparison is only informative."""
+    status, bad, good = launchcheck.compare(
+        launch,
+        result.claims,
+        report.get("nranks"),
+        report.get("ranks_seen"),
+        result.seen_pids,
+        result.commands,
+        here,
+    )
+    hosts = sorted(result.claims)
+    detail = "%s; the log claims %d host(s)%s" % (
+        launch.said,
+        len(hosts),
+        " (%s)" % names(hosts) if hosts else "",
+    )
+    if good:
+        detail += "; agree: " + ", ".join(good)
+    findings = []
+    if result.replay:
+        findings.append(
+            {
+                "id": "replay",
+                "severity": "warning",
+                "message": "REPLAY: the output was printed by the replay stand-in (validators.replay) from a "
+                "recorded log; it is no evidence about this cluster and cannot clear a release gate"
+                + ("; launch and log disagree, as a recording does: " + "; ".join(bad) if bad else ""),
+                "evidence": [],
+                "remedy": "run the real GPU program (nccl-tests, the torch probe) under the launcher",
+            }
+        )
+        status = "unknown"
+        detail = "REPLAY, not compared: " + detail
+    elif status == "fail":
+        findings.append(
+            {
+                "id": "launch-mismatch",
+                "severity": "error",
+                "message": "the log does not describe the job that was started: " + "; ".join(bad),
+                "evidence": [],
+                "remedy": "a program printed NCCL lines of another job (a recorded log?): run the real GPU "
+                "program under the launcher; check the launcher's -np/-H/--hostfile, srun -N/-n, torchrun "
+                "--nnodes/--nproc-per-node",
+            }
+        )
+    elif status == "unknown" and hosts:
+        findings.append(
+            {
+                "id": "launch-unverified",
+                "severity": "warning",
+                "message": "the log's ranks and hosts could not be checked against the launch (%s)"
+                % launch.said,
+                "evidence": [],
+                "remedy": "run mpirun, srun or torchrun directly under `validators run`, or give --nodes N",
+            }
+        )
+    check = {"name": "launch-matches-log", "status": status, "detail": detail, "evidence": []}
+    return check, findings
+
+
 def combine(
     result: RunResult,
     analysis: Optional[Dict[str, Any]],
     parse_error: Optional[BaseException],
     instance_type: Optional[str],
     nodes: Optional[int],
+    launch: Optional[launchcheck.Launch] = None,
+    here: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """The run report: the parser's report (or an empty one), the run's findings first, one verdict."""
+    """The run report: the parser's report (or an empty one), the run's findings first, one verdict.
+
+    With `launch` (what the launcher was asked to start) the log's claims are checked against it: a
+    contradiction fails, nothing comparable keeps a pass from standing (unknown)."""
     report = dict(analysis) if analysis else empty_report(instance_type, nodes)
     findings = run_findings(result)
     checks = list(report.get("checks") or [])
@@ -266,15 +386,27 @@ def combine(
             "evidence": [],
         },
     )
+    verdict = report.get("verdict") or "unknown"
+    if launch is not None:
+        check, launch_found = launch_findings(result, report, launch, here or launchcheck.local_host())
+        checks.insert(1, check)
+        findings += launch_found
+        if check["status"] == "fail":
+            verdict = "fail"
+        elif verdict == "pass" and check["status"] == "unknown" and not result.replay:
+            verdict = "unknown"
     report["checks"] = checks
     report["findings"] = findings + list(report.get("findings") or [])
-    verdict = report.get("verdict") or "unknown"
-    if not ended_ok or parse_error is not None:
-        verdict = "fail" if not ended_ok else "unknown"
+    if not ended_ok:
+        verdict = "fail"
+    elif parse_error is not None and verdict != "fail":
+        verdict = "unknown"
     if verdict not in EXIT_BY_VERDICT:
         verdict = "unknown"
     report["verdict"] = verdict
     report["run"] = run_facts(result)
+    if result.replay:
+        report["replay"] = True
     report.setdefault("instance_type", instance_type)
     report.setdefault("nodes", nodes)
     return report

@@ -8,6 +8,8 @@ import signal
 import time
 from typing import Callable, List, Optional
 
+from validators.reaper import group_exists, process_table
+
 IDLE = "idle"
 TIMEOUT = "timeout"
 
@@ -61,34 +63,10 @@ def group_members(pgid: int) -> List[int]:
 
     Zombies are left out: where PID 1 does not reap orphans (a container running `sleep`), they would
     otherwise look alive forever. Without /proc, falls back to kill(0), which counts zombies too."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return [pgid] if _killpg_probe(pgid) else []
-    members = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name, "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
-            members.append(int(name))
-    return members
-
-
-def _killpg_probe(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a member changed user: still there
-        return True
-    return True
+    table = process_table()
+    if not table:
+        return [pgid] if group_exists(pgid) else []
+    return sorted(pid for pid, (_ppid, pgrp, state, _comm) in table.items() if pgrp == pgid and state != b"Z")
 
 
 def group_alive(pgid: int) -> bool:
@@ -97,27 +75,48 @@ def group_alive(pgid: int) -> bool:
 
 
 def end_group(pgid: int, grace: float, reap: Callable[[], None] = lambda: None) -> str:
-    """SIGTERM the group, wait up to `grace` seconds, then SIGKILL what is left.
+    """SIGTERM the group, wait up to `grace` seconds, then SIGKILL what is left (see end_all)."""
+    return end_all(lambda: group_members(pgid), grace, reap, lambda _pids, sig: _signal_group(pgid, sig))
 
-    `reap` is called while waiting so the caller can collect its own child (a zombie leader keeps the
-    group alive). Returns 'none' (already gone), 'term' or 'kill': the strongest signal it took."""
-    if not group_alive(pgid):
+
+def end_all(
+    members: Callable[[], List[int]],
+    grace: float,
+    reap: Callable[[], None] = lambda: None,
+    send: Optional[Callable[[List[int], int], None]] = None,
+) -> str:
+    """SIGTERM every member, wait up to `grace` seconds, then SIGKILL (again each round: one may fork).
+
+    `reap` is called while waiting so the caller can collect its own children (a zombie leader keeps
+    a group alive). Returns 'none' (nothing was alive), 'term' or 'kill': the strongest signal it took."""
+    send = send or _signal_pids
+    alive = members()
+    if not alive:
         return "none"
-    _signal_group(pgid, signal.SIGTERM)
+    send(alive, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         reap()
-        if not group_alive(pgid):
+        if not members():
             return "term"
         time.sleep(0.05)
-    _signal_group(pgid, signal.SIGKILL)
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
         reap()
-        if not group_alive(pgid):
+        alive = members()
+        if not alive:
             break
+        send(alive, signal.SIGKILL)
         time.sleep(0.02)
     return "kill"
+
+
+def _signal_pids(pids: List[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -1,0 +1,179 @@
+"""Finds every local process a run started, also those that left its process group, so none outlives it.
+
+A launcher's children can leave the process group the runner kills (`setsid`, a shell's `set -m`) and
+hide by a double fork (their parent exits, so the kernel gives them a new one). Three nets catch them:
+- this process becomes a child subreaper (Linux `prctl(PR_SET_CHILD_SUBREAPER)`, kernel >= 3.4): an
+  orphan below it is re-parented to it, never to init, so it stays a descendant;
+- the launcher's process group and every descendant of the launcher;
+- a marker variable in the environment the run starts with (inherited across setsid and re-parenting;
+  only a process that scrubs its environment AND escapes the subreaper is missed).
+Linux /proc only; elsewhere the process group is all that is known.
+"""
+
+import ctypes
+import os
+import sys
+import uuid
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+MARK_VAR = "VALIDATORS_RUN_ID"
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+
+Entry = Tuple[int, int, bytes, str]  # (ppid, pgrp, state, command name)
+
+
+def _prctl() -> Optional[Callable[..., int]]:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def is_subreaper() -> bool:
+    prctl = _prctl()
+    if prctl is None:
+        return False
+    flag = ctypes.c_int(0)
+    return prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value != 0
+
+
+def set_subreaper(on: bool) -> bool:
+    """Adopt (or stop adopting) orphaned descendants; False where the kernel or platform cannot."""
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+
+
+def new_mark() -> str:
+    return uuid.uuid4().hex
+
+
+def process_table() -> Dict[int, Entry]:
+    """pid -> (ppid, pgrp, state, comm) of every process /proc shows (empty without /proc)."""
+    table = {}  # type: Dict[int, Entry]
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'
+        close = stat.rfind(b")")
+        fields = stat[close + 2 :].split()
+        if len(fields) > 2:
+            comm = stat[stat.find(b"(") + 1 : close].decode("utf-8", "replace")
+            table[int(name)] = (int(fields[1]), int(fields[2]), fields[0], comm)
+    return table
+
+
+def _has_mark(pid: int, needle: bytes) -> bool:
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as fh:
+            return needle in fh.read()
+    except OSError:
+        return False
+
+
+class Tracker:
+    """The live processes of one run: the launcher's group, its descendants, orphans this process
+    adopted after the run began, and processes that carry the run's marker."""
+
+    def __init__(self, launcher: int, mark: str, adopted_before: Iterable[int] = ()) -> None:
+        self.launcher = launcher
+        self.me = os.getpid()
+        self.before = set(adopted_before)  # children of this process that are not the run's
+        self.needle = ("%s=%s\0" % (MARK_VAR, mark)).encode()
+        self.seen = set()  # type: Set[int]  # every pid found in the run, for claims about pids
+        self.commands = set()  # type: Set[str]  # their command names (comm)
+        self.escaped = set()  # type: Set[int]  # found outside the launcher's process group
+
+    @staticmethod
+    def children_now() -> Set[int]:
+        me = os.getpid()
+        return {pid for pid, entry in process_table().items() if entry[0] == me}
+
+    def members(self, with_launcher: bool = True, marked: bool = True) -> List[int]:
+        """Live (not zombie) pids of the run; adopted zombies are reaped on the way. `marked=False`
+        skips reading every process's environment (the census while the run goes on)."""
+        table = process_table()
+        if not table:  # no /proc: the launcher's process group is all that can be known
+            return [self.launcher] if group_exists(self.launcher) else []
+        kids = {}  # type: Dict[int, List[int]]
+        for pid, entry in table.items():
+            kids.setdefault(entry[0], []).append(pid)
+        roots = [self.launcher] + [
+            p for p in kids.get(self.me, []) if p != self.launcher and p not in self.before
+        ]
+        found = set()  # type: Set[int]
+        stack = list(roots)
+        while stack:
+            pid = stack.pop()
+            if pid in found or pid not in table:
+                continue
+            found.add(pid)
+            stack.extend(kids.get(pid, []))
+        for pid, entry in table.items():
+            if entry[1] == self.launcher:
+                found.add(pid)
+        for pid in table if marked else ():
+            if pid not in found and pid != self.me and _has_mark(pid, self.needle):
+                found.add(pid)
+        live = []
+        for pid in sorted(found):
+            ppid, pgrp, state, comm = table[pid]
+            if state == b"Z":
+                if ppid == self.me and pid != self.launcher:
+                    _reap(pid)  # an adopted orphan that died: ours to reap
+                continue
+            if pid == self.me or (pid == self.launcher and not with_launcher):
+                continue
+            live.append(pid)
+            self.seen.add(pid)
+            self.commands.add(comm)
+            if pgrp != self.launcher:
+                self.escaped.add(pid)
+        return live
+
+    def signal(self, pids: List[int], sig: int) -> None:
+        """Signal each member, and the launcher's whole group (what /proc may not show)."""
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.killpg(self.launcher, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def reap_adopted(self) -> None:
+        """Collect adopted orphans that have exited (never the launcher: subprocess waits for it)."""
+        for pid, (ppid, _g, state, _c) in process_table().items():
+            if ppid == self.me and state == b"Z" and pid != self.launcher and pid not in self.before:
+                _reap(pid)
+
+
+def group_exists(pgid: int) -> bool:
+    """kill(0) on the group: True while any member exists (zombies too; a member of another user too)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
