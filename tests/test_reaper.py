@@ -56,6 +56,19 @@ def test_watchdog_ends_escaped_children_of_a_hung_run(tmp_path):
     assert code == 1 and wall < 30
 
 
+def _execed(pids, comm: str) -> bool:
+    """True when every pid already runs `comm` (not the shell that forked it)."""
+
+    def name(pid: int) -> str:
+        try:
+            with open("/proc/%d/comm" % pid) as fh:
+                return fh.read().strip()
+        except OSError:
+            return ""
+
+    return bool(pids) and all(name(pid) == comm for pid in pids)
+
+
 def test_tracker_finds_an_orphan_by_its_marker_without_the_subreaper():
     """Without the subreaper an orphan goes to init; the run's marker in its environment still names it."""
     mark = reaper.new_mark()
@@ -67,7 +80,8 @@ def test_tracker_finds_an_orphan_by_its_marker_without_the_subreaper():
     )
     launcher.wait(timeout=10)
     deadline = time.monotonic() + 5
-    while not pids_with(nap) and time.monotonic() < deadline:
+    # wait for `sleep` itself: until it execs, the forked shell (still in the launcher's group) holds `nap`
+    while not _execed(pids_with(nap), "sleep") and time.monotonic() < deadline:
         time.sleep(0.05)
     tracker = reaper.Tracker(launcher.pid, mark, before)
     found = tracker.members()

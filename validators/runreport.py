@@ -81,8 +81,6 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         ranks.append(entry)
     return {
         "command": result.argv,
-        # true when the command ran the replay stand-in: every report made from this one must say REPLAY
-        "replay": any(str(a) in ("validators.replay", "validators/replay.py") for a in result.argv or []),
         "launcher": result.kind,
         "notes": result.notes,
         "exit_code": result.returncode,
@@ -97,6 +95,7 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         "leftover_pids": result.leftovers,
         "escaped_pids": result.escaped,
         "subreaper": result.subreaper,
+        # the replay stand-in announced itself: every report made from this one must say REPLAY
         "replay": result.replay,
         "failed_ranks": [
             {"rank": f.rank, "host": f.host, "exit_code": f.code, "text": f.text}
