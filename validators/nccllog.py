@@ -39,16 +39,24 @@ _GDR_DISABLED = re.compile(
 _PLUGIN_INIT_FAILED = re.compile(
     r"NET/OFI .*initiali[sz]ation failed|NET/OFI Initializing plugin failed"
     r"|NET/OFI Unable to find a protocol that worked"
+    r"|NET/OFI Couldn't find any optimal provider"  # aws-ofi-nccl < 1.6 src/nccl_ofi_net.c: no provider
 )
 _PLUGIN_LOADED = re.compile(
-    r"NET/Plugin ?: ?Loaded (?:net|external net) plugin (.+?)(?: \(v(\d+)\))?\s*$"
-    r"|Successfully loaded external plugin (\S+)"
+    r"NET/Plugin ?: ?Loaded (?:net|external net) plugin (.*)"
+    r"|Successfully loaded external (?:network )?plugin (\S+)"
 )
+# NCCL 2.18 src/net.cc: "Plugin load (libnccl-net.so) returned 2 : ...", "No plugin found, using internal
+# implementation"; 2.19-2.22: "dlerror=... No plugin found (libnccl-net.so), using internal implementation";
+# 2.23+ src/plugin/plugin_open.cc: "Could not find: ofi libnccl-net-ofi.so. Using internal net plugin."
 _PLUGIN_FAILED = re.compile(
-    r"NET/Plugin ?: ?(?:.*No plugin found|Plugin load returned|.*[Cc]ould not find:? \S*net"
-    r"|.*using internal (?:implementation|network plugin)"
+    r"NET/Plugin ?: ?(?:dlerror=.*No plugin found|No plugin found|Plugin load (?:\(\S*\) )?returned"
+    r"|[Cc]ould not find:|Using internal (?:net|network) plugin"
     r"|Failed to find ncclNetPlugin symbol)"
 )
+# a plugin library that exists but cannot be loaded because a library it needs is missing:
+# "NET/Plugin: libfabric.so.1: cannot open shared object file" (2.23-2.27), "NET/Plugin:
+# libnccl-net-ofi.so: libfabric.so.1: cannot open ..." (2.28+), inside 2.18's "returned 2 : ..." line
+_PLUGIN_DEP = re.compile(r"(?:^|[\s:])((?!libnccl-net)[\w.+-]+\.so[\w.]*): cannot open shared object file")
 _NETWORK = re.compile(r"Using network (.+?)\s*$")
 _NET_ASSIGNED = re.compile(r"Assigned NET plugin (.+?) to comm")
 _NET_INITIALIZED = re.compile(r"Initialized NET plugin (.+?)\s*$")
@@ -68,6 +76,7 @@ _COMM = re.compile(
 _INIT_PHASE = re.compile(r"Init (COMPLETE|START)")
 _ENV = re.compile(r"(\b[A-Z][A-Z0-9_]{2,}) set by environment to (.*?)\.?\s*$")
 _SOCKET_IF = re.compile(r"NET/Socket : Using (.*)")
+_IB_USING = re.compile(r"NET/IB ?: ?Using \[\d")
 _WATCHDOG = re.compile(r"[Ww]atchdog caught collective operation timeout: (WorkNCCL\([^)]*\))?")
 _TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d+)\]")
 _ERROR_LINE = re.compile(
@@ -240,10 +249,17 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         return None
     if msg.startswith("NET/OFI "):
         return _ofi(msg)
-    if msg.startswith("NET/Plugin") or msg.startswith("Successfully loaded external plugin"):
-        m = _PLUGIN_LOADED.search(msg)
+    if msg.startswith("NET/Plugin") or msg.startswith("Successfully loaded external"):
+        m = _PLUGIN_LOADED.match(msg)
         if m:
-            return [("plugin_loaded", {"name": m.group(1) or m.group(3), "api": m.group(2)})]
+            name, api = (m.group(1) or "").strip(), None
+            if name.endswith(")") and " (v" in name:  # "Libfabric (v10)": the plugin API version
+                name, _, api = name[:-1].rpartition(" (v")
+            return [("plugin_loaded", {"name": name or m.group(2), "api": api})]
+        if "cannot open shared object" in msg:
+            d = _PLUGIN_DEP.search(msg)
+            if d:
+                return [("plugin_load_failed", {"message": msg}), ("plugin_dep_missing", {"lib": d.group(1)})]
         if _PLUGIN_FAILED.match(msg):
             return [("plugin_load_failed", {"message": msg})]
         return None
@@ -287,9 +303,18 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
     if msg.startswith("NET/Socket : Using"):
         m = _SOCKET_IF.match(msg)
         return [("socket_if", {"interfaces": m.group(1) if m else None})]
+    if msg.startswith("External network plugin ") and msg.endswith(" is unsupported"):
+        return [("plugin_load_failed", {"message": msg})]  # NCCL >= 2.28 src/plugin/net.cc
+    if msg.startswith("Failed to initialize NET plugin"):
+        return [("plugin_net_init_failed", {"message": msg})]  # NCCL >= 2.28 src/plugin/net.cc
     if msg.startswith("NET/IB"):
         if _GDR_DISABLED.search(msg):
             return [("gdr_disabled", {"message": msg})]
+        if _IB_USING.match(msg):
+            # NCCL's own IB transport found devices (src/transport/net_ib.cc "NET/IB : Using"): not EFA
+            return [("internal_net", {"name": "IB"})]
+        if "Got completion from peer" in msg:
+            return [("ib_error", {"message": msg})]
         return [("ib", {"message": msg})]
     if "set by environment" in msg:
         m = _ENV.search(msg)
