@@ -130,3 +130,88 @@ def test_a_bootstrap_socket_line_with_the_plugin_loaded_is_no_counter_evidence()
         "node-1:42:50 [0] NCCL INFO Ring 00 : 1 -> 0 [receive] via NET/AWS Libfabric/0/GDRDMA",
     ]
     assert analyze(lines)["efa"] is True
+
+
+TABLE = [x for x in P5 if x.startswith("[1,0]<stdout>:#") or x.startswith("[1,0]<stdout>:  ")]
+HEADER = [x for x in P5 if x.startswith("[1,0]<stdout>:#")][:7]  # parameters and ranks, no table
+
+
+def finding(report, fid):
+    found = [f for f in report["findings"] if f["id"] == fid]
+    assert found, ids(report)
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    "line, rank, host",
+    [
+        # nccl-tests src/common.h NCCLCHECK (NCCL >= 2.13): "%s: Test NCCL failure %s:%d '%s / %s'"
+        (
+            "[1,3]<stdout>:gpu-b: Test NCCL failure common.cu:1034 'internal error - please report this "
+            "issue to the NCCL developers / '",
+            3,
+            "gpu-b",
+        ),
+        # srun -l prefix, NCCL < 2.13 form "'%s'"
+        ("3: gpu-b: Test NCCL failure common.cu:892 'invalid usage'", 3, "gpu-b"),
+        # CUDACHECK: "%s: Test CUDA failure %s:%d '%s'", no launcher prefix
+        ("gpu-b: Test CUDA failure common.cu:733 'named symbol not found'", None, "gpu-b"),
+        # CloudWatch export in front
+        (
+            "| 2026-01-02T10:24:27.000Z | gpu-b: Test CUDA failure common.cu:733 'an illegal memory access "
+            "was encountered' |",
+            None,
+            "gpu-b",
+        ),
+        # Open MPI's report of a rank that died
+        (
+            "mpirun noticed that process rank 3 with PID 51201 on node gpu-b exited on signal 11 "
+            "(Segmentation fault).",
+            3,
+            "gpu-b",
+        ),
+        # Slurm's
+        ("srun: error: gpu-b: task 3: Segmentation fault (core dumped)", 3, "gpu-b"),
+    ],
+)
+def test_a_good_table_with_a_failed_rank_fails_naming_it(line, rank, host):
+    r = analyze(P5 + [line], instance_type="p5.48xlarge", nodes=2)
+    assert r["verdict"] == "fail"
+    f = finding(r, "crash")
+    assert host in f["message"] and (rank is None or f"rank {rank}" in f["message"])
+    assert f["evidence"] and f["evidence"][0]["text"].endswith(line.rstrip(" |")[-20:])
+    assert check(r, "failure-signatures")["status"] == "fail"
+
+
+def test_a_crash_before_the_table_is_a_crash_not_a_hang():
+    r = analyze(HEADER + ["[1,1]<stdout>:gpu-a: Test CUDA failure common.cu:733 'named symbol not found'"])
+    assert "crash" in ids(r) and "hang" not in ids(r)
+    assert "rank 1 on gpu-a" in finding(r, "crash")["message"]
+
+
+def test_a_network_error_before_the_table_is_a_hang_naming_the_rank():
+    line = "[1,2]<stdout>:gpu-b: Test NCCL failure common.cu:1279 'unhandled system error / '"
+    r = analyze(HEADER + [line])
+    assert "hang" in ids(r) and "crash" not in ids(r)
+    assert "rank 2 on gpu-b" in finding(r, "hang")["message"] and r["verdict"] == "fail"
+
+
+@pytest.mark.parametrize(
+    "kind, says, never",
+    [(1, "memlock", "FI_EFA_SET_CUDA_SYNC_MEMOPS=0"), (2, "FI_EFA_SET_CUDA_SYNC_MEMOPS=0", "memlock")],
+)
+def test_memory_registration_remedy_follows_the_memory_type(kind, says, never):
+    """aws-ofi-nccl src/nccl_ofi_sendrecv.cpp: "Unable to register memory (type = %d) for device %d. ..."."""
+    line = (
+        "node-1:42:60 [0] register_mr_buffers:582 NCCL WARN NET/OFI Unable to register memory (type = %d) "
+        "for device 0. RC: -12, Error: Cannot allocate memory" % kind
+    )
+    f = finding(analyze([line]), "mr-registration-failed")
+    assert says in f["remedy"] and never not in f["remedy"]
+
+
+def test_gdr_disabled_remedy_points_at_the_efa_driver_not_nvidia_peermem():
+    r = analyze((FIX / "gdr-disabled-p4d.log").read_text().splitlines())
+    remedy = finding(r, "gdr-disabled")["remedy"]
+    assert "efa_nv_peermem" in remedy and "/device/p2p" in remedy
+    assert "peer-memory module" not in remedy and "load nvidia_peermem" not in remedy.lower()

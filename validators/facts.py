@@ -14,6 +14,7 @@ from validators.signatures import is_efa_provider
 EVIDENCE_PER_KIND = 5
 TEXT_MAX = 400
 ENV_MAX = 64
+CRASHES_MAX = 32
 
 
 def _ev(event, cut: bool = False) -> dict:
@@ -227,6 +228,7 @@ class Facts:
         self.world_ranks = set()  # type: Set[int]
         self.nnodes = set()  # type: Set[int]
         self.watchdog_ranks = set()  # type: Set[int]
+        self.crashes = []  # type: List[dict]  # processes that failed or died: rank, host, what
 
     # ------------------------------------------------------------------ folding
     def _keep(self, kind: str, event, cut: bool = False) -> None:
@@ -275,6 +277,10 @@ class Facts:
                     self.watchdog_ranks.add(d["rank"])
                 self._keep(kind, event)
             elif kind == "error":
+                self._keep(kind, event)
+            elif kind == "crash":
+                if len(self.crashes) < CRASHES_MAX:
+                    self.crashes.append(dict(d, evidence=_ev(event)))
                 self._keep(kind, event)
             return
         p = self._proc(event)

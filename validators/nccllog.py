@@ -79,6 +79,20 @@ _SOCKET_IF = re.compile(r"NET/Socket : Using (.*)")
 _IB_USING = re.compile(r"NET/IB ?: ?Using \[\d")
 _WATCHDOG = re.compile(r"[Ww]atchdog caught collective operation timeout: (WorkNCCL\([^)]*\))?")
 _TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d+)\]")
+# nccl-tests src/common.h: printf("%s: Test NCCL failure %s:%d '%s / %s'\n", hostname, __FILE__,
+# __LINE__, ...) (NCCL < 2.13: '%s' alone), "Test CUDA failure" likewise, and the relay
+# " .. %s pid %d: Test failure %s:%d"
+_TEST_FAILURES = (" Test NCCL failure ", " Test CUDA failure ", " Test failure ")
+_FAIL_AT = re.compile(r"(\S+):(\d+)(?: '(.*)')?")
+# Open MPI: "mpirun noticed that process rank 3 with PID 0 on node gpu-b exited on signal 11 (...)."
+_MPI_SIGNAL = re.compile(
+    r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?"
+)
+# Slurm: "srun: error: node-b: task 3: Segmentation fault (core dumped)", "...: tasks 0-7: Killed"
+_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,-]+): (.*?)\s*$")
+_SRUN_CRASH = ("Segmentation fault", "Killed", "Aborted", "Bus error", "Floating point exception")
+# errors that end a stalled or broken connection (a hang the timeout ended), not a crash of the process
+_NETWORK_ERRORS = ("unhandled system error", "network error", "timed out", "remote error")
 _ERROR_LINE = re.compile(
     r"NCCL error|NCCL failure|Cuda failure|unhandled (?:system|cuda) error|ncclSystemError|ncclInternalError"
     r"|ncclUnhandledCudaError|ncclRemoteError"
@@ -439,6 +453,62 @@ def _classify_plain(text: str, lineno: int, file, source) -> List[Event]:
                     {"work": m.group(1), "rank": int(r.group(1)) if r else None},
                 )
             )
+    if "failure" in text or "exited on signal" in text or "srun: error" in text:
+        crash = _crash(text, source)
+        if crash is not None:
+            out.append(Event("crash", None, lineno, source, file, text, crash))
     if _ERROR_LINE.search(text):
         out.append(Event("error", None, lineno, source, file, text, {"message": text}))
     return out
+
+
+def _launcher_rank(source: Optional[str]) -> Optional[int]:
+    """The rank a launcher tag names (`mpi:3`, `srun:3`, `torchrun:3`), or None."""
+    if source and ":" in source:
+        tail = source.rsplit(":", 1)[1]
+        if tail.isdigit():
+            return int(tail)
+    return None
+
+
+def _crash(text: str, source: Optional[str]) -> Optional[Dict[str, object]]:
+    """A process that failed or died: {rank, host, what}. Found with str.find first (linear on any line)."""
+    for marker in _TEST_FAILURES:
+        i = text.find(marker)
+        if i < 0:
+            continue
+        before = text[:i].rstrip(":").split()
+        host = before[-1].rstrip(":") if before else None
+        if marker == " Test failure " and len(before) >= 3 and before[-2] == "pid":
+            host = before[-3]  # " .. host pid 123: Test failure common.cu:1160"
+        m = _FAIL_AT.match(text, i + len(marker))
+        where = "%s:%s" % (m.group(1), m.group(2)) if m else None
+        error = m.group(3) if m and m.group(3) is not None else None
+        what = marker.strip() + (" " + where if where else "") + (f" '{error}'" if error else "")
+        kind = "network" if error and any(e in error for e in _NETWORK_ERRORS) else "crash"
+        if marker == " Test failure ":
+            kind = "relay"  # the failure passed up the stack: the line before it says what failed
+        return {"rank": _launcher_rank(source), "host": host, "what": what, "error": error, "kind": kind}
+    if "exited on signal" in text:
+        m = _MPI_SIGNAL.search(text)
+        if m:
+            name = m.group(5)
+            return {
+                "rank": int(m.group(1)),
+                "host": m.group(3),
+                "what": "exited on signal %s%s" % (m.group(4), f" ({name})" if name else ""),
+                "error": None,
+                "kind": "crash",
+            }
+    if "srun: error" in text:
+        m = _SRUN_TASK.search(text)
+        if m and any(c in m.group(3) for c in _SRUN_CRASH):
+            task = m.group(2)
+            return {
+                "rank": int(task) if task.isdigit() else None,
+                "host": m.group(1),
+                "what": f"task {task}: {m.group(3)}",
+                "error": None,
+                "kind": "crash",
+            }
+    return None

@@ -91,8 +91,11 @@ CATALOG = [
         "severity": "error",
         "title": "GPUDirect RDMA is not in use on the network path",
         "when": "gdr_off",
-        "remedy": "Load the NVIDIA peer-memory module or use the open kernel driver with DMA-BUF; check "
-        "/sys/class/infiniband/*/device/p2p; on GDR-capable instances the plugin refuses to run without it.",
+        "remedy": "GPUDirect RDMA over EFA comes from the EFA kernel driver itself (not nvidia_peermem, "
+        "which is for Mellanox NICs): use an EFA driver >= 1.6 on the host and, with the open NVIDIA kernel "
+        "driver, AWS's efa_nv_peermem or DMA-BUF; `cat /sys/class/infiniband/*/device/p2p` must say "
+        "NVIDIA. On GDR-capable instances (p4/p5/p6) the plugin refuses to run without it; g5/g6e and "
+        "p5.4xlarge run EFA without GDR by design.",
         "source": FIELD_NOTES,
     },
     {
@@ -109,11 +112,26 @@ CATALOG = [
     {
         "id": "mr-registration-failed",
         "severity": "error",
-        "title": "memory registration failed (new NCCL with an old EFA installer)",
+        "title": "memory registration failed",
         "lines": [{"needle": "register memory", "regex": r"Unable to register memory \(type = \d+\)"}],
-        "remedy": "Upgrade the EFA installer to >= 1.29 for NCCL >= 2.19, or set "
-        "FI_EFA_SET_CUDA_SYNC_MEMOPS=0.",
-        "source": "aws/aws-ofi-nccl issue 584; awsome-distributed-training efa-cheatsheet.md",
+        # the type printed picks the remedy: NCCL's net API NCCL_PTR_HOST = 1, NCCL_PTR_CUDA = 2
+        "remedy_by": [
+            (
+                r"\(type = 1\)",
+                "Type 1 is host memory: RC 12 (ENOMEM) is almost always the locked-memory limit. Raise "
+                "memlock (`ulimit -l unlimited`, docker `--ulimit memlock=-1`, the pod's or Slurm's limits); "
+                "FI_EFA_SET_CUDA_SYNC_MEMOPS does not apply to host memory.",
+            ),
+            (
+                r"\(type = 2\)",
+                "Type 2 is CUDA memory: with NCCL >= 2.19 on libfabric 1.18-1.19 (EFA installer < 1.29) "
+                "set FI_EFA_SET_CUDA_SYNC_MEMOPS=0, or upgrade the EFA installer to >= 1.29.",
+            ),
+        ],
+        "remedy": "Read the RC and type in the line: type 1 is host memory (memlock limit), type 2 is CUDA "
+        "memory (FI_EFA_SET_CUDA_SYNC_MEMOPS=0 on libfabric 1.18-1.19, or EFA installer >= 1.29).",
+        "source": "aws/aws-ofi-nccl src/nccl_ofi_sendrecv.cpp ('Unable to register memory (type = %d)'), "
+        "issue 584; awsome-distributed-training efa-cheatsheet.md",
     },
     {
         "id": "ll-corruption",
@@ -125,6 +143,17 @@ CATALOG = [
         "source": FIELD_NOTES,
     },
     {
+        "id": "crash",
+        "severity": "error",
+        "title": "a process of the job failed or died",
+        "when": "crashed",
+        "remedy": "Read the named rank's last lines: the NCCL WARN before a `Test NCCL failure` names the "
+        "cause; a signal (11: segmentation fault, 9: killed, often out of memory) stops the process, and the "
+        "other ranks then hang or abort: fix the first rank that died.",
+        "source": "NVIDIA/nccl-tests src/common.h (CUDACHECK/NCCLCHECK/TESTCHECK); Open MPI mpirun "
+        "'exited on signal'; Slurm srun 'error: NODE: task N'",
+    },
+    {
         "id": "hang",
         "severity": "error",
         "title": "the run stalled or lost its peers",
@@ -133,7 +162,7 @@ CATALOG = [
             {"needle": "open AV", "regex": r"Couldn't open AV"},
             {"needle": "network error", "regex": r"remote process exited or there was a network error"},
         ],
-        "when": "tests_no_results",
+        "when": "stalled",
         "remedy": "Run with nccl-tests -T (timeout) and a process watchdog; test node pairs to find the bad "
         "one; check the security group allows all traffic to itself (outbound too).",
         "source": FIELD_NOTES,
@@ -299,14 +328,53 @@ def _tests_wrong(facts, tests):
 
 
 def _tests_no_results(facts, tests):
-    if not tests or tests.get("rows"):
-        return None
+    if not tests or tests.get("rows") or _crash_kind(facts, "crash"):
+        return None  # a crash explains a missing table: it is not a hang
     if not tests.get("ranks") and not tests.get("nthread"):
         return None
     ev = [e for e in (tests.get("evidence") or {}).values() if isinstance(e, dict)]
     return "nccl-tests printed its header but no result row (stalled or killed)", [
         {"file": e.get("file"), "line": e.get("line"), "text": e.get("text")} for e in ev[:3]
     ]
+
+
+def _crash_kind(facts, kind: str) -> List[dict]:
+    return [c for c in facts.crashes if c["kind"] == kind]
+
+
+def _describe(crashes) -> str:
+    parts = []
+    for c in crashes:
+        who = "rank %s" % c["rank"] if c.get("rank") is not None else "a process"
+        text = "{}{}: {}".format(who, f" on {c['host']}" if c.get("host") else "", c["what"])
+        if text not in parts:
+            parts.append(text)
+    more = f" (and {len(parts) - 4} more)" if len(parts) > 4 else ""
+    return "; ".join(parts[:4]) + more
+
+
+def _crashed(facts, tests):
+    crashes = _crash_kind(facts, "crash")
+    if not crashes:
+        return None
+    relayed = _crash_kind(facts, "relay")
+    return _describe(crashes), [c["evidence"] for c in crashes + relayed]
+
+
+def _stalled(facts, tests):
+    """A connection that broke or timed out (named by rank and host), or a header with no result row."""
+    broken = _crash_kind(facts, "network")
+    parts, ev = [], []
+    if broken:
+        parts.append(_describe(broken))
+        ev = [c["evidence"] for c in broken]
+    no_rows = _tests_no_results(facts, tests)
+    if no_rows is not None:
+        parts.append(no_rows[0])
+        ev += no_rows[1]
+    if not parts:
+        return None
+    return "; ".join(parts), ev
 
 
 def _watchdog(facts, tests):
@@ -346,6 +414,8 @@ PREDICATES = {
     "tests_wrong": _tests_wrong,
     "tests_no_results": _tests_no_results,
     "watchdog": _watchdog,
+    "crashed": _crashed,
+    "stalled": _stalled,
     "driver_older_than_runtime": _driver_older_than_runtime,
     "warn_lines": _warn_lines,
 }  # type: Dict[str, Callable]
@@ -365,8 +435,21 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
             if res is not None:
                 message = res[0] if message is None else f"{res[0]}; {message}"
                 evidence = _dedupe(list(res[1]) + evidence)
+        crashes = _crash_kind(facts, "crash")
+        if entry["id"] == "hang" and crashes and message is not None:
+            # an `unhandled system error` line after a crash is the crash's echo, not a stall
+            crash_lines = {(c["evidence"]["file"], c["evidence"]["line"]) for c in crashes}
+            evidence = [e for e in evidence if (e.get("file"), e.get("line")) not in crash_lines]
+            if not evidence:
+                continue
         if message is None:
             continue
+        remedy = entry["remedy"]
+        if entry.get("remedy_by"):
+            picked = [
+                r for rx, r in entry["remedy_by"] if any(re.search(rx, e.get("text") or "") for e in evidence)
+            ]
+            remedy = " ".join(picked) or remedy
         findings.append(
             {
                 "id": entry["id"],
@@ -374,7 +457,7 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
                 "title": entry["title"],
                 "message": message,
                 "evidence": evidence[:8],
-                "remedy": entry["remedy"],
+                "remedy": remedy,
                 "source": entry["source"],
             }
         )
