@@ -14,6 +14,26 @@ from validators.signatures import is_efa_provider
 EVIDENCE_PER_KIND = 5
 TEXT_MAX = 400
 ENV_MAX = 64
+# what a line without an NCCL head may still tell (provider, plugin, network: not channels or ranks)
+HEADLESS_KINDS = frozenset(
+    (
+        "provider",
+        "plugin_init",
+        "plugin_loaded",
+        "plugin_load_failed",
+        "plugin_init_failed",
+        "plugin_net_init_failed",
+        "plugin_dep_missing",
+        "libfabric_version",
+        "platform",
+        "network",
+        "gdr_disabled",
+        "internal_net",
+        "ib_error",
+        "cuda_driver",
+        "ofi",
+    )
+)
 CRASHES_MAX = 32
 
 
@@ -229,6 +249,9 @@ class Facts:
         self.nnodes = set()  # type: Set[int]
         self.watchdog_ranks = set()  # type: Set[int]
         self.crashes = []  # type: List[dict]  # processes that failed or died: rank, host, what
+        # NCCL lines pasted without their `host:pid:tid [dev]` head: a process of their own, never a rank,
+        # read for the summary values and as counter-evidence, never as evidence for a rank
+        self.headless = Proc("", "")
 
     # ------------------------------------------------------------------ folding
     def _keep(self, kind: str, event, cut: bool = False) -> None:
@@ -282,13 +305,20 @@ class Facts:
                 if len(self.crashes) < CRASHES_MAX:
                     self.crashes.append(dict(d, evidence=_ev(event)))
                 self._keep(kind, event)
+            elif kind in HEADLESS_KINDS:
+                self._fold(self.headless, kind, d, event, cut)
             return
         p = self._proc(event)
         if kind == "channel":
             self._channel(p, event, d, cut)
         elif kind == "comm":
             self._comm(p, event, d)
-        elif kind == "nccl_version":
+        else:
+            self._fold(p, kind, d, event, cut)
+
+    def _fold(self, p: Proc, kind: str, d: dict, event, cut: bool) -> None:
+        """Fold a process-level event (everything but channel and comm lines) into `p`."""
+        if kind == "nccl_version":
             p.nccl_versions.add(d["version"])
             if d.get("cuda"):
                 p.cuda_versions.add(d["cuda"])
@@ -472,6 +502,9 @@ class Facts:
             why = p.counter_efa()
             if why is not None:
                 return False, f"{p.host}:{p.pid}: {why}"
+        why = self.headless.counter_efa()
+        if why is not None:
+            return False, f"a line without NCCL head: {why}"
         for p, r in self.all_ranks():
             bad = sorted(n for n in r.net_names if not is_libfabric_net(n))
             if bad:
@@ -518,6 +551,8 @@ class Facts:
         for p in self._sorted_procs():
             if p.gdr_disabled:
                 return False, f"GDR disabled in {p.host}:{p.pid}"
+        if self.headless.gdr_disabled:
+            return False, "GDR disabled (a line without NCCL head)"
         total = gdr = nogdr = unclear = 0
         first_bad = None
         for p, r in self.all_ranks():
@@ -533,10 +568,11 @@ class Facts:
             return None, "no NET channel in the log"
         if unclear:
             return None, "%d NET channel line(s) cut or garbled before their GDR flag" % unclear
-        for p in self._sorted_procs():
+        for p in self._sorted_procs() + [self.headless]:
             why = p.no_gdr_path()
             if why is not None:
-                return None, f"{p.host}:{p.pid} {why}: GPUDirect RDMA is not in use there"
+                who = f"{p.host}:{p.pid}" if p.host else "a line without NCCL head:"
+                return None, f"{who} {why}: GPUDirect RDMA is not in use there"
         hosts = self._host_gdr_channels()
         for host in sorted(hosts):
             if not hosts[host]:

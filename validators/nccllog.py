@@ -255,11 +255,17 @@ def _classify(msg: str) -> tuple:
 
 def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
     if head is None:
-        # old NCCL printf's the version without a head; nothing else here is trusted headless
+        # old NCCL printf's the version without a head
         if msg.startswith("NCCL version "):
             m = _VERSION.match(msg)
             if m:
                 return [("nccl_version", {"version": m.group(1), "cuda": m.group(2)})]
+        # a line pasted without its `host:pid:tid [dev]` still names provider, plugin and network
+        i = msg.find("NCCL INFO ")
+        if i >= 0:
+            msg = msg[i + 10 :]
+        if msg.startswith("NET/OFI ") or msg.startswith("Using network ") or msg.startswith("NET/Plugin"):
+            return _classify_msg(msg, True)
         return None
     if msg.startswith("NET/OFI "):
         return _ofi(msg)

@@ -14,6 +14,17 @@ FIELD_NOTES = "FIELD-NOTES.md 'Failure signatures' (aws-ofi-nccl docs, awsome-di
 
 CATALOG = [
     {
+        "id": "plugin-dependency-missing",
+        "severity": "error",
+        "title": "the net plugin is installed but a library it needs is missing",
+        "when": "plugin_dep_missing",
+        "remedy": "This is the root cause of the plugin not loading: put the directory of the missing "
+        "library on LD_LIBRARY_PATH or in ldconfig (libfabric: /opt/amazon/efa/lib or lib64); "
+        "`ldd <plugin .so>` must show no 'not found'.",
+        "source": "NVIDIA/nccl src/plugin/plugin_open.cc (dlerror printed as '%s/Plugin: %s: %s'); "
+        "aws/deep-learning-containers test/sanity/scripts/check_nccl_efa_gdrcopy.sh (ldd check)",
+    },
+    {
         "id": "plugin-missing",
         "severity": "error",
         "title": "NCCL did not find the aws-ofi-nccl net plugin",
@@ -250,7 +261,7 @@ def match_line(text: str) -> List[str]:
 
 
 def _plugin_missing(facts, tests):
-    procs = [p for p in facts.procs.values() if p.plugin_load_failed and not p.plugin_ok()]
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_missing()]
     if not procs:
         return None
     return "%d process(es) on %s found no net plugin" % (len(procs), _hosts(procs)), facts.evidence_of(
@@ -258,8 +269,23 @@ def _plugin_missing(facts, tests):
     ) + facts.evidence_of("network")
 
 
+def _plugin_dep_missing(facts, tests):
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_deps_missing]
+    if not procs:
+        return None
+    libs = sorted({lib for p in procs for lib in p.plugin_deps_missing})
+    where = _hosts([p for p in procs if p.host]) or "a line without NCCL head"
+    return "the net plugin could not be loaded: %s not found (on %s)" % (", ".join(libs), where), (
+        facts.evidence_of("plugin_dep_missing")
+    )
+
+
+def _procs_and_headless(facts) -> list:
+    return list(facts.procs.values()) + [facts.headless]
+
+
 def _plugin_init_failed(facts, tests):
-    procs = [p for p in facts.procs.values() if p.plugin_init_failed]
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_init_failed or p.plugin_net_init_failed]
     if not procs:
         return None
     return "aws-ofi-nccl failed to initialise in %d process(es) on %s" % (
@@ -332,6 +358,8 @@ def _tests_no_results(facts, tests):
         return None  # a crash explains a missing table: it is not a hang
     if not tests.get("ranks") and not tests.get("nthread"):
         return None
+    if tests.get("out_of_bounds") is not None or tests.get("avg_busbw") is not None:
+        return None  # its footer was printed: the run ended (the table was lost or pasted apart)
     ev = [e for e in (tests.get("evidence") or {}).values() if isinstance(e, dict)]
     return "nccl-tests printed its header but no result row (stalled or killed)", [
         {"file": e.get("file"), "line": e.get("line"), "text": e.get("text")} for e in ev[:3]
@@ -407,6 +435,7 @@ def _warn_lines(facts, tests):
 
 PREDICATES = {
     "plugin_missing": _plugin_missing,
+    "plugin_dep_missing": _plugin_dep_missing,
     "plugin_init_failed": _plugin_init_failed,
     "socket_fallback": _socket_fallback,
     "provider_not_efa": _provider_not_efa,
@@ -474,7 +503,7 @@ def _is_socket(name: str) -> bool:
 
 
 def _hosts(procs) -> str:
-    hosts = sorted({p.host for p in procs})
+    hosts = sorted({p.host or "(no NCCL head)" for p in procs})
     if len(hosts) > 4:
         return "%s and %d more" % (", ".join(hosts[:4]), len(hosts) - 4)
     return ", ".join(hosts)

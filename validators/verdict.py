@@ -243,6 +243,8 @@ def summary_values(facts: Facts) -> dict:
         vals = set()
         for p in procs:
             vals.update(get(p))
+        if not vals:
+            vals = set(get(facts.headless))  # only lines pasted without their NCCL head said it
         if len(vals) == 1:
             return next(iter(vals))
         return None
@@ -254,7 +256,9 @@ def summary_values(facts: Facts) -> dict:
         cs = {c for _, c in facts.headless_versions if c}
         nccl = next(iter(vs)) if len(vs) == 1 else None
         cuda = next(iter(cs)) if len(cs) == 1 else None
-    platforms = {p.platform() for p in procs if p.platform()}
+    platforms = {p.platform() for p in procs if p.platform()} or (
+        {facts.headless.platform()} if facts.headless.platform() else set()
+    )
     plugin_name = agreed(lambda p: p.plugin_names)
     if plugin_name is None and any(p.ofi for p in procs) and not any(p.plugin_names for p in procs):
         plugin_name = "aws-ofi-nccl"  # NET/OFI lines are aws-ofi-nccl's, even when it printed no version
