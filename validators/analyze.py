@@ -160,9 +160,16 @@ def analyze(
     table_head = b""
     count = 0
     for count, raw in enumerate(lines, 1):
+        # a line is its first 64 KiB here too, as in the file scan (no line costs more than that)
         if isinstance(raw, bytes):
-            raw = raw.decode("utf-8", "replace")
-        raw = raw.rstrip("\r\n")
+            raw = raw.rstrip(b"\r\n")
+            cut = len(raw) > MAX_LINE
+            raw = raw[:MAX_LINE].decode("utf-8", "replace")
+        else:
+            raw = raw.rstrip("\r\n")
+            cut = len(raw) > MAX_LINE
+            if cut:
+                raw = raw[:MAX_LINE]
         flags = 0
         for n, f in groups:
             if n in raw:
@@ -179,7 +186,7 @@ def analyze(
             table_left = TABLE_MAX_ROWS
             table_head = raw.encode("utf-8", "replace")
         if flags:
-            a.line(count, raw, False, flags)
+            a.line(count, raw, cut, flags)
     a.end(count, None)
     return a.report(instance_type, nodes)
 

@@ -57,9 +57,9 @@ _PLUGIN_FAILED = re.compile(
 # "NET/Plugin: libfabric.so.1: cannot open shared object file" (2.23-2.27), "NET/Plugin:
 # libnccl-net-ofi.so: libfabric.so.1: cannot open ..." (2.28+), inside 2.18's "returned 2 : ..." line
 _PLUGIN_DEP = re.compile(r"(?:^|[\s:])((?!libnccl-net)[\w.+-]+\.so[\w.]*): cannot open shared object file")
-_NETWORK = re.compile(r"Using network (.+?)\s*$")
-_NET_ASSIGNED = re.compile(r"Assigned NET plugin (.+?) to comm")
-_NET_INITIALIZED = re.compile(r"Initialized NET plugin (.+?)\s*$")
+# every pattern runs in linear time on any line: no lazy group before `\s*$` or a literal (those retry
+# from every position of a long run); names are cut with str.find/strip instead
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{2,}")
 # Channel 00/0 : 0[0] -> 1[1] [send] via NET/...   Ring 00 : 7 -> 8 [receive] via NET/...
 _CHANNEL_FRONT = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/(\d+))? : (-?\d+)(?:\[[0-9a-fA-Fx:.]*\])? -> (-?\d+)"
@@ -74,7 +74,6 @@ _COMM = re.compile(
     r"(?:.*?busId ([0-9a-fA-F]+))?"
 )
 _INIT_PHASE = re.compile(r"Init (COMPLETE|START)")
-_ENV = re.compile(r"(\b[A-Z][A-Z0-9_]{2,}) set by environment to (.*?)\.?\s*$")
 _SOCKET_IF = re.compile(r"NET/Socket : Using (.*)")
 _IB_USING = re.compile(r"NET/IB ?: ?Using \[\d")
 _WATCHDOG = re.compile(r"[Ww]atchdog caught collective operation timeout: (WorkNCCL\([^)]*\))?")
@@ -89,7 +88,7 @@ _MPI_SIGNAL = re.compile(
     r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?"
 )
 # Slurm: "srun: error: node-b: task 3: Segmentation fault (core dumped)", "...: tasks 0-7: Killed"
-_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,-]+): (.*?)\s*$")
+_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,-]+): (.*)")
 _SRUN_CRASH = ("Segmentation fault", "Killed", "Aborted", "Bus error", "Floating point exception")
 # errors that end a stalled or broken connection (a hang the timeout ended), not a crash of the process
 _NETWORK_ERRORS = ("unhandled system error", "network error", "timed out", "remote error")
@@ -151,13 +150,45 @@ def parse_line(line: str, lineno: int = 0, file: Optional[str] = None, source: O
     return parse_text(text, lineno, file, source or src)
 
 
-_HEAD_PART = re.compile(r"([^\s:\[\]|]+):(\d+):(\d+) \[([^\]\s]*)\](?= |$)")
+_PID_TID = re.compile(r"\d+")
 _LEVELS = ("INFO", "WARN", "TRACE", "ABORT")
 _LEVEL_SET = frozenset(_LEVELS)
 _CACHE_MAX = 4096
+# A head sits right before its level (`host:pid:tid [dev] NCCL INFO`), or before a WARN's source position
+# (`host:pid:tid [dev] transport/net_ib.cc:1295 NCCL WARN`, `int f(t**):208 NCCL WARN`): it is looked for
+# only this far before ` NCCL `, and at most this many ` [` from the right, so no line costs more than a
+# bounded amount per ` NCCL ` it holds (the old regex search over the whole prefix was quadratic).
+HEAD_WINDOW = 1024
+_HEAD_TRIES = 4
+SPLICES_MAX = 64  # heads read in one line; the rest of a line holding more is not parsed
 _head_cache = {}  # type: Dict[str, object]
 _msg_cache = {}  # type: Dict[str, object]
 _via_cache = {}  # type: Dict[str, Dict[str, object]]
+_HOST_STOP = frozenset(" \t\n\r\f\v[]|")
+
+
+def _find_head(text: str, lo: int, hi: int):
+    """(host, pid, tid, dev, start) of the `host:pid:tid [dev]` nearest before `hi` (at or after `lo`)."""
+    j = hi
+    for _ in range(_HEAD_TRIES):
+        j = text.rfind(" [", lo, j)
+        if j < 0:
+            return None
+        close = text.find("]", j + 2, hi)
+        after = close + 1
+        if close >= 0 and (after == hi or text[after] == " "):
+            dev = text[j + 2 : close]
+            if " " not in dev and "[" not in dev:
+                b = j
+                while b > lo and text[b - 1] not in _HOST_STOP:
+                    b -= 1
+                parts = text[b:j].rsplit(":", 3)
+                if len(parts) >= 3 and _PID_TID.fullmatch(parts[-1]) and _PID_TID.fullmatch(parts[-2]):
+                    host = parts[-3]
+                    if host:
+                        start = j - len(parts[-1]) - len(parts[-2]) - len(host) - 2
+                        return host, parts[-2], parts[-1], dev, start
+    return None
 
 
 def _split_head(text: str):
@@ -177,16 +208,17 @@ def _split_head(text: str):
             k = len(text)
         lv = text[j:k]
         if lv in _LEVEL_SET:  # no level is a prefix of another: the word after NCCL must be one
-            key = text[:k]
+            lo = max(0, i - HEAD_WINDOW)
+            key = text[lo:k]
             h = _head_cache.get(key)
             if h is None:
-                m = _HEAD_PART.search(text, 0, i)
-                h = ((m.group(1), m.group(2), m.group(3), m.group(4), lv), m.start()) if m else False
+                f = _find_head(text, lo, i)
+                h = ((f[0], f[1], f[2], f[3], lv), f[4] - lo) if f else False
                 if len(_head_cache) >= _CACHE_MAX:
                     _head_cache.clear()
                 _head_cache[key] = h
             if h:
-                return h[0], text[k + 1 :], h[1]
+                return h[0], text[k + 1 :], h[1] + lo
         start = j
 
 
@@ -196,9 +228,20 @@ def parse_text(
     """Events for one prefix-stripped line.
 
     Two ranks writing into one pipe can splice lines (`...via NET/AWS Libfabz-2:2:6 [0] NCCL INFO ...`):
-    a second NCCL head inside a message starts a new line, and the part before it is marked cut.
+    a second NCCL head inside a message starts a new line, and the part before it is marked cut. At most
+    SPLICES_MAX heads are read from one line (a loop, not recursion: any line is safe).
     """
     out = []  # type: List[Event]
+    for _ in range(SPLICES_MAX):
+        rest = _parse_one(text, lineno, file, source, spliced, out)
+        if rest is None:
+            break
+        text, spliced = rest, True
+    return out
+
+
+def _parse_one(text: str, lineno: int, file, source, spliced: bool, out: List[Event]) -> Optional[str]:
+    """Append the events of `text` up to a second NCCL head; return the text from that head, or None."""
     head = None
     msg = text
     cut = False
@@ -225,9 +268,7 @@ def parse_text(
             out.append(Event("warn", head, lineno, source, file, text, {"message": msg}, cut, spliced))
         if err:
             out.append(Event("error", head, lineno, source, file, text, {"message": msg}, cut, spliced))
-    if rest is not None:
-        out.extend(parse_text(rest, lineno, file, source, True))
-    return out
+    return rest
 
 
 def _classify(msg: str) -> tuple:
@@ -292,16 +333,18 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         if m:
             return [("cuda_driver", {"version": _driver(m.group(1))})]
     if msg.startswith("Using network "):
-        m = _NETWORK.match(msg)
-        if m:
-            return [("network", {"name": m.group(1)})]
+        name = msg[14:].strip()
+        if name:
+            return [("network", {"name": name})]
     if "NET plugin" in msg:
-        m = _NET_ASSIGNED.search(msg)
-        if m:
-            return [("network", {"name": m.group(1)})]
-        m = _NET_INITIALIZED.search(msg)
-        if m:
-            return [("net_initialized", {"name": m.group(1)})]
+        i = msg.find("Assigned NET plugin ")
+        if i >= 0:
+            j = msg.find(" to comm", i + 20)
+            if j > i + 20:
+                return [("network", {"name": msg[i + 20 : j]})]
+        i = msg.find("Initialized NET plugin ")
+        if i >= 0 and msg[i + 23 :].strip():
+            return [("net_initialized", {"name": msg[i + 23 :].strip()})]
     if "rank " in msg:
         m = _COMM.search(msg)
         if m:
@@ -336,10 +379,13 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         if "Got completion from peer" in msg:
             return [("ib_error", {"message": msg})]
         return [("ib", {"message": msg})]
-    if "set by environment" in msg:
-        m = _ENV.search(msg)
-        if m:
-            return [("env", {"name": m.group(1), "value": m.group(2)})]
+    i = msg.find(" set by environment to ")
+    if i > 0:
+        before = msg[max(0, i - 256) : i].split()
+        name = before[-1] if before else ""
+        if _ENV_NAME.fullmatch(name):
+            value = msg[i + 23 :].rstrip()
+            return [("env", {"name": name, "value": value[:-1] if value.endswith(".") else value})]
     if _GDR_DISABLED.search(msg):
         return [("gdr_disabled", {"message": msg})]
     return None
@@ -508,12 +554,13 @@ def _crash(text: str, source: Optional[str]) -> Optional[Dict[str, object]]:
             }
     if "srun: error" in text:
         m = _SRUN_TASK.search(text)
-        if m and any(c in m.group(3) for c in _SRUN_CRASH):
+        what = m.group(3).strip() if m else ""
+        if m and any(c in what for c in _SRUN_CRASH):
             task = m.group(2)
             return {
                 "rank": int(task) if task.isdigit() else None,
                 "host": m.group(1),
-                "what": f"task {task}: {m.group(3)}",
+                "what": f"task {task}: {what}",
                 "error": None,
                 "kind": "crash",
             }

@@ -62,7 +62,7 @@ _STARTING_RE = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)
 # `#  Rank  0 Group  0 Pid  4242 on  node-a device  0 [0000:53:00] NVIDIA H100 80GB HBM3` (new) and
 # `#   Rank  0 Pid  4242 on node-a device  0 [0x53] Tesla V100-SXM2-32GB` (before groups).
 _RANK_RE = re.compile(
-    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)"
 )
 # footers, src/util.cu: PRINT("# %-20s : %d %s\n", "Out of bounds values", ...), "# %-20s : %g %s\n"; the '#'
 # is optional here: tables and footers are often pasted without it
@@ -372,7 +372,7 @@ class NcclTestsParser:
                 "host": m.group(4),
                 "device": int(m.group(5)),
                 "pci": m.group(6),
-                "name": m.group(7) or None,
+                "name": m.group(7).strip() or None,
                 "file": where["file"],
                 "line": where["line"],
             }

@@ -113,9 +113,7 @@ CATALOG = [
         "id": "device-rdma-unsupported",
         "severity": "error",
         "title": "FI_EFA_USE_DEVICE_RDMA=1 on an EFA device without RDMA read",
-        "lines": [
-            {"needle": "rdma-read", "regex": r"FI_EFA_USE_DEVICE_RDMA=1 was set.*no rdma-read", "scan": True}
-        ],
+        "lines": [{"needle": "rdma-read", "regex": r"EFA device has no rdma-read capability", "scan": True}],
         "remedy": "Do not set FI_EFA_USE_DEVICE_RDMA (libfabric >= 1.18 with aws-ofi-nccl >= 1.7 decide "
         "themselves); the device does not support RDMA read.",
         "source": "aws/aws-ofi-nccl doc/efa-env-var.md; libfabric prov/efa",
