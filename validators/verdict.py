@@ -164,6 +164,11 @@ def decide(
         )
 
     findings = signatures.evaluate(facts, nccl_tests)
+    if profile is not None and not profile.gdr_required:
+        for f in findings:  # g5/g6e/p5.4xlarge run EFA without GDR by design: no failure there
+            if f["id"] == "gdr-disabled":
+                f["severity"] = "info"
+                f["message"] += f" (by design on {profile.name}: GPUDirect RDMA is not required)"
     findings.extend(diffs)
 
     if instance_type:
@@ -217,6 +222,14 @@ def decide(
 def _nics_check(facts: Facts, profile) -> dict:
     seen = sorted({n for p in facts.procs.values() for n in p.nics})
     ev = facts.evidence_of("provider")[:2]
+    if profile.efa_devices is None:
+        return _check(
+            "nics",
+            UNKNOWN,
+            "plugin found %s NIC(s); the EFA device count of %s is not in the profile's sources"
+            % ("/".join(map(str, seen)) or "no", profile.name),
+            ev,
+        )
     if not seen:
         return _check(
             "nics",
