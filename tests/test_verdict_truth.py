@@ -7,8 +7,10 @@ The formats are written here from the format strings in the upstream sources nam
 from pathlib import Path
 
 import pytest
+from conftest import corpus_missing
 
 from validators.analyze import analyze
+from validators.prefix import strip_prefix
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "logs"
 P5 = (FIX / "p5-2node-efa-gdr-mpirun.log").read_text().splitlines()
@@ -215,3 +217,26 @@ def test_gdr_disabled_remedy_points_at_the_efa_driver_not_nvidia_peermem():
     remedy = finding(r, "gdr-disabled")["remedy"]
     assert "efa_nv_peermem" in remedy and "/device/p2p" in remedy
     assert "peer-memory module" not in remedy and "load nvidia_peermem" not in remedy.lower()
+
+
+CORPUS_TRUE = ("01-eks-p4d-2node-efa-gdr-nccl2.9.9-allreduce", "02-eks-p4d-2node-efa-gdr-nccl2.8.3-allreduce")
+
+
+@pytest.mark.parametrize("name", CORPUS_TRUE)
+def test_real_log_with_one_rank_silenced_is_never_true(nccl_logs_dir, name):
+    """Real p4d logs (efa and gdr true as given): silence one process at a time (its lines deleted, its
+    `Init COMPLETE` kept) -> efa/gdr are never true and the verdict never passes."""
+    path = nccl_logs_dir / f"{name}.log"
+    if not path.is_file():
+        corpus_missing(f"{name} not in the corpus")
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    assert analyze(lines)["gdr"] is True
+    texts = [strip_prefix(x)[1] for x in lines]
+    procs = sorted({t.split(" ", 1)[0].rsplit(":", 1)[0] + ":" for t in texts if " NCCL INFO " in t})
+    procs = [p for p in procs if p.count(":") == 2][:4]
+    assert len(procs) == 4
+    for proc in procs:
+        kept = [x for x, t in zip(lines, texts) if not t.startswith(proc) or "Init COMPLETE" in t]
+        r = analyze(kept)
+        assert len(kept) < len(lines)
+        assert r["efa"] is not True and r["gdr"] is not True and r["verdict"] != "pass", proc
