@@ -240,3 +240,23 @@ def test_real_log_with_one_rank_silenced_is_never_true(nccl_logs_dir, name):
         r = analyze(kept)
         assert len(kept) < len(lines)
         assert r["efa"] is not True and r["gdr"] is not True and r["verdict"] != "pass", proc
+
+
+@pytest.mark.parametrize(
+    "line, kind, says",
+    [
+        # NCCL's CUDACHECK inside the library: WARN "Cuda failure '%s'"
+        ("gpu-b:51201:51241 [1] enqueue.cc:1100 NCCL WARN Cuda failure 'named symbol not found'", "crash",
+         "on gpu-b: Cuda failure 'named symbol not found'"),
+        # PyTorch c10d: "NCCL error in: <file>:<line>, <error>, NCCL version ..."
+        ("[rank3]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+         "ProcessGroupNCCL.cpp:1970, internal error - please report this issue to the NCCL developers, "
+         "NCCL version 2.19.3", "crash", "rank 3: NCCL error: internal error"),
+        ("[rank2]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+         "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+         "NCCL version 2.19.3", "hang", "rank 2: NCCL error: unhandled system error"),
+    ],
+)  # fmt: skip
+def test_library_and_framework_errors_fail_naming_who(line, kind, says):
+    r = analyze(P5 + [line])
+    assert r["verdict"] == "fail" and says in finding(r, kind)["message"]

@@ -291,6 +291,11 @@ class Facts:
         kind = event.kind
         d = event.data
         cut = cut or event.cut
+        if kind == "crash":
+            if len(self.crashes) < CRASHES_MAX:
+                self.crashes.append(dict(d, evidence=_ev(event)))
+            self._keep(kind, event)
+            return
         if event.host is None:
             if kind == "nccl_version":
                 self.headless_versions.add((d["version"], d.get("cuda")))
@@ -300,10 +305,6 @@ class Facts:
                     self.watchdog_ranks.add(d["rank"])
                 self._keep(kind, event)
             elif kind == "error":
-                self._keep(kind, event)
-            elif kind == "crash":
-                if len(self.crashes) < CRASHES_MAX:
-                    self.crashes.append(dict(d, evidence=_ev(event)))
                 self._keep(kind, event)
             elif kind in HEADLESS_KINDS:
                 self._fold(self.headless, kind, d, event, cut)

@@ -266,6 +266,12 @@ def _parse_one(text: str, lineno: int, file, source, spliced: bool, out: List[Ev
             out.append(Event(kind, head, lineno, source, file, text, data, cut, spliced))
         if head[4] in ("WARN", "ABORT"):
             out.append(Event("warn", head, lineno, source, file, text, {"message": msg}, cut, spliced))
+            i = msg.find("Cuda failure ")  # NCCL's CUDACHECK: "Cuda failure 'named symbol not found'"
+            if i >= 0:
+                what = msg[i : i + 200]
+                crash = {"rank": _launcher_rank(source), "host": head[0], "what": what, "error": what}
+                crash["kind"] = "crash"
+                out.append(Event("crash", head, lineno, source, file, text, crash, cut, spliced))
         if err:
             out.append(Event("error", head, lineno, source, file, text, {"message": msg}, cut, spliced))
     return rest
@@ -505,7 +511,7 @@ def _classify_plain(text: str, lineno: int, file, source) -> List[Event]:
                     {"work": m.group(1), "rank": int(r.group(1)) if r else None},
                 )
             )
-    if "failure" in text or "exited on signal" in text or "srun: error" in text:
+    if "failure" in text or "exited on signal" in text or "srun: error" in text or "NCCL error in: " in text:
         crash = _crash(text, source)
         if crash is not None:
             out.append(Event("crash", None, lineno, source, file, text, crash))
@@ -541,6 +547,20 @@ def _crash(text: str, source: Optional[str]) -> Optional[Dict[str, object]]:
         if marker == " Test failure ":
             kind = "relay"  # the failure passed up the stack: the line before it says what failed
         return {"rank": _launcher_rank(source), "host": host, "what": what, "error": error, "kind": kind}
+    i = text.find("NCCL error in: ")
+    if i >= 0:  # PyTorch c10d: "NCCL error in: <file>:<line>, <error>, NCCL version ..."
+        rest = text[i + 15 :]
+        error = rest.split(", ", 2)[1] if rest.count(", ") >= 1 else rest
+        kind = "network" if any(e in error for e in _NETWORK_ERRORS) else "crash"
+        r = _TORCH_RANK.search(text, 0, i)
+        rank = int(r.group(1)) if r else _launcher_rank(source)
+        return {
+            "rank": rank,
+            "host": None,
+            "what": "NCCL error: " + error[:200],
+            "error": error,
+            "kind": kind,
+        }
     if "exited on signal" in text:
         m = _MPI_SIGNAL.search(text)
         if m:
