@@ -50,9 +50,17 @@ def test_plugin_not_loaded_lines_then_socket_are_plugin_missing_and_not_efa(line
     assert r["efa"] is False and "plugin-missing" in ids(r) and r["verdict"] == "fail"
 
 
-def test_nccl_2_28_failed_to_initialize_net_plugin_is_not_efa():
-    """src/plugin/net.cc: "Failed to initialize NET plugin %s" (then NCCL's internal transports)."""
-    r = analyze([H + "Failed to initialize NET plugin Libfabric", H + "Using network Socket", COMM])
+@pytest.mark.parametrize(
+    "line",
+    [
+        # src/plugin/net.cc: "Failed to initialize NET plugin %s" (then NCCL's internal transports)
+        "Failed to initialize NET plugin Libfabric",
+        # src/plugin/net.cc WARN("Failed to initialize any NET plugin")
+        "Failed to initialize any NET plugin",
+    ],
+)
+def test_nccl_2_28_failed_to_initialize_net_plugin_is_not_efa(line):
+    r = analyze([H + line, COMM])
     assert r["efa"] is False and "ofi-init-failed" in ids(r)
 
 

@@ -374,8 +374,10 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         return [("socket_if", {"interfaces": m.group(1) if m else None})]
     if msg.startswith("External network plugin ") and msg.endswith(" is unsupported"):
         return [("plugin_load_failed", {"message": msg})]  # NCCL >= 2.28 src/plugin/net.cc
-    if msg.startswith("Failed to initialize NET plugin"):
-        return [("plugin_net_init_failed", {"message": msg})]  # NCCL >= 2.28 src/plugin/net.cc
+    if msg.startswith(("Failed to initialize NET plugin", "Failed to initialize any NET plugin")):
+        # NCCL >= 2.28 src/plugin/net.cc: external plugins are tried first and the loop stops at the first
+        # one assigned, so any of these lines means the external (aws-ofi-nccl) plugin is not in use
+        return [("plugin_net_init_failed", {"message": msg})]
     if msg.startswith("NET/IB"):
         if _GDR_DISABLED.search(msg):
             return [("gdr_disabled", {"message": msg})]
