@@ -260,3 +260,15 @@ def test_real_log_with_one_rank_silenced_is_never_true(nccl_logs_dir, name):
 def test_library_and_framework_errors_fail_naming_who(line, kind, says):
     r = analyze(P5 + [line])
     assert r["verdict"] == "fail" and says in finding(r, kind)["message"]
+
+
+def test_the_efa_and_gdr_checks_carry_the_lines_that_prove_them():
+    """Unknown for a silent rank shows what that rank did print; false on counter-evidence shows it."""
+    lines = [x for x in P5 if "gpu-b:51201" not in x or "Init COMPLETE" in x]
+    r = analyze(lines)
+    for name in ("efa", "gdr"):
+        ev = check(r, name)["evidence"]
+        assert ev and "gpu-b:51201" in ev[0]["text"] and "Init COMPLETE" in ev[0]["text"], name
+    r = analyze([H + "NET/Plugin: Could not find: libnccl-net.so", H + "NET/Socket : Using [0]eth0", COMM])
+    texts = [e["text"] for e in check(r, "efa")["evidence"]]
+    assert any("Could not find" in t for t in texts) and any("NET/Socket" in t for t in texts)

@@ -389,7 +389,9 @@ class Facts:
             self._keep(kind, event)
         elif kind == "socket_if":
             self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1
-            p.internal_nets.add("Socket")
+            if "Socket" not in p.internal_nets:
+                p.internal_nets.add("Socket")
+                self._keep("internal_net", event)
         elif kind == "internal_net":
             p.internal_nets.add(d["name"])
             self._keep("internal_net", event)
@@ -527,20 +529,32 @@ class Facts:
             "/".join(sorted({n for _, r in net_ranks for n in r.net_names})),
         )
 
+    def _silent(self) -> Optional[Tuple[Proc, Rank]]:
+        for p, r in self.all_ranks():
+            if not r.net and not p.on_efa_evidence():
+                return p, r
+        return None
+
     def silent_rank(self) -> Optional[str]:
         """The first rank that shows neither an efa provider nor a NET channel, described; None if none.
 
         Every rank must prove it: a rank whose process printed only its init (its other lines lost,
         another log not given) could be on any transport.
         """
-        for p, r in self.all_ranks():
-            if not r.net and not p.on_efa_evidence():
-                who = f"rank {r.rank}" if r.rank is not None else "a rank"
-                return (
-                    f"{who} ({p.host}:{p.pid} [{r.dev}]) printed no provider line and no NET channel: "
-                    "its transport is not shown"
-                )
-        return None
+        found = self._silent()
+        if found is None:
+            return None
+        p, r = found
+        who = f"rank {r.rank}" if r.rank is not None else "a rank"
+        return (
+            f"{who} ({p.host}:{p.pid} [{r.dev}]) printed no provider line and no NET channel: "
+            "its transport is not shown"
+        )
+
+    def silent_rank_evidence(self) -> List[dict]:
+        """The first line of the first silent rank (what it did print), for the check's evidence."""
+        found = self._silent()
+        return [found[1].first_line] if found is not None and found[1].first_line else []
 
     def gdr_verdict(self) -> Optional[bool]:
         return self._gdr()[0]

@@ -119,16 +119,26 @@ def decide(
             + facts.evidence_of("provider_other")
             + facts.evidence_of("plugin_init_failed")
             + facts.evidence_of("channel_other_net")
+            + facts.evidence_of("plugin_dep_missing")
+            + facts.evidence_of("plugin_load_failed")
+            + facts.evidence_of("internal_net")
+            + facts.evidence_of("ib_error")
         )
     elif efa is None:
-        efa_ev = facts.evidence_of("channel_unclear") + facts.evidence_of("network")[:1]
+        efa_ev = (
+            facts.silent_rank_evidence()
+            + facts.evidence_of("channel_unclear")
+            + facts.evidence_of("network")[:1]
+        )
     checks.append(_check("efa", _tri(efa), efa_why, efa_ev))
 
     gdr_ev = facts.evidence_of("channel_gdr")[:2]
     if gdr is False:
         gdr_ev = facts.evidence_of("gdr_disabled") + facts.evidence_of("channel_nogdr")
     elif gdr is None:
-        gdr_ev = facts.evidence_of("channel_unclear")
+        gdr_ev = facts.silent_rank_evidence() + facts.evidence_of("channel_unclear")
+        if not gdr_ev:
+            gdr_ev = facts.evidence_of("network_socket") + facts.evidence_of("plugin_load_failed")
     gdr_status = _tri(gdr)
     if profile is not None and not profile.gdr_required and gdr is False:
         gdr_status, gdr_why = PASS, f"{gdr_why} (GPUDirect RDMA not required on {profile.name})"
