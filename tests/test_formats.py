@@ -165,3 +165,10 @@ def test_a_footer_without_its_header_is_never_a_hang(bare):
 def test_out_of_bounds_failed_anywhere_fails(lines):
     r = analyze(lines)
     assert check(r, "out-of-bounds")["status"] == "fail" and r["verdict"] == "fail"
+
+
+def test_a_headless_fragment_among_headed_processes_does_not_override_them():
+    """A line that lost its head inside a log of headed processes is most likely one of theirs: the
+    processes' own lines decide; lines without heads count only for a snippet that has no head at all."""
+    r = analyze(GOOD + ["NCCL INFO Using network Socket"])
+    assert (r["efa"], r["gdr"], r["network"]) == (True, True, "Libfabric")

@@ -505,7 +505,7 @@ class Facts:
             why = p.counter_efa()
             if why is not None:
                 return False, f"{p.host}:{p.pid}: {why}"
-        why = self.headless.counter_efa()
+        why = self.headless.counter_efa() if not self.procs else None
         if why is not None:
             return False, f"a line without NCCL head: {why}"
         for p, r in self.all_ranks():
@@ -566,7 +566,7 @@ class Facts:
         for p in self._sorted_procs():
             if p.gdr_disabled:
                 return False, f"GDR disabled in {p.host}:{p.pid}"
-        if self.headless.gdr_disabled:
+        if self.headless.gdr_disabled and not self.procs:
             return False, "GDR disabled (a line without NCCL head)"
         total = gdr = nogdr = unclear = 0
         first_bad = None
@@ -583,7 +583,7 @@ class Facts:
             return None, "no NET channel in the log"
         if unclear:
             return None, "%d NET channel line(s) cut or garbled before their GDR flag" % unclear
-        for p in self._sorted_procs() + [self.headless]:
+        for p in self._sorted_procs() or [self.headless]:
             why = p.no_gdr_path()
             if why is not None:
                 who = f"{p.host}:{p.pid}" if p.host else "a line without NCCL head:"

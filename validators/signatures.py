@@ -10,7 +10,28 @@ Facts from the fold are in validators/facts.py; predicates are at the bottom of 
 import re
 from typing import List, Optional
 
-FIELD_NOTES = "FIELD-NOTES.md 'Failure signatures' (aws-ofi-nccl docs, awsome-distributed-training, DLC)"
+# sources: files in public repositories (owner/name path); the commits read are in docs/validators.md
+_NCCL_PLUGIN = (
+    "NVIDIA/nccl src/plugin/plugin_open.cc, src/plugin/net.cc (src/net.cc before 2.23); "
+    "aws/aws-ofi-nccl INSTALL.md (NCCL_NET_PLUGIN, the library path)"
+)
+_NCCL_FALLBACK = "NVIDIA/nccl src/plugin/net.cc (internal IB, then Socket, after the external plugins)"
+_TWO_LIBFABRICS = "aws/aws-ofi-nccl INSTALL.md (--with-libfabric: one libfabric, the EFA installer's)"
+_NO_DEVICE = (
+    "aws/aws-ofi-nccl src/nccl_ofi_ofiutils.cpp (fi_getinfo), src/nccl_ofi_net.c before b8628aa5 "
+    "('Couldn't find any optimal provider')"
+)
+_GDR = (
+    "aws/aws-ofi-nccl src/platform-aws.cpp ('GDR disabled on GDR-supported instance type', gdr_required), "
+    "src/nccl_ofi_ofiutils.cpp ('disabling GDR'); amzn/amzn-drivers kernel/linux/efa (GPUDirect in the "
+    "EFA driver)"
+)
+_WRONG = "NVIDIA/nccl-tests src/common.cu (#wrong: values failing the data check)"
+_HANG = (
+    "NVIDIA/nccl-tests src/common.cu (-T timeout); aws-samples/awsome-distributed-training "
+    "micro-benchmarks/nccl-tests/README.md"
+)
+_WATCHDOG = "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (watchdog timeout)"
 
 CATALOG = [
     {
@@ -32,7 +53,7 @@ CATALOG = [
         "remedy": "Put the plugin's directory (e.g. /opt/amazon/ofi-nccl/lib or /opt/aws-ofi-nccl/lib) on "
         "LD_LIBRARY_PATH or name it in NCCL_NET_PLUGIN; set NCCL_NET='AWS Libfabric' (or 'Libfabric' for "
         "plugins >= 1.13) so a missing plugin fails loudly instead of falling back.",
-        "source": FIELD_NOTES,
+        "source": _NCCL_PLUGIN,
     },
     {
         "id": "ofi-init-failed",
@@ -51,7 +72,7 @@ CATALOG = [
         "when": "socket_fallback",
         "remedy": "Make the plugin load and initialise (see plugin-missing / ofi-init-failed); pass the EFA "
         "devices into the container; set NCCL_NET so the fallback is an error.",
-        "source": FIELD_NOTES,
+        "source": _NCCL_FALLBACK,
     },
     {
         "id": "provider-not-efa",
@@ -70,7 +91,7 @@ CATALOG = [
         ],
         "remedy": "Keep one libfabric, the EFA installer's (/opt/amazon/efa/lib); remove the distribution's "
         "libfabric1 or take it off LD_LIBRARY_PATH/ldconfig.",
-        "source": FIELD_NOTES,
+        "source": _TWO_LIBFABRICS,
     },
     {
         "id": "efa-devices-missing",
@@ -87,7 +108,7 @@ CATALOG = [
         ],
         "remedy": "Pass /dev/infiniband/uverbs* into the container (docker --device, or request "
         "vpc.amazonaws.com/efa in the pod spec) and run on an EFA-enabled instance/ENI.",
-        "source": FIELD_NOTES,
+        "source": _NO_DEVICE,
     },
     {
         "id": "libfabric-too-old",
@@ -107,7 +128,7 @@ CATALOG = [
         "driver, AWS's efa_nv_peermem or DMA-BUF; `cat /sys/class/infiniband/*/device/p2p` must say "
         "NVIDIA. On GDR-capable instances (p4/p5/p6) the plugin refuses to run without it; g5/g6e and "
         "p5.4xlarge run EFA without GDR by design.",
-        "source": FIELD_NOTES,
+        "source": _GDR,
     },
     {
         "id": "device-rdma-unsupported",
@@ -149,7 +170,7 @@ CATALOG = [
         "when": "tests_wrong",
         "remedy": "Use aws-ofi-nccl >= 1.6 (it forces the simple protocol when ordering is missing), or set "
         "NCCL_PROTO=simple with plugins <= 1.5.",
-        "source": FIELD_NOTES,
+        "source": _WRONG,
     },
     {
         "id": "crash",
@@ -174,7 +195,7 @@ CATALOG = [
         "when": "stalled",
         "remedy": "Run with nccl-tests -T (timeout) and a process watchdog; test node pairs to find the bad "
         "one; check the security group allows all traffic to itself (outbound too).",
-        "source": FIELD_NOTES,
+        "source": _HANG,
     },
     {
         "id": "watchdog-timeout",
@@ -183,7 +204,7 @@ CATALOG = [
         "when": "watchdog",
         "remedy": "As for a hang: find the rank/node that stopped (pairwise nccl-tests), check EFA health; "
         "raising the timeout only hides it.",
-        "source": FIELD_NOTES,
+        "source": _WATCHDOG,
     },
     {
         "id": "cuda-driver-too-old",
@@ -279,7 +300,8 @@ def _plugin_dep_missing(facts, tests):
 
 
 def _procs_and_headless(facts) -> list:
-    return list(facts.procs.values()) + [facts.headless]
+    """The processes, or, when no line had an NCCL head, the lines without one (a pasted snippet)."""
+    return list(facts.procs.values()) or [facts.headless]
 
 
 def _plugin_init_failed(facts, tests):

@@ -266,8 +266,8 @@ def summary_values(facts: Facts) -> dict:
         vals = set()
         for p in procs:
             vals.update(get(p))
-        if not vals:
-            vals = set(get(facts.headless))  # only lines pasted without their NCCL head said it
+        if not vals and not procs:
+            vals = set(get(facts.headless))  # a snippet pasted without NCCL heads
         if len(vals) == 1:
             return next(iter(vals))
         return None
@@ -280,7 +280,7 @@ def summary_values(facts: Facts) -> dict:
         nccl = next(iter(vs)) if len(vs) == 1 else None
         cuda = next(iter(cs)) if len(cs) == 1 else None
     platforms = {p.platform() for p in procs if p.platform()} or (
-        {facts.headless.platform()} if facts.headless.platform() else set()
+        {facts.headless.platform()} if facts.headless.platform() and not procs else set()
     )
     plugin_name = agreed(lambda p: p.plugin_names)
     if plugin_name is None and any(p.ofi for p in procs) and not any(p.plugin_names for p in procs):
