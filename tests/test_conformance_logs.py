@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import corpus_missing
 
 from validators.analyze import analyze_paths
 
@@ -30,7 +31,7 @@ def _load(nccl_logs_dir, name):
     meta_path = nccl_logs_dir / (name + ".meta.yaml")
     log_path = nccl_logs_dir / (name + ".log")
     if not meta_path.exists() or not log_path.exists():
-        pytest.skip(f"{name} not in the corpus")
+        corpus_missing(f"{name} not in the corpus")
     if name not in _CACHE:
         meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
         _CACHE[name] = (meta, analyze_paths([str(log_path)]))

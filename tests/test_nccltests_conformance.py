@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import corpus_missing
 
 from validators.bandwidth import judge
 from validators.nccltests import NcclTestsParser
@@ -40,7 +41,7 @@ def table_log(request, nccl_logs_dir):
     log = nccl_logs_dir / f"{request.param}.log"
     meta_path = nccl_logs_dir / f"{request.param}.meta.yaml"
     if not log.is_file():
-        pytest.skip(f"{log} not in the corpus")
+        corpus_missing(f"{log} not in the corpus")
     meta = yaml.safe_load(meta_path.read_text())
     return request.param, log, meta
 
@@ -107,7 +108,7 @@ def test_every_corpus_log_against_its_meta(stem, nccl_logs_dir):
     """Every log in the corpus: the nccl-tests facts its meta states, and None where it has no table."""
     log = nccl_logs_dir / f"{stem}.log"
     if not log.is_file():
-        pytest.skip("corpus log absent")
+        corpus_missing("corpus log absent")
     expected = yaml.safe_load((nccl_logs_dir / f"{stem}.meta.yaml").read_text())["expected"]
     result, body = _read(log)
     row_lines = [t.strip() for t in body if re.match(r"^\s*\d+\s+\d+\s+\w+\s", t) and "NCCL" not in t]

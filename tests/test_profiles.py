@@ -57,7 +57,7 @@ def test_profile_table_matches_field_notes_hardware():
 def test_lookup_normalises_and_unknown_is_none():
     assert get_profile(" P5.48xlarge ").name == "p5.48xlarge"
     assert get_profile("ml.p4d.24xlarge").name == "p4d.24xlarge"
-    assert get_profile("g5.48xlarge") is None and get_profile(None) is None and get_profile("") is None
+    assert get_profile("g4dn.12xlarge") is None and get_profile(None) is None and get_profile("") is None
     assert set(REQUIRED) <= set(known_instance_types())
 
 
@@ -129,3 +129,76 @@ def test_expected_busbw_none_where_nothing_applies():
     assert expected_busbw(p5, "all_gather", 2, 16, 1 << 30) is None
     assert expected_busbw(p5, "all_reduce", 1, 8, 1 << 30) is None
     assert expected_busbw(p5, None, 2, 16, 1 << 30) is None
+
+
+# ----------------------------------------------------------------- one source, the types users run (#10)
+NEW = {
+    # name: (gpus, arch, gdr_required)
+    "g5.48xlarge": (8, "x86_64", False),
+    "g6e.48xlarge": (8, "x86_64", False),
+    "p5.4xlarge": (1, "x86_64", False),
+    "p6-b300.48xlarge": (8, "x86_64", True),
+    "p6e-gb200.36xlarge": (4, "arm64", True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW))
+def test_the_types_users_run_have_profiles(name):
+    p = get_profile(name)
+    assert p is not None and (p.gpus, p.arch, p.gdr_required) == NEW[name]
+
+
+@pytest.mark.parametrize("name", sorted(profile_data.PROFILES))
+def test_every_figure_has_a_public_source(name):
+    """A figure is sourced, or None (unknown); no source points at a file a public clone lacks."""
+    raw = profile_data.PROFILES[name]
+    for figure, source in raw["sources"].items():
+        if raw[figure] is None:
+            continue
+        assert source, (name, figure)
+    texts = [s for s in raw["sources"].values() if s] + [r["source"] for r in raw["references"]]
+    for text in texts + [profile_data.GDR_SOURCE, profile_data.FLOOR_SOURCE]:
+        assert "FIELD-NOTES" not in text and "shared/" not in text, text
+        assert "/" in text  # a repository path (owner/name path) or a page
+
+
+def test_host_side_reads_the_same_profiles():
+    """imagebuild's instance table is validators/profile_data.py's: one source, no YAML copy."""
+    from imagebuild import catalog
+
+    host = catalog.instances()
+    assert set(host) == set(profile_data.PROFILES)
+    for name, entry in host.items():
+        p = get_profile(name)
+        assert (entry["gpus"], entry["efa_devices"], entry["efa_gbps"], entry["gdr_required"]) == (
+            p.gpus,
+            p.efa_devices,
+            p.efa_gbps,
+            p.gdr_required,
+        )
+        assert entry.get("rdma_read") == p.rdma_read and entry.get("cuda_arch") == p.cuda_arch
+    assert not (catalog.HERE / "instances.yaml").exists()
+
+
+def test_gdr_off_on_p5_4xlarge_is_no_failure_but_on_p5_48xlarge_is():
+    """aws-ofi-nccl disables GDR on p5.4xlarge by design (src/platform-aws.cpp gdr_required false)."""
+    from validators.analyze import analyze
+
+    lines = []
+    for i, host in enumerate(("a", "b")):
+        h = f"{host}:1:1 [0] NCCL INFO "
+        lines += [
+            h + "NET/OFI Selected provider is efa, fabric is efa (found 1 nics)",
+            h + "NET/OFI Could not disable CUDA API usage for HMEM, disabling GDR",
+            h + "Using network Libfabric",
+            h + f"comm 0x1 rank {i} nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
+            h + f"Channel 00/0 : {1 - i}[0] -> {i}[0] [receive] via NET/Libfabric/0",
+        ]
+    small = analyze(lines, instance_type="p5.4xlarge", nodes=2)
+    gdr = next(c for c in small["checks"] if c["name"] == "gdr")
+    assert small["gdr"] is False and gdr["status"] == "pass"
+    assert all(f["severity"] != "error" for f in small["findings"] if f["id"] == "gdr-disabled")
+    assert not any(c["name"] == "failure-signatures" for c in small["checks"])
+    big = analyze(lines, instance_type="p5.48xlarge", nodes=2)
+    assert big["verdict"] == "fail"
+    assert any(f["id"] == "gdr-disabled" and f["severity"] == "error" for f in big["findings"])

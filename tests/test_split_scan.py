@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import corpus_missing
 
 from validators import linescan, memsearch, parscan
 from validators.analyze import _scan_needles, _table_region, analyze_paths
@@ -224,7 +225,7 @@ def test_split_scan_with_a_line_longer_than_a_range(tmp_path):
 def test_split_scan_on_the_real_logs(tmp_path):
     logs = [p for p in sorted(CORPUS.glob("*.log"))] + sorted(FIX.glob("*.log"))[:10]
     if not logs:
-        pytest.skip("no logs at %s" % CORPUS)
+        corpus_missing("no logs at %s" % CORPUS)
     for r in _split_check([(str(p), 4096) for p in logs]):
         assert r["same"] and r["stats"][0] == r["stats"][1], r
 

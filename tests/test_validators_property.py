@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import corpus_missing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -134,7 +135,7 @@ def test_shuffled_rank_order_gives_the_same_facts(rnd):
 def test_shuffled_real_log_ranks():
     path = CORPUS / "01-eks-p4d-2node-efa-gdr-nccl2.9.9-allreduce.log"
     if not path.exists():
-        pytest.skip("corpus absent")
+        corpus_missing("corpus absent")
     lines = path.read_text().splitlines()
     base = analyze(lines)
     for seed in range(5):

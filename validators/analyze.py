@@ -23,12 +23,13 @@ match_line = signatures.match_line
 # lines nccl-tests prints: comments/headers ('#'), rows (their type column), the binary name
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
 # header and its footer are passed whole (linescan.Region), as they hold no distinctive substring
-NCCLTESTS_NEEDLES = ("#", "_perf")
+# ('busbw' and the footer words find a table and footer pasted without their '#')
+NCCLTESTS_NEEDLES = ("#", "_perf", "busbw", "Out of bounds values", "Avg bus bandwidth")
 TABLE_MAX_ROWS = 4096
 
 
 def _table_start(line: bytes) -> bool:
-    return b"#" in line and b"size" in line and b"count" in line and b"busbw" in line
+    return b"size" in line and b"count" in line and b"busbw" in line
 
 
 def _table_end(line: bytes) -> bool:
@@ -43,7 +44,8 @@ def _table_stop(header: bytes, line: bytes) -> bool:
     prefixes, with a letter (so no row: `-`/digit; no comment: `#`) and holds no NCCL head and no
     signature text. nccl-tests prints nothing else between its rows.
     """
-    lead = header[: header.find(b"#")]  # the header's launcher prefix (stdout and stderr differ)
+    at = header.find(b"#")
+    lead = header[: at if at >= 0 else header.find(b"size")]  # its launcher prefix (stdout/stderr differ)
     if not lead.strip() or not line.startswith(lead) or len(line) >= MAX_LINE:  # cut: never stops
         return False
     src, text = strip_prefix(line.decode("utf-8", "replace"))
@@ -158,9 +160,16 @@ def analyze(
     table_head = b""
     count = 0
     for count, raw in enumerate(lines, 1):
+        # a line is its first 64 KiB here too, as in the file scan (no line costs more than that)
         if isinstance(raw, bytes):
-            raw = raw.decode("utf-8", "replace")
-        raw = raw.rstrip("\r\n")
+            raw = raw.rstrip(b"\r\n")
+            cut = len(raw) > MAX_LINE
+            raw = raw[:MAX_LINE].decode("utf-8", "replace")
+        else:
+            raw = raw.rstrip("\r\n")
+            cut = len(raw) > MAX_LINE
+            if cut:
+                raw = raw[:MAX_LINE]
         flags = 0
         for n, f in groups:
             if n in raw:
@@ -177,7 +186,7 @@ def analyze(
             table_left = TABLE_MAX_ROWS
             table_head = raw.encode("utf-8", "replace")
         if flags:
-            a.line(count, raw, False, flags)
+            a.line(count, raw, cut, flags)
     a.end(count, None)
     return a.report(instance_type, nodes)
 

@@ -377,7 +377,8 @@ def _general_findings(nt: Dict[str, Any], findings: List[Finding]) -> None:
                 "and test node pairs; if the log was cut, give the whole log",
             }
         )
-    if not rows and not nt.get("columns") and (nt.get("ranks") or nt.get("evidence", {}).get("parameters")):
+    footer = nt.get("out_of_bounds") is not None or nt.get("avg_busbw") is not None
+    if not rows and not nt.get("columns") and not footer and (nt.get("ranks") or evidence.get("parameters")):
         started = evidence.get("parameters") or (nt.get("ranks") or [None])[-1]
         findings.append(
             {

@@ -7,13 +7,34 @@ lines of each kind. Memory grows with ranks and channels, never with lines, and 
 result does not depend on the order ranks interleave their output.
 """
 
-from typing import List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from validators.signatures import is_efa_provider
 
 EVIDENCE_PER_KIND = 5
 TEXT_MAX = 400
 ENV_MAX = 64
+# what a line without an NCCL head may still tell (provider, plugin, network: not channels or ranks)
+HEADLESS_KINDS = frozenset(
+    (
+        "provider",
+        "plugin_init",
+        "plugin_loaded",
+        "plugin_load_failed",
+        "plugin_init_failed",
+        "plugin_net_init_failed",
+        "plugin_dep_missing",
+        "libfabric_version",
+        "platform",
+        "network",
+        "gdr_disabled",
+        "internal_net",
+        "ib_error",
+        "cuda_driver",
+        "ofi",
+    )
+)
+CRASHES_MAX = 32
 
 
 def _ev(event, cut: bool = False) -> dict:
@@ -139,10 +160,22 @@ class Proc:
         self.plugin_load_failed = False
         self.plugin_init_failed = False
         self.gdr_disabled = False
+        self.internal_nets = set()  # type: Set[str]  # NCCL's own transports that found devices: IB, Socket
+        self.ib_error = False  # a completion error from NCCL's IB transport (net_ib.cc)
+        self.plugin_net_init_failed = False  # NCCL >= 2.28 "Failed to initialize NET plugin"
+        self.plugin_deps_missing = set()  # type: Set[str]  # libraries the plugin needs but dlopen missed
         self.ranks = {}  # type: Dict[str, Rank]
 
     def plugin_ok(self) -> bool:
         return self.plugin_loaded or bool(self.plugin_versions) or self.ofi
+
+    def plugin_missing(self) -> bool:
+        """NCCL said it found no net plugin (or could not load it) and no plugin line followed."""
+        return self.plugin_load_failed and not self.plugin_ok()
+
+    def on_efa_evidence(self) -> bool:
+        """This process printed a provider line and every provider it printed is efa."""
+        return bool(self.providers) and all(is_efa_provider(p) for p in self.providers)
 
     def networks(self) -> Set[str]:
         """The network NCCL chose: its 'Using network' line, else the NET channel names (NCCL < 2.7)."""
@@ -158,6 +191,27 @@ class Proc:
                 return f"provider {p}"
         if self.plugin_init_failed:
             return "aws-ofi-nccl initialization failed"
+        if self.plugin_net_init_failed and not self.providers:
+            return "NCCL failed to initialize the NET plugin"
+        if self.ib_error:
+            return "NCCL's own IB transport (net_ib) reported a completion error"
+        if self.plugin_missing():
+            if self.plugin_deps_missing:
+                return "net plugin not loaded: %s missing" % ", ".join(sorted(self.plugin_deps_missing))
+            if self.internal_nets:
+                nets = "/".join(sorted(self.internal_nets))
+                return f"no net plugin; NCCL's internal {nets} transport in use"
+        return None
+
+    def no_gdr_path(self) -> Optional[str]:
+        """Why GPUDirect RDMA over EFA cannot be in use in this process (Socket, no plugin), or None."""
+        for n in sorted(self.networks() | self.internal_nets):
+            if n.strip().lower() == "socket" and (n in self.networks() or self.plugin_missing()):
+                return "uses TCP sockets (network Socket)"
+        if self.plugin_missing():
+            return "no net plugin loaded"
+        if self.plugin_init_failed or self.plugin_net_init_failed:
+            return "the net plugin failed to initialize"
         return None
 
     def efa_for(self, rank: Rank) -> Optional[bool]:
@@ -194,6 +248,10 @@ class Facts:
         self.world_ranks = set()  # type: Set[int]
         self.nnodes = set()  # type: Set[int]
         self.watchdog_ranks = set()  # type: Set[int]
+        self.crashes = []  # type: List[dict]  # processes that failed or died: rank, host, what
+        # NCCL lines pasted without their `host:pid:tid [dev]` head: a process of their own, never a rank,
+        # read for the summary values and as counter-evidence, never as evidence for a rank
+        self.headless = Proc("", "")
 
     # ------------------------------------------------------------------ folding
     def _keep(self, kind: str, event, cut: bool = False) -> None:
@@ -233,6 +291,11 @@ class Facts:
         kind = event.kind
         d = event.data
         cut = cut or event.cut
+        if kind == "crash":
+            if len(self.crashes) < CRASHES_MAX:
+                self.crashes.append(dict(d, evidence=_ev(event)))
+            self._keep(kind, event)
+            return
         if event.host is None:
             if kind == "nccl_version":
                 self.headless_versions.add((d["version"], d.get("cuda")))
@@ -243,13 +306,20 @@ class Facts:
                 self._keep(kind, event)
             elif kind == "error":
                 self._keep(kind, event)
+            elif kind in HEADLESS_KINDS:
+                self._fold(self.headless, kind, d, event, cut)
             return
         p = self._proc(event)
         if kind == "channel":
             self._channel(p, event, d, cut)
         elif kind == "comm":
             self._comm(p, event, d)
-        elif kind == "nccl_version":
+        else:
+            self._fold(p, kind, d, event, cut)
+
+    def _fold(self, p: Proc, kind: str, d: dict, event, cut: bool) -> None:
+        """Fold a process-level event (everything but channel and comm lines) into `p`."""
+        if kind == "nccl_version":
             p.nccl_versions.add(d["version"])
             if d.get("cuda"):
                 p.cuda_versions.add(d["cuda"])
@@ -319,6 +389,21 @@ class Facts:
             self._keep(kind, event)
         elif kind == "socket_if":
             self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1
+            if "Socket" not in p.internal_nets:
+                p.internal_nets.add("Socket")
+                self._keep("internal_net", event)
+        elif kind == "internal_net":
+            p.internal_nets.add(d["name"])
+            self._keep("internal_net", event)
+        elif kind == "ib_error":
+            p.ib_error = True
+            self._keep("ib_error", event)
+        elif kind == "plugin_net_init_failed":
+            p.plugin_net_init_failed = True
+            self._keep("plugin_init_failed", event)
+        elif kind == "plugin_dep_missing":
+            p.plugin_deps_missing.add(d["lib"])
+            self._keep("plugin_dep_missing", event)
 
     def _channel(self, p: Proc, event, d: dict, cut: bool) -> None:
         r = self._rank(p, event)
@@ -420,6 +505,9 @@ class Facts:
             why = p.counter_efa()
             if why is not None:
                 return False, f"{p.host}:{p.pid}: {why}"
+        why = self.headless.counter_efa() if not self.procs else None
+        if why is not None:
+            return False, f"a line without NCCL head: {why}"
         for p, r in self.all_ranks():
             bad = sorted(n for n in r.net_names if not is_libfabric_net(n))
             if bad:
@@ -432,11 +520,41 @@ class Facts:
                 return None, f"{p.host}:{p.pid} has NET channels but printed no provider line"
             if r.net_unnamed:
                 return None, f"{p.host}:{p.pid} [{r.dev}] has a NET channel line cut before its network name"
+        silent = self.silent_rank()
+        if silent is not None:
+            return None, silent
         return True, "%d rank(s) with %d NET channel(s), all via %s, provider efa" % (
             len(net_ranks),
             sum(r.net for _, r in net_ranks),
             "/".join(sorted({n for _, r in net_ranks for n in r.net_names})),
         )
+
+    def _silent(self) -> Optional[Tuple[Proc, Rank]]:
+        for p, r in self.all_ranks():
+            if not r.net and not p.on_efa_evidence():
+                return p, r
+        return None
+
+    def silent_rank(self) -> Optional[str]:
+        """The first rank that shows neither an efa provider nor a NET channel, described; None if none.
+
+        Every rank must prove it: a rank whose process printed only its init (its other lines lost,
+        another log not given) could be on any transport.
+        """
+        found = self._silent()
+        if found is None:
+            return None
+        p, r = found
+        who = f"rank {r.rank}" if r.rank is not None else "a rank"
+        return (
+            f"{who} ({p.host}:{p.pid} [{r.dev}]) printed no provider line and no NET channel: "
+            "its transport is not shown"
+        )
+
+    def silent_rank_evidence(self) -> List[dict]:
+        """The first line of the first silent rank (what it did print), for the check's evidence."""
+        found = self._silent()
+        return [found[1].first_line] if found is not None and found[1].first_line else []
 
     def gdr_verdict(self) -> Optional[bool]:
         return self._gdr()[0]
@@ -448,6 +566,8 @@ class Facts:
         for p in self._sorted_procs():
             if p.gdr_disabled:
                 return False, f"GDR disabled in {p.host}:{p.pid}"
+        if self.headless.gdr_disabled and not self.procs:
+            return False, "GDR disabled (a line without NCCL head)"
         total = gdr = nogdr = unclear = 0
         first_bad = None
         for p, r in self.all_ranks():
@@ -463,7 +583,27 @@ class Facts:
             return None, "no NET channel in the log"
         if unclear:
             return None, "%d NET channel line(s) cut or garbled before their GDR flag" % unclear
+        for p in self._sorted_procs() or [self.headless]:
+            why = p.no_gdr_path()
+            if why is not None:
+                who = f"{p.host}:{p.pid}" if p.host else "a line without NCCL head:"
+                return None, f"{who} {why}: GPUDirect RDMA is not in use there"
+        hosts = self._host_gdr_channels()
+        for host in sorted(hosts):
+            if not hosts[host]:
+                return None, f"host {host} printed no NET channel with /GDRDMA: GDR not shown there"
+        silent = self.silent_rank()
+        if silent is not None:
+            return None, silent
         return True, "all %d NET channel(s) use /GDRDMA" % gdr
+
+    def _host_gdr_channels(self) -> Dict[str, int]:
+        """{host: NET channels with /GDRDMA} for every host that has a rank."""
+        out = {}  # type: Dict[str, int]
+        for p in self.procs.values():
+            if p.ranks:
+                out[p.host] = out.get(p.host, 0) + sum(r.net_gdr for r in p.ranks.values())
+        return out
 
     def coverage(self) -> Tuple[Optional[int], int]:
         """(world size as printed, how many of its ranks printed their init line)."""
@@ -479,7 +619,15 @@ def _merge(into: Proc, src: Proc) -> None:
             getattr(into, name).update(val)
     for via, name in src.platforms.items():
         into.platforms.setdefault(via, name)
-    for flag in ("ofi", "plugin_loaded", "plugin_load_failed", "plugin_init_failed", "gdr_disabled"):
+    for flag in (
+        "ofi",
+        "plugin_loaded",
+        "plugin_load_failed",
+        "plugin_init_failed",
+        "gdr_disabled",
+        "ib_error",
+        "plugin_net_init_failed",
+    ):
         if getattr(src, flag):
             setattr(into, flag, True)
     for dev, r in src.ranks.items():

@@ -54,15 +54,22 @@ _PARAM_RES = {
     "graph": re.compile(r"\bgraph:\s*(\d+)"),
 }
 _STEP_RE = re.compile(r"\bstep:\s*(\d+)\s*\((factor|bytes)\)")
-_VERSION_RE = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
+# nccl-tests src/util.cu: "# nccl-tests version %s nccl-headers=%d nccl-library=%d" (NCCL_VERSION_CODE and
+# ncclGetVersion: the library the test actually ran with)
+_VERSION_RE = re.compile(r"^#?\s*nccl-tests version\s+(\S+)")
+_LIBRARY_RE = re.compile(r"\bnccl-library=(\d+)")
 _STARTING_RE = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)")
 # `#  Rank  0 Group  0 Pid  4242 on  node-a device  0 [0000:53:00] NVIDIA H100 80GB HBM3` (new) and
 # `#   Rank  0 Pid  4242 on node-a device  0 [0x53] Tesla V100-SXM2-32GB` (before groups).
 _RANK_RE = re.compile(
-    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)"
 )
-_OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
-_AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
+# footers, src/util.cu: PRINT("# %-20s : %d %s\n", "Out of bounds values", ...), "# %-20s : %g %s\n"; the '#'
+# is optional here: tables and footers are often pasted without it
+_OOB_RE = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_AVG_RE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
+# lines nccl-tests prints behind '#' that still say what they are without it
+_PASTED_MARKS = ("busbw", "(B)", "Out of bounds values", "Avg bus bandwidth", "nccl-tests version")
 _ERROR_RES = (
     re.compile(r"^#\s*error:\s*\S"),
     re.compile(r"\bTest (?:NCCL|CUDA) failure\b"),
@@ -127,9 +134,7 @@ class _Layout:
 
     @classmethod
     def from_header(cls, stripped: str) -> Optional["_Layout"]:
-        if not stripped.startswith("#"):
-            return None
-        tokens = stripped[1:].split()
+        tokens = (stripped[1:] if stripped.startswith("#") else stripped).split()
         if len(tokens) < 6 or tokens[:3] != ["size", "count", "type"]:
             return None
         layout = cls(tokens)
@@ -241,6 +246,15 @@ class NcclTestsParser:
         self._dropped_tables = 0
         self._failures: List[Dict[str, Any]] = []
         self._seen = False
+        self._library: Optional[str] = None  # NCCL version from the header's nccl-library=
+        self._footer_only: Optional[_Table] = None  # footer lines seen with no table open
+
+    def _orphan(self) -> "_Table":
+        """Where a footer with no open table goes: an empty table of its own (no columns, no rows)."""
+        if self._footer_only is None:
+            self._seen = True
+            self._footer_only = _Table(_Layout([]), self._binary, {})
+        return self._footer_only
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, text: str, lineno: int, source: Optional[str] = None) -> None:
@@ -249,7 +263,7 @@ class NcclTestsParser:
         if not stripped:
             return
         where = {"file": source, "line": lineno}
-        if stripped[0] == "#":
+        if stripped[0] == "#" or any(mark in stripped for mark in _PASTED_MARKS):
             self._feed_comment(stripped, where)
             return
         table = self._current
@@ -277,22 +291,26 @@ class NcclTestsParser:
         table = self._current
         if "(B)" in stripped and table is not None and table.units is None and not table.rows:
             # the units line under the header: kept so a future unit change cannot pass as GB/s
-            table.units = stripped[1:].split()
+            table.units = stripped.lstrip("#").split()
             return
         if "Out of bounds" in stripped:
             m = _OOB_RE.match(stripped)
-            if m and table is not None:
-                table.out_of_bounds = int(m.group(1))
-                table.out_of_bounds_ok = None if m.group(2) is None else m.group(2) == "OK"
-                table.footer["out_of_bounds"] = dict(where, text=stripped)
+            if m:
+                # a footer without its table (pasted alone, or after a header that was lost) is kept too:
+                # the run ended, so it never reads as a hang, and a FAILED count still fails
+                target = table if table is not None and not table.closed else self._orphan()
+                target.out_of_bounds = int(m.group(1))
+                target.out_of_bounds_ok = None if m.group(2) is None else m.group(2) == "OK"
+                target.footer["out_of_bounds"] = dict(where, text=stripped)
                 return
         if "Avg bus" in stripped:
             m = _AVG_RE.match(stripped)
-            if m and table is not None:
+            if m:
+                target = table if table is not None and table.avg_busbw is None else self._orphan()
                 ok, val = _number(m.group(1))
-                table.avg_busbw = val if ok and val is not None and math.isfinite(val) else None
-                table.avg_check = m.group(2)
-                table.footer["avg_busbw"] = dict(where, text=stripped)
+                target.avg_busbw = val if ok and val is not None and math.isfinite(val) else None
+                target.avg_check = m.group(2)
+                target.footer["avg_busbw"] = dict(where, text=stripped)
                 return
         if "Rank" in stripped:
             m = _RANK_RE.match(stripped)
@@ -316,6 +334,9 @@ class NcclTestsParser:
             if m:
                 self._seen = True
                 self._version = m.group(1)
+                lib = _LIBRARY_RE.search(stripped)
+                if lib and int(lib.group(1)) > 0:
+                    self._library = _nccl_version_string(int(lib.group(1)))
                 return
         if "Collective test" in stripped:
             m = _STARTING_RE.match(stripped)
@@ -351,7 +372,7 @@ class NcclTestsParser:
                 "host": m.group(4),
                 "device": int(m.group(5)),
                 "pci": m.group(6),
-                "name": m.group(7) or None,
+                "name": m.group(7).strip() or None,
                 "file": where["file"],
                 "line": where["line"],
             }
@@ -374,7 +395,7 @@ class NcclTestsParser:
         if not self._seen:
             return None
         objs = [self._table_object(t) for t in self._tables]
-        if not objs or self._params or self._ranks:
+        if not objs or self._params or self._ranks or self._footer_only is not None:
             objs.append(self._table_object(None))
         main = objs[0]
         main["additional_tables"] = objs[1:]
@@ -390,6 +411,7 @@ class NcclTestsParser:
         obj.update({k: params.get(k) for k in _PARAM_KEYS})
         obj["source"] = "text"
         obj["nccl_tests_version"] = self._version
+        obj["nccl_version"] = self._library
         obj["ranks"] = ranks
         obj["hosts"] = _unique(r["host"] for r in ranks)
         obj["devices"] = _unique(r["name"] for r in ranks if r["name"])
@@ -399,6 +421,11 @@ class NcclTestsParser:
         if table is None:
             obj["collective"] = self._binary
             obj["collective_source"] = "binary" if self._binary else None
+            orphan = self._footer_only
+            if orphan is not None:
+                obj["out_of_bounds"], obj["out_of_bounds_ok"] = orphan.out_of_bounds, orphan.out_of_bounds_ok
+                obj["avg_busbw"], obj["avg_busbw_check"] = orphan.avg_busbw, orphan.avg_check
+                obj["evidence"].update(orphan.footer)
             return obj
         collective = table.collective or _infer_collective(table)
         obj["collective"] = collective
@@ -441,6 +468,7 @@ def _empty_object() -> Dict[str, Any]:
     obj.update(
         {
             "source": None,
+            "nccl_version": None,
             "collective": None,
             "collective_source": None,
             "nccl_tests_version": None,
@@ -612,7 +640,7 @@ def _get(doc: Dict[str, Any], key: str, kind, path: str, where: str, required: b
         return float(val)
     if kind is float and isinstance(val, str) and val.lower() in ("nan", "inf", "-inf"):
         return None
-    if kind is int and isinstance(val, float) and val == int(val):
+    if kind is int and isinstance(val, float) and math.isfinite(val) and val == int(val):
         return int(val)
     if not isinstance(val, kind) or isinstance(val, bool) and kind is not bool:
         raise NcclTestsJsonError(f"expected {kind.__name__}, got {val!r}", path, key=where + key)

@@ -1,21 +1,35 @@
 """Instance profiles as data: what each GPU instance type has and the bandwidth published for it.
 
-Every number names its source. Hardware figures (GPUs, EFA devices, aggregate EFA Gbps, GDR) are AWS's
-published instance specifications as recorded in the project's FIELD-NOTES ("Instance profiles", Dec 2026).
-Bandwidth references are nccl-tests all_reduce_perf results other people published, at the message size
-and node count they were measured; `measured_on` says when a figure was measured on a sibling type with the
-same network (same EFA device count and speed), which is why it is used for this one.
-Edit here, not in code; validators/profiles.py reads this table.
+The one source of instance profiles: validators/profiles.py reads it for the verdict, and the host side
+(imagebuild.catalog.instances(), for the matrix's instance_types, the env policy and cuda_arch) reads the
+same table, so the two can never disagree. Standard library only: it ships in every image.
+
+Every figure names its source, a file in a public repository (repo, path, commit) or a public page:
+`sources` per profile says where GPUs, EFA device count, EFA Gbps and gdr_required come from. A figure no
+such source gives is None (unknown), never a guess: an unknown EFA device count makes the `nics` check
+unknown, not a pass. Bandwidth references are nccl-tests all_reduce_perf results other people published,
+at the message size and node count they were measured; `measured_on` says when a figure was measured on a
+sibling type with the same network, which is why it is used for this one.
+Edit here, not in code.
 """
 
-HARDWARE_SOURCE = (
-    "AWS EC2 accelerated-computing instance specifications (FIELD-NOTES 'Instance profiles', Dec 2026)"
+_ADT = "aws-samples/awsome-distributed-training"
+_ADT_COUNTS = (
+    _ADT + " 4.validation_and_observability/2.gpu-cluster-healthcheck/instance-profiles.conf "
+    "(commit 7217859f): GPU and EFA device counts"
 )
-GDR_SOURCE = (
-    "aws-ofi-nccl refuses to run on these types without GPUDirect RDMA: "
-    "'GDR disabled on GDR-supported instance type ...' then 'aws-ofi-nccl initialization failed' "
-    "(FIELD-NOTES)"
+_OFI_PLATFORM = (
+    "aws/aws-ofi-nccl src/platform-aws.cpp (commit 2daf7d30) platform table, gdr_required: the plugin "
+    "fails with 'GDR disabled on GDR-supported instance type' where it is true"
 )
+_OFI_NO_GDR = (
+    "aws/aws-ofi-nccl src/platform-aws.cpp (commit 2daf7d30): gdr_required false (or no platform entry), "
+    "the plugin runs EFA without GPUDirect RDMA there by design"
+)
+_SPECS = "tsaol/aws-gpu data/{}_instances.js (instances.vantage.sh data): GPU model and count, network Gbps"
+
+HARDWARE_SOURCE = "per profile: see `sources` (GPU/EFA counts, EFA Gbps, gdr_required)"
+GDR_SOURCE = _OFI_PLATFORM
 
 _ADT_README = (
     "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md (commit 7217859f), "
@@ -25,13 +39,23 @@ _ADT_TOPO = (
     "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/slurm/topology-aware-nccl-tests/"
     "README.md (commit 7217859f), 16-node p5en.48xlarge example output"
 )
-_ML_ENG = "stas00/ml-engineering network benchmarks (4 x p6-b200.48xlarge all_reduce, per FIELD-NOTES)"
+_ML_ENG = "stas00/ml-engineering network benchmarks (4 x p6-b200.48xlarge all_reduce_perf)"
 
 GIB = 1 << 30
+
+
+def _sources(gpus, efa_devices, efa_gbps, gdr_required):
+    """Where each hardware figure of a profile comes from (None: the figure is unknown)."""
+    return {"gpus": gpus, "efa_devices": efa_devices, "efa_gbps": efa_gbps, "gdr_required": gdr_required}
+
 
 # reference: {nodes, size (bytes), busbw (GB/s), source, measured_on}
 PROFILES = {
     "p4d.24xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "80",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p4d"), _OFI_PLATFORM),
         "gpus": 8,
         "gpu": "A100 40GB",
         "efa_devices": 4,
@@ -56,6 +80,10 @@ PROFILES = {
         "notes": "A DLC test comment quotes ~41 GB/s at 1 GiB for 2 x p4d; the measured table above is used.",
     },
     "p4de.24xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "80",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p4de"), _OFI_PLATFORM),
         "gpus": 8,
         "gpu": "A100 80GB",
         "efa_devices": 4,
@@ -68,6 +96,10 @@ PROFILES = {
         "notes": "",
     },
     "p5.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "90",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5"), _OFI_PLATFORM),
         "gpus": 8,
         "gpu": "H100 80GB",
         "efa_devices": 32,
@@ -81,6 +113,10 @@ PROFILES = {
         "notes": "",
     },
     "p5e.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "90",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5e"), _OFI_PLATFORM),
         "gpus": 8,
         "gpu": "H200 141GB",
         "efa_devices": 32,
@@ -112,6 +148,10 @@ PROFILES = {
         "notes": "No figure published for p5e; p5's is used (same network: 32 EFA devices, 3200 Gbps).",
     },
     "p5en.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "90",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5en"), _OFI_PLATFORM),
         "gpus": 8,
         "gpu": "H200 141GB",
         "efa_devices": 16,
@@ -123,6 +163,10 @@ PROFILES = {
         "notes": "Only a 16-node figure is published; other node counts are derived from it (profiles.py).",
     },
     "p6-b200.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "100",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p6-b200"), _OFI_PLATFORM),
         "gpus": 8,
         "gpu": "B200",
         "efa_devices": 8,
@@ -132,6 +176,91 @@ PROFILES = {
             {"nodes": 4, "size": 16 * GIB, "busbw": 382.0, "source": _ML_ENG, "measured_on": None},
         ],
         "notes": "Only a 4-node figure is published; other node counts are derived from it (profiles.py).",
+    },
+    "p3dn.24xlarge": {
+        "arch": "x86_64",
+        "rdma_read": False,
+        "cuda_arch": "70",
+        "sources": _sources(_SPECS.format("p3dn"), None, _SPECS.format("p3dn"), _OFI_NO_GDR),
+        "gpus": 8,
+        "gpu": "V100 32GB",
+        "efa_devices": None,
+        "efa_gbps": 100,
+        "gdr_required": False,
+        "references": [],
+        "notes": "EFA without GPUDirect RDMA (no RDMA read on its EFA device).",
+    },
+    "g5.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": False,
+        "cuda_arch": "86",
+        "sources": _sources(_SPECS.format("g5"), None, _SPECS.format("g5"), _OFI_NO_GDR),
+        "gpus": 8,
+        "gpu": "A10G 24GB",
+        "efa_devices": None,
+        "efa_gbps": 100,
+        "gdr_required": False,
+        "references": [],
+        "notes": "EFA without GPUDirect RDMA by design (aws-ofi-nccl platform entry, gdr_required false).",
+    },
+    "g6e.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": False,
+        "cuda_arch": "89",
+        "sources": _sources(_SPECS.format("g6e"), None, _SPECS.format("g6e"), _OFI_NO_GDR),
+        "gpus": 8,
+        "gpu": "L40S 48GB",
+        "efa_devices": None,
+        "efa_gbps": 400,
+        "gdr_required": False,
+        "references": [],
+        "notes": "EFA without GPUDirect RDMA (no gdr_required platform entry in aws-ofi-nccl); rdma_read "
+        "false keeps FI_EFA_USE_DEVICE_RDMA unset.",
+    },
+    "p5.4xlarge": {
+        "arch": "x86_64",
+        "rdma_read": None,
+        "cuda_arch": "90",
+        "sources": _sources(_SPECS.format("p5"), None, _SPECS.format("p5"), _OFI_NO_GDR),
+        "gpus": 1,
+        "gpu": "H100 80GB",
+        "efa_devices": None,
+        "efa_gbps": 100,
+        "gdr_required": False,
+        "references": [],
+        "notes": "One GPU: EFA without GPUDirect RDMA by design (aws-ofi-nccl 'p5.4xlarge' entry, "
+        "gdr_required false), so GDR off is no failure there.",
+    },
+    "p6-b300.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": None,
+        "sources": _sources(_SPECS.format("p6-b300"), None, _SPECS.format("p6-b300"), _OFI_PLATFORM),
+        "gpus": 8,
+        "gpu": "B300",
+        "efa_devices": None,
+        "efa_gbps": 6400,
+        "gdr_required": True,
+        "references": [],
+        "notes": "No published nccl-tests figure yet: bandwidth is not judged (unknown).",
+    },
+    "p6e-gb200.36xlarge": {
+        "arch": "arm64",
+        "rdma_read": True,
+        "cuda_arch": "100",
+        "sources": _sources(
+            _SPECS.format("p6e-gb200") + " (u-p6e-gb200x72: 72 GPUs, 28800 Gbps over 18 instances)",
+            None,
+            _SPECS.format("p6e-gb200") + " (28800 Gbps / 18 instances)",
+            _OFI_PLATFORM + " ('p-series' entry; include/platform-aws.h PLATFORM_NAME_P6E_GB200)",
+        ),
+        "gpus": 4,
+        "gpu": "B200 (GB200 superchip)",
+        "efa_devices": None,
+        "efa_gbps": 1600,
+        "gdr_required": True,
+        "references": [],
+        "notes": "Grace (arm64) host with 4 GPUs; no published nccl-tests figure yet: bandwidth not judged.",
     },
 }
 

@@ -39,13 +39,17 @@ class Profile:
     name: str
     gpus: int
     gpu: str
-    efa_devices: int
+    efa_devices: Optional[int]  # None: no source we hold gives it (the nics check is then unknown)
     efa_gbps: int
     gdr_required: bool
     references: Tuple[Reference, ...] = field(default_factory=tuple)
     notes: str = ""
     source: str = profile_data.HARDWARE_SOURCE
     gdr_source: str = profile_data.GDR_SOURCE
+    arch: str = "x86_64"
+    rdma_read: Optional[bool] = None
+    cuda_arch: Optional[str] = None
+    sources: Tuple[Tuple[str, Optional[str]], ...] = ()
 
     @property
     def efa_gbytes(self) -> float:
@@ -63,6 +67,10 @@ class Profile:
             "references": [r.__dict__.copy() for r in self.references],
             "notes": self.notes,
             "source": self.source,
+            "arch": self.arch,
+            "rdma_read": self.rdma_read,
+            "cuda_arch": self.cuda_arch,
+            "sources": dict(self.sources),
         }
 
 
@@ -72,11 +80,15 @@ def _build(name: str, raw: Dict[str, object]) -> Profile:
         name=name,
         gpus=int(raw["gpus"]),  # type: ignore[arg-type]
         gpu=str(raw["gpu"]),
-        efa_devices=int(raw["efa_devices"]),  # type: ignore[arg-type]
+        efa_devices=None if raw["efa_devices"] is None else int(raw["efa_devices"]),  # type: ignore[arg-type]
         efa_gbps=int(raw["efa_gbps"]),  # type: ignore[arg-type]
         gdr_required=bool(raw["gdr_required"]),
         references=refs,
         notes=str(raw.get("notes") or ""),
+        arch=str(raw.get("arch") or "x86_64"),
+        rdma_read=raw.get("rdma_read"),  # type: ignore[arg-type]
+        cuda_arch=raw.get("cuda_arch"),  # type: ignore[arg-type]
+        sources=tuple(sorted((raw.get("sources") or {}).items())),  # type: ignore[union-attr]
     )
 
 

@@ -57,6 +57,10 @@ def build_report(
             }
         )
     summary = summary_values(facts)
+    printed = any(p.nccl_versions for p in facts.procs.values()) or facts.headless_versions
+    if not printed and nccl_tests is not None and nccl_tests.get("nccl_version"):
+        # no NCCL version line: nccl-tests' header names the library it ran with (nccl-library=22902)
+        summary["nccl_version"] = nccl_tests["nccl_version"]
     world, seen = facts.coverage()
     ranks = [r.to_json(p) for p, r in facts.all_ranks()]
     hosts = _hosts(facts)

@@ -10,9 +10,41 @@ Facts from the fold are in validators/facts.py; predicates are at the bottom of 
 import re
 from typing import List, Optional
 
-FIELD_NOTES = "FIELD-NOTES.md 'Failure signatures' (aws-ofi-nccl docs, awsome-distributed-training, DLC)"
+# sources: files in public repositories (owner/name path); the commits read are in docs/validators.md
+_NCCL_PLUGIN = (
+    "NVIDIA/nccl src/plugin/plugin_open.cc, src/plugin/net.cc (src/net.cc before 2.23); "
+    "aws/aws-ofi-nccl INSTALL.md (NCCL_NET_PLUGIN, the library path)"
+)
+_NCCL_FALLBACK = "NVIDIA/nccl src/plugin/net.cc (internal IB, then Socket, after the external plugins)"
+_TWO_LIBFABRICS = "aws/aws-ofi-nccl INSTALL.md (--with-libfabric: one libfabric, the EFA installer's)"
+_NO_DEVICE = (
+    "aws/aws-ofi-nccl src/nccl_ofi_ofiutils.cpp (fi_getinfo), src/nccl_ofi_net.c before b8628aa5 "
+    "('Couldn't find any optimal provider')"
+)
+_GDR = (
+    "aws/aws-ofi-nccl src/platform-aws.cpp ('GDR disabled on GDR-supported instance type', gdr_required), "
+    "src/nccl_ofi_ofiutils.cpp ('disabling GDR'); amzn/amzn-drivers kernel/linux/efa (GPUDirect in the "
+    "EFA driver)"
+)
+_WRONG = "NVIDIA/nccl-tests src/common.cu (#wrong: values failing the data check)"
+_HANG = (
+    "NVIDIA/nccl-tests src/common.cu (-T timeout); aws-samples/awsome-distributed-training "
+    "micro-benchmarks/nccl-tests/README.md"
+)
+_WATCHDOG = "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (watchdog timeout)"
 
 CATALOG = [
+    {
+        "id": "plugin-dependency-missing",
+        "severity": "error",
+        "title": "the net plugin is installed but a library it needs is missing",
+        "when": "plugin_dep_missing",
+        "remedy": "This is the root cause of the plugin not loading: put the directory of the missing "
+        "library on LD_LIBRARY_PATH or in ldconfig (libfabric: /opt/amazon/efa/lib or lib64); "
+        "`ldd <plugin .so>` must show no 'not found'.",
+        "source": "NVIDIA/nccl src/plugin/plugin_open.cc (dlerror printed as '%s/Plugin: %s: %s'); "
+        "aws/deep-learning-containers test/sanity/scripts/check_nccl_efa_gdrcopy.sh (ldd check)",
+    },
     {
         "id": "plugin-missing",
         "severity": "error",
@@ -21,7 +53,7 @@ CATALOG = [
         "remedy": "Put the plugin's directory (e.g. /opt/amazon/ofi-nccl/lib or /opt/aws-ofi-nccl/lib) on "
         "LD_LIBRARY_PATH or name it in NCCL_NET_PLUGIN; set NCCL_NET='AWS Libfabric' (or 'Libfabric' for "
         "plugins >= 1.13) so a missing plugin fails loudly instead of falling back.",
-        "source": FIELD_NOTES,
+        "source": _NCCL_PLUGIN,
     },
     {
         "id": "ofi-init-failed",
@@ -40,7 +72,7 @@ CATALOG = [
         "when": "socket_fallback",
         "remedy": "Make the plugin load and initialise (see plugin-missing / ofi-init-failed); pass the EFA "
         "devices into the container; set NCCL_NET so the fallback is an error.",
-        "source": FIELD_NOTES,
+        "source": _NCCL_FALLBACK,
     },
     {
         "id": "provider-not-efa",
@@ -59,7 +91,7 @@ CATALOG = [
         ],
         "remedy": "Keep one libfabric, the EFA installer's (/opt/amazon/efa/lib); remove the distribution's "
         "libfabric1 or take it off LD_LIBRARY_PATH/ldconfig.",
-        "source": FIELD_NOTES,
+        "source": _TWO_LIBFABRICS,
     },
     {
         "id": "efa-devices-missing",
@@ -76,7 +108,7 @@ CATALOG = [
         ],
         "remedy": "Pass /dev/infiniband/uverbs* into the container (docker --device, or request "
         "vpc.amazonaws.com/efa in the pod spec) and run on an EFA-enabled instance/ENI.",
-        "source": FIELD_NOTES,
+        "source": _NO_DEVICE,
     },
     {
         "id": "libfabric-too-old",
@@ -91,17 +123,18 @@ CATALOG = [
         "severity": "error",
         "title": "GPUDirect RDMA is not in use on the network path",
         "when": "gdr_off",
-        "remedy": "Load the NVIDIA peer-memory module or use the open kernel driver with DMA-BUF; check "
-        "/sys/class/infiniband/*/device/p2p; on GDR-capable instances the plugin refuses to run without it.",
-        "source": FIELD_NOTES,
+        "remedy": "GPUDirect RDMA over EFA comes from the EFA kernel driver itself (not nvidia_peermem, "
+        "which is for Mellanox NICs): use an EFA driver >= 1.6 on the host and, with the open NVIDIA kernel "
+        "driver, AWS's efa_nv_peermem or DMA-BUF; `cat /sys/class/infiniband/*/device/p2p` must say "
+        "NVIDIA. On GDR-capable instances (p4/p5/p6) the plugin refuses to run without it; g5/g6e and "
+        "p5.4xlarge run EFA without GDR by design.",
+        "source": _GDR,
     },
     {
         "id": "device-rdma-unsupported",
         "severity": "error",
         "title": "FI_EFA_USE_DEVICE_RDMA=1 on an EFA device without RDMA read",
-        "lines": [
-            {"needle": "rdma-read", "regex": r"FI_EFA_USE_DEVICE_RDMA=1 was set.*no rdma-read", "scan": True}
-        ],
+        "lines": [{"needle": "rdma-read", "regex": r"EFA device has no rdma-read capability", "scan": True}],
         "remedy": "Do not set FI_EFA_USE_DEVICE_RDMA (libfabric >= 1.18 with aws-ofi-nccl >= 1.7 decide "
         "themselves); the device does not support RDMA read.",
         "source": "aws/aws-ofi-nccl doc/efa-env-var.md; libfabric prov/efa",
@@ -109,11 +142,26 @@ CATALOG = [
     {
         "id": "mr-registration-failed",
         "severity": "error",
-        "title": "memory registration failed (new NCCL with an old EFA installer)",
+        "title": "memory registration failed",
         "lines": [{"needle": "register memory", "regex": r"Unable to register memory \(type = \d+\)"}],
-        "remedy": "Upgrade the EFA installer to >= 1.29 for NCCL >= 2.19, or set "
-        "FI_EFA_SET_CUDA_SYNC_MEMOPS=0.",
-        "source": "aws/aws-ofi-nccl issue 584; awsome-distributed-training efa-cheatsheet.md",
+        # the type printed picks the remedy: NCCL's net API NCCL_PTR_HOST = 1, NCCL_PTR_CUDA = 2
+        "remedy_by": [
+            (
+                r"\(type = 1\)",
+                "Type 1 is host memory: RC 12 (ENOMEM) is almost always the locked-memory limit. Raise "
+                "memlock (`ulimit -l unlimited`, docker `--ulimit memlock=-1`, the pod's or Slurm's limits); "
+                "FI_EFA_SET_CUDA_SYNC_MEMOPS does not apply to host memory.",
+            ),
+            (
+                r"\(type = 2\)",
+                "Type 2 is CUDA memory: with NCCL >= 2.19 on libfabric 1.18-1.19 (EFA installer < 1.29) "
+                "set FI_EFA_SET_CUDA_SYNC_MEMOPS=0, or upgrade the EFA installer to >= 1.29.",
+            ),
+        ],
+        "remedy": "Read the RC and type in the line: type 1 is host memory (memlock limit), type 2 is CUDA "
+        "memory (FI_EFA_SET_CUDA_SYNC_MEMOPS=0 on libfabric 1.18-1.19, or EFA installer >= 1.29).",
+        "source": "aws/aws-ofi-nccl src/nccl_ofi_sendrecv.cpp ('Unable to register memory (type = %d)'), "
+        "issue 584; awsome-distributed-training efa-cheatsheet.md",
     },
     {
         "id": "ll-corruption",
@@ -122,7 +170,18 @@ CATALOG = [
         "when": "tests_wrong",
         "remedy": "Use aws-ofi-nccl >= 1.6 (it forces the simple protocol when ordering is missing), or set "
         "NCCL_PROTO=simple with plugins <= 1.5.",
-        "source": FIELD_NOTES,
+        "source": _WRONG,
+    },
+    {
+        "id": "crash",
+        "severity": "error",
+        "title": "a process of the job failed or died",
+        "when": "crashed",
+        "remedy": "Read the named rank's last lines: the NCCL WARN before a `Test NCCL failure` names the "
+        "cause; a signal (11: segmentation fault, 9: killed, often out of memory) stops the process, and the "
+        "other ranks then hang or abort: fix the first rank that died.",
+        "source": "NVIDIA/nccl-tests src/common.h (CUDACHECK/NCCLCHECK/TESTCHECK); Open MPI mpirun "
+        "'exited on signal'; Slurm srun 'error: NODE: task N'",
     },
     {
         "id": "hang",
@@ -133,10 +192,10 @@ CATALOG = [
             {"needle": "open AV", "regex": r"Couldn't open AV"},
             {"needle": "network error", "regex": r"remote process exited or there was a network error"},
         ],
-        "when": "tests_no_results",
+        "when": "stalled",
         "remedy": "Run with nccl-tests -T (timeout) and a process watchdog; test node pairs to find the bad "
         "one; check the security group allows all traffic to itself (outbound too).",
-        "source": FIELD_NOTES,
+        "source": _HANG,
     },
     {
         "id": "watchdog-timeout",
@@ -145,7 +204,7 @@ CATALOG = [
         "when": "watchdog",
         "remedy": "As for a hang: find the rank/node that stopped (pairwise nccl-tests), check EFA health; "
         "raising the timeout only hides it.",
-        "source": FIELD_NOTES,
+        "source": _WATCHDOG,
     },
     {
         "id": "cuda-driver-too-old",
@@ -221,7 +280,7 @@ def match_line(text: str) -> List[str]:
 
 
 def _plugin_missing(facts, tests):
-    procs = [p for p in facts.procs.values() if p.plugin_load_failed and not p.plugin_ok()]
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_missing()]
     if not procs:
         return None
     return "%d process(es) on %s found no net plugin" % (len(procs), _hosts(procs)), facts.evidence_of(
@@ -229,8 +288,24 @@ def _plugin_missing(facts, tests):
     ) + facts.evidence_of("network")
 
 
+def _plugin_dep_missing(facts, tests):
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_deps_missing]
+    if not procs:
+        return None
+    libs = sorted({lib for p in procs for lib in p.plugin_deps_missing})
+    where = _hosts([p for p in procs if p.host]) or "a line without NCCL head"
+    return "the net plugin could not be loaded: %s not found (on %s)" % (", ".join(libs), where), (
+        facts.evidence_of("plugin_dep_missing")
+    )
+
+
+def _procs_and_headless(facts) -> list:
+    """The processes, or, when no line had an NCCL head, the lines without one (a pasted snippet)."""
+    return list(facts.procs.values()) or [facts.headless]
+
+
 def _plugin_init_failed(facts, tests):
-    procs = [p for p in facts.procs.values() if p.plugin_init_failed]
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_init_failed or p.plugin_net_init_failed]
     if not procs:
         return None
     return "aws-ofi-nccl failed to initialise in %d process(es) on %s" % (
@@ -299,14 +374,55 @@ def _tests_wrong(facts, tests):
 
 
 def _tests_no_results(facts, tests):
-    if not tests or tests.get("rows"):
-        return None
+    if not tests or tests.get("rows") or _crash_kind(facts, "crash"):
+        return None  # a crash explains a missing table: it is not a hang
     if not tests.get("ranks") and not tests.get("nthread"):
         return None
+    if tests.get("out_of_bounds") is not None or tests.get("avg_busbw") is not None:
+        return None  # its footer was printed: the run ended (the table was lost or pasted apart)
     ev = [e for e in (tests.get("evidence") or {}).values() if isinstance(e, dict)]
     return "nccl-tests printed its header but no result row (stalled or killed)", [
         {"file": e.get("file"), "line": e.get("line"), "text": e.get("text")} for e in ev[:3]
     ]
+
+
+def _crash_kind(facts, kind: str) -> List[dict]:
+    return [c for c in facts.crashes if c["kind"] == kind]
+
+
+def _describe(crashes) -> str:
+    parts = []
+    for c in crashes:
+        who = "rank %s" % c["rank"] if c.get("rank") is not None else "a process"
+        text = "{}{}: {}".format(who, f" on {c['host']}" if c.get("host") else "", c["what"])
+        if text not in parts:
+            parts.append(text)
+    more = f" (and {len(parts) - 4} more)" if len(parts) > 4 else ""
+    return "; ".join(parts[:4]) + more
+
+
+def _crashed(facts, tests):
+    crashes = _crash_kind(facts, "crash")
+    if not crashes:
+        return None
+    relayed = _crash_kind(facts, "relay")
+    return _describe(crashes), [c["evidence"] for c in crashes + relayed]
+
+
+def _stalled(facts, tests):
+    """A connection that broke or timed out (named by rank and host), or a header with no result row."""
+    broken = _crash_kind(facts, "network")
+    parts, ev = [], []
+    if broken:
+        parts.append(_describe(broken))
+        ev = [c["evidence"] for c in broken]
+    no_rows = _tests_no_results(facts, tests)
+    if no_rows is not None:
+        parts.append(no_rows[0])
+        ev += no_rows[1]
+    if not parts:
+        return None
+    return "; ".join(parts), ev
 
 
 def _watchdog(facts, tests):
@@ -339,6 +455,7 @@ def _warn_lines(facts, tests):
 
 PREDICATES = {
     "plugin_missing": _plugin_missing,
+    "plugin_dep_missing": _plugin_dep_missing,
     "plugin_init_failed": _plugin_init_failed,
     "socket_fallback": _socket_fallback,
     "provider_not_efa": _provider_not_efa,
@@ -346,6 +463,8 @@ PREDICATES = {
     "tests_wrong": _tests_wrong,
     "tests_no_results": _tests_no_results,
     "watchdog": _watchdog,
+    "crashed": _crashed,
+    "stalled": _stalled,
     "driver_older_than_runtime": _driver_older_than_runtime,
     "warn_lines": _warn_lines,
 }  # type: Dict[str, Callable]
@@ -365,8 +484,21 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
             if res is not None:
                 message = res[0] if message is None else f"{res[0]}; {message}"
                 evidence = _dedupe(list(res[1]) + evidence)
+        crashes = _crash_kind(facts, "crash")
+        if entry["id"] == "hang" and crashes and message is not None:
+            # an `unhandled system error` line after a crash is the crash's echo, not a stall
+            crash_lines = {(c["evidence"]["file"], c["evidence"]["line"]) for c in crashes}
+            evidence = [e for e in evidence if (e.get("file"), e.get("line")) not in crash_lines]
+            if not evidence:
+                continue
         if message is None:
             continue
+        remedy = entry["remedy"]
+        if entry.get("remedy_by"):
+            picked = [
+                r for rx, r in entry["remedy_by"] if any(re.search(rx, e.get("text") or "") for e in evidence)
+            ]
+            remedy = " ".join(picked) or remedy
         findings.append(
             {
                 "id": entry["id"],
@@ -374,7 +506,7 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
                 "title": entry["title"],
                 "message": message,
                 "evidence": evidence[:8],
-                "remedy": entry["remedy"],
+                "remedy": remedy,
                 "source": entry["source"],
             }
         )
@@ -391,7 +523,7 @@ def _is_socket(name: str) -> bool:
 
 
 def _hosts(procs) -> str:
-    hosts = sorted({p.host for p in procs})
+    hosts = sorted({p.host or "(no NCCL head)" for p in procs})
     if len(hosts) > 4:
         return "%s and %d more" % (", ".join(hosts[:4]), len(hosts) - 4)
     return ", ".join(hosts)

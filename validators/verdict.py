@@ -119,16 +119,26 @@ def decide(
             + facts.evidence_of("provider_other")
             + facts.evidence_of("plugin_init_failed")
             + facts.evidence_of("channel_other_net")
+            + facts.evidence_of("plugin_dep_missing")
+            + facts.evidence_of("plugin_load_failed")
+            + facts.evidence_of("internal_net")
+            + facts.evidence_of("ib_error")
         )
     elif efa is None:
-        efa_ev = facts.evidence_of("channel_unclear") + facts.evidence_of("network")[:1]
+        efa_ev = (
+            facts.silent_rank_evidence()
+            + facts.evidence_of("channel_unclear")
+            + facts.evidence_of("network")[:1]
+        )
     checks.append(_check("efa", _tri(efa), efa_why, efa_ev))
 
     gdr_ev = facts.evidence_of("channel_gdr")[:2]
     if gdr is False:
         gdr_ev = facts.evidence_of("gdr_disabled") + facts.evidence_of("channel_nogdr")
     elif gdr is None:
-        gdr_ev = facts.evidence_of("channel_unclear")
+        gdr_ev = facts.silent_rank_evidence() + facts.evidence_of("channel_unclear")
+        if not gdr_ev:
+            gdr_ev = facts.evidence_of("network_socket") + facts.evidence_of("plugin_load_failed")
     gdr_status = _tri(gdr)
     if profile is not None and not profile.gdr_required and gdr is False:
         gdr_status, gdr_why = PASS, f"{gdr_why} (GPUDirect RDMA not required on {profile.name})"
@@ -164,6 +174,11 @@ def decide(
         )
 
     findings = signatures.evaluate(facts, nccl_tests)
+    if profile is not None and not profile.gdr_required:
+        for f in findings:  # g5/g6e/p5.4xlarge run EFA without GDR by design: no failure there
+            if f["id"] == "gdr-disabled":
+                f["severity"] = "info"
+                f["message"] += f" (by design on {profile.name}: GPUDirect RDMA is not required)"
     findings.extend(diffs)
 
     if instance_type:
@@ -217,6 +232,14 @@ def decide(
 def _nics_check(facts: Facts, profile) -> dict:
     seen = sorted({n for p in facts.procs.values() for n in p.nics})
     ev = facts.evidence_of("provider")[:2]
+    if profile.efa_devices is None:
+        return _check(
+            "nics",
+            UNKNOWN,
+            "plugin found %s NIC(s); the EFA device count of %s is not in the profile's sources"
+            % ("/".join(map(str, seen)) or "no", profile.name),
+            ev,
+        )
     if not seen:
         return _check(
             "nics",
@@ -243,6 +266,8 @@ def summary_values(facts: Facts) -> dict:
         vals = set()
         for p in procs:
             vals.update(get(p))
+        if not vals and not procs:
+            vals = set(get(facts.headless))  # a snippet pasted without NCCL heads
         if len(vals) == 1:
             return next(iter(vals))
         return None
@@ -254,7 +279,9 @@ def summary_values(facts: Facts) -> dict:
         cs = {c for _, c in facts.headless_versions if c}
         nccl = next(iter(vs)) if len(vs) == 1 else None
         cuda = next(iter(cs)) if len(cs) == 1 else None
-    platforms = {p.platform() for p in procs if p.platform()}
+    platforms = {p.platform() for p in procs if p.platform()} or (
+        {facts.headless.platform()} if facts.headless.platform() and not procs else set()
+    )
     plugin_name = agreed(lambda p: p.plugin_names)
     if plugin_name is None and any(p.ofi for p in procs) and not any(p.plugin_names for p in procs):
         plugin_name = "aws-ofi-nccl"  # NET/OFI lines are aws-ofi-nccl's, even when it printed no version

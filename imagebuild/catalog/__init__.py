@@ -1,4 +1,5 @@
-"""The knowledge base as data: components, EFA installer contents, instance profiles, env policy.
+"""The knowledge base as data: components, EFA installer contents, env policy; instance profiles come from
+validators/profile_data.py (shared with the validator).
 
 The YAML files next to this module are the source of truth; this loader only reads and checks their shape
 once (cached), so a broken catalog fails loudly on first use, not half way through a render.
@@ -43,7 +44,18 @@ def efa_installers() -> Dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def instances() -> Dict[str, Dict[str, Any]]:
-    return _read("instances.yaml")
+    """Instance profiles, read from validators/profile_data.py: the one table the validator judges with
+    (stdlib only, it ships in every image), so the matrix and the verdict never disagree."""
+    from validators import profile_data
+
+    out = {}
+    for name, raw in profile_data.PROFILES.items():
+        entry = {k: raw[k] for k in ("gpus", "gpu", "efa_devices", "efa_gbps", "gdr_required", "arch")}
+        for key in ("rdma_read", "cuda_arch"):
+            if raw.get(key) is not None:  # absent = unknown to the env policy and cuda_arch defaults
+                entry[key] = raw[key]
+        out[name] = entry
+    return out
 
 
 @lru_cache(maxsize=None)
