@@ -34,6 +34,7 @@ from imagebuild.retry import (
     call_with_retry,
     parse_retry_after,
 )
+from imagebuild.safefile import read_text
 
 MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.v2+json",
@@ -489,12 +490,10 @@ SUMMARY_SCHEMA = "efa-image-build/build-summary/v1"
 
 
 def load_summary(path: Path) -> Dict[str, Any]:
+    if not path.exists():
+        raise UserError("build summary not found", file=str(path), hint="run `build.py build` first")
     try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(
-            "build summary not found", file=str(path), hint="run `build.py build` first"
-        ) from None
+        doc = json.loads(read_text(str(path)))  # a FIFO or a device is refused, not read forever
     except ValueError as err:
         raise UserError(f"not JSON: {err}", file=str(path)) from None
     if (

@@ -17,15 +17,21 @@ Pure functions first (gate, record, notes); the I/O (registry, S3) sits in small
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from imagebuild.errors import UserError
 from imagebuild.registry import pushed_refs
+from imagebuild.safefile import read_text
 
 RECORD_SCHEMA = "efa-image-build/release-record/v1"
 CHECK_SCHEMA = "efa-image-build/check-report/v1"
@@ -36,10 +42,10 @@ HAS_IMAGE = ("built", "skipped")  # skipped: already built from this very conten
 
 # -- reading the inputs (bad input -> UserError, exit 2) --------------------------------------------------
 def read_json(path: Path, what: str) -> Dict[str, Any]:
+    if not path.exists():
+        raise UserError(f"{what} not found", file=str(path))
     try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{what} not found", file=str(path)) from None
+        doc = json.loads(read_text(str(path)))  # a FIFO or a device is refused, not read forever
     except ValueError as err:
         raise UserError(f"{what} is not JSON: {err}", file=str(path)) from None
     if not isinstance(doc, dict):
@@ -434,3 +440,44 @@ def now_utc() -> datetime:
 
 def iter_gates(entries: Iterable[Dict[str, Any]], *args: Any) -> List[Gate]:
     return [gate_variant(e, *args) for e in entries]
+
+
+# -- one release per repository at a time on this host ---------------------------------------------------
+LOCK_WAIT_S = 600.0  # a release holding the lock is checking and writing a few tags: minutes at most
+
+
+def lock_paths(repositories: List[str]) -> List[Path]:
+    """One lock file per `host/repo`, in the temp folder (nothing is written where records go before the
+    gate has passed), in sorted order so two releases taking several never deadlock."""
+    folder = Path(tempfile.gettempdir())
+    return [
+        folder / f"efa-image-build-release-{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock"
+        for name in sorted(set(repositories))
+    ]
+
+
+@contextmanager
+def hold_lock(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """An exclusive flock on `path` (released by the kernel if this process dies), waited for at most
+    `wait_s`. Why: the registry has no compare-and-set for tags, so two releases of one repository on this
+    host must check and write in turn; the second then sees the tag taken and is refused."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as err:
+        raise UserError(f"cannot open the release lock: {err.strerror}", file=str(path)) from None
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise UserError(
+                        f"another release of this repository held the lock for over {wait_s:.0f}s",
+                        file=str(path),
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
