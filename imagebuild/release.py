@@ -370,6 +370,12 @@ class RecordStore:
 
     def check_reachable(self) -> None:
         """Before promoting anything: can we write where the record must go? (fail before, not after)."""
+        folder = self.root.absolute()
+        while not folder.exists():  # nothing is created yet: a dry run writes nothing
+            folder = folder.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            why = "a file is in the way" if not folder.is_dir() else f"{folder} is not writable"
+            raise UserError(f"cannot write release records ({why})", file=str(self.root), key="--records")
         if self.s3 is None:
             return
         from imagebuild.ecr import aws_call

@@ -12,17 +12,43 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
-from services import REGISTRY_BIN, Registry, _wait_http, summary_entry, write_check_report, write_summary
+from services import (
+    REGISTRY_BIN,
+    Registry,
+    _wait_http,
+    build_small_image,
+    small_lock,
+    summary_entry,
+    write_check_report,
+    write_summary,
+)
 
 from imagebuild.cli import main
 from imagebuild.commands.release import Registries
 from imagebuild.registry import RegistryAPI
 
-pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
+pytest_plugins = ["services_fixtures"]  # fixtures: registry
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def small_images(docker_client, local_base):
+    """Two small images of this module's own (a unique lock name: ids no other session's run shares and
+    removes), removed at the end."""
+    nonce = uuid.uuid4().hex[:12]
+    made = {
+        k: build_small_image(
+            docker_client, local_base, small_lock(f"h13-{k}-{nonce}"), f"h13-test/{k}:{nonce}"
+        )
+        for k in ("a", "b")
+    }
+    yield made
+    for image in made.values():
+        docker_client.images.remove(image.id, force=True)
 
 
 def _run(argv, monkeypatch):
@@ -170,3 +196,19 @@ def test_registry_killed_mid_promotion_says_what_moved_and_a_rerun_completes(
     assert record["repositories"][0]["already"] == ["h-1"]
     assert record["repositories"][0]["moved"] == ["h-2"]
     assert record["repositories"][0]["tags"] == ["h-1", "h-2"]
+
+
+@pytest.mark.docker
+def test_an_unwritable_records_folder_is_exit_2_before_any_tag_moves(
+    registry, small_images, tmp_path, monkeypatch, capsys
+):
+    summary, _digest = _push(tmp_path, monkeypatch, registry, small_images["a"], "norec", "norec", "dev")
+    checks = write_check_report(tmp_path / "c.json", [("norec", small_images["a"].id, True)])
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    argv = ["release", "--summary", str(summary), "--checks", str(checks), "--tag", "n-1"]
+    capsys.readouterr()
+    assert _run([*argv, "--records", str(blocker / "rec")], monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert f"{blocker / 'rec'}: key '--records': cannot write release records (a file is in the way)" in err
+    assert RegistryAPI(registry.host).manifest("h6-test/norec", "n-1") is None
