@@ -12,6 +12,7 @@ line or a summary. `Credentials.__repr__` hides the secret so an accidental prin
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -507,10 +508,15 @@ def load_summary(path: Path) -> Dict[str, Any]:
 
 def write_json_atomic(path: Path, doc: Any) -> None:
     """Write JSON to a temp file beside `path` and rename it over: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as err:  # full or read-only: exit 2 naming the file; the old file stays whole
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise UserError(f"cannot write: {err.strerror}", file=str(path)) from None
 
 
 def pushed_refs(entry: Dict[str, Any]) -> List[ImageRef]:

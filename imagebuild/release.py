@@ -17,6 +17,7 @@ Pure functions first (gate, record, notes); the I/O (registry, S3) sits in small
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -411,12 +412,22 @@ class RecordStore:
         name = record_name(record)
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         folder = self.root / record["variant"]
-        folder.mkdir(parents=True, exist_ok=True)
         written = []
         for fname, data in ((f"{name}.json", text), (f"{name}.md", notes), ("latest.json", text)):
             tmp = folder / (fname + ".tmp")
-            tmp.write_text(data)
-            tmp.replace(folder / fname)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(data)
+                tmp.replace(folder / fname)
+            except OSError as err:  # full or read-only: the tags have moved; a rerun writes the record
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise UserError(
+                    f"cannot write the release record: {err.strerror}",
+                    file=str(folder / fname),
+                    key="--records",
+                    hint="free space or fix the folder, then rerun the same command (the tags are in place)",
+                ) from None
             written.append(str(folder / fname))
         if self.s3 is not None:
             from imagebuild.ecr import aws_call

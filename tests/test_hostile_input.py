@@ -255,9 +255,9 @@ def test_a_28_level_extends_diamond_is_expanded_once_per_template(tmp_path, monk
 
 
 # -- output paths, pipes, optional dependencies -------------------------------------------------------------
-def _small_fsize():
+def _small_fsize(limit: int = 2048):
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit is EFBIG, as on a full disk
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def test_a_full_disk_under_out_is_exit_2_with_the_path_and_leaves_the_old_output(tmp_path, capsys):
@@ -273,6 +273,16 @@ def test_a_full_disk_under_out_is_exit_2_with_the_path_and_leaves_the_old_output
     assert f"error: {out}: key '--out': cannot write: File too large" in res.stderr
     assert "Traceback" not in res.stderr
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_full_disk_under_report_markdown_is_exit_2_with_the_path(tmp_path):
+    rep = tmp_path / "r.json"
+    rep.write_text(json.dumps({"verdict": "pass", "checks": [{"name": "efa", "status": "pass"}]}))
+    md = tmp_path / "r.md"
+    res = build_py("report", str(rep), "--markdown", str(md), preexec_fn=lambda: _small_fsize(16))
+    assert res.returncode == 2, res.stderr
+    assert f"error: {md}: key '--markdown': cannot write: File too large" in res.stderr
+    assert not md.exists() and list(tmp_path.iterdir()) == [rep]
 
 
 def test_an_out_that_is_a_file_is_exit_2_with_the_path(tmp_path, capsys):

@@ -102,6 +102,8 @@ def _write_text(path: str, text: str) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
+    except OSError as err:  # full or read-only: the path, not a traceback
+        raise UserError(f"cannot write: {err.strerror}", file=path, key="--markdown") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
