@@ -6,7 +6,7 @@ Run `python build.py --help`. Exit codes: 0 ok, 1 checks failed, 2 bad input or 
 
 import sys
 
-from imagebuild.cli import main
+from imagebuild.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

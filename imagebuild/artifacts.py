@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from imagebuild.errors import UserError
+from imagebuild.errors import UserError, redact
 
 DEFAULT_CACHE = Path(".cache") / "artifacts"
 SUMS_FILE = "SHA256SUMS"
@@ -237,7 +237,7 @@ def _download(url: str, dest: Path, timeout: float = 60.0) -> str:
                 h.update(block)
                 out.write(block)
     except OSError as err:  # URLError, HTTPError, ENOSPC, EFBIG ... all mean "not fetched"
-        raise ArtifactError(f"cannot fetch {url}: {err}") from err
+        raise ArtifactError(redact(f"cannot fetch {url}: {err}")) from err
     return h.hexdigest()
 
 
@@ -245,7 +245,8 @@ def _run(cmd: List[str], cwd: Optional[Path] = None, env: Optional[dict] = None)
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise ArtifactError(f"`{' '.join(cmd[:4])} ...` failed (exit {proc.returncode}): " + " | ".join(tail))
+        text = f"`{' '.join(cmd[:4])} ...` failed (exit {proc.returncode}): " + " | ".join(tail)
+        raise ArtifactError(redact(text))
     return proc.stdout
 
 
@@ -343,13 +344,14 @@ class ArtifactCache:
     def _fetch_url(self, art: Artifact, folder: Path) -> Tuple[Path, str]:
         assert art.url
         src = mirrored(art.url, self.mirror)
-        self.say(f"fetching {src}")
+        self.say(f"fetching {redact(src)}")
         tmp = _tmp_in(folder, art.file)
         try:
             got = _download(src, tmp)
             if art.sha256 and got != art.sha256:
                 raise ArtifactError(
-                    f"checksum mismatch for {art.file} from {src}: pinned sha256 {art.sha256}, got {got}"
+                    f"checksum mismatch for {art.file} from {redact(src)}: "
+                    f"pinned sha256 {art.sha256}, got {got}"
                 )
             if art.gpg_fingerprint:
                 self._verify_gpg(art, tmp, folder)
@@ -412,14 +414,15 @@ class ArtifactCache:
     def _fetch_git(self, art: Artifact, folder: Path) -> Tuple[Path, str]:
         assert art.url and art.commit
         src = mirrored(art.url, self.mirror)
-        self.say(f"cloning {src} at {art.commit[:12]}")
+        self.say(f"cloning {redact(src)} at {art.commit[:12]}")
         with tempfile.TemporaryDirectory(prefix=".tmp-git-", dir=folder) as work:
             repo = Path(work) / "repo"
             _run(["git", "clone", "--quiet", "--no-checkout", src, str(repo)])
             _run(["git", "-C", str(repo), "-c", "advice.detachedHead=false", "checkout", "-q", art.commit])
             head = _run(["git", "-C", str(repo), "rev-parse", "HEAD"]).strip()
             if head != art.commit:
-                raise ArtifactError(f"{src}: HEAD is {head} after checkout, pinned commit {art.commit}")
+                shown = redact(src)
+                raise ArtifactError(f"{shown}: HEAD is {head} after checkout, pinned commit {art.commit}")
             prefix = art.file.removesuffix(".tar") + "/"
             tmp = _tmp_in(folder, art.file)
             try:

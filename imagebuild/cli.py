@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import List, Optional
 
-from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.errors import ChecksFailed, UserError, redact
 
 # Order is the order shown in --help; it follows the pipeline.
 COMMAND_MODULES = [
@@ -66,8 +67,42 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     except ChecksFailed as err:
         if str(err):
-            print(f"checks failed: {err}", file=sys.stderr)
+            print(f"checks failed: {redact(str(err))}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+    except OSError as err:
+        # A path the tool writes (--out, --records, a report) that cannot be written: read-only, full, a
+        # file where a folder must be. The user's environment, not a bug: exit 2 with the path.
+        if err.filename is None:
+            raise
+        where = str(err.filename) + (f" -> {err.filename2}" if err.filename2 else "")
+        print(f"error: {where}: {err.strerror or err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def entry() -> int:
+    """`build.py` itself: main, then the final flush, where `| head` shows up as a broken pipe."""
+    try:
+        rc = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+    return rc
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of stdout went away (`| head`): end quietly, as `cat` does, with 141 (128 + SIGPIPE).
+
+    stdout is pointed at /dev/null so the interpreter's final flush cannot raise a second time.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 141

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+
+
+def redact(text: str) -> str:
+    """`scheme://user:secret@host` -> `scheme://***@host` anywhere in `text`: no message leaks a token."""
+    return _USERINFO.sub(r"\1***@", text)
 
 
 class UserError(Exception):
@@ -38,7 +46,7 @@ class UserError(Exception):
         text = f"{head}: {self.message}" if head else self.message
         if self.hint:
             text += f"\n  hint: {self.hint}"
-        return text
+        return redact(text)
 
 
 class ChecksFailed(Exception):

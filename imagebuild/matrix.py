@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from imagebuild import schema
 from imagebuild.errors import UserError
+from imagebuild.guards import check_file_name, refuse_hostile
 from imagebuild.resolve import Resolved, resolve
 from imagebuild.variant import Variant
 from imagebuild.yamlsrc import MDict, MList, copy_dict, file_of, line_of, load_file, merge
@@ -131,10 +132,22 @@ def _at(node: Any, key: str) -> Optional[int]:
     return node.key_lines.get(key, node.line) if isinstance(node, MDict) else None
 
 
+MAX_EXTENDS_DEPTH = 100  # templates extending templates; real matrices use two or three levels
+MAX_VARIANTS = 1000  # per matrix file; a product of axes beyond this is a typo, and would exhaust memory
+
+
 def _template_chain(
-    name: str, templates: MDict, file: str, where_line: Optional[int], seen: Tuple[str, ...] = ()
-) -> List[MDict]:
-    """Template bodies to apply, lowest first (a template's own `extends` come before it)."""
+    name: str,
+    templates: MDict,
+    file: str,
+    where_line: Optional[int],
+    memo: Dict[str, Tuple[str, ...]],
+    seen: Tuple[str, ...] = (),
+) -> Tuple[str, ...]:
+    """Template names to apply, lowest first: each after its own `extends`, each once (its first place).
+
+    Memoised per template, so a diamond of any depth costs one visit per template, not 2**depth.
+    """
     if name in seen:
         raise UserError(
             f"templates extend each other in a loop: {' -> '.join(seen + (name,))}",
@@ -147,12 +160,27 @@ def _template_chain(
         raise UserError(
             f"unknown template '{name}' (templates: {known})", file=file, line=where_line, key="extends"
         )
+    if name in memo:
+        return memo[name]
+    if len(seen) >= MAX_EXTENDS_DEPTH:
+        raise UserError(
+            f"templates extend each other more than {MAX_EXTENDS_DEPTH} levels deep",
+            file=file,
+            line=where_line,
+            key="extends",
+        )
     body = templates[name]
-    chain: List[MDict] = []
+    order: Dict[str, None] = {}
     for parent in body.get("extends") or []:
-        chain += _template_chain(parent, templates, file, _at(body, "extends"), seen + (name,))
-    chain.append(copy_dict(body, [k for k in body if k != "extends"]))
-    return chain
+        for t in _template_chain(parent, templates, file, _at(body, "extends"), memo, seen + (name,)):
+            order.setdefault(t, None)
+    order.setdefault(name, None)
+    memo[name] = tuple(order)
+    return memo[name]
+
+
+def _template_bodies(names: Sequence[str], templates: MDict) -> List[MDict]:
+    return [copy_dict(templates[t], [k for k in templates[t] if k != "extends"]) for t in names]
 
 
 def _combinations(group: MDict, file: str, gkey: str) -> List[Tuple[Tuple[str, str], ...]]:
@@ -162,6 +190,17 @@ def _combinations(group: MDict, file: str, gkey: str) -> List[Tuple[Tuple[str, s
         if not axes[axis]:
             raise UserError(
                 "an axis needs at least one value", file=file, line=_at(axes, axis), key=f"{gkey}.axes.{axis}"
+            )
+    count = 1
+    for axis in names:
+        count *= len(axes[axis])
+        if count > MAX_VARIANTS:
+            raise UserError(
+                f"the axes make more than {MAX_VARIANTS} combinations",
+                file=file,
+                line=_at(group, "axes"),
+                key=f"{gkey}.axes",
+                hint="split the matrix, or exclude what you do not build",
             )
     combos = [tuple(zip(names, values)) for values in itertools.product(*(list(axes[a]) for a in names))]
     if not names:
@@ -247,13 +286,18 @@ def expand(path: str, display: Optional[str] = None) -> List[Resolved]:
     validate(schema.MatrixFile, root, root, file)
     defaults = root.get("defaults") or MDict()
     templates = root.get("templates") or MDict()
+    check_file_name(file)
     out: List[Resolved] = []
     names: Dict[str, Tuple[str, Optional[int]]] = {}
+    memo: Dict[str, Tuple[str, ...]] = {}
     for gi, group in enumerate(root["variants"]):
         gkey = f"variants[{gi}]"
         chain: List[MDict] = [defaults]
+        applied: Dict[str, None] = {}
         for tname in group.get("extends") or []:
-            chain += _template_chain(tname, templates, file, _at(group, "extends"))
+            for t in _template_chain(tname, templates, file, _at(group, "extends"), memo):
+                applied.setdefault(t, None)
+        chain += _template_bodies(list(applied), templates)
         chain.append(copy_dict(group, [k for k in group if k not in schema.GROUP_META_KEYS]))
         for combo in _combinations(group, file, gkey):
             parts = list(chain)
@@ -296,6 +340,14 @@ def expand(path: str, display: Optional[str] = None) -> List[Resolved]:
                 body = merge(body, copy_dict(body, []))
                 body["tags"] = tags
             spec = validate(schema.VariantBody, body, body, file)
+            refuse_hostile(spec, body, file)
+            if len(out) >= MAX_VARIANTS:
+                raise UserError(
+                    f"the matrix makes more than {MAX_VARIANTS} variants",
+                    file=file,
+                    line=group.line,
+                    key=gkey,
+                )
             out.append(Resolved(name, body, spec, tuple(combo), file, _at(group, "name")))
     return out
 

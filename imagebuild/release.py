@@ -17,12 +17,18 @@ Pure functions first (gate, record, notes); the I/O (registry, S3) sits in small
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
+import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from imagebuild.checkreport import gather_check_reports as gather_check_reports
 from imagebuild.errors import UserError
@@ -323,6 +329,12 @@ class RecordStore:
 
     def check_reachable(self) -> None:
         """Before promoting anything: can we write where the record must go? (fail before, not after)."""
+        folder = self.root.absolute()
+        while not folder.exists():  # nothing is created yet: a dry run writes nothing
+            folder = folder.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            why = "a file is in the way" if not folder.is_dir() else f"{folder} is not writable"
+            raise UserError(f"cannot write release records ({why})", file=str(self.root), key="--records")
         if self.s3 is None:
             return
         from imagebuild.ecr import aws_call
@@ -358,12 +370,22 @@ class RecordStore:
         name = record_name(record)
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         folder = self.root / record["variant"]
-        folder.mkdir(parents=True, exist_ok=True)
         written = []
         for fname, data in ((f"{name}.json", text), (f"{name}.md", notes), ("latest.json", text)):
             tmp = folder / (fname + ".tmp")
-            tmp.write_text(data)
-            tmp.replace(folder / fname)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(data)
+                tmp.replace(folder / fname)
+            except OSError as err:  # full or read-only: the tags have moved; a rerun writes the record
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise UserError(
+                    f"cannot write the release record: {err.strerror}",
+                    file=str(folder / fname),
+                    key="--records",
+                    hint="free space or fix the folder, then rerun the same command (the tags are in place)",
+                ) from None
             written.append(str(folder / fname))
         if self.s3 is not None:
             from imagebuild.ecr import aws_call
@@ -393,3 +415,44 @@ def now_utc() -> datetime:
 
 def iter_gates(entries: Iterable[Dict[str, Any]], *args: Any) -> List[Gate]:
     return [gate_variant(e, *args) for e in entries]
+
+
+# -- one release per repository at a time on this host ---------------------------------------------------
+LOCK_WAIT_S = 600.0  # a release holding the lock is checking and writing a few tags: minutes at most
+
+
+def lock_paths(repositories: List[str]) -> List[Path]:
+    """One lock file per `host/repo`, in the temp folder (nothing is written where records go before the
+    gate has passed), in sorted order so two releases taking several never deadlock."""
+    folder = Path(tempfile.gettempdir())
+    return [
+        folder / f"efa-image-build-release-{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock"
+        for name in sorted(set(repositories))
+    ]
+
+
+@contextmanager
+def hold_lock(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """An exclusive flock on `path` (released by the kernel if this process dies), waited for at most
+    `wait_s`. Why: the registry has no compare-and-set for tags, so two releases of one repository on this
+    host must check and write in turn; the second then sees the tag taken and is refused."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as err:
+        raise UserError(f"cannot open the release lock: {err.strerror}", file=str(path)) from None
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise UserError(
+                        f"another release of this repository held the lock for over {wait_s:.0f}s",
+                        file=str(path),
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)

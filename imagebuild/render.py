@@ -8,6 +8,7 @@ into place, so bad input (which fails before `write`) writes nothing, and a cras
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import jinja2
 from imagebuild import components as blocks
 from imagebuild.components import cuda_runtime
 from imagebuild.errors import UserError
+from imagebuild.safefile import read_regular
 from imagebuild.variant import LOCK_LABEL, Component, Variant
 from imagebuild.versions import Version
 
@@ -160,16 +162,68 @@ def dockerfile(v: Variant) -> str:
     )
 
 
-def _tree(src: Path) -> Dict[str, bytes]:
+MAX_TREE_FILES = 20_000  # a training folder with more is a dataset or a virtualenv, not code
+MAX_TREE_BYTES = 1024**3  # all of a folder's files together: everything read here is held in memory
+MANIFEST_SCHEMA = "efa-image-build/context-manifest/v1"
+
+
+def _tree(src: Path, key: str = "training.source_dir") -> Dict[str, bytes]:
+    """Every regular file under `src` by relative path. Anything else (a symlink, which could point at
+    ~/.aws/credentials or /proc/self/environ; a FIFO, which would hang the read; a device) is a UserError
+    naming the path: the build context ships into an image, so nothing is followed and nothing skipped
+    silently. The file type is checked on the open descriptor before reading (safefile.read_regular)."""
     out: Dict[str, bytes] = {}
-    for dirpath, dirnames, filenames in os.walk(src):
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(src, onerror=_walk_error(key)):
+        for d in dirnames:
+            if os.path.islink(os.path.join(dirpath, d)):
+                raise UserError(
+                    "a symlink in the build context (only regular files are copied)",
+                    file=os.path.join(dirpath, d),
+                    key=key,
+                )
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES)
         for name in sorted(filenames):
             if name.endswith((".pyc", ".pyo")):
                 continue
             full = Path(dirpath) / name
-            out[str(full.relative_to(src))] = full.read_bytes()
+            if len(out) >= MAX_TREE_FILES:
+                raise UserError(f"more than {MAX_TREE_FILES} files", file=str(src), key=key)
+            data = read_regular(str(full), MAX_TREE_BYTES - total, key=key, follow=False)
+            total += len(data)
+            out[str(full.relative_to(src))] = data
     return out
+
+
+def _walk_error(key: str):
+    def raise_it(err: OSError) -> None:
+        raise UserError(f"cannot read folder: {err.strerror}", file=err.filename, key=key)
+
+    return raise_it
+
+
+def _inside(folder: Path, root: Path, v: Variant) -> Path:
+    """`folder` with symlinks resolved, refused unless it lies inside `root` (the matrix's folder)."""
+    real, top = folder.resolve(), root.resolve()
+    if real != top and top not in real.parents:
+        raise UserError(
+            f"training code at {real} is outside the matrix's folder {top}",
+            file=v.matrix,
+            key="training.source_dir",
+        )
+    return real
+
+
+def context_manifest(files: Dict[str, bytes]) -> bytes:
+    """`context.manifest.json`: every file this render put in the build context, with its sha256 and size,
+    so what went into an image can be audited (artifacts are pinned by sha256 in the lock already)."""
+    entries = [
+        {"path": rel[len("context/") :], "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        for rel, data in sorted(files.items())
+        if rel.startswith("context/")
+    ]
+    doc = {"schema": MANIFEST_SCHEMA, "files": entries}
+    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
 
 def render_variant(
@@ -181,11 +235,11 @@ def render_variant(
     """
     trees = {} if trees is None else trees
 
-    def tree_of(src: Path) -> Dict[str, bytes]:
-        key = str(src.resolve())
-        if key not in trees:
-            trees[key] = _tree(src)
-        return trees[key]
+    def tree_of(src: Path, key: str) -> Dict[str, bytes]:
+        cache_key = str(src.resolve())
+        if cache_key not in trees:
+            trees[cache_key] = _tree(src, key)
+        return trees[cache_key]
 
     files: Dict[str, bytes] = {
         "Dockerfile": dockerfile(v).encode(),
@@ -193,28 +247,35 @@ def render_variant(
         "context/variant.lock.json": v.lock_json().encode(),
         "context/artifacts/.keep": b"",
     }
-    for rel, data in tree_of(VALIDATORS).items():
+    for rel, data in tree_of(VALIDATORS, "validators").items():
         files[f"context/validators/{rel}"] = data
     if v.training is not None:
-        src = Path(matrix_dir) / v.training.source_dir
-        try:
-            tree = tree_of(src)
-        except OSError as err:
-            raise UserError(
-                f"cannot read training code: {err}", file=v.matrix, key="training.source_dir"
-            ) from None
-        for rel, data in tree.items():
+        src = _inside(Path(matrix_dir) / v.training.source_dir, Path(matrix_dir), v)
+        for rel, data in tree_of(src, "training.source_dir").items():
             files[f"context/training/{rel}"] = data
+    files["context.manifest.json"] = context_manifest(files)
     return files
 
 
 def write(out_dir: str, rendered: Dict[str, Dict[str, bytes]]) -> List[str]:
-    """Write every variant's files at once: temp folder first, then one rename per variant."""
+    """Write every variant's files at once: temp folder first, then one rename per variant.
+
+    Any OS error (read-only, full, a file where a folder must be) is a UserError naming the path, and
+    the staging folder is removed: the old output stays as it was.
+    """
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"cannot create output folder: {err.strerror}", file=str(out), key="--out") from None
+    try:
+        return _write_staged(out, rendered)
+    except OSError as err:
+        where = str(err.filename) if err.filename else str(out)
+        raise UserError(f"cannot write: {err.strerror or err}", file=where, key="--out") from None
+
+
+def _write_staged(out: Path, rendered: Dict[str, Dict[str, bytes]]) -> List[str]:
     staging = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
     written = []
     seen: Dict[int, Path] = {}
@@ -232,10 +293,8 @@ def write(out_dir: str, rendered: Dict[str, Dict[str, bytes]]) -> List[str]:
                     seen[id(data)] = path
         for name in rendered:
             final = out / name
-            old = None
             if final.exists():
-                old = staging / f".old-{name}"
-                os.replace(final, old)
+                os.replace(final, staging / f".old-{name}")
             os.replace(staging / name, final)
             written.append(str(final))
     finally:

@@ -12,8 +12,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 import yaml
 
 from imagebuild.errors import UserError
+from imagebuild.safefile import read_text
 
 MAX_NODES = 200_000  # an alias bomb expands beyond this; a real matrix is far below
+MAX_FILE_BYTES = 4 * 1024 * 1024  # the largest matrix in the field is a few dozen KiB
+MAX_INT = 2**63 - 1  # no size, count or version part is larger; Python's 4300-digit guard is a ValueError
 
 
 class MDict(dict):
@@ -52,6 +55,19 @@ class _Builder:
         self.count = 0
         self.active: set = set()
 
+    def _scalar(self, node: yaml.ScalarNode) -> Any:
+        """A scalar; numbers beyond 64 bits are refused (a 4301-digit integer is a ValueError in PyYAML)."""
+        if node.tag == "tag:yaml.org,2002:int" and len(node.value) > 40:
+            raise UserError("number too large", file=self.file, line=_line(node))
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except (ValueError, OverflowError):
+            what = f"value {node.value[:40]!r} cannot be read"
+            raise UserError(what, file=self.file, line=_line(node)) from None
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            raise UserError("number too large (more than 64 bits)", file=self.file, line=_line(node))
+        return value
+
     def build(self, node: yaml.Node) -> Node:
         self.count += 1
         if self.count > MAX_NODES:
@@ -61,7 +77,7 @@ class _Builder:
         if id(node) in self.active:
             raise UserError("recursive alias", file=self.file, line=_line(node))
         if isinstance(node, yaml.ScalarNode):
-            return self.loader.construct_object(node, deep=True)
+            return self._scalar(node)
         self.active.add(id(node))
         try:
             if isinstance(node, yaml.SequenceNode):
@@ -78,7 +94,7 @@ class _Builder:
                 for key_node, value_node in node.value:
                     if not isinstance(key_node, yaml.ScalarNode):
                         raise UserError("a key must be a plain string", file=self.file, line=_line(key_node))
-                    key = self.loader.construct_object(key_node)
+                    key = self._scalar(key_node)
                     if not isinstance(key, str):
                         raise UserError(
                             f'key {key!r} must be a string (quote it: "{key}")',
@@ -133,14 +149,10 @@ def load_file(path: str, display: Optional[str] = None) -> Node:
     """Read and parse a YAML file; unreadable or non-UTF-8 files are user errors too."""
     name = display or path
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as err:
-        raise UserError(f"cannot read file: {err.strerror}", file=name) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(f"not UTF-8 text (byte {err.start})", file=name) from None
+        text = read_text(path, MAX_FILE_BYTES)  # a FIFO, a device or a huge file is refused, not read
+    except UserError as err:
+        err.file = name
+        raise
     return loads(text, name)
 
 

@@ -1,5 +1,5 @@
 import sys
 
-from validators.cli import main
+from validators.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -6,6 +6,7 @@ Each module listed exposes `register(subparsers)`; the parser's `func(args)` ret
 
 import argparse
 import importlib
+import os
 import sys
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -46,3 +47,20 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def entry():
+    """`python -m validators`: main, then the final flush; a reader that went away (`| head`) ends it
+    quietly with 141 (128 + SIGPIPE, as `cat` does), not with a traceback."""
+    try:
+        rc = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return 141
+    return rc

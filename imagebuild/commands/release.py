@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import ExitStack
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -145,7 +147,7 @@ def _lock_of(entry: Dict[str, Any], labels: Optional[Dict[str, str]], reasons: L
 
 
 def run(args: argparse.Namespace) -> int:
-    from imagebuild.registry import check_tag, load_summary, split_ref
+    from imagebuild.registry import load_summary
 
     policy = policy_from(args)
     summaries = [(p, load_summary(Path(p))) for p in args.summary or ["build/summary.json"]]
@@ -163,6 +165,26 @@ def run(args: argparse.Namespace) -> int:
     when = rel.now_utc()
     registries = Registries(args, policy)
     store = rel.RecordStore(Path(args.records), _s3(args), args.s3)
+
+    with ExitStack() as held:
+        if not args.dry_run:
+            names = {n for e in entries for n in rel.unique_repositories(e)}
+            for path in rel.lock_paths(sorted(names)):
+                held.enter_context(rel.hold_lock(path))
+        return _release(args, entries, checks, preflights, when, registries, store)
+
+
+def _release(
+    args: argparse.Namespace,
+    entries: List[Dict[str, Any]],
+    checks: Dict[str, Any],
+    preflights: List[Tuple[str, Dict[str, Any]]],
+    when: datetime,
+    registries: Registries,
+    store: rel.RecordStore,
+) -> int:
+    """Check every tag, promote, verify, record: under the per-repository release locks (see run)."""
+    from imagebuild.registry import check_tag, split_ref
 
     plans = []
     refused = 0
@@ -224,17 +246,15 @@ def run(args: argparse.Namespace) -> int:
                 )
         return 0
     for _entry, gate, repos, lock, lock_source in plans:
-        for r in repos:
-            host = split_ref(r["repository"], key="pushed")
-            for tag in r["todo"]:
-                got = registries.put(host.registry, host.repository, tag, r["manifest"])
-                if got != gate.digest:
-                    raise ChecksFailed(f"{r['repository']}:{tag} was stored as {got}, not {gate.digest}")
-                log(f"  tagged {r['repository']}:{tag} -> {gate.digest}")
+        _promote(registries, gate, repos)
         previous = rel.read_json(Path(args.previous), "previous release record") if args.previous else None
         if previous is None:
             previous = store.latest(gate.variant)
-        repositories = [{"repository": r["repository"], "ref": r["ref"], "tags": r["tags"]} for r in repos]
+        repositories = [
+            {"repository": r["repository"], "ref": r["ref"], "tags": r["tags"], "moved": r["moved"],
+             "already": r["already"]}
+            for r in repos
+        ]  # fmt: skip
         record = rel.make_record(
             gate, lock, lock_source, repositories, previous, when,
             _tool_version(),
@@ -244,6 +264,53 @@ def run(args: argparse.Namespace) -> int:
             log(f"  wrote {where}")
         print(f"{gate.variant}\t{gate.digest}\t{','.join(repositories[0]['tags']) if repositories else ''}")
     return 0
+
+
+def _promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]]) -> None:
+    """Write each missing tag and read it back; then read every tag again before the record is written.
+
+    A registry has no compare-and-set, so a tag is checked just before it is written and verified after:
+    if another digest won (a release elsewhere, not holding our lock), this release is refused (exit 1).
+    A failure part-way says exactly which tags moved; a rerun finds those on this digest and completes.
+    """
+    from imagebuild.registry import split_ref
+
+    for r in repos:
+        r["moved"] = []
+    try:
+        for r in repos:
+            ref = split_ref(r["repository"], key="pushed")
+            for tag in r["todo"]:
+                current = registries.manifest(ref.registry, ref.repository, tag)
+                if current is not None and current.digest != gate.digest:
+                    raise ChecksFailed(f"{r['repository']}:{tag} was taken by {current.digest} meanwhile")
+                got = registries.put(ref.registry, ref.repository, tag, r["manifest"])
+                if got != gate.digest:
+                    raise ChecksFailed(f"{r['repository']}:{tag} was stored as {got}, not {gate.digest}")
+                r["moved"].append(tag)
+                log(f"  tagged {r['repository']}:{tag} -> {gate.digest}")
+                _verify(registries, ref, tag, gate.digest)
+        for r in repos:
+            ref = split_ref(r["repository"], key="pushed")
+            for tag in r["tags"]:
+                _verify(registries, ref, tag, gate.digest)
+    except (UserError, ChecksFailed):
+        moved = [f"{r['repository']}:{t}" for r in repos for t in r["moved"]]
+        left = [f"{r['repository']}:{t}" for r in repos for t in r["todo"] if t not in r["moved"]]
+        log(f"release {gate.variant}: stopped part-way; no record written")
+        log(f"  tags moved to {gate.digest} by this run: {', '.join(moved) or 'none'}")
+        log(f"  tags not promoted: {', '.join(left) or 'none'}")
+        log("  rerun the same command to complete (tags already on this digest are kept)")
+        raise
+
+
+def _verify(registries: Registries, ref, tag: str, digest: str) -> None:
+    now = registries.manifest(ref.registry, ref.repository, tag)
+    if now is None or now.digest != digest:
+        other = now.digest if now is not None else "nothing"
+        raise ChecksFailed(
+            f"{ref.name}:{tag} names {other} after it was written as {digest}: another release won the tag"
+        )
 
 
 def _local_labels(image_id: str) -> Optional[Dict[str, str]]:

@@ -15,6 +15,7 @@ import tempfile
 from typing import Any, Callable, Dict, Optional
 
 from imagebuild.errors import UserError
+from imagebuild.safefile import read_text
 from validators.runreport import SCHEMA
 
 
@@ -32,13 +33,7 @@ def register(sub) -> None:
 
 def load_report(path: str) -> Dict[str, Any]:
     """The report as a dict, or a UserError naming the file, line and key."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as err:
-        raise UserError(f"cannot read the report: {err.strerror}", file=path) from None
-    except UnicodeDecodeError:
-        raise UserError("the report is not UTF-8 text", file=path) from None
+    text = read_text(path)  # a FIFO or a device is refused, not read forever
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
@@ -106,6 +101,8 @@ def _write_text(path: str, text: str) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
+    except OSError as err:  # full or read-only: the path, not a traceback
+        raise UserError(f"cannot write: {err.strerror}", file=path, key="--markdown") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -118,7 +115,21 @@ def _check_dest(path: Optional[str], flag: str) -> None:
             raise UserError(f"directory {parent} does not exist", key=flag)
 
 
+def require_matplotlib() -> None:
+    """`--plot` needs matplotlib (the optional `plot` extra): say how to get it before anything is read."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UserError(
+            "--plot needs matplotlib, which is not installed",
+            key="--plot",
+            hint="pip install 'efa-image-build[plot]' (or matplotlib); --markdown works without it",
+        )
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.plot:
+        require_matplotlib()
     report = load_report(args.report)
     _check_dest(args.plot, "--plot")
     _check_dest(args.markdown, "--markdown")
