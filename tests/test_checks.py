@@ -26,7 +26,7 @@ from imagebuild.variant import LOCK_LABELS
 ROOT = Path(__file__).resolve().parent.parent
 VARIANT = "local-debian-nccl2.27"
 BROKEN_REPO = "efa-image-build-test/broken"
-PLUGIN_CHECKS = {"plugin-present", "plugin-ldd", "plugin-discoverable", "plugin-version"}
+PLUGIN_CHECKS = {"plugin-present", "plugin-ldd", "plugin-discoverable", "plugin-version", "single-plugin"}
 
 
 # ---------------------------------------------------------------- pure parts
@@ -63,6 +63,7 @@ def test_every_component_present_turns_its_checks_on():
         nccl_tests={"version": "2.19.6"},
         gdrcopy={"version": "2.5.1"},
         torch={"version": "2.13.0"},
+        openssh={"version": "9.2p1"},
     )
     lock["training"] = {"entry_point": "train.py", "sagemaker": True}
     skipped = [e.name for e in derive(lock) if e.skip]
