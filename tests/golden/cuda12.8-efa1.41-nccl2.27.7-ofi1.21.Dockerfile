@@ -24,7 +24,7 @@ RUN ssh-keygen -A \
  && /usr/sbin/sshd -t
 # One NCCL per image: nccl 2.27.7 comes from this build, so the base's NCCL packages go.
 RUN { dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' libnccl2 libnccl-dev 2>/dev/null || true; } \
-      | awk '$1 == "ii" {print $2}' | xargs -r apt-get purge -y --allow-change-held-packages \
+      | awk '$1 ~ /^.i/ {print $2}' | xargs -r apt-get purge -y --allow-change-held-packages \
  && ldconfig
 
 # ---- EFA installer 1.41.0: verify (builder-only stage) -------------------------------------

@@ -14,5 +14,5 @@ RUN echo 'de5ba5562f08029a19cb1cd659404b18411ed0d6c90ac5f52f30bf99ad5809aa  /tmp
 # ---- system
 # One NCCL per image: nccl 2.27.7 comes from this build, so the base's NCCL packages go.
 RUN { dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' libnccl2 libnccl-dev 2>/dev/null || true; } \
-      | awk '$1 == "ii" {print $2}' | xargs -r apt-get purge -y --allow-change-held-packages \
+      | awk '$1 ~ /^.i/ {print $2}' | xargs -r apt-get purge -y --allow-change-held-packages \
  && ldconfig
