@@ -24,6 +24,7 @@ venv: $(VENV)/.installed
 
 base: host $(VENV)/.demo
 	$(PY) build.py base
+	$(PY) build.py base --layout dlc
 
 # The main job on the embedded default: build the local matrix for real, check every image, show the report.
 demo: base

@@ -130,15 +130,19 @@ def _macro(template: str, macro: str, *args: object) -> str:
 
 
 def render_block(c: Component, v: Variant, p: Plan) -> Dict[str, str]:
-    """One block's text: `stage` (a stage of its own, before the builder) and/or `build` (builder steps)."""
+    """One block's text: `system` (a step in the system stage), `stage` (a stage of its own, before the
+    builder) and/or `build` (builder steps)."""
     block = blocks.block(c.name)
     out: Dict[str, str] = {}
+    step = block.system_step(c, v)
+    if step:
+        out["system"] = _macro(step[0], step[1], c, v, p, *step[2])
     stage = block.stage(c)
     if stage:
-        out["stage"] = _macro(stage[0], stage[1], c, v, p, *block.macro_args(c))
+        out["stage"] = _macro(stage[0], stage[1], c, v, p, *block.macro_args(c, v))
     partial = block.partial(c) if block.built(c) else None
     if partial:
-        out["build"] = _macro(partial[0], partial[1], c, v, p, *block.macro_args(c))
+        out["build"] = _macro(partial[0], partial[1], c, v, p, *block.macro_args(c, v))
     return out
 
 
@@ -146,6 +150,7 @@ def block_parts(v: Variant, p: Plan) -> Dict[str, List[str]]:
     """Every block's text, in layer order, for the skeleton (Dockerfile.j2) to place."""
     texts = [render_block(c, v, p) for c in v.components]
     return {
+        "system": [t["system"] for t in texts if "system" in t],
         "stages": [t["stage"] for t in texts if "stage" in t],
         "builds": [t["build"] for t in texts if "build" in t],
     }

@@ -35,7 +35,9 @@ _METHODS = {
     "installer": ("installer",),
     "base": ("base",),
 }
-_DEFAULT_PYTHON = {"local": "/usr/bin/python3", "cuda": "/usr/bin/python3", "dlc": "/opt/conda/bin/python"}
+# PyTorch DLCs from 2.7 (cu128) have no conda: Python is built into /usr/local/bin (FIELD-NOTES;
+# aws/deep-learning-containers pytorch/training/docker/2.7/py3/cu128/Dockerfile.gpu and its base image).
+_DEFAULT_PYTHON = {"local": "/usr/bin/python3", "cuda": "/usr/bin/python3", "dlc": "/usr/local/bin/python3"}
 EFA = efa_block.NAME
 
 
@@ -273,12 +275,13 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
     artifacts = _artifacts(ctx, key, source, version)
     params = _params(ctx, key, block, dict(spec.params or {}))
     efa_params = dict((efa_spec.params if efa_spec is not None else None) or {})
+    base_kind = (ctx.m.spec.base.kind if ctx.m.spec.base else None) or "local"
     return Component(
         name=name,
         version=version,
         method=method,
         source=kind,
-        prefix=spec.prefix or block.default_prefix(kind, efa_params),
+        prefix=spec.prefix or block.default_prefix(kind, efa_params, base_kind),
         packages=packages,
         dev_packages=dev_packages,
         params=tuple(sorted(params.items())),
@@ -324,10 +327,16 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         raise ctx.error("missing base.kind (local, dlc or cuda)", "base.kind")
     if not spec.base.os:
         raise ctx.error("missing base.os", "base.os")
-    if spec.base.kind == "dlc" and not spec.base.registry_arg:
+    if spec.base.local and spec.base.registry_arg:
+        raise ctx.error(
+            "base.local: true is an image of the local engine: it has no registry (drop registry_arg)",
+            "base.local",
+        )
+    if spec.base.kind == "dlc" and not spec.base.registry_arg and not spec.base.local:
         raise ctx.error(
             "a DLC base lives on a private registry: set base.registry_arg (e.g. BASE_REGISTRY)",
             "base.registry_arg",
+            hint="an image made on this machine (`build.py base --layout dlc`): set base.local: true",
         )
     base = BaseImage(spec.base.image, spec.base.kind, spec.base.os, spec.base.registry_arg)
     python = spec.base.python or _DEFAULT_PYTHON[spec.base.kind]

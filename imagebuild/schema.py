@@ -219,6 +219,9 @@ class BaseSpec(Strict):
     kind: Optional[Literal["local", "dlc", "cuda"]] = None
     os: Optional[Literal["debian12", "ubuntu20.04", "ubuntu22.04", "ubuntu24.04"]] = None
     python: Optional[AbsPath] = Field(None, description="python interpreter in the image")
+    local: Optional[bool] = Field(
+        None, description="the image is made on this machine (`build.py base`), never pulled: no registry_arg"
+    )
 
 
 class TrainingSpec(Strict):

@@ -18,7 +18,15 @@ from pathlib import Path
 import pytest
 from services import RUN
 
-from imagebuild.checks.probes import Target, env_policy, expand_env, labels, no_credentials, same_version
+from imagebuild.checks.probes import (
+    Target,
+    env_policy,
+    expand_env,
+    labels,
+    no_credentials,
+    same_version,
+    single_plugin,
+)
 from imagebuild.checks.runner import check_image
 from imagebuild.cli import main as cli_main
 from imagebuild.expectations import derive
@@ -27,7 +35,7 @@ from imagebuild.variant import LOCK_LABELS
 ROOT = Path(__file__).resolve().parent.parent
 VARIANT = "local-debian-nccl2.27"
 BROKEN_REPO = f"efa-image-build-test-{RUN}/broken"
-PLUGIN_CHECKS = {"plugin-present", "plugin-ldd", "plugin-discoverable", "plugin-version"}
+PLUGIN_CHECKS = {"plugin-present", "plugin-ldd", "plugin-discoverable", "plugin-version", "single-plugin"}
 
 
 # ---------------------------------------------------------------- pure parts
@@ -64,6 +72,7 @@ def test_every_component_present_turns_its_checks_on():
         nccl_tests={"version": "2.19.6"},
         gdrcopy={"version": "2.5.1"},
         torch={"version": "2.13.0"},
+        openssh={"version": "9.2p1"},
     )
     lock["training"] = {"entry_point": "train.py", "sagemaker": True}
     skipped = [e.name for e in derive(lock) if e.skip]
@@ -75,6 +84,21 @@ def test_docker_env_substitution_as_the_env_lines_did_it():
     assert expand_env(value, {}) == "/opt/a/lib"
     assert expand_env(value, {"LD_LIBRARY_PATH": "/x"}) == "/opt/a/lib:/x"
     assert expand_env("${NOPE:-dflt}/$HOME", {"HOME": "/root"}) == "dflt//root"
+
+
+def test_single_plugin_wants_one_build_directory():
+    """A source-built plugin next to an EFA installer's bundled one: two places, NCCL loads either."""
+
+    def found(files):
+        answer = json.dumps({"files": files})
+        return Target(run=lambda cmd: (0, answer, ""), env={}, labels={}, history=[], lock={})
+
+    own = ["/opt/aws-ofi-nccl/lib/libnccl-net-ofi.so", "/opt/aws-ofi-nccl/lib/libnccl-net.so"]
+    assert single_plugin(found(own), {})[0] == "pass"
+    bundled = "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu/libnccl-net.so"
+    status, detail = single_plugin(found(own + [bundled]), {})
+    assert status == "fail" and "2 places" in detail and "/opt/amazon/ofi-nccl" in detail
+    assert single_plugin(found([]), {})[0] == "fail"
 
 
 def test_versions_compare_as_numbers():

@@ -95,13 +95,22 @@ def _module_doc(block) -> str:
     return sys.modules[type(block).__module__].__doc__ or ""
 
 
+def _doc_lines(block) -> list:
+    text = _module_doc(block).split("Examples (matrix):", 1)[1]
+    return [line.strip() for line in text.strip().splitlines() if line.strip()]
+
+
 def _doc_examples(block) -> list:
     """The matrix snippets under `Examples (matrix):` in the block's docstring, one per line."""
-    text = _module_doc(block).split("Examples (matrix):", 1)[1]
-    return [yaml.safe_load(line.strip())[block.name] for line in text.strip().splitlines() if line.strip()]
+    return [yaml.safe_load(line)[block.name] for line in _doc_lines(block)]
 
 
-def _resolve_example(block, spec: dict) -> Variant:
+def _base_kinds(block) -> list:
+    """The base kind each example is on: `local`, or the one its comment names (`# on a cuda base`)."""
+    return [(re.search(r"# on a (\w+) base", line) or [None, "local"])[1] for line in _doc_lines(block)]
+
+
+def _resolve_example(block, spec: dict, base_kind: str = "local") -> Variant:
     """One docstring example resolved alone (no compat rules: its neighbours are not there) into a Variant."""
     present = {block.name: schema.ComponentSpec.model_validate(spec)}
     if (spec.get("source") or {}).get("installer"):
@@ -118,7 +127,7 @@ def _resolve_example(block, spec: dict) -> Variant:
     comp = resolve._component(resolve._Ctx(where), block.name, present[block.name], present)
     return Variant(
         name=where.name,
-        base=BaseImage("localbase/debian:bookworm-minbase", "local", "debian12"),
+        base=BaseImage("localbase/debian:bookworm-minbase", base_kind, "debian12"),
         python="/usr/bin/python3",
         components=(comp,),
         options=(("build_ca", False), ("cuda_arch", "90"), ("jobs", 0)),
@@ -126,9 +135,9 @@ def _resolve_example(block, spec: dict) -> Variant:
 
 
 EXAMPLES = {
-    f"{block.name}.example{i}": _resolve_example(block, spec)
+    f"{block.name}.example{i}": _resolve_example(block, spec, kind)
     for block in components.REGISTRY
-    for i, spec in enumerate(_doc_examples(block), 1)
+    for i, (spec, kind) in enumerate(zip(_doc_examples(block), _base_kinds(block)), 1)
 }
 RENDERED = sorted(k for k, v in EXAMPLES.items() if render.render_block(v.components[0], v, render.plan(v)))
 
@@ -167,11 +176,14 @@ def test_every_method_a_block_renders_has_a_golden():
 
 
 def test_apt_and_base_methods_render_nothing_of_their_own():
+    """apt pins join the system stage and base is already there: no stage or build step of their own. A block
+    may configure its packages in the system stage (openssh's sshd), never a base's (configured there)."""
     v = VARIANTS[0]
     for block in components.REGISTRY:
         for method in set(block.methods) & {"apt", "packages", "base"}:
             comp = Component(block.name, "1.0", method, method, prefix="/usr")
-            assert render.render_block(comp, dataclasses.replace(v, components=(comp,)), render.plan(v)) == {}
+            parts = render.render_block(comp, dataclasses.replace(v, components=(comp,)), render.plan(v))
+            assert set(parts) <= ({"system"} if method != "base" else set()), (block.name, method)
 
 
 def test_a_block_quotes_every_value_it_puts_into_a_shell_line():

@@ -47,9 +47,14 @@ def test_local_matrix_uses_only_local_sources():
     variants = load(str(ROOT / "matrix.local.yaml"))
     assert variants[0].name == "local-debian-nccl2.27"
     for v in variants:
-        assert v.base.image == "localbase/debian:bookworm-minbase" and v.base.kind == "local"
+        # the debootstrap base, or the DLC-layout base made from it (`build.py base --layout dlc`)
+        assert (v.base.image, v.base.kind) in (
+            ("localbase/debian:bookworm-minbase", "local"),
+            ("localbase/dlc-layout:bookworm", "dlc"),
+        )
         for c in v.components:
-            assert c.source in ("apt", "pypi", "git"), (v.name, c.name, c.source)
+            assert c.source in ("apt", "pypi", "git", "base"), (v.name, c.name, c.source)
+            assert c.source != "base" or v.base.kind == "dlc", (v.name, c.name)
         assert v.training is not None and v.training.entry_point == "train.py"
 
 

@@ -324,6 +324,18 @@ def plugin_version(t: Target, p: dict) -> Outcome:
     return _version_outcome("aws-ofi-nccl", p.get("version"), ver, f)
 
 
+def single_plugin(t: Target, p: dict) -> Outcome:
+    files, why = _plugin_files(t)
+    if files is None:
+        return UNKNOWN, why
+    if not files:
+        return FAIL, "no plugin library in the image"
+    dirs = sorted({f.rsplit("/", 1)[0] for f in files})
+    if len(dirs) != 1:
+        return FAIL, f"plugin libraries in {len(dirs)} places ({', '.join(dirs)}): " + ", ".join(files)
+    return PASS, f"one plugin build in {dirs[0]}: " + ", ".join(f.rsplit("/", 1)[1] for f in files)
+
+
 # ---------------------------------------------------------------- EFA, MPI, nccl-tests, the rest
 
 
@@ -363,7 +375,8 @@ def openmpi_version(t: Target, p: dict) -> Outcome:
     if not exe:
         return FAIL, "no mpirun in the image"
     rc, out, err = t.run(f"{shlex.quote(exe)} --version")
-    m = re.search(r"Open MPI\)?\s+v?(\d+\.\d+(?:\.\d+)?)", out + err)
+    # `mpirun (Open MPI) 4.1.4`; called by another name (the DLC's wrapper execs mpirun.real) it says OpenRTE
+    m = re.search(r"(?:Open MPI|OpenRTE)\)?\s+v?(\d+\.\d+(?:\.\d+)?)", out + err)
     if not m:
         return UNKNOWN, f"`{exe} --version` names no Open MPI version: {(out + err).strip()[:200]}"
     return _version_outcome("Open MPI", p.get("version"), m.group(1), f"{exe} --version")
@@ -495,6 +508,7 @@ PROBES: Dict[str, Callable[[Target, dict], Outcome]] = {
     "plugin_ldd": plugin_ldd,
     "plugin_discoverable": plugin_discoverable,
     "plugin_version": plugin_version,
+    "single_plugin": single_plugin,
     "efa_record": efa_record,
     "fi_info_efa": fi_info_efa,
     "openmpi_version": openmpi_version,

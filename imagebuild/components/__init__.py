@@ -25,7 +25,7 @@ from imagebuild import catalog
 from imagebuild.checks.expectation import Expectation
 
 if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component
+    from imagebuild.variant import Component, Variant
 
 Homes = Dict[str, str]
 
@@ -91,11 +91,19 @@ class Block:
         """(parameter, catalog wheels) when the parameters ask for build-only wheels beside the pinned one."""
         return None
 
-    def default_prefix(self, kind: str, efa_params: Mapping[str, Any]) -> Optional[str]:
-        """Where it lands when the matrix gives no prefix: by source kind."""
+    def default_prefix(
+        self, kind: str, efa_params: Mapping[str, Any], base_kind: str = "local"
+    ) -> Optional[str]:
+        """Where it lands when the matrix gives no prefix: by source kind, and for a component already in the
+        base by the base's kind (a DLC keeps its EFA stack under /opt/amazon, not in /usr: the catalog's
+        `base_prefix`)."""
         if kind == "installer":
             layout = catalog.efa_installers()["layout"]
             return layout[f"{self.installer_key(efa_params)}_prefix"]
+        if kind == "base":
+            known = (catalog.component(self.name).get("base_prefix") or {}).get(base_kind)
+            if known:
+                return known
         if kind == "apt" or self.system:
             return "/usr"
         if kind == "base":
@@ -132,9 +140,15 @@ class Block:
         """(template, macro, stage name) of its own stage before the builder; the runtime builds on it."""
         return None
 
-    def macro_args(self, comp: Component) -> Tuple[Any, ...]:
+    def macro_args(self, comp: Component, v: Variant) -> Tuple[Any, ...]:
         """Arguments its partial's macro takes after (comp, v, p)."""
         return ()
+
+    def system_step(self, comp: Component, v: Variant) -> Optional[Tuple[str, str, Tuple[Any, ...]]]:
+        """(template, macro, arguments after (comp, v, p)) of a step in the system stage, after the OS
+        packages (so the builder and the runtime both see it): configuring an OS package, removing what the
+        base ships in the component's place."""
+        return None
 
     def build_tools(self, comp: Component) -> List[str]:
         """Builder-stage packages for this component: git for a git archive, its own tools for a build."""
@@ -208,7 +222,8 @@ def order_key(name: str) -> int:
 def layout_dirs(components: Sequence[Component]) -> Tuple[List[str], List[str]]:
     """(library dirs, binary dirs) of the components' own prefixes, in registry order, each once.
 
-    System prefixes (/usr) and base-image components need nothing."""
+    System prefixes (/usr) and base-image components of unknown place need nothing; a base component with a
+    prefix (a DLC's /opt/amazon/..., torch's NCCL) is put on the paths so the image's tools load that one."""
     libdirs: List[str] = []
     bindirs: List[str] = []
     for comp in sorted(components, key=lambda c: order_key(c.name)):

@@ -52,9 +52,11 @@ class AwsOfiNccl(Block):
     )
 
     def libdirs(self, comp: Component) -> List[str]:
-        if comp.bundled_by:
+        layout = catalog.efa_installers()["layout"]
+        if comp.bundled_by or comp.prefix == layout[f"{NAME}_prefix"]:
             # lib/, lib64/ or lib/<arch>-linux-gnu/ by installer version and OS: every candidate is listed
-            dirs = catalog.efa_installers()["layout"]["ofi_nccl_libdirs"]
+            # (also for a base's plugin in the installer's place, as in a DLC)
+            dirs = layout["ofi_nccl_libdirs"]
             return [f"{comp.prefix}/{d}" for d in dirs]
         return [f"{comp.prefix}/lib"]
 
@@ -88,6 +90,12 @@ class AwsOfiNccl(Block):
                     "plugin-version",
                     "plugin_version",
                     "the plugin's embedded version string is the locked version",
+                ),
+                (
+                    "single-plugin",
+                    "single_plugin",
+                    "one plugin build in the image (one directory of libnccl-net*.so): with two, the one "
+                    "NCCL loads depends on the ld cache (an EFA installer >= 1.38.0 bundles its own)",
                 ),
             )
         ]

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 from imagebuild import catalog
 from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Homes, lock_component, openmpi
+from imagebuild.versions import Version
 
 if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component
+    from imagebuild.variant import Component, Variant
 
 NAME = "efa_installer"
 
@@ -52,8 +53,21 @@ class EfaInstaller(Block):
         """`efa_installer.sh` flags for a container (no kernel module; --no-verify skips the device check)."""
         return list(catalog.efa_installers()["layout"]["installer_flags"])
 
-    def macro_args(self, comp: Component) -> Tuple[Any, ...]:
-        return (self.flags(),)
+    def replaced(self, comp: Component, v: Variant) -> List[Tuple[str, str]]:
+        """(package, prefix) of each copy this installer bundles that the variant builds itself.
+
+        One plugin per image: with two, NCCL loads whichever the loader finds first. No installer flag leaves
+        the bundled aws-ofi-nccl out (efa_installers.yaml), so the installer's RUN removes it."""
+        layout = catalog.efa_installers()["layout"]
+        out = []
+        for other in v.components:
+            since = layout.get(f"{other.name}_bundled_from")
+            if since and other.method in ("source", "wheel") and Version(comp.version) >= Version(str(since)):
+                out.append((layout[f"{other.name}_package"], layout[f"{other.name}_prefix"]))
+        return out
+
+    def macro_args(self, comp: Component, v: Variant) -> Tuple[Any, ...]:
+        return (self.flags(), self.replaced(comp, v))
 
     def built(self, comp: Component) -> bool:
         return False

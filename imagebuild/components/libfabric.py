@@ -34,7 +34,12 @@ class Libfabric(Block):
     default_homes = {"LIBFABRIC_HOME": "/usr"}
 
     def libdirs(self, comp: Component) -> List[str]:
-        return []  # the system's, or the EFA installer's (listed by that block)
+        # the system's, or the EFA installer's (listed by that block); a base's in its own place (a DLC's
+        # /opt/amazon/efa) is listed here, so ldconfig knows it too
+        return [f"{comp.prefix}/lib"] if comp.method == "base" and comp.prefix else []
+
+    def bindirs(self, comp: Component) -> List[str]:
+        return [f"{comp.prefix}/bin"] if comp.method == "base" and comp.prefix else []
 
     def homes(self, comp: Component) -> Homes:
         return {"LIBFABRIC_HOME": comp.prefix} if comp.prefix else {}

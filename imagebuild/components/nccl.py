@@ -4,23 +4,27 @@ Parameters:
   version   e.g. `2.27.7`
   method    source (default when the catalog pins a commit: `make src.build` for options.cuda_arch),
             wheel (the catalog's NVIDIA wheel for the variant's CUDA major), apt, packages, base
-  prefix    default /opt/nvidia/nccl
+  prefix    default /opt/nvidia/nccl; `source: {base: true}` on a DLC: torch's (catalog `base_prefix`)
+  On a base that ships its own NCCL packages (nvidia/cuda: libnccl2, libnccl-dev), a wheel or source NCCL
+  purges them in the system stage: one NCCL per image.
 
 Examples (matrix):
   nccl: {version: "2.27.7", method: source}
   nccl: {version: "2.27.7", method: wheel}
   nccl: {version: "2.26.2", source: {base: true}}
+  nccl: {version: "2.27.7", method: wheel}   # on a cuda base
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple
 
+from imagebuild import catalog
 from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Homes, lock_component
 
 if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component
+    from imagebuild.variant import Component, Variant
 
 NAME = "nccl"
 
@@ -32,6 +36,16 @@ class Nccl(Block):
     methods = ("wheel", "source", "apt", "packages", "base")
     tools = ("make", "g++")
     default_homes = {"NCCL_HOME": "/usr"}
+
+    def base_packages(self, comp: Component, v: Variant) -> List[str]:
+        """The base's own NCCL packages this variant replaces (none when NCCL is the base's or apt's)."""
+        if comp.method not in ("source", "wheel"):
+            return []
+        return list((catalog.component(NAME).get("base_packages") or {}).get(v.base.kind) or [])
+
+    def system_step(self, comp: Component, v: Variant) -> Optional[Tuple[str, str, Tuple[Any, ...]]]:
+        packages = self.base_packages(comp, v)
+        return ("partials/nccl.j2", "purge_base", (packages,)) if packages else None
 
     def homes(self, comp: Component) -> Homes:
         return {"NCCL_HOME": comp.prefix} if comp.prefix else {}

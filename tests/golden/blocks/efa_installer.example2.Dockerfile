@@ -22,6 +22,7 @@ FROM system AS efa
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY --from=efa-verify /tmp/efa/aws-efa-installer /tmp/aws-efa-installer
 WORKDIR /tmp/aws-efa-installer
-RUN ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
+RUN apt-get update \
+ && ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
  && rm -rf /tmp/aws-efa-installer /var/lib/apt/lists/*
 WORKDIR /
