@@ -3,6 +3,7 @@ hashes) in a stage that a code-only change does not rerun, and `build_steps` run
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -171,6 +172,10 @@ def test_build_installs_hashed_requirements_and_code_change_keeps_the_pip_layer(
     out = tmp_path / "build"
     assert _build(path, out) == 0, (out / "usersteps" / "build.log").read_text()[-3000:]
     first = docker_client.images.get(f"{REPO}:probe")
+    entry = json.loads((out / "summary.json").read_text())["variants"][0]
+    base_id = docker_client.images.get(local_base).id
+    assert entry["base_image_id"] == base_id  # what the base tag was when this image was built
+    assert first.labels["org.efa-image-build.base.image-id"] == base_id
     probe = docker_client.containers.run(
         first.id,
         [

@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
                     f"would tag {r['repository']}@{gate.digest} as {', '.join(r['todo']) or '(all present)'}"
                 )
         return 0
-    for _entry, gate, repos, lock, lock_source in plans:
+    for entry, gate, repos, lock, lock_source in plans:
         for r in repos:
             host = split_ref(r["repository"], key="pushed")
             for tag in r["todo"]:
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         repositories = [{"repository": r["repository"], "ref": r["ref"], "tags": r["tags"]} for r in repos]
         record = rel.make_record(
             gate, lock, lock_source, repositories, previous, when,
-            _tool_version(),
+            _tool_version(), base_digest=entry.get("base_digest"),
         )  # fmt: skip
         notes = rel.release_notes(record, previous)
         for where in store.write(record, notes):
