@@ -35,6 +35,8 @@ from imagebuild.variant import LOCK_LABEL
 
 HASH_LABEL = "org.efa-image-build.context-hash"
 VARIANT_LABEL = "org.efa-image-build.variant"
+BASE_DIGEST_LABEL = "org.efa-image-build.base.digest"  # the base's manifest digest, when the engine knows it
+BASE_ID_LABEL = "org.efa-image-build.base.image-id"  # the base's image id (config digest) in the engine
 DEFAULT_CA = "/etc/ssl/certs/ca-certificates.crt"
 CA_IN_CONTEXT = Path("certs") / "build-ca.crt"
 DOCKERFILE_IN_TAR = ".efa-image-build.Dockerfile"
@@ -202,6 +204,12 @@ class VariantResult:
     pushed: List[str] = field(default_factory=list)
     builder: Optional[str] = None  # buildx | buildkit | classic (built only)
     found_in: Optional[str] = None  # engine | registry (skipped only)
+    base_digest: Optional[str] = (
+        None  # what the base tag resolved to: manifest digest (pinned or the engine's)
+    )
+    base_image_id: Optional[str] = (
+        None  # and its image id in the engine (a local, never-pushed base has no digest)
+    )
 
 
 class Reporter:
@@ -233,6 +241,33 @@ def find_image(client, ref: str):
         return client.images.get(ref)
     except docker.errors.ImageNotFound:
         return None
+
+
+def base_ref(lock: dict, build_args: Dict[str, str]) -> Optional[str]:
+    """The FROM of the lock's base as the engine sees it (`${ARG}/repo:tag` filled from the build args)."""
+    base = lock.get("base") or {}
+    image, arg = base.get("image"), base.get("registry_arg")
+    if not image:
+        return None
+    if arg:
+        host = build_args.get(arg)
+        return f"{host}/{image}" if host else None
+    return image
+
+
+def base_identity(client, ref: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+    """(manifest digest, image id) of the base: a pinned `@sha256:` wins; else the engine's RepoDigests for
+    that repository (none for an imported, never-pushed image); (None, None) where the engine lacks it."""
+    if not ref:
+        return None, None
+    name, _, pinned = ref.partition("@")
+    image = find_image(client, ref)
+    if image is None:
+        return (pinned or None), None
+    last = name.rsplit("/", 1)[-1]
+    repo = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    digests = [d.split("@", 1)[1] for d in image.attrs.get("RepoDigests") or [] if d.split("@", 1)[0] == repo]
+    return (pinned or (digests[0] if digests else None)), image.id
 
 
 def _write_context_tar(variant_dir: Path, dest) -> None:
@@ -324,6 +359,8 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                 for ref in tags[1:]:
                     existing.tag(*_split_ref(ref))
                 result.status, result.image_id, result.found_in = "skipped", existing.id, "engine"
+                result.base_digest = existing.labels.get(BASE_DIGEST_LABEL)
+                result.base_image_id = existing.labels.get(BASE_ID_LABEL)
                 log(f"skipped: {tags[0]} already built from this content ({existing.id})")
                 report.event(name, "skipped", tags[0])
             elif remote is not None:
@@ -334,7 +371,15 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
             else:
                 report.event(name, "building", f"sending context ({opts.builder.kind})")
                 result.builder = opts.builder.kind
-                image_id = _docker_build(client, variant_dir, lock, chash, opts, log, report)
+                ref = base_ref(lock, opts.build_args)
+                result.base_digest, result.base_image_id = base_identity(client, ref)
+                base = {BASE_DIGEST_LABEL: result.base_digest, BASE_ID_LABEL: result.base_image_id}
+                image_id = _docker_build(
+                    client, variant_dir, lock, chash, opts, log, report, {k: v for k, v in base.items() if v}
+                )
+                if result.base_image_id is None:  # pulled by the build: the engine has it now
+                    result.base_digest, result.base_image_id = base_identity(client, ref)
+                log(f"base {ref}: digest {result.base_digest}, image id {result.base_image_id}")
                 if opts.cancel.is_set():
                     raise BuildFailed("interrupted: built but not tagged")
                 image = client.images.get(image_id)
@@ -360,22 +405,35 @@ class BuildFailed(Exception):
     """docker said the build failed; the message is its error, the log has the rest."""
 
 
-def build_labels(variant_dir: Path, lock: dict, chash: str) -> Dict[str, str]:
-    """The labels the builder adds (the same for every builder)."""
+def build_labels(
+    variant_dir: Path, lock: dict, chash: str, base: Optional[Dict[str, str]] = None
+) -> Dict[str, str]:
+    """The labels the builder adds (the same for every builder); `base`: what the base resolved to."""
     # Each label given through the API is one more LABEL step in the classic builder, re-run on every code
     # change: add the lock and its labels only when the Dockerfile does not already write them.
-    labels = {HASH_LABEL: chash}
+    labels = {**(base or {}), HASH_LABEL: chash}
     if LOCK_LABEL not in (variant_dir / "Dockerfile").read_text():
         labels = {VARIANT_LABEL: variant_dir.name}
         labels |= {str(k): str(v) for k, v in (lock.get("labels") or {}).items()}  # the lock's word wins
         labels |= {LOCK_LABEL: json.dumps(lock, sort_keys=True, separators=(",", ":")), HASH_LABEL: chash}
+        labels |= base or {}
     return labels
 
 
-def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: BuildOptions, log, report) -> str:
-    labels = build_labels(variant_dir, lock, chash)
+def _docker_build(
+    client,
+    variant_dir: Path,
+    lock: dict,
+    chash: str,
+    opts: BuildOptions,
+    log,
+    report,
+    base: Optional[Dict[str, str]] = None,
+) -> str:
+    labels = build_labels(variant_dir, lock, chash, base)
+    platform = lock.get("platform") or None
     if opts.builder.is_buildkit:
-        return _buildkit_build(variant_dir, labels, opts, log, report)
+        return _buildkit_build(variant_dir, labels, opts, log, report, platform)
     name = variant_dir.name
     with tempfile.TemporaryFile(prefix="efa-context-", dir=variant_dir) as tar:
         _write_context_tar(variant_dir, tar)
@@ -391,6 +449,7 @@ def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: Build
             buildargs=dict(opts.build_args),
             labels=labels,
             cache_from=list(opts.cache_from) or None,
+            platform=platform,
         )
         image_id = None
         step = (0, 0)
@@ -425,7 +484,9 @@ def _docker_build(client, variant_dir: Path, lock: dict, chash: str, opts: Build
     return image_id
 
 
-def _buildkit_build(variant_dir: Path, labels: Dict[str, str], opts: BuildOptions, log, report) -> str:
+def _buildkit_build(
+    variant_dir: Path, labels: Dict[str, str], opts: BuildOptions, log, report, platform: Optional[str] = None
+) -> str:
     """One BuildKit build through the docker CLI, the same context tar on stdin; returns the image id."""
     name = variant_dir.name
     log_path = variant_dir / "build.log"
@@ -440,6 +501,7 @@ def _buildkit_build(variant_dir: Path, labels: Dict[str, str], opts: BuildOption
             nocache=opts.nocache,
             cache_from=opts.cache_from,
             cache_to=opts.cache_to,
+            platform=platform,
         )
         log(f"builder: {opts.builder.reason}")
         with tempfile.TemporaryFile(prefix="efa-context-", dir=variant_dir) as tar:

@@ -143,13 +143,17 @@ def build_argv(
     nocache: bool = False,
     cache_from: Sequence[str] = (),
     cache_to: Sequence[str] = (),
+    platform: Optional[str] = None,
 ) -> Tuple[List[str], Dict[str, str]]:
-    """(argv, extra env) of a BuildKit build whose context tar comes on stdin; the image is left untagged."""
+    """(argv, extra env) of a BuildKit build whose context tar comes on stdin; the image is left untagged.
+    `platform`: the variant's (linux/amd64, linux/arm64); another than the engine's needs emulation."""
     assert choice.cli, "BuildKit builds run through a docker CLI"
     argv = [choice.cli] + (["buildx", "build", "--load"] if choice.kind == "buildx" else ["build"])
     argv += ["--progress=plain", "-f", dockerfile, "--iidfile", iidfile]
     if nocache:
         argv.append("--no-cache")
+    if platform:
+        argv += ["--platform", platform]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
     args = dict(build_args)

@@ -58,7 +58,7 @@ Say = Callable[[str], None]
 def nccl_wheel(version: str = NCCL_VERSION, cuda_major: int = CUDA_MAJOR) -> Artifact:
     """The catalog's pin of the nvidia-nccl-cuNN wheel (torch's NCCL dependency)."""
     for w in (catalog.component(nccl.NAME).get("wheels") or {}).get(version) or []:
-        if int(w.get("cuda_major", 0)) == cuda_major:
+        if int(w.get("cuda_major", 0)) == cuda_major and w.get("arch", "x86_64") == "x86_64":
             return Artifact(
                 component=nccl.NAME,
                 kind="pypi",

@@ -275,8 +275,9 @@ def _fill(template: str, values: Dict[str, str], file: str, line: Optional[int],
     return out
 
 
-def expand(path: str, display: Optional[str] = None) -> List[Resolved]:
-    """Parse, validate and expand a matrix file into merged variant bodies (not yet resolved)."""
+def expand(path: str, display: Optional[str] = None, platform: Optional[str] = None) -> List[Resolved]:
+    """Parse, validate and expand a matrix file into merged variant bodies (not yet resolved).
+    `platform` overrides every variant's (`build.py render --platform linux/arm64`)."""
     file = display or path
     root = load_file(path, file)
     if not isinstance(root, MDict):
@@ -339,6 +340,8 @@ def expand(path: str, display: Optional[str] = None) -> List[Resolved]:
                     tags.item_lines.append(body["tags"].item_lines[ti])
                 body = merge(body, copy_dict(body, []))
                 body["tags"] = tags
+            if platform is not None:
+                body["platform"] = platform
             spec = validate(schema.VariantBody, body, body, file)
             refuse_hostile(spec, body, file)
             if len(out) >= MAX_VARIANTS:
@@ -352,11 +355,14 @@ def expand(path: str, display: Optional[str] = None) -> List[Resolved]:
     return out
 
 
-def load(path: str, only: Sequence[str] = (), display: Optional[str] = None) -> List[Variant]:
-    """The variants of a matrix file, resolved and checked (compat rules, env policy); `only` filters."""
+def load(
+    path: str, only: Sequence[str] = (), display: Optional[str] = None, platform: Optional[str] = None
+) -> List[Variant]:
+    """The variants of a matrix file, resolved and checked (compat rules, env policy); `only` filters;
+    `platform` renders every variant for that platform instead of its own."""
 
     file = display or path
-    merged = expand(path, file)
+    merged = expand(path, file, platform)
     known = [m.name for m in merged]
     for want in only:
         if want not in known:

@@ -181,8 +181,10 @@ def make_record(
     previous: Optional[Dict[str, Any]],
     when: datetime,
     tool_version: str,
+    base_digest: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """The release record. Only facts about the image and its evidence: no credentials, no environment."""
+    """The release record. Only facts about the image and its evidence: no credentials, no environment.
+    `base_digest`: what the base resolved to at build time (the build summary's), else the lock's pin."""
     reports: Dict[str, Any] = {
         "checks": {
             "path": (gate.checks or {}).get("report_path"),
@@ -212,6 +214,10 @@ def make_record(
         "repositories": repositories,
         "lock": lock,
         "lock_source": lock_source,
+        "base": {
+            "image": ((lock or {}).get("base") or {}).get("image"),
+            "digest": base_digest or ((lock or {}).get("base") or {}).get("digest"),
+        },
         "reports": reports,
         "previous": {"digest": previous.get("digest"), "released_at": previous.get("released_at")}
         if previous
@@ -275,7 +281,12 @@ def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) ->
     if base:
         prev_base = (((previous or {}).get("lock") or {}).get("base") or {}).get("image")
         moved = f" (was `{prev_base}`)" if previous and prev_base and prev_base != base else ""
-        lines.append(f"- base: `{base}`{moved}")
+        digest = (record.get("base") or {}).get("digest")
+        prev_digest = ((previous or {}).get("base") or {}).get("digest")
+        pinned = f", digest `{digest}`" if digest else ", digest not recorded"
+        if digest and prev_digest and prev_digest != digest:
+            pinned += f" (was `{prev_digest}`)"
+        lines.append(f"- base: `{base}`{moved}{pinned}")
     checks = record["reports"]["checks"]
     lines.append(
         f"- static checks: passed ({len(checks['checks'])} checks, report `{checks['sha256'][:19]}`)"

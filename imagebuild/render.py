@@ -105,7 +105,7 @@ def plan(v: Variant) -> Plan:
         tools += [p for p in blocks.block(c.name).build_tools(c) if p not in tools]
     if v.option("build_ca") and built:
         tools += [p for p in ["ca-certificates"] if p not in tools]
-    homes = blocks.homes(v.components)
+    homes = blocks.homes(v.components, v.platform)
     stages = [s for s in (blocks.block(c.name).stage(c) for c in v.components) if s]
     return Plan(
         system_packages=system,
@@ -117,7 +117,7 @@ def plan(v: Variant) -> Plan:
         mpi_home=homes["MPI_HOME"],
         libfabric_home=homes["LIBFABRIC_HOME"],
         nccl_home=homes["NCCL_HOME"],
-        ldconfig_dirs=blocks.layout_dirs(v.components)[0],
+        ldconfig_dirs=blocks.layout_dirs(v.components, v.platform)[0],
         needs_sums=any(a.sha256 is None for c in v.components for a in c.artifacts),
         cudart_wheel=homes.get("CUDART") == "shared",
         runtime_from=stages[-1][2] if stages else "system",

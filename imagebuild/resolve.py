@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from imagebuild import catalog, compat, envpolicy, schema
+from imagebuild import catalog, compat, envpolicy, platforms, requirements, schema
 from imagebuild import components as blocks
 from imagebuild.components import efa_installer as efa_block
 from imagebuild.errors import UserError
@@ -100,13 +100,19 @@ def _catalog_source(
     if method == "wheel" or (method is None and block.default_method == "wheel"):
         cuda = ctx.m.spec.cuda
         major = Version(cuda).parts[0] if cuda else None
+        machine = platforms.platform(ctx.m.spec.platform or platforms.DEFAULT).machine
         candidates = list((cat.get("wheels") or {}).get(version or "") or [])
-        wheels = [w for w in candidates if major is None or w.get("cuda_major") == major]
+        wheels = [
+            w
+            for w in candidates
+            if (major is None or w.get("cuda_major") == major) and w.get("arch", "x86_64") == machine
+        ]
         if not wheels:
-            built = ", ".join(f"CUDA {w.get('cuda_major')}" for w in candidates)
+            built = ", ".join(f"CUDA {w.get('cuda_major')} {w.get('arch', 'x86_64')}" for w in candidates)
             raise ctx.error(
                 f"no pinned wheel for {name} {version}"
                 + (f" built for CUDA {major}" if major else "")
+                + f" on {machine}"
                 + (f" in the catalog (it has: {built})" if built else " in the catalog"),
                 f"{key}.version",
                 hint="give source: {pypi: name==version, filename: ..., sha256: ...}",
@@ -290,9 +296,9 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
     )
 
 
-def _layout_env(comps: Dict[str, Component]) -> List[EnvVar]:
+def _layout_env(comps: Dict[str, Component], platform: str) -> List[EnvVar]:
     """PATH and LD_LIBRARY_PATH for the components' own prefixes (system prefixes need nothing)."""
-    seen, bindirs = blocks.layout_dirs(list(comps.values()))
+    seen, bindirs = blocks.layout_dirs(list(comps.values()), platform)
     out = []
     src = "component layout (imagebuild/catalog)"
     if seen:
@@ -365,7 +371,8 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
     for e in policy:
         if e.name not in user_env:
             env.append(e)
-    env += _layout_env(comps)
+    platform = spec.platform or platforms.DEFAULT
+    env += _layout_env(comps, platform)
 
     training = None
     if spec.training is not None:
@@ -382,12 +389,31 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
             raise ctx.error(
                 f"entry point {t.entry_point!r} not found in {t.source_dir}", "training.entry_point"
             )
-        if t.requirements and not os.path.isfile(os.path.join(folder, t.requirements)):
-            raise ctx.error(
-                f"requirements {t.requirements!r} not found in {t.source_dir}", "training.requirements"
+        reqs = requirements.RequirementsFile(0, False)
+        if t.requirements:
+            req_path = os.path.join(folder, t.requirements)
+            if not os.path.isfile(req_path):
+                raise ctx.error(
+                    f"requirements {t.requirements!r} not found in {t.source_dir}", "training.requirements"
+                )
+            try:
+                with open(req_path, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as err:
+                raise ctx.error(
+                    f"requirements {t.requirements!r} not readable in {t.source_dir}: {err}",
+                    "training.requirements",
+                ) from None
+            reqs = requirements.scan(
+                text, os.path.join(os.path.dirname(m.file), t.source_dir, t.requirements)
             )
         training = Training(
-            t.source_dir, t.entry_point, t.requirements, True if t.sagemaker is None else t.sagemaker
+            t.source_dir,
+            t.entry_point,
+            t.requirements,
+            True if t.sagemaker is None else t.sagemaker,
+            install_requirements=reqs.requirements > 0,
+            require_hashes=reqs.hashed,
         )
         if training.sagemaker:
             env.append(
@@ -447,5 +473,7 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         description=spec.description or "",
         axes=m.axes,
         matrix=os.path.basename(m.file),
+        platform=platform,
+        build_steps=tuple(spec.build_steps or ()),
         lint=lint,
     )

@@ -58,10 +58,14 @@ def _https(value: str) -> str:
 
 def _image(value: str) -> str:
     if not re.fullmatch(
-        r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?",
+        r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+        r"(@sha256:[0-9a-f]{64})?",
         value,
     ):
-        raise ValueError(f"{value!r} is not an image reference like repo/name:tag ({_UNSAFE})")
+        raise ValueError(
+            f"{value!r} is not an image reference like repo/name:tag, repo@sha256:<64 hex> or "
+            f"repo:tag@sha256:<64 hex> ({_UNSAFE})"
+        )
     first = value.split("/")[0]
     if "/" in value and ("." in first or ":" in first or first == "localhost"):
         raise ValueError(
@@ -114,6 +118,25 @@ Tag = Annotated[
 ]
 InstanceType = Annotated[str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "instance type like p5.48xlarge", 40)]
 ParamValue = Annotated[str, _pattern(r"[A-Za-z0-9_./:,=+@%-]*", "parameter value", 300)]
+Platform = Literal["linux/amd64", "linux/arm64"]
+
+
+def _shell_line(value: str) -> str:
+    """A user build step: one shell line, run as it is written (RUN <line>) in the final stage."""
+    if not value.strip():
+        raise ValueError("an empty build step")
+    if len(value) > 2000:
+        raise ValueError("a build step is longer than 2000 characters")
+    if re.search(r"[\x00-\x08\x0a-\x1f\x7f]", value):
+        raise ValueError("a build step is one line: no newlines or control characters (use && to chain)")
+    if value.rstrip().endswith("\\"):
+        raise ValueError(
+            "a build step may not end with a backslash (it would swallow the next Dockerfile line)"
+        )
+    return value
+
+
+ShellLine = Annotated[str, AfterValidator(_shell_line)]
 Text = Annotated[str, _pattern(r"[^\x00-\x1f\"'`$\\;]*", "description (one line, no quotes or $)", 300)]
 
 
@@ -212,7 +235,9 @@ class ComponentSpec(Strict):
 class BaseSpec(Strict):
     """The base image. Registry hosts are never written here: see registry_arg."""
 
-    image: Optional[ImageRef] = Field(None, description="repository:tag, without a registry host")
+    image: Optional[ImageRef] = Field(
+        None, description="repository:tag, repository@sha256:<digest> or both, without a registry host"
+    )
     registry_arg: Optional[EnvName] = Field(
         None, description="build ARG holding the registry host, e.g. BASE_REGISTRY (FROM ${ARG}/image)"
     )
@@ -265,6 +290,12 @@ class VariantBody(Strict):
     )
     lint_ignore: Optional[List[EnvName]] = Field(
         None, description="env names whose linter findings you accept (the reason belongs in a comment)"
+    )
+    platform: Optional[Platform] = Field(None, description="target platform (default linux/amd64)")
+    build_steps: Optional[List[ShellLine]] = Field(
+        None,
+        description="your own shell lines, each a RUN in the final stage after the requirements and before "
+        "the training code (flash-attn, TransformerEngine, ...)",
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild import components as blocks
+from imagebuild import platforms
 from imagebuild.errors import UserError
 
 LOCK_SCHEMA = "efa-image-build/lock/v1"
@@ -143,8 +144,14 @@ class BaseImage:
 
     @property
     def from_ref(self) -> str:
-        """What the FROM line says: `${BASE_REGISTRY}/repo:tag` for private registries."""
+        """What the FROM line says: `${BASE_REGISTRY}/repo:tag` for private registries (a pinned
+        `@sha256:` digest stays on it: the engine then pulls exactly that manifest)."""
         return f"${{{self.registry_arg}}}/{self.image}" if self.registry_arg else self.image
+
+    @property
+    def digest(self) -> Optional[str]:
+        """The `sha256:...` the matrix pinned the base to; None for a tag (the builder records it)."""
+        return self.image.split("@", 1)[1] if "@" in self.image else None
 
 
 @dataclass(frozen=True)
@@ -154,6 +161,8 @@ class Training:
     requirements: Optional[str] = None
     sagemaker: bool = True
     code_dir: str = "/opt/ml/code"
+    install_requirements: bool = False  # the file lists packages (not only comments): pip installs them
+    require_hashes: bool = False  # every requirement has --hash=: pip --require-hashes
 
 
 @dataclass(frozen=True)
@@ -174,6 +183,8 @@ class Variant:
     description: str = ""
     axes: Tuple[Tuple[str, str], ...] = ()
     matrix: str = ""
+    platform: str = platforms.DEFAULT
+    build_steps: Tuple[str, ...] = ()  # the user's shell lines, RUN in the final stage before the code
     lint: Tuple[Tuple[str, str, str], ...] = field(default=(), compare=False)  # (severity, name, message)
 
     def component(self, name: str) -> Optional[Component]:
@@ -205,7 +216,10 @@ class Variant:
                 "kind": self.base.kind,
                 "os": self.base.os,
                 "registry_arg": self.base.registry_arg,
+                "digest": self.base.digest,
             },
+            "platform": self.platform,
+            "build_steps": list(self.build_steps),
             "cuda": self.cuda,
             "python": self.python,
             "packages": list(self.packages),
@@ -229,6 +243,8 @@ class Variant:
                 "requirements": self.training.requirements,
                 "sagemaker": self.training.sagemaker,
                 "code_dir": self.training.code_dir,
+                "install_requirements": self.training.install_requirements,
+                "require_hashes": self.training.require_hashes,
             },
             "options": dict(self.options),
         }
@@ -319,6 +335,10 @@ def _from_lock(lock: Mapping[str, Any]) -> Variant:
             requirements=tr.get("requirements"),
             sagemaker=bool(tr.get("sagemaker", True)),
             code_dir=tr.get("code_dir", "/opt/ml/code"),
+            install_requirements=bool(tr.get("install_requirements", False)),
+            require_hashes=bool(tr.get("require_hashes", False)),
         ),
+        platform=lock.get("platform") or platforms.DEFAULT,
+        build_steps=tuple(lock.get("build_steps") or ()),
         options=tuple(sorted((lock.get("options") or {}).items())),
     )

@@ -361,16 +361,16 @@ def parse_ldconfig(text: str, machine: Optional[str] = None) -> Dict[str, List[s
     return libs
 
 
-# The loader's own directories, after LD_LIBRARY_PATH and the cache (glibc's trusted dirs, plus the
-# Debian/Ubuntu multiarch dirs that a cache-less image still resolves through).
-DEFAULT_LIB_DIRS = (
-    "/lib",
-    "/usr/lib",
-    "/lib64",
-    "/usr/lib64",
-    "/lib/x86_64-linux-gnu",
-    "/usr/lib/x86_64-linux-gnu",
-)
+# Debian's multiarch tuple by `uname -m` (as imagebuild/platforms.py; validators import nothing of it)
+MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
+
+
+def default_lib_dirs(machine: Optional[str] = None) -> Tuple[str, ...]:
+    """The loader's own directories, after LD_LIBRARY_PATH and the cache (glibc's trusted dirs, plus this
+    machine's Debian/Ubuntu multiarch dirs that a cache-less image still resolves through)."""
+    tuple_ = MULTIARCH.get(machine or os.uname().machine)
+    multi = ("/lib/" + tuple_, "/usr/lib/" + tuple_) if tuple_ else ()
+    return ("/lib", "/usr/lib", "/lib64", "/usr/lib64") + multi
 
 
 def ldconfig_cache() -> Optional[Dict[str, List[str]]]:
@@ -409,7 +409,7 @@ def library_candidates(
         if os.path.exists(path):
             found.append((path, "LD_LIBRARY_PATH"))
     found += [(p, "ldconfig") for p in (ldcache or {}).get(name, [])]
-    for d in DEFAULT_LIB_DIRS:
+    for d in default_lib_dirs():
         path = os.path.join(d, name)
         if os.path.exists(path):
             found.append((path, "default"))

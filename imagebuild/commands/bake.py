@@ -34,7 +34,10 @@ def register(sub) -> None:
     p.add_argument("--file", metavar="PATH", help="bake file to write (default: <out>/docker-bake.json)")
     p.add_argument("--shard", metavar="I/N", help="only shard I of N (stable by variant name)")
     p.add_argument(
-        "--platform", action="append", default=[], help="target platform (repeatable; default linux/amd64)"
+        "--platform",
+        action="append",
+        default=[],
+        help="target platform (repeatable; default: the variant's `platform`, linux/amd64 unless set)",
     )
     p.add_argument("--cache-from", action="append", default=[], metavar="REF", help="cache source")
     p.add_argument(
@@ -68,7 +71,7 @@ def _buildx_print(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from imagebuild import bake, builder
+    from imagebuild import bake, builder, platforms
     from imagebuild.commands.build import rendered
     from imagebuild.registry import write_json_atomic
     from imagebuild.shard import parse_shard
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             tags,
             builder.build_labels(vdir, lock, chash),
             build_args,
-            args.platform or ["linux/amd64"],
+            args.platform or [lock.get("platform") or platforms.DEFAULT],
             args.cache_from,
             args.cache_to,
             description=vdir.name,

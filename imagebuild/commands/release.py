@@ -245,7 +245,7 @@ def _release(
                     f"would tag {r['repository']}@{gate.digest} as {', '.join(r['todo']) or '(all present)'}"
                 )
         return 0
-    for _entry, gate, repos, lock, lock_source in plans:
+    for entry, gate, repos, lock, lock_source in plans:
         _promote(registries, gate, repos)
         previous = rel.read_json(Path(args.previous), "previous release record") if args.previous else None
         if previous is None:
@@ -257,7 +257,7 @@ def _release(
         ]  # fmt: skip
         record = rel.make_record(
             gate, lock, lock_source, repositories, previous, when,
-            _tool_version(),
+            _tool_version(), base_digest=entry.get("base_digest"),
         )  # fmt: skip
         notes = rel.release_notes(record, previous)
         for where in store.write(record, notes):

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import List
 
-from imagebuild import envpolicy
+from imagebuild import envpolicy, platforms
 from imagebuild.cli import add_matrix_args
 from imagebuild.errors import ChecksFailed, UserError
 from imagebuild.matrix import load
@@ -26,6 +26,12 @@ def register(sub) -> None:
     )
     add_matrix_args(p)
     p.add_argument("--out", default="build", help="output folder (default: build/)")
+    p.add_argument(
+        "--platform",
+        choices=sorted(platforms.PLATFORMS),
+        help="render every variant for this platform instead of its own `platform` (e.g. the local matrix "
+        "for arm64: its wheels and /usr/lib/<multiarch> paths)",
+    )
     p.set_defaults(func=run_render)
 
     e = sub.add_parser(
@@ -53,7 +59,7 @@ def lint_errors(variants: List[Variant]) -> List[str]:
 
 
 def run_render(args: argparse.Namespace) -> int:
-    variants = load(args.matrix, args.variant)
+    variants = load(args.matrix, args.variant, platform=args.platform)
     for v in variants:
         for sev, _name, msg in v.lint:
             if sev in ("warning", "info"):

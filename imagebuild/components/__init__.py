@@ -21,7 +21,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from imagebuild import catalog
+from imagebuild import catalog, platforms
 from imagebuild.checks.expectation import Expectation
 
 if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
@@ -219,31 +219,37 @@ def order_key(name: str) -> int:
     return NAMES.index(name) if name in _BY_NAME else len(NAMES)
 
 
-def layout_dirs(components: Sequence[Component]) -> Tuple[List[str], List[str]]:
+def layout_dirs(
+    components: Sequence[Component], platform: str = platforms.DEFAULT
+) -> Tuple[List[str], List[str]]:
     """(library dirs, binary dirs) of the components' own prefixes, in registry order, each once.
 
     System prefixes (/usr) and base-image components of unknown place need nothing; a base component with a
-    prefix (a DLC's /opt/amazon/..., torch's NCCL) is put on the paths so the image's tools load that one."""
+    prefix (a DLC's /opt/amazon/..., torch's NCCL) is put on the paths so the image's tools load that one.
+    `{multiarch}` in a block's directory is the platform's (imagebuild.platforms)."""
+    fill = platforms.platform(platform).fill
     libdirs: List[str] = []
     bindirs: List[str] = []
     for comp in sorted(components, key=lambda c: order_key(c.name)):
         if comp.name not in _BY_NAME or not comp.prefix or comp.prefix == "/usr":
             continue
         b = _BY_NAME[comp.name]
-        libdirs += [d for d in b.libdirs(comp) if d not in libdirs]
-        bindirs += [d for d in b.bindirs(comp) if d not in bindirs]
+        libdirs += [fill(d) for d in b.libdirs(comp) if fill(d) not in libdirs]
+        bindirs += [fill(d) for d in b.bindirs(comp) if fill(d) not in bindirs]
     return libdirs, bindirs
 
 
-def homes(components: Sequence[Component]) -> Homes:
-    """Every home the builds use: from present components in registry order, then the blocks' defaults."""
+def homes(components: Sequence[Component], platform: str = platforms.DEFAULT) -> Homes:
+    """Every home the builds use: from present components in registry order, then the blocks' defaults
+    (`{multiarch}` filled in for the platform)."""
+    fill = platforms.platform(platform).fill
     out: Homes = {}
     present = {c.name: c for c in components}
     for b in REGISTRY:
         if b.name in present:
             for key, value in b.homes(present[b.name]).items():
-                out.setdefault(key, value)
+                out.setdefault(key, fill(value))
     for b in REGISTRY:
         for key, value in b.default_homes.items():
-            out.setdefault(key, value)
+            out.setdefault(key, fill(value))
     return out

@@ -29,8 +29,9 @@ class Openmpi(Block):
     methods = ("apt", "packages", "installer", "base")
     bundled = True
     system = True
-    # Debian/Ubuntu's libopenmpi-dev keeps mpi.h and the libraries here (MPI_HOME of nccl-tests' make)
-    default_homes = {"MPI_HOME": "/usr/lib/x86_64-linux-gnu/openmpi"}
+    # Debian/Ubuntu's libopenmpi-dev keeps mpi.h and the libraries here (MPI_HOME of nccl-tests' make);
+    # {multiarch}: the platform's (imagebuild.platforms), x86_64-linux-gnu or aarch64-linux-gnu
+    default_homes = {"MPI_HOME": "/usr/lib/{multiarch}/openmpi"}
 
     def installer_key(self, efa_params: Mapping[str, Any]) -> str:
         return f"{NAME}5" if str(efa_params.get(NAME)) == "5" else NAME

@@ -1,0 +1,173 @@
+# Rendered by efa-image-build from matrix.local.yaml (variant local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6). Do not edit: change the matrix
+# and run `build.py render`. Build context: build/local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6/context (artifacts/, validators/, training/).
+
+# ---- system: base image and OS packages ------------------------------------------------------------------
+FROM localbase/debian:bookworm-minbase AS system
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      ca-certificates=20230311+deb12u1 \
+      python3=3.11.2-1+b1 \
+      rdma-core=44.0-2 \
+      ibverbs-providers=44.0-2 \
+      libhwloc15=2.9.0-1 \
+      libfabric1=1.17.0-3 \
+      libfabric-bin=1.17.0-3 \
+      openmpi-bin=4.1.4-3+b1 \
+      libopenmpi3=4.1.4-3+b1 \
+ && rm -rf /var/lib/apt/lists/*
+
+
+# ---- builder: compilers, archives and sources live here only -------------------------------------------
+FROM system AS builder
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Build tools are builder-only and left to the base's mirror; pinned -dev packages match the runtime.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      python3 \
+      git \
+      autoconf \
+      automake \
+      libtool \
+      make \
+      g++ \
+      libhwloc-dev \
+      libfabric-dev=1.17.0-3 \
+      libopenmpi-dev=4.1.4-3+b1 \
+ && rm -rf /var/lib/apt/lists/*
+# Files pinned by commit or signature are checked against the build host's SHA256SUMS (made after it verified
+# the commit or the GPG signature); files with a pinned sha256 are checked against the pin itself.
+COPY artifacts/SHA256SUMS /tmp/artifacts/SHA256SUMS
+
+# cuda_runtime 13.0.96 from the wheel nvidia-cuda-runtime==13.0.96
+COPY artifacts/nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/artifacts/
+RUN echo 'ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55  /tmp/artifacts/nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl' | sha256sum -c - \
+ && python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [os.chmod(z.extract(i, sys.argv[2]), (i.external_attr >> 16) & 0o755 or 0o644) for i in z.infolist() if not i.is_dir()]' \
+      /tmp/artifacts/nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/wheel-cuda_runtime \
+ && mkdir -p /opt/nvidia/cuda \
+ && for d in /tmp/wheel-cuda_runtime/nvidia/*/; do cp -a "$d". /opt/nvidia/cuda/; done \
+ && find /opt/nvidia/cuda -name '__init__.py' -delete \
+ && for lib in /opt/nvidia/cuda/lib/*.so.*; do ln -sf "${lib##*/}" "${lib%%.so.*}.so"; done \
+ && ln -s lib /opt/nvidia/cuda/lib64 \
+ && rm -rf /tmp/wheel-cuda_runtime /tmp/artifacts/nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl
+# build-only wheels: /opt/nvidia/cuda-toolkit = cuda_runtime + compilers/headers, the CUDA_HOME of the builds below
+COPY artifacts/nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/artifacts/
+COPY artifacts/nvidia_nvvm-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/artifacts/
+COPY artifacts/nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/artifacts/
+COPY artifacts/nvidia_cuda_cccl-13.0.85-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/artifacts/
+RUN mkdir -p /opt/nvidia/cuda-toolkit \
+ && cp -a /opt/nvidia/cuda/. /opt/nvidia/cuda-toolkit/ \
+ && echo 'c7ff28f86a24effdc6c034fa15230c549a273e4771b10a7fec14996f8cf3307f  /tmp/artifacts/nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl' | sha256sum -c - \
+ && python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [os.chmod(z.extract(i, sys.argv[2]), (i.external_attr >> 16) & 0o755 or 0o644) for i in z.infolist() if not i.is_dir()]' \
+      /tmp/artifacts/nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/wheel-extra \
+ && for d in /tmp/wheel-extra/nvidia/*/; do cp -a "$d". /opt/nvidia/cuda-toolkit/; done \
+ && rm -rf /tmp/wheel-extra /tmp/artifacts/nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl \
+ && echo 'c4376a291d72d22a315d9d2f69bdae8f8cd83a627f75bad395cee49a0fe65dc1  /tmp/artifacts/nvidia_nvvm-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl' | sha256sum -c - \
+ && python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [os.chmod(z.extract(i, sys.argv[2]), (i.external_attr >> 16) & 0o755 or 0o644) for i in z.infolist() if not i.is_dir()]' \
+      /tmp/artifacts/nvidia_nvvm-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/wheel-extra \
+ && for d in /tmp/wheel-extra/nvidia/*/; do cp -a "$d". /opt/nvidia/cuda-toolkit/; done \
+ && rm -rf /tmp/wheel-extra /tmp/artifacts/nvidia_nvvm-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl \
+ && echo 'ee2ea2a97073e02ee62bb27841f437332be2c248e3eac013df07997ada39c003  /tmp/artifacts/nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl' | sha256sum -c - \
+ && python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [os.chmod(z.extract(i, sys.argv[2]), (i.external_attr >> 16) & 0o755 or 0o644) for i in z.infolist() if not i.is_dir()]' \
+      /tmp/artifacts/nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/wheel-extra \
+ && for d in /tmp/wheel-extra/nvidia/*/; do cp -a "$d". /opt/nvidia/cuda-toolkit/; done \
+ && rm -rf /tmp/wheel-extra /tmp/artifacts/nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl \
+ && echo '6f0203e29fed809ee2b7fe9b1344df66ecab990c37d6a2e0e189b26d6c97ed7c  /tmp/artifacts/nvidia_cuda_cccl-13.0.85-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl' | sha256sum -c - \
+ && python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [os.chmod(z.extract(i, sys.argv[2]), (i.external_attr >> 16) & 0o755 or 0o644) for i in z.infolist() if not i.is_dir()]' \
+      /tmp/artifacts/nvidia_cuda_cccl-13.0.85-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/wheel-extra \
+ && for d in /tmp/wheel-extra/nvidia/*/; do cp -a "$d". /opt/nvidia/cuda-toolkit/; done \
+ && rm -rf /tmp/wheel-extra /tmp/artifacts/nvidia_cuda_cccl-13.0.85-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl \
+ && find /opt/nvidia/cuda-toolkit -name '__init__.py' -delete
+
+# nccl 2.27.7 from the wheel nvidia-nccl-cu13==2.27.7
+COPY artifacts/nvidia_nccl_cu13-2.27.7-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/artifacts/
+RUN echo '5e3cc863e52bf9dd1e3ab1941bddb414098f489ae7342f6b3a274602303da123  /tmp/artifacts/nvidia_nccl_cu13-2.27.7-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl' | sha256sum -c - \
+ && python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [os.chmod(z.extract(i, sys.argv[2]), (i.external_attr >> 16) & 0o755 or 0o644) for i in z.infolist() if not i.is_dir()]' \
+      /tmp/artifacts/nvidia_nccl_cu13-2.27.7-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl /tmp/wheel-nccl \
+ && mkdir -p /opt/nvidia/nccl \
+ && for d in /tmp/wheel-nccl/nvidia/*/; do cp -a "$d". /opt/nvidia/nccl/; done \
+ && find /opt/nvidia/nccl -name '__init__.py' -delete \
+ && for lib in /opt/nvidia/nccl/lib/*.so.*; do ln -sf "${lib##*/}" "${lib%%.so.*}.so"; done \
+ && ln -s lib /opt/nvidia/nccl/lib64 \
+ && rm -rf /tmp/wheel-nccl /tmp/artifacts/nvidia_nccl_cu13-2.27.7-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl
+
+# aws-ofi-nccl 1.17.3 from source (git+https://github.com/aws/aws-ofi-nccl.git@93fa84ca880325013b2f639356bbb60f075148af)
+COPY artifacts/aws-ofi-nccl-93fa84ca880325013b2f639356bbb60f075148af.tar /tmp/artifacts/
+RUN awk -v f=aws-ofi-nccl-93fa84ca880325013b2f639356bbb60f075148af.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/aws-ofi-nccl-93fa84ca880325013b2f639356bbb60f075148af.tar)" = 93fa84ca880325013b2f639356bbb60f075148af \
+ && mkdir -p /tmp/src/aws_ofi_nccl \
+ && tar -xf /tmp/artifacts/aws-ofi-nccl-93fa84ca880325013b2f639356bbb60f075148af.tar --strip-components=1 -C /tmp/src/aws_ofi_nccl \
+ && rm /tmp/artifacts/aws-ofi-nccl-93fa84ca880325013b2f639356bbb60f075148af.tar
+WORKDIR /tmp/src/aws_ofi_nccl
+RUN printf '%s\n' 1.17.3 > .release_version \
+ && ./autogen.sh \
+ && ./configure --prefix=/opt/aws-ofi-nccl \
+      --with-cuda=/opt/nvidia/cuda-toolkit \
+      --enable-cudart-dynamic \
+      --with-mpi=/usr/lib/aarch64-linux-gnu/openmpi \
+      --enable-platform-aws=no \
+      --disable-tests \
+ && make -j"$(nproc)" \
+ && make install \
+ && rm -rf /tmp/src/aws_ofi_nccl
+WORKDIR /
+# nccl-tests 2.19.6 from source (git+https://github.com/NVIDIA/nccl-tests.git@a0b82b2260cf5152b9f8c061bbf7eaf0ba096432)
+COPY artifacts/nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar /tmp/artifacts/
+RUN awk -v f=nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar)" = a0b82b2260cf5152b9f8c061bbf7eaf0ba096432 \
+ && mkdir -p /tmp/src/nccl_tests \
+ && tar -xf /tmp/artifacts/nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar --strip-components=1 -C /tmp/src/nccl_tests \
+ && rm /tmp/artifacts/nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar
+WORKDIR /tmp/src/nccl_tests
+RUN make -j"$(nproc)" \
+      MPI=1 MPI_HOME=/usr/lib/aarch64-linux-gnu/openmpi \
+      NCCL_HOME=/opt/nvidia/nccl CUDA_HOME=/opt/nvidia/cuda-toolkit \
+      NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 BUILDDIR=/tmp/nccl-tests-build \
+ && mkdir -p /opt/nccl-tests/bin \
+ && cp /tmp/nccl-tests-build/*_perf /opt/nccl-tests/bin/ \
+ && rm -rf /tmp/src/nccl_tests /tmp/nccl-tests-build
+WORKDIR /
+
+# ---- runtime: only what the job needs -------------------------------------------------------------------
+FROM system AS runtime
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY --from=builder /opt/nvidia/cuda /opt/nvidia/cuda
+COPY --from=builder /opt/nvidia/nccl /opt/nvidia/nccl
+COPY --from=builder /opt/aws-ofi-nccl /opt/aws-ofi-nccl
+COPY --from=builder /opt/nccl-tests /opt/nccl-tests
+RUN printf '%s\n' /opt/nvidia/cuda/lib /opt/nvidia/nccl/lib /opt/aws-ofi-nccl/lib > /etc/ld.so.conf.d/efa-image-build.conf \
+ && ldconfig
+# Environment: `build.py explain-env local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6` says why each one is set.
+ENV LD_LIBRARY_PATH="/opt/nvidia/cuda/lib:/opt/nvidia/nccl/lib:/opt/aws-ofi-nccl/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+ENV PATH="/opt/nccl-tests/bin:${PATH}"
+# validators: `/usr/bin/python3 -m validators --help`
+COPY validators /opt/efa-image-build/validators
+RUN /usr/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
+ && /usr/bin/python3 -c 'import validators'
+# training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
+COPY training /opt/ml/code
+WORKDIR /opt/ml/code
+ENV SAGEMAKER_PROGRAM="train.py" \
+    SAGEMAKER_SUBMIT_DIRECTORY="/opt/ml/code"
+# SageMaker starts a bring-your-own image as `IMAGE train` (DLCs carry the training toolkit's `train`).
+# the variables are expanded when `train` runs, not now:
+# hadolint ignore=SC2016
+RUN printf '%s\n' '#!/bin/sh' 'cd "${SAGEMAKER_SUBMIT_DIRECTORY}" && exec /usr/bin/python3 "${SAGEMAKER_PROGRAM}" "$@"' > /usr/local/bin/train \
+ && chmod 0755 /usr/local/bin/train
+
+# The lock inside the image too: node-check reads it on the cluster, where labels are out of reach.
+COPY variant.lock.json /opt/efa-image-build/variant.lock.json
+LABEL org.efa-image-build.aws-ofi-nccl.version="1.17.3" \
+      org.efa-image-build.cuda-runtime.version="13.0.96" \
+      org.efa-image-build.cuda.version="13.0" \
+      org.efa-image-build.libfabric.version="1.17.0" \
+      org.efa-image-build.nccl-tests.version="2.19.6" \
+      org.efa-image-build.nccl.version="2.27.7" \
+      org.efa-image-build.openmpi.version="4.1.4" \
+      org.efa-image-build.variant="local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6" \
+      org.opencontainers.image.description="Debian 12, CUDA 13 wheels, aws-ofi-nccl (platform aws off) and nccl-tests built from source" \
+      org.opencontainers.image.title="local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6" \
+      org.opencontainers.image.vendor="efa-image-build example" \
+      org.efa-image-build.lock="{\"axes\":{\"ofi\":\"1.17.3\",\"tests\":\"2.19.6\"},\"base\":{\"digest\":null,\"image\":\"localbase/debian:bookworm-minbase\",\"kind\":\"local\",\"os\":\"debian12\",\"registry_arg\":null},\"build_steps\":[],\"components\":{\"aws_ofi_nccl\":{\"artifacts\":[{\"commit\":\"93fa84ca880325013b2f639356bbb60f075148af\",\"filename\":\"aws-ofi-nccl-93fa84ca880325013b2f639356bbb60f075148af.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/aws/aws-ofi-nccl.git@93fa84ca880325013b2f639356bbb60f075148af\",\"url\":\"https://github.com/aws/aws-ofi-nccl.git\"}],\"bundled_by\":null,\"commit\":\"93fa84ca880325013b2f639356bbb60f075148af\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{\"platform_aws\":\"no\"},\"prefix\":\"/opt/aws-ofi-nccl\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/aws/aws-ofi-nccl.git\",\"version\":\"1.17.3\"},\"cuda_runtime\":{\"artifacts\":[{\"filename\":\"nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl\",\"kind\":\"pypi\",\"requirement\":\"nvidia-cuda-runtime==13.0.96\",\"sha256\":\"ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55\",\"source\":\"pypi:nvidia-cuda-runtime==13.0.96\"},{\"filename\":\"nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl\",\"kind\":\"pypi\",\"requirement\":\"nvidia-cuda-nvcc==13.0.88\",\"sha256\":\"c7ff28f86a24effdc6c034fa15230c549a273e4771b10a7fec14996f8cf3307f\",\"source\":\"pypi:nvidia-cuda-nvcc==13.0.88\"},{\"filename\":\"nvidia_nvvm-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl\",\"kind\":\"pypi\",\"requirement\":\"nvidia-nvvm==13.0.88\",\"sha256\":\"c4376a291d72d22a315d9d2f69bdae8f8cd83a627f75bad395cee49a0fe65dc1\",\"source\":\"pypi:nvidia-nvvm==13.0.88\"},{\"filename\":\"nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl\",\"kind\":\"pypi\",\"requirement\":\"nvidia-cuda-crt==13.0.88\",\"sha256\":\"ee2ea2a97073e02ee62bb27841f437332be2c248e3eac013df07997ada39c003\",\"source\":\"pypi:nvidia-cuda-crt==13.0.88\"},{\"filename\":\"nvidia_cuda_cccl-13.0.85-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl\",\"kind\":\"pypi\",\"requirement\":\"nvidia-cuda-cccl==13.0.85\",\"sha256\":\"6f0203e29fed809ee2b7fe9b1344df66ecab990c37d6a2e0e189b26d6c97ed7c\",\"source\":\"pypi:nvidia-cuda-cccl==13.0.85\"}],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"wheel\",\"packages\":[],\"params\":{\"toolkit\":\"yes\"},\"prefix\":\"/opt/nvidia/cuda\",\"sha256\":\"ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55\",\"source\":\"pypi\",\"url\":null,\"version\":\"13.0.96\"},\"libfabric\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[\"libfabric-dev=1.17.0-3\"],\"method\":\"apt\",\"packages\":[\"libfabric1=1.17.0-3\",\"libfabric-bin=1.17.0-3\"],\"params\":{},\"prefix\":\"/usr\",\"sha256\":null,\"source\":\"apt\",\"url\":null,\"version\":\"1.17.0\"},\"nccl\":{\"artifacts\":[{\"filename\":\"nvidia_nccl_cu13-2.27.7-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl\",\"kind\":\"pypi\",\"requirement\":\"nvidia-nccl-cu13==2.27.7\",\"sha256\":\"5e3cc863e52bf9dd1e3ab1941bddb414098f489ae7342f6b3a274602303da123\",\"source\":\"pypi:nvidia-nccl-cu13==2.27.7\"}],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"wheel\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/nvidia/nccl\",\"sha256\":\"5e3cc863e52bf9dd1e3ab1941bddb414098f489ae7342f6b3a274602303da123\",\"source\":\"pypi\",\"url\":null,\"version\":\"2.27.7\"},\"nccl_tests\":{\"artifacts\":[{\"commit\":\"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432\",\"filename\":\"nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/NVIDIA/nccl-tests.git@a0b82b2260cf5152b9f8c061bbf7eaf0ba096432\",\"url\":\"https://github.com/NVIDIA/nccl-tests.git\"}],\"bundled_by\":null,\"commit\":\"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{\"mpi\":\"1\"},\"prefix\":\"/opt/nccl-tests\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/NVIDIA/nccl-tests.git\",\"version\":\"2.19.6\"},\"openmpi\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[\"libopenmpi-dev=4.1.4-3+b1\"],\"method\":\"apt\",\"packages\":[\"openmpi-bin=4.1.4-3+b1\",\"libopenmpi3=4.1.4-3+b1\"],\"params\":{},\"prefix\":\"/usr\",\"sha256\":null,\"source\":\"apt\",\"url\":null,\"version\":\"4.1.4\"}},\"cuda\":\"13.0\",\"description\":\"Debian 12, CUDA 13 wheels, aws-ofi-nccl (platform aws off) and nccl-tests built from source\",\"env\":[{\"name\":\"LD_LIBRARY_PATH\",\"origin\":\"layout\",\"reason\":\"component libraries first (also in /etc/ld.so.conf.d for jobs that reset it)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/nvidia/cuda/lib:/opt/nvidia/nccl/lib:/opt/aws-ofi-nccl/lib\${LD_LIBRARY_PATH:+:\${LD_LIBRARY_PATH}}\"},{\"name\":\"PATH\",\"origin\":\"layout\",\"reason\":\"component tools (mpirun, fi_info, nccl-tests)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/nccl-tests/bin:\${PATH}\"},{\"name\":\"SAGEMAKER_PROGRAM\",\"origin\":\"training\",\"reason\":\"the script SageMaker's training toolkit runs\",\"source\":\"SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)\",\"value\":\"train.py\"}],\"env_forbidden\":[{\"name\":\"NCCL_ALGO\",\"reason\":\"from NCCL 2.12 (the floor AWS's guidance for this project sets) NCCL's tuner picks the algorithm per size, node count and bandwidth, and on AWS aws-ofi-nccl's own tuner (on by default since 1.16.0) does; a forced algorithm makes the plugin's tuner fall back to NCCL's (1.17.0), losing its per-platform choices, and crashed the tuner before 1.20.0 ('Fixed tuner segfault when NCCL_ALGO or NCCL_PROTO is explicitly set')\",\"severity\":\"error\",\"source\":\"aws/aws-ofi-nccl RELEASENOTES.md (v1.16.0 tuner on by default on AWS; v1.17.0 tuner falls back when an algorithm or protocol is set; v1.20.0 segfault fix); NVIDIA/nccl issue 754 (tuner switches by size and topology); NVIDIA/nccl-tests issue 196 (Tree since NCCL 2.4)\"},{\"name\":\"RDMAV_FORK_SAFE\",\"reason\":\"the EFA guidance says 'do not use': rdma-core's fork protection is not needed with current kernels and libfabric, and it costs registration performance\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"FI_EFA_FORK_SAFE\",\"reason\":\"not needed with current libfabric and kernels (fork support is detected)\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"NCCL_PROTO\",\"reason\":\"aws-ofi-nccl >= 1.6 forces Simple itself where needed; forcing a protocol disables LL/LL128 where they are safe and fast\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"NCCL_BUFFSIZE\",\"reason\":\"leave NCCL_BUFFSIZE at its default; a changed buffer size was tuned for another stack\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"}],\"instance_types\":[],\"labels\":{\"org.efa-image-build.aws-ofi-nccl.version\":\"1.17.3\",\"org.efa-image-build.cuda-runtime.version\":\"13.0.96\",\"org.efa-image-build.cuda.version\":\"13.0\",\"org.efa-image-build.libfabric.version\":\"1.17.0\",\"org.efa-image-build.nccl-tests.version\":\"2.19.6\",\"org.efa-image-build.nccl.version\":\"2.27.7\",\"org.efa-image-build.openmpi.version\":\"4.1.4\",\"org.efa-image-build.variant\":\"local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6\",\"org.opencontainers.image.description\":\"Debian 12, CUDA 13 wheels, aws-ofi-nccl (platform aws off) and nccl-tests built from source\",\"org.opencontainers.image.title\":\"local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6\",\"org.opencontainers.image.vendor\":\"efa-image-build example\"},\"matrix\":\"matrix.local.yaml\",\"name\":\"local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6\",\"options\":{\"build_ca\":false,\"cuda_arch\":\"90\",\"jobs\":0},\"packages\":[\"ca-certificates=20230311+deb12u1\",\"python3=3.11.2-1+b1\",\"rdma-core=44.0-2\",\"ibverbs-providers=44.0-2\",\"libhwloc15=2.9.0-1\"],\"platform\":\"linux/arm64\",\"python\":\"/usr/bin/python3\",\"schema\":\"efa-image-build/lock/v1\",\"tags\":[\"efa-image-build/local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6:local\"],\"training\":{\"code_dir\":\"/opt/ml/code\",\"entry_point\":\"train.py\",\"install_requirements\":false,\"require_hashes\":false,\"requirements\":\"requirements.txt\",\"sagemaker\":true,\"source_dir\":\"examples/training\"}}"

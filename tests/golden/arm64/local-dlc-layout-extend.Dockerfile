@@ -1,0 +1,49 @@
+# Rendered by efa-image-build from matrix.local.yaml (variant local-dlc-layout-extend). Do not edit: change the matrix
+# and run `build.py render`. Build context: build/local-dlc-layout-extend/context (artifacts/, validators/, training/).
+
+# ---- system: base image and OS packages ------------------------------------------------------------------
+FROM localbase/dlc-layout:bookworm AS system
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      openssh-server=1:9.2p1-2+deb12u10 \
+      openssh-client=1:9.2p1-2+deb12u10 \
+ && rm -rf /var/lib/apt/lists/*
+
+# sshd for multi-node launches (mpi-operator v2 workers run `/usr/sbin/sshd -De`): host keys made at build, the
+# privilege separation directory, pam_loginuid optional; the cluster-internal client does not ask about host keys.
+RUN ssh-keygen -A \
+ && mkdir -p /var/run/sshd \
+ && if [ -f /etc/pam.d/sshd ]; then sed -i 's/^session\s*required\s*pam_loginuid.so/session optional pam_loginuid.so/' /etc/pam.d/sshd; fi \
+ && printf '%s\n' 'Host *' '    StrictHostKeyChecking no' '    UserKnownHostsFile /dev/null' > /etc/ssh/ssh_config.d/efa-image-build.conf \
+ && /usr/sbin/sshd -t
+
+# ---- runtime: only what the job needs -------------------------------------------------------------------
+FROM system AS runtime
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN printf '%s\n' /opt/amazon/efa/lib /opt/amazon/openmpi/lib /usr/local/lib/python3.11/site-packages/nvidia/nccl/lib > /etc/ld.so.conf.d/efa-image-build.conf \
+ && ldconfig
+# Environment: `build.py explain-env local-dlc-layout-extend` says why each one is set.
+ENV LD_LIBRARY_PATH="/opt/amazon/efa/lib:/opt/amazon/openmpi/lib:/usr/local/lib/python3.11/site-packages/nvidia/nccl/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+ENV PATH="/opt/amazon/efa/bin:/opt/amazon/openmpi/bin:${PATH}"
+# validators: `/usr/local/bin/python3 -m validators --help`
+COPY validators /opt/efa-image-build/validators
+RUN /usr/local/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
+ && /usr/local/bin/python3 -c 'import validators'
+# training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
+COPY training /opt/ml/code
+WORKDIR /opt/ml/code
+
+# The lock inside the image too: node-check reads it on the cluster, where labels are out of reach.
+COPY variant.lock.json /opt/efa-image-build/variant.lock.json
+LABEL org.efa-image-build.cuda.version="12.8" \
+      org.efa-image-build.libfabric.version="1.17.0" \
+      org.efa-image-build.nccl.version="2.27.7" \
+      org.efa-image-build.openmpi.version="4.1.4" \
+      org.efa-image-build.openssh.version="9.2p1" \
+      org.efa-image-build.variant="local-dlc-layout-extend" \
+      org.opencontainers.image.description="the local DLC-layout base extended with sshd, the validators and the training code" \
+      org.opencontainers.image.title="local-dlc-layout-extend" \
+      org.opencontainers.image.vendor="efa-image-build example" \
+      org.efa-image-build.lock="{\"axes\":{},\"base\":{\"digest\":null,\"image\":\"localbase/dlc-layout:bookworm\",\"kind\":\"dlc\",\"os\":\"debian12\",\"registry_arg\":null},\"build_steps\":[],\"components\":{\"libfabric\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"base\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/amazon/efa\",\"sha256\":null,\"source\":\"base\",\"url\":null,\"version\":\"1.17.0\"},\"nccl\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"base\",\"packages\":[],\"params\":{},\"prefix\":\"/usr/local/lib/python3.11/site-packages/nvidia/nccl\",\"sha256\":null,\"source\":\"base\",\"url\":null,\"version\":\"2.27.7\"},\"openmpi\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"base\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/amazon/openmpi\",\"sha256\":null,\"source\":\"base\",\"url\":null,\"version\":\"4.1.4\"},\"openssh\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"apt\",\"packages\":[\"openssh-server=1:9.2p1-2+deb12u10\",\"openssh-client=1:9.2p1-2+deb12u10\"],\"params\":{},\"prefix\":\"/usr\",\"sha256\":null,\"source\":\"apt\",\"url\":null,\"version\":\"9.2p1\"}},\"cuda\":\"12.8\",\"description\":\"the local DLC-layout base extended with sshd, the validators and the training code\",\"env\":[{\"name\":\"LD_LIBRARY_PATH\",\"origin\":\"layout\",\"reason\":\"component libraries first (also in /etc/ld.so.conf.d for jobs that reset it)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/amazon/efa/lib:/opt/amazon/openmpi/lib:/usr/local/lib/python3.11/site-packages/nvidia/nccl/lib\${LD_LIBRARY_PATH:+:\${LD_LIBRARY_PATH}}\"},{\"name\":\"PATH\",\"origin\":\"layout\",\"reason\":\"component tools (mpirun, fi_info, nccl-tests)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/amazon/efa/bin:/opt/amazon/openmpi/bin:\${PATH}\"}],\"env_forbidden\":[{\"name\":\"NCCL_ALGO\",\"reason\":\"from NCCL 2.12 (the floor AWS's guidance for this project sets) NCCL's tuner picks the algorithm per size, node count and bandwidth, and on AWS aws-ofi-nccl's own tuner (on by default since 1.16.0) does; a forced algorithm makes the plugin's tuner fall back to NCCL's (1.17.0), losing its per-platform choices, and crashed the tuner before 1.20.0 ('Fixed tuner segfault when NCCL_ALGO or NCCL_PROTO is explicitly set')\",\"severity\":\"error\",\"source\":\"aws/aws-ofi-nccl RELEASENOTES.md (v1.16.0 tuner on by default on AWS; v1.17.0 tuner falls back when an algorithm or protocol is set; v1.20.0 segfault fix); NVIDIA/nccl issue 754 (tuner switches by size and topology); NVIDIA/nccl-tests issue 196 (Tree since NCCL 2.4)\"},{\"name\":\"RDMAV_FORK_SAFE\",\"reason\":\"the EFA guidance says 'do not use': rdma-core's fork protection is not needed with current kernels and libfabric, and it costs registration performance\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"FI_EFA_FORK_SAFE\",\"reason\":\"not needed with current libfabric and kernels (fork support is detected)\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"NCCL_BUFFSIZE\",\"reason\":\"leave NCCL_BUFFSIZE at its default; a changed buffer size was tuned for another stack\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"}],\"instance_types\":[],\"labels\":{\"org.efa-image-build.cuda.version\":\"12.8\",\"org.efa-image-build.libfabric.version\":\"1.17.0\",\"org.efa-image-build.nccl.version\":\"2.27.7\",\"org.efa-image-build.openmpi.version\":\"4.1.4\",\"org.efa-image-build.openssh.version\":\"9.2p1\",\"org.efa-image-build.variant\":\"local-dlc-layout-extend\",\"org.opencontainers.image.description\":\"the local DLC-layout base extended with sshd, the validators and the training code\",\"org.opencontainers.image.title\":\"local-dlc-layout-extend\",\"org.opencontainers.image.vendor\":\"efa-image-build example\"},\"matrix\":\"matrix.local.yaml\",\"name\":\"local-dlc-layout-extend\",\"options\":{\"build_ca\":false,\"cuda_arch\":\"90\",\"jobs\":0},\"packages\":[],\"platform\":\"linux/arm64\",\"python\":\"/usr/local/bin/python3\",\"schema\":\"efa-image-build/lock/v1\",\"tags\":[\"efa-image-build/local-dlc-layout-extend:local\"],\"training\":{\"code_dir\":\"/opt/ml/code\",\"entry_point\":\"train.py\",\"install_requirements\":false,\"require_hashes\":false,\"requirements\":\"requirements.txt\",\"sagemaker\":false,\"source_dir\":\"examples/training\"}}"

@@ -1,0 +1,184 @@
+# Rendered by efa-image-build from matrix.yaml (variant cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64). Do not edit: change the matrix
+# and run `build.py render`. Build context: build/cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64/context (artifacts/, validators/, training/).
+
+# ---- system: base image and OS packages ------------------------------------------------------------------
+FROM nvidia/cuda:12.8.1-devel-ubuntu22.04 AS system
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+# Unpinned in the matrix (pin them for reproducible images): python3, libhwloc15
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      python3 \
+      libhwloc15 \
+      openssh-server=1:8.9p1-3ubuntu0.16 \
+      openssh-client=1:8.9p1-3ubuntu0.16 \
+ && rm -rf /var/lib/apt/lists/*
+
+# sshd for multi-node launches (mpi-operator v2 workers run `/usr/sbin/sshd -De`): host keys made at build, the
+# privilege separation directory, pam_loginuid optional; the cluster-internal client does not ask about host keys.
+RUN ssh-keygen -A \
+ && mkdir -p /var/run/sshd \
+ && if [ -f /etc/pam.d/sshd ]; then sed -i 's/^session\s*required\s*pam_loginuid.so/session optional pam_loginuid.so/' /etc/pam.d/sshd; fi \
+ && printf '%s\n' 'Host *' '    StrictHostKeyChecking no' '    UserKnownHostsFile /dev/null' > /etc/ssh/ssh_config.d/efa-image-build.conf \
+ && /usr/sbin/sshd -t
+# One NCCL per image: nccl 2.27.7 comes from this build, so the base's NCCL packages go.
+RUN { dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' libnccl2 libnccl-dev 2>/dev/null || true; } \
+      | awk '$1 ~ /^.i/ {print $2}' | xargs -r apt-get purge -y --allow-change-held-packages \
+ && ldconfig
+
+# ---- EFA installer 1.41.0: verify (builder-only stage) -------------------------------------
+FROM system AS efa-verify
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gnupg ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY artifacts/aws-efa-installer-1.41.0.tar.gz artifacts/aws-efa-installer-1.41.0.tar.gz.sig artifacts/aws-efa-installer.key /tmp/efa/
+WORKDIR /tmp/efa
+RUN echo '3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f  aws-efa-installer-1.41.0.tar.gz' | sha256sum -c - \
+ && export GNUPGHOME=/tmp/efa/gnupg && mkdir -m 700 "$GNUPGHOME" \
+ && gpg --batch --quiet --import aws-efa-installer.key \
+ && gpg --batch --export 4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC > only-pinned-key.gpg \
+ && test -s only-pinned-key.gpg \
+ && gpgv --keyring /tmp/efa/only-pinned-key.gpg aws-efa-installer-1.41.0.tar.gz.sig aws-efa-installer-1.41.0.tar.gz \
+ && tar -xzf aws-efa-installer-1.41.0.tar.gz
+
+# ---- EFA installer 1.41.0: install --------------------------------------------------------
+FROM system AS efa
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY --from=efa-verify /tmp/efa/aws-efa-installer /tmp/aws-efa-installer
+WORKDIR /tmp/aws-efa-installer
+# One plugin per image: this variant builds its own, so the installer's bundled copy goes (dpkg: a no-op
+# where the package is not installed).
+RUN apt-get update \
+ && ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
+ && dpkg --purge libnccl-ofi \
+ && rm -rf /opt/amazon/ofi-nccl \
+ && rm -rf /tmp/aws-efa-installer /var/lib/apt/lists/*
+WORKDIR /
+
+# ---- builder: compilers, archives and sources live here only -------------------------------------------
+FROM efa AS builder
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Build tools are builder-only and left to the base's mirror; pinned -dev packages match the runtime.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      git \
+      make \
+      g++ \
+      autoconf \
+      automake \
+      libtool \
+      libhwloc-dev \
+      gcc \
+ && rm -rf /var/lib/apt/lists/*
+# Files pinned by commit or signature are checked against the build host's SHA256SUMS (made after it verified
+# the commit or the GPG signature); files with a pinned sha256 are checked against the pin itself.
+COPY artifacts/SHA256SUMS /tmp/artifacts/SHA256SUMS
+
+# nccl 2.27.7 from source (git+https://github.com/NVIDIA/nccl.git@593de54e52679b51428571c13271e2ea9f91b1b1)
+COPY artifacts/nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar /tmp/artifacts/
+RUN awk -v f=nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar)" = 593de54e52679b51428571c13271e2ea9f91b1b1 \
+ && mkdir -p /tmp/src/nccl \
+ && tar -xf /tmp/artifacts/nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar --strip-components=1 -C /tmp/src/nccl \
+ && rm /tmp/artifacts/nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar
+WORKDIR /tmp/src/nccl
+RUN make -j"$(nproc)" src.build CUDA_HOME=/usr/local/cuda \
+      NVCC_GENCODE=-gencode=arch=compute_100,code=sm_100 \
+ && make src.install PREFIX=/opt/nvidia/nccl \
+ && rm -rf /tmp/src/nccl
+WORKDIR /
+# aws-ofi-nccl 1.21.1 from source (git+https://github.com/aws/aws-ofi-nccl.git@2475c4c736907e68ebeadb3848f31231ee4a44d0)
+COPY artifacts/aws-ofi-nccl-2475c4c736907e68ebeadb3848f31231ee4a44d0.tar /tmp/artifacts/
+RUN awk -v f=aws-ofi-nccl-2475c4c736907e68ebeadb3848f31231ee4a44d0.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/aws-ofi-nccl-2475c4c736907e68ebeadb3848f31231ee4a44d0.tar)" = 2475c4c736907e68ebeadb3848f31231ee4a44d0 \
+ && mkdir -p /tmp/src/aws_ofi_nccl \
+ && tar -xf /tmp/artifacts/aws-ofi-nccl-2475c4c736907e68ebeadb3848f31231ee4a44d0.tar --strip-components=1 -C /tmp/src/aws_ofi_nccl \
+ && rm /tmp/artifacts/aws-ofi-nccl-2475c4c736907e68ebeadb3848f31231ee4a44d0.tar
+WORKDIR /tmp/src/aws_ofi_nccl
+RUN printf '%s\n' 1.21.1 > .release_version \
+ && ./autogen.sh \
+ && ./configure --prefix=/opt/aws-ofi-nccl \
+      --with-libfabric=/opt/amazon/efa \
+      --with-cuda=/usr/local/cuda \
+      --with-mpi=/opt/amazon/openmpi \
+      --enable-platform-aws \
+      --disable-tests \
+ && make -j"$(nproc)" \
+ && make install \
+ && rm -rf /tmp/src/aws_ofi_nccl
+WORKDIR /
+# nccl-tests 2.19.6 from source (git+https://github.com/NVIDIA/nccl-tests.git@a0b82b2260cf5152b9f8c061bbf7eaf0ba096432)
+COPY artifacts/nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar /tmp/artifacts/
+RUN awk -v f=nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar)" = a0b82b2260cf5152b9f8c061bbf7eaf0ba096432 \
+ && mkdir -p /tmp/src/nccl_tests \
+ && tar -xf /tmp/artifacts/nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar --strip-components=1 -C /tmp/src/nccl_tests \
+ && rm /tmp/artifacts/nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar
+WORKDIR /tmp/src/nccl_tests
+RUN make -j"$(nproc)" \
+      MPI=1 MPI_HOME=/opt/amazon/openmpi \
+      NCCL_HOME=/opt/nvidia/nccl CUDA_HOME=/usr/local/cuda \
+      NVCC_GENCODE=-gencode=arch=compute_100,code=sm_100 BUILDDIR=/tmp/nccl-tests-build \
+ && mkdir -p /opt/nccl-tests/bin \
+ && cp /tmp/nccl-tests-build/*_perf /opt/nccl-tests/bin/ \
+ && rm -rf /tmp/src/nccl_tests /tmp/nccl-tests-build
+WORKDIR /
+# gdrcopy 2.6 from source (git+https://github.com/NVIDIA/gdrcopy.git@93c606bbcaa10457cbbab93163aa446d902b983d)
+COPY artifacts/gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar /tmp/artifacts/
+RUN awk -v f=gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar -v d=/tmp/artifacts '$2 == f {print $1 "  " d "/" $2}' /tmp/artifacts/SHA256SUMS | sha256sum -c - \
+ && test "$(git get-tar-commit-id < /tmp/artifacts/gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar)" = 93c606bbcaa10457cbbab93163aa446d902b983d \
+ && mkdir -p /tmp/src/gdrcopy \
+ && tar -xf /tmp/artifacts/gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar --strip-components=1 -C /tmp/src/gdrcopy \
+ && rm /tmp/artifacts/gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar
+WORKDIR /tmp/src/gdrcopy
+RUN make -j"$(nproc)" prefix=/opt/gdrcopy CUDA=/usr/local/cuda lib lib_install \
+ && rm -rf /tmp/src/gdrcopy
+WORKDIR /
+
+# ---- runtime: only what the job needs -------------------------------------------------------------------
+FROM efa AS runtime
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY --from=builder /opt/nvidia/nccl /opt/nvidia/nccl
+COPY --from=builder /opt/aws-ofi-nccl /opt/aws-ofi-nccl
+COPY --from=builder /opt/nccl-tests /opt/nccl-tests
+COPY --from=builder /opt/gdrcopy /opt/gdrcopy
+RUN printf '%s\n' /opt/amazon/openmpi/lib /opt/amazon/efa/lib /opt/nvidia/nccl/lib /opt/aws-ofi-nccl/lib /opt/gdrcopy/lib > /etc/ld.so.conf.d/efa-image-build.conf \
+ && ldconfig
+# Environment: `build.py explain-env cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64` says why each one is set.
+ENV LD_LIBRARY_PATH="/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/nvidia/nccl/lib:/opt/aws-ofi-nccl/lib:/opt/gdrcopy/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+ENV PATH="/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:/opt/nccl-tests/bin:${PATH}"
+# validators: `/usr/bin/python3 -m validators --help`
+COPY validators /opt/efa-image-build/validators
+RUN /usr/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
+ && /usr/bin/python3 -c 'import validators'
+# training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
+COPY training /opt/ml/code
+WORKDIR /opt/ml/code
+ENV SAGEMAKER_PROGRAM="train.py" \
+    SAGEMAKER_SUBMIT_DIRECTORY="/opt/ml/code"
+# SageMaker starts a bring-your-own image as `IMAGE train` (DLCs carry the training toolkit's `train`).
+# the variables are expanded when `train` runs, not now:
+# hadolint ignore=SC2016
+RUN printf '%s\n' '#!/bin/sh' 'cd "${SAGEMAKER_SUBMIT_DIRECTORY}" && exec /usr/bin/python3 "${SAGEMAKER_PROGRAM}" "$@"' > /usr/local/bin/train \
+ && chmod 0755 /usr/local/bin/train
+
+# The lock inside the image too: node-check reads it on the cluster, where labels are out of reach.
+COPY variant.lock.json /opt/efa-image-build/variant.lock.json
+LABEL org.efa-image-build.aws-ofi-nccl.version="1.21.1" \
+      org.efa-image-build.cuda.version="12.8" \
+      org.efa-image-build.efa-installer.version="1.41.0" \
+      org.efa-image-build.gdrcopy.version="2.6" \
+      org.efa-image-build.libfabric.version="2.1.0" \
+      org.efa-image-build.nccl-tests.version="2.19.6" \
+      org.efa-image-build.nccl.version="2.27.7" \
+      org.efa-image-build.openmpi.version="4.1.7" \
+      org.efa-image-build.openssh.version="8.9p1" \
+      org.efa-image-build.variant="cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64" \
+      org.opencontainers.image.description="Grace Blackwell p6e-gb200 (arm64) with EFA 1.41, NCCL 2.27.7 and aws-ofi-nccl 1.21.1 from source" \
+      org.opencontainers.image.title="cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64" \
+      org.opencontainers.image.vendor="Example ML platform team" \
+      org.efa-image-build.lock="{\"axes\":{},\"base\":{\"digest\":null,\"image\":\"nvidia/cuda:12.8.1-devel-ubuntu22.04\",\"kind\":\"cuda\",\"os\":\"ubuntu22.04\",\"registry_arg\":null},\"build_steps\":[],\"components\":{\"aws_ofi_nccl\":{\"artifacts\":[{\"commit\":\"2475c4c736907e68ebeadb3848f31231ee4a44d0\",\"filename\":\"aws-ofi-nccl-2475c4c736907e68ebeadb3848f31231ee4a44d0.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/aws/aws-ofi-nccl.git@2475c4c736907e68ebeadb3848f31231ee4a44d0\",\"url\":\"https://github.com/aws/aws-ofi-nccl.git\"}],\"bundled_by\":null,\"commit\":\"2475c4c736907e68ebeadb3848f31231ee4a44d0\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{\"platform_aws\":\"yes\"},\"prefix\":\"/opt/aws-ofi-nccl\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/aws/aws-ofi-nccl.git\",\"version\":\"1.21.1\"},\"efa_installer\":{\"artifacts\":[{\"filename\":\"aws-efa-installer-1.41.0.tar.gz\",\"gpg_fingerprint\":\"4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC\",\"key_file\":\"aws-efa-installer.key\",\"key_url\":\"https://efa-installer.amazonaws.com/aws-efa-installer.key\",\"kind\":\"url\",\"sha256\":\"3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f\",\"signature_file\":\"aws-efa-installer-1.41.0.tar.gz.sig\",\"signature_url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz.sig\",\"source\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz\",\"url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz\"}],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{\"openmpi\":\"4\"},\"prefix\":\"/opt/amazon/efa\",\"sha256\":\"3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f\",\"source\":\"url\",\"url\":\"https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz\",\"version\":\"1.41.0\"},\"gdrcopy\":{\"artifacts\":[{\"commit\":\"93c606bbcaa10457cbbab93163aa446d902b983d\",\"filename\":\"gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/NVIDIA/gdrcopy.git@93c606bbcaa10457cbbab93163aa446d902b983d\",\"url\":\"https://github.com/NVIDIA/gdrcopy.git\"}],\"bundled_by\":null,\"commit\":\"93c606bbcaa10457cbbab93163aa446d902b983d\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/gdrcopy\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/NVIDIA/gdrcopy.git\",\"version\":\"2.6\"},\"libfabric\":{\"artifacts\":[],\"bundled_by\":\"efa_installer\",\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/amazon/efa\",\"sha256\":null,\"source\":\"installer\",\"url\":null,\"version\":\"2.1.0\"},\"nccl\":{\"artifacts\":[{\"commit\":\"593de54e52679b51428571c13271e2ea9f91b1b1\",\"filename\":\"nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/NVIDIA/nccl.git@593de54e52679b51428571c13271e2ea9f91b1b1\",\"url\":\"https://github.com/NVIDIA/nccl.git\"}],\"bundled_by\":null,\"commit\":\"593de54e52679b51428571c13271e2ea9f91b1b1\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/nvidia/nccl\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/NVIDIA/nccl.git\",\"version\":\"2.27.7\"},\"nccl_tests\":{\"artifacts\":[{\"commit\":\"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432\",\"filename\":\"nccl-tests-a0b82b2260cf5152b9f8c061bbf7eaf0ba096432.tar\",\"kind\":\"git\",\"sha256\":null,\"source\":\"git+https://github.com/NVIDIA/nccl-tests.git@a0b82b2260cf5152b9f8c061bbf7eaf0ba096432\",\"url\":\"https://github.com/NVIDIA/nccl-tests.git\"}],\"bundled_by\":null,\"commit\":\"a0b82b2260cf5152b9f8c061bbf7eaf0ba096432\",\"dev_packages\":[],\"method\":\"source\",\"packages\":[],\"params\":{\"mpi\":\"1\"},\"prefix\":\"/opt/nccl-tests\",\"sha256\":null,\"source\":\"git\",\"url\":\"https://github.com/NVIDIA/nccl-tests.git\",\"version\":\"2.19.6\"},\"openmpi\":{\"artifacts\":[],\"bundled_by\":\"efa_installer\",\"commit\":null,\"dev_packages\":[],\"method\":\"installer\",\"packages\":[],\"params\":{},\"prefix\":\"/opt/amazon/openmpi\",\"sha256\":null,\"source\":\"installer\",\"url\":null,\"version\":\"4.1.7\"},\"openssh\":{\"artifacts\":[],\"bundled_by\":null,\"commit\":null,\"dev_packages\":[],\"method\":\"apt\",\"packages\":[\"openssh-server=1:8.9p1-3ubuntu0.16\",\"openssh-client=1:8.9p1-3ubuntu0.16\"],\"params\":{},\"prefix\":\"/usr\",\"sha256\":null,\"source\":\"apt\",\"url\":null,\"version\":\"8.9p1\"}},\"cuda\":\"12.8\",\"description\":\"Grace Blackwell p6e-gb200 (arm64) with EFA 1.41, NCCL 2.27.7 and aws-ofi-nccl 1.21.1 from source\",\"env\":[{\"name\":\"LD_LIBRARY_PATH\",\"origin\":\"layout\",\"reason\":\"component libraries first (also in /etc/ld.so.conf.d for jobs that reset it)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/nvidia/nccl/lib:/opt/aws-ofi-nccl/lib:/opt/gdrcopy/lib\${LD_LIBRARY_PATH:+:\${LD_LIBRARY_PATH}}\"},{\"name\":\"PATH\",\"origin\":\"layout\",\"reason\":\"component tools (mpirun, fi_info, nccl-tests)\",\"source\":\"component layout (imagebuild/catalog)\",\"value\":\"/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:/opt/nccl-tests/bin:\${PATH}\"},{\"name\":\"SAGEMAKER_PROGRAM\",\"origin\":\"training\",\"reason\":\"the script SageMaker's training toolkit runs\",\"source\":\"SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)\",\"value\":\"train.py\"}],\"env_forbidden\":[{\"name\":\"NCCL_ALGO\",\"reason\":\"from NCCL 2.12 (the floor AWS's guidance for this project sets) NCCL's tuner picks the algorithm per size, node count and bandwidth, and on AWS aws-ofi-nccl's own tuner (on by default since 1.16.0) does; a forced algorithm makes the plugin's tuner fall back to NCCL's (1.17.0), losing its per-platform choices, and crashed the tuner before 1.20.0 ('Fixed tuner segfault when NCCL_ALGO or NCCL_PROTO is explicitly set')\",\"severity\":\"error\",\"source\":\"aws/aws-ofi-nccl RELEASENOTES.md (v1.16.0 tuner on by default on AWS; v1.17.0 tuner falls back when an algorithm or protocol is set; v1.20.0 segfault fix); NVIDIA/nccl issue 754 (tuner switches by size and topology); NVIDIA/nccl-tests issue 196 (Tree since NCCL 2.4)\"},{\"name\":\"RDMAV_FORK_SAFE\",\"reason\":\"the EFA guidance says 'do not use': rdma-core's fork protection is not needed with current kernels and libfabric, and it costs registration performance\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"FI_EFA_FORK_SAFE\",\"reason\":\"not needed with current libfabric and kernels (fork support is detected)\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"NCCL_PROTO\",\"reason\":\"aws-ofi-nccl >= 1.6 forces Simple itself where needed; forcing a protocol disables LL/LL128 where they are safe and fast\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"},{\"name\":\"NCCL_BUFFSIZE\",\"reason\":\"leave NCCL_BUFFSIZE at its default; a changed buffer size was tuned for another stack\",\"severity\":\"warning\",\"source\":\"aws/aws-ofi-nccl doc/efa-env-var.md\"}],\"instance_types\":[\"p6e-gb200.36xlarge\"],\"labels\":{\"org.efa-image-build.aws-ofi-nccl.version\":\"1.21.1\",\"org.efa-image-build.cuda.version\":\"12.8\",\"org.efa-image-build.efa-installer.version\":\"1.41.0\",\"org.efa-image-build.gdrcopy.version\":\"2.6\",\"org.efa-image-build.libfabric.version\":\"2.1.0\",\"org.efa-image-build.nccl-tests.version\":\"2.19.6\",\"org.efa-image-build.nccl.version\":\"2.27.7\",\"org.efa-image-build.openmpi.version\":\"4.1.7\",\"org.efa-image-build.openssh.version\":\"8.9p1\",\"org.efa-image-build.variant\":\"cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64\",\"org.opencontainers.image.description\":\"Grace Blackwell p6e-gb200 (arm64) with EFA 1.41, NCCL 2.27.7 and aws-ofi-nccl 1.21.1 from source\",\"org.opencontainers.image.title\":\"cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64\",\"org.opencontainers.image.vendor\":\"Example ML platform team\"},\"matrix\":\"matrix.yaml\",\"name\":\"cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64\",\"options\":{\"build_ca\":false,\"cuda_arch\":\"100\",\"jobs\":0},\"packages\":[\"python3\",\"libhwloc15\"],\"platform\":\"linux/arm64\",\"python\":\"/usr/bin/python3\",\"schema\":\"efa-image-build/lock/v1\",\"tags\":[\"ml-platform/training:cuda12.8-efa1.41-nccl2.27.7-ofi1.21-arm64\"],\"training\":{\"code_dir\":\"/opt/ml/code\",\"entry_point\":\"train.py\",\"install_requirements\":false,\"require_hashes\":false,\"requirements\":\"requirements.txt\",\"sagemaker\":true,\"source_dir\":\"examples/training\"}}"
