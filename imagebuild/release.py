@@ -109,6 +109,22 @@ def preflight_names(report: Dict[str, Any], digest: Optional[str], image_id: Opt
     return any(x and x in (digest, image_id) for x in found)
 
 
+def preflight_refusal(report: Dict[str, Any]) -> Optional[str]:
+    """Why this pre-flight report cannot clear a release, or None. A replayed recording proves nothing
+    about the image's run (it says REPLAY); a launch the log contradicts is a spoof or a mix-up."""
+    run = report.get("run") if isinstance(report.get("run"), dict) else {}
+    if report.get("replay") or run.get("replay"):
+        return "REPLAY: made from a replayed recording, not a run of the image"
+    launch = [
+        c for c in report.get("checks") or [] if isinstance(c, dict) and c.get("name") == "launch-matches-log"
+    ]
+    if any(c.get("status") != "pass" for c in launch):
+        return "the log does not match what the launcher started (check launch-matches-log)"
+    if report.get("verdict") != "pass":
+        return f"verdict {report.get('verdict')!r}, not pass"
+    return None
+
+
 def gate_variant(
     entry: Dict[str, Any],
     check_report: Dict[str, Any],
@@ -149,9 +165,10 @@ def gate_variant(
                 f"(given: {', '.join(p for p, _ in preflights) or 'none'})"
             )
         for path, rep in named:
-            if rep.get("verdict") != "pass":
-                gate.reasons.append(f"pre-flight {path}: verdict {rep.get('verdict')!r}, not pass")
-        if named and all(r.get("verdict") == "pass" for _, r in named):
+            why = preflight_refusal(rep)
+            if why:
+                gate.reasons.append(f"pre-flight {path}: {why}")
+        if named and not any(preflight_refusal(r) for _, r in named):
             gate.preflight = {"path": named[0][0], "report": named[0][1]}
     return gate
 

@@ -258,6 +258,23 @@ def test_gate_is_strict_about_contradictions():
     assert not rel.gate_variant(entry, report, [], False).ok
 
 
+def test_a_replayed_or_contradicted_preflight_never_clears_the_gate():
+    digest = "sha256:" + "d" * 64
+    entry = {"variant": "v", "status": "built", "image_id": "sha256:a", "digest": digest,
+             "pushed": ["h/r:t@" + digest]}  # fmt: skip
+    checks = {"images": [{"image_id": "sha256:a", "passed": True, "checks": []}]}
+    good = {"verdict": "pass", "image": {"digest": digest},
+            "checks": [{"name": "launch-matches-log", "status": "pass"}]}  # fmt: skip
+    assert rel.gate_variant(entry, checks, [("pf.json", good)], True).ok
+    replayed = dict(good, run={"replay": True})
+    gate = rel.gate_variant(entry, checks, [("pf.json", replayed)], True)
+    assert not gate.ok and "REPLAY" in gate.reasons[0]
+    assert not rel.gate_variant(entry, checks, [("pf.json", dict(good, replay=True))], True).ok
+    spoofed = dict(good, checks=[{"name": "launch-matches-log", "status": "fail"}])
+    gate = rel.gate_variant(entry, checks, [("pf.json", spoofed)], True)
+    assert not gate.ok and "launch-matches-log" in gate.reasons[0]
+
+
 def test_component_changes_compare_versions_as_numbers():
     old = {"components": {"aws_ofi_nccl": {"version": "1.9.1"}, "gdrcopy": {"version": "2.4"}}}
     new = {"components": {"aws_ofi_nccl": {"version": "1.10.0"}, "nccl": {"version": "2.27.7"}}}
