@@ -11,6 +11,7 @@ runner skips what another runner already built and pushed. imagebuild.buildkit p
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import queue
@@ -270,8 +271,47 @@ def base_identity(client, ref: Optional[str]) -> Tuple[Optional[str], Optional[s
     return (pinned or (digests[0] if digests else None)), image.id
 
 
-def _write_context_tar(variant_dir: Path, dest) -> None:
-    """The build context as docker receives it: context/ at the root, the Dockerfile beside it."""
+# A RUN instruction's BuildKit-only cache mount flag, with the blanks after it.
+_MOUNT_FLAG = re.compile(r"--mount=\S+[ \t]*")
+
+
+def classic_dockerfile(text: str) -> str:
+    """The rendered Dockerfile for the classic builder: each RUN's `--mount=...` flags out, all else as is.
+
+    The classic builder refuses `RUN --mount` ("requires BuildKit"). The rendered file stays the one that is
+    hashed and tagged, so both builders give the same tags and labels; the templates end each mounted step
+    with a cleanup that runs only where no mount is (partials/system.j2 `apt_clean`): the same files.
+    Flags may continue over `\\` lines; a flag-only line left empty is dropped.
+    """
+    out: List[str] = []
+    continued = in_flags = False
+    for line in text.splitlines(keepends=True):
+        if not continued:
+            head = re.match(r"[ \t]*RUN[ \t]+", line, re.IGNORECASE)
+            in_flags = bool(head)
+            lead = head.group(0) if head else ""
+        else:
+            lead = line[: len(line) - len(line.lstrip(" \t"))]
+        rest = line[len(lead) :]
+        if in_flags and not rest.lstrip().startswith("#"):
+            stripped = rest
+            while _MOUNT_FLAG.match(stripped):
+                stripped = _MOUNT_FLAG.sub("", stripped, count=1)
+            if stripped != rest and stripped.strip() == "\\" and continued:
+                line = ""  # a continuation line that held only flags
+            else:
+                line = lead + stripped
+            in_flags = stripped.strip() in ("\\", "")
+        body = line.rstrip("\r\n")
+        if line or not continued:
+            continued = body.endswith("\\") and not body.lstrip().startswith("#")
+        out.append(line)
+    return "".join(out)
+
+
+def _write_context_tar(variant_dir: Path, dest, classic: bool = False) -> None:
+    """The build context as docker receives it: context/ at the root, the Dockerfile beside it (the classic
+    builder gets its `classic_dockerfile`)."""
 
     def norm(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
@@ -280,7 +320,14 @@ def _write_context_tar(variant_dir: Path, dest) -> None:
         return info
 
     with tarfile.open(fileobj=dest, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        tar.add(variant_dir / "Dockerfile", arcname=DOCKERFILE_IN_TAR, filter=norm)
+        dockerfile = variant_dir / "Dockerfile"
+        if classic:
+            data = classic_dockerfile(dockerfile.read_text()).encode()
+            info = norm(tar.gettarinfo(dockerfile, arcname=DOCKERFILE_IN_TAR))
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        else:
+            tar.add(dockerfile, arcname=DOCKERFILE_IN_TAR, filter=norm)
         ctx = variant_dir / "context"
         for dirpath, dirnames, filenames in os.walk(ctx):
             dirnames.sort()
@@ -436,7 +483,7 @@ def _docker_build(
         return _buildkit_build(variant_dir, labels, opts, log, report, platform)
     name = variant_dir.name
     with tempfile.TemporaryFile(prefix="efa-context-", dir=variant_dir) as tar:
-        _write_context_tar(variant_dir, tar)
+        _write_context_tar(variant_dir, tar, classic=True)
         tar.seek(0)
         stream = client.api.build(
             fileobj=tar,

@@ -117,8 +117,10 @@ def _tool_path(text: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def facts(image: str, raw: str) -> Dict[str, Any]:
-    """Everything the probe saw, parsed. Raises UserError when the probe did not finish."""
+def facts(image: str, raw: str, repo_digests: Optional[List[str]] = None) -> Dict[str, Any]:
+    """Everything the probe saw, parsed. Raises UserError when the probe did not finish.
+    `repo_digests`: the engine's RepoDigests of the image; none means it was made here, never pulled or
+    pushed (`local`: the matrix says `base.local: true`, not a registry_arg)."""
     sec = split_sections(raw)
     if "end" not in sec:
         raise UserError(
@@ -166,6 +168,7 @@ def facts(image: str, raw: str) -> Dict[str, Any]:
         TORCH: (py or {}).get(TORCH),
     }
     out["kind"] = base_kind(out)
+    out["local"] = repo_digests is not None and not repo_digests
     return out
 
 
@@ -226,7 +229,9 @@ def matrix_lines(f: Dict[str, Any]) -> str:
     repo, host = _strip_host(image)
     lines = [f"# build.py inspect-base {repo} ({f.get('arch') or 'unknown arch'}): paste into a variant"]
     lines += ["base:", f"  image: {repo}", f"  kind: {kind}"]
-    if kind == "dlc" or host:
+    if f.get("local"):
+        lines.append("  local: true   # only in this engine (no registry digest): made here, never pulled")
+    elif kind == "dlc" or host:
         lines.append("  registry_arg: BASE_REGISTRY   # the registry host is given at build time, never here")
     osn = f["os"]
     if osn.get("matrix"):
@@ -391,4 +396,5 @@ def probe_image(client, image: str, timeout: int = PROBE_TIMEOUT_S) -> str:
 
 
 def inspect(client, image: str) -> Dict[str, Any]:
-    return facts(image, probe_image(client, image))
+    raw = probe_image(client, image)  # says so when the engine lacks the image
+    return facts(image, raw, client.images.get(image).attrs.get("RepoDigests") or [])

@@ -140,6 +140,24 @@ def test_torchs_nccl_wins_and_a_dlc_layout_prints_a_loadable_dlc_base(tmp_path):
     assert got == {"torch": ("2.7.1", "base"), "nccl": ("2.26.5", "base"), "libfabric": ("2.1.0", "base")}
 
 
+@pytest.mark.parametrize(
+    ("digests", "local"), [([], True), (["pytorch-training@sha256:" + "a" * 64], False), (None, False)]
+)
+def test_an_image_only_in_this_engine_prints_base_local_not_a_registry_arg(tmp_path, digests, local):
+    files = "/opt/amazon/efa/lib/libfabric.so.1"
+    nccl = [{"path": "/usr/local/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", "code": 22605}]
+    torch = {"version": "2.7.1+cu128", "cuda": "12.8", "nccl": [2, 26, 5]}
+    f = facts("pytorch-training:2.7.1", _raw(nccl, torch, files, "libfabric: 2.1.0"), digests)
+    assert (f["kind"], f["local"]) == ("dlc", local)
+    text = matrix_lines(f)
+    assert ("  local: true" in text, "registry_arg" in text) == (local, not local)
+    v = _loads(text, tmp_path)  # both load; local: true without registry_arg is what resolve asks for
+    assert (
+        v.base.registry_arg == (None if local else "BASE_REGISTRY")
+        and v.base.image == "pytorch-training:2.7.1"
+    )
+
+
 def test_the_dlc_layout_dockerfile_pins_the_wheel_and_stands_in_no_plugin():
     wheel = nccl_wheel()
     assert wheel.requirement == "nvidia-nccl-cu12==2.27.7" and len(wheel.sha256 or "") == 64
@@ -184,8 +202,10 @@ def test_inspect_base_reads_the_dlc_layout(dlc_layout, tmp_path):
     assert f["openmpi"]["version"] == "4.1.4" and f["openmpi"]["tool"].startswith("/opt/amazon/openmpi/bin/")
     assert f["aws_ofi_nccl"]["plugins"] == []  # left out, not faked
     assert f["efa_installer"]["version"] is None and f["efa_installer"]["packages"]
+    assert f["local"] is True and "  local: true" in f["matrix"]  # built here: no RepoDigests
     v = _loads(f["matrix"], tmp_path)
     assert (v.base.kind, v.base.os, v.python) == ("dlc", "debian12", "/usr/local/bin/python3")
+    assert v.base.registry_arg is None
     got = {c.name: (c.version, c.source) for c in v.components}
     assert got == {"nccl": ("2.27.7", "base"), "libfabric": ("1.17.0", "base"), "openmpi": ("4.1.4", "base")}
 

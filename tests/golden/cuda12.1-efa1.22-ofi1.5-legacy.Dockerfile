@@ -5,15 +5,19 @@
 FROM nvidia/cuda:12.1.1-devel-ubuntu22.04 AS system
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
+# No apt lists or downloads in any layer: the base's own go here, each apt step's below (apt_clean).
+RUN rm -rf /var/cache/apt/* /var/lib/apt/lists/*
 # Unpinned in the matrix (pin them for reproducible images): python3, libhwloc15
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-ubuntu22.04-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-ubuntu22.04-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends \
       python3 \
       libhwloc15 \
       openssh-server=1:8.9p1-3ubuntu0.16 \
       openssh-client=1:8.9p1-3ubuntu0.16 \
- && rm -rf /var/lib/apt/lists/*
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 
 # sshd for multi-node launches (mpi-operator v2 workers run `/usr/sbin/sshd -De`): host keys made at build, the
 # privilege separation directory, pam_loginuid optional; the cluster-internal client does not ask about host keys.
@@ -31,9 +35,11 @@ RUN { dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' libnccl2 libnccl-dev 2
 FROM system AS efa-verify
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-ubuntu22.04-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-ubuntu22.04-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends gnupg ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 COPY artifacts/aws-efa-installer-1.22.1.tar.gz artifacts/aws-efa-installer-1.22.1.tar.gz.sig artifacts/aws-efa-installer.key /tmp/efa/
 WORKDIR /tmp/efa
 RUN echo 'f90f3d5f59c031b9a964466b5401e86fd0429272408f6c207c3f9048254e9665  aws-efa-installer-1.22.1.tar.gz' | sha256sum -c - \
@@ -49,9 +55,12 @@ FROM system AS efa
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY --from=efa-verify /tmp/efa/aws-efa-installer /tmp/aws-efa-installer
 WORKDIR /tmp/aws-efa-installer
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-ubuntu22.04-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-ubuntu22.04-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
- && rm -rf /tmp/aws-efa-installer /var/lib/apt/lists/*
+ && rm -rf /tmp/aws-efa-installer \
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 WORKDIR /
 
 # ---- builder: compilers, archives and sources live here only -------------------------------------------
@@ -59,7 +68,9 @@ FROM efa AS builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # Build tools are builder-only and left to the base's mirror; pinned -dev packages match the runtime.
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-ubuntu22.04-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-ubuntu22.04-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends \
       git \
       make \
@@ -68,7 +79,7 @@ RUN apt-get update \
       automake \
       libtool \
       libhwloc-dev \
- && rm -rf /var/lib/apt/lists/*
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 # Files pinned by commit or signature are checked against the build host's SHA256SUMS (made after it verified
 # the commit or the GPG signature); files with a pinned sha256 are checked against the pin itself.
 COPY artifacts/SHA256SUMS /tmp/artifacts/SHA256SUMS

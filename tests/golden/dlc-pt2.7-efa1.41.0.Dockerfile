@@ -7,15 +7,19 @@ ARG BASE_REGISTRY
 FROM ${BASE_REGISTRY}/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-sagemaker AS system
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
+# No apt lists or downloads in any layer: the base's own go here, each apt step's below (apt_clean).
+RUN rm -rf /var/cache/apt/* /var/lib/apt/lists/*
 
 
 # ---- EFA installer 1.41.0: verify (builder-only stage) -------------------------------------
 FROM system AS efa-verify
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-ubuntu22.04-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-ubuntu22.04-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends gnupg ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 COPY artifacts/aws-efa-installer-1.41.0.tar.gz artifacts/aws-efa-installer-1.41.0.tar.gz.sig artifacts/aws-efa-installer.key /tmp/efa/
 WORKDIR /tmp/efa
 RUN echo '3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f  aws-efa-installer-1.41.0.tar.gz' | sha256sum -c - \
@@ -31,9 +35,12 @@ FROM system AS efa
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY --from=efa-verify /tmp/efa/aws-efa-installer /tmp/aws-efa-installer
 WORKDIR /tmp/aws-efa-installer
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-ubuntu22.04-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-ubuntu22.04-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
- && rm -rf /tmp/aws-efa-installer /var/lib/apt/lists/*
+ && rm -rf /tmp/aws-efa-installer \
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 WORKDIR /
 
 # ---- runtime: only what the job needs -------------------------------------------------------------------

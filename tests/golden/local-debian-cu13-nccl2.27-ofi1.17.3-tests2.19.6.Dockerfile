@@ -5,7 +5,11 @@
 FROM localbase/debian:bookworm-minbase AS system
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
+# No apt lists or downloads in any layer: the base's own go here, each apt step's below (apt_clean).
+RUN rm -rf /var/cache/apt/* /var/lib/apt/lists/*
+RUN --mount=type=cache,id=efa-image-build-apt-cache-debian12-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-debian12-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends \
       ca-certificates=20230311+deb12u1 \
       python3=3.11.2-1+b1 \
@@ -16,7 +20,7 @@ RUN apt-get update \
       libfabric-bin=1.17.0-3 \
       openmpi-bin=4.1.4-3+b1 \
       libopenmpi3=4.1.4-3+b1 \
- && rm -rf /var/lib/apt/lists/*
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 
 
 # ---- builder: compilers, archives and sources live here only -------------------------------------------
@@ -24,7 +28,9 @@ FROM system AS builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # Build tools are builder-only and left to the base's mirror; pinned -dev packages match the runtime.
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-debian12-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-debian12-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends \
       python3 \
       git \
@@ -36,7 +42,7 @@ RUN apt-get update \
       libhwloc-dev \
       libfabric-dev=1.17.0-3 \
       libopenmpi-dev=4.1.4-3+b1 \
- && rm -rf /var/lib/apt/lists/*
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 # Files pinned by commit or signature are checked against the build host's SHA256SUMS (made after it verified
 # the commit or the GPG signature); files with a pinned sha256 are checked against the pin itself.
 COPY artifacts/SHA256SUMS /tmp/artifacts/SHA256SUMS

@@ -5,11 +5,15 @@
 FROM localbase/dlc-layout:bookworm AS system
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
+# No apt lists or downloads in any layer: the base's own go here, each apt step's below (apt_clean).
+RUN rm -rf /var/cache/apt/* /var/lib/apt/lists/*
+RUN --mount=type=cache,id=efa-image-build-apt-cache-debian12-linux-arm64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-debian12-linux-arm64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends \
       openssh-server=1:9.2p1-2+deb12u10 \
       openssh-client=1:9.2p1-2+deb12u10 \
- && rm -rf /var/lib/apt/lists/*
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 
 # sshd for multi-node launches (mpi-operator v2 workers run `/usr/sbin/sshd -De`): host keys made at build, the
 # privilege separation directory, pam_loginuid optional; the cluster-internal client does not ask about host keys.

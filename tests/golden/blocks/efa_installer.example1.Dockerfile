@@ -4,9 +4,11 @@
 FROM system AS efa-verify
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-debian12-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-debian12-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends gnupg ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 COPY artifacts/aws-efa-installer-1.41.0.tar.gz artifacts/aws-efa-installer-1.41.0.tar.gz.sig artifacts/aws-efa-installer.key /tmp/efa/
 WORKDIR /tmp/efa
 RUN echo '3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f  aws-efa-installer-1.41.0.tar.gz' | sha256sum -c - \
@@ -22,7 +24,10 @@ FROM system AS efa
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY --from=efa-verify /tmp/efa/aws-efa-installer /tmp/aws-efa-installer
 WORKDIR /tmp/aws-efa-installer
-RUN apt-get update \
+RUN --mount=type=cache,id=efa-image-build-apt-cache-debian12-linux-amd64,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=efa-image-build-apt-lists-debian12-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
  && ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
- && rm -rf /tmp/aws-efa-installer /var/lib/apt/lists/*
+ && rm -rf /tmp/aws-efa-installer \
+ && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 WORKDIR /
