@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from imagebuild import catalog
-from imagebuild.artifacts import Artifact, ArtifactCache, ArtifactError, stage
+from imagebuild.artifacts import ArtifactCache, ArtifactError, stage
 from imagebuild.components import nccl
 from imagebuild.errors import UserError
 from imagebuild.localbase import DEFAULT_NAME as DEBOOTSTRAP_BASE
+from imagebuild.variant import Artifact
 
 DEFAULT_NAME = "localbase/dlc-layout:bookworm"
 NCCL_VERSION = "2.27.7"
@@ -62,7 +63,7 @@ def nccl_wheel(version: str = NCCL_VERSION, cuda_major: int = CUDA_MAJOR) -> Art
             return Artifact(
                 component=nccl.NAME,
                 kind="pypi",
-                file=w["filename"],
+                filename=w["filename"],
                 sha256=w["sha256"],
                 requirement=w["pypi"],
             )
@@ -143,7 +144,7 @@ def make_dlc_base(
             stage(cache, [wheel], ctx)
         except ArtifactError as err:
             raise UserError(f"cannot fetch the NCCL wheel: {err}", key=nccl.NAME) from None
-        (ctx / "Dockerfile").write_text(dockerfile(base, wheel.file))
+        (ctx / "Dockerfile").write_text(dockerfile(base, wheel.filename))
         say(f"building {name} FROM {base}")
         image_id = None
         for chunk in client.api.build(path=tmp, tag=name, rm=True, forcerm=True, decode=True):

@@ -83,9 +83,6 @@ class ImageRef:
     def name(self) -> str:
         return f"{self.registry}/{self.repository}" if self.registry else self.repository
 
-    def with_tag(self, tag: str) -> str:
-        return f"{self.name}:{tag}"
-
     def __str__(self) -> str:
         text = self.name
         if self.tag:
