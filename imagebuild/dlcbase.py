@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from imagebuild import catalog
+from imagebuild.adapters.docker_engine import find_image
 from imagebuild.artifacts import ArtifactCache, ArtifactError, stage
 from imagebuild.components import nccl
 from imagebuild.errors import UserError
@@ -128,14 +129,8 @@ def make_dlc_base(
     say: Say = print,
 ) -> str:
     """Build (or refresh from the build cache) `name` FROM `base`; return the image id."""
-    import docker
-
-    try:
-        client.images.get(base)
-    except docker.errors.ImageNotFound:
-        raise UserError(
-            f"base image {base} not found", key="--base", hint="make it: `build.py base`"
-        ) from None
+    if find_image(client, base) is None:
+        raise UserError(f"base image {base} not found", key="--base", hint="make it: `build.py base`")
     cache = cache or ArtifactCache(say=say)
     wheel = nccl_wheel()
     with tempfile.TemporaryDirectory(prefix="efa-dlc-layout-") as tmp:

@@ -1,7 +1,7 @@
 """The house rules between the layers, read from the source (AST), plus the pipeline's hand-over.
 
 Commands parse flags and map results to exit codes: no module under imagebuild/commands/ imports docker,
-boto3 or botocore, and none runs another command through argv (`cli.main([...])`). boto3/botocore are
+boto3 or botocore, and none runs another command through argv (`cli.main([...])`). The three SDKs are
 imported under imagebuild/adapters/ only. build/bake work on the folders render returned, not on what a
 glob of the output folder finds.
 """
@@ -69,14 +69,19 @@ def test_no_command_imports_an_sdk_or_calls_another_command_through_argv():
     assert problems == {}
 
 
-def test_aws_sdk_is_imported_only_in_the_adapters():
+def test_the_sdks_are_imported_only_in_the_adapters():
     adapters = ROOT / "imagebuild" / "adapters"
     users = {
-        str(p.relative_to(ROOT))
-        for p in (ROOT / "imagebuild").rglob("*.py")
-        if any(n.split(".")[0] in ("boto3", "botocore") for n in _imported(ast.parse(p.read_text())))
+        sdk: {
+            str(p.relative_to(ROOT))
+            for p in (ROOT / "imagebuild").rglob("*.py")
+            if any(n.split(".")[0] == sdk for n in _imported(ast.parse(p.read_text())))
+        }
+        for sdk in SDKS
     }
-    assert users and all(Path(ROOT / u).parent == adapters for u in users), users
+    assert all(users.values()), users  # each SDK is used somewhere: the walk saw the sources
+    outside = {u for found in users.values() for u in found if (ROOT / u).parent != adapters}
+    assert outside == set()
 
 
 def test_build_works_on_the_folders_render_wrote_not_on_what_is_lying_in_out(tmp_path):

@@ -1,5 +1,6 @@
 """The docker engine through the docker SDK: the one client factory (`connect`) and the look-ups the
-pipeline needs by image id (`find_image`, `missing_image`, `ensure_local`, `image_labels`). Builds,
+pipeline needs by image id (`find_image`, `missing_image`, `ensure_local`, `image_labels`) and the
+logins of a docker config (`config_login`). Builds,
 containers and imports go through the client `connect` returns."""
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ def connect(timeout: int = 600) -> Any:
     return client
 
 
-def find_image(client: Any, ref: str) -> Any:
-    """The engine's image of `ref`, or None when it has none."""
+def find_image(client: Any, ref: str, api_error_is_absent: bool = False) -> Any:
+    """The engine's image of `ref`, or None when it has none (or, if asked, when the engine errs on it)."""
     import docker
 
+    errors = (docker.errors.ImageNotFound,) + ((docker.errors.APIError,) if api_error_is_absent else ())
     try:
         return client.images.get(ref)
-    except docker.errors.ImageNotFound:
+    except errors:
         return None
 
 
@@ -44,6 +46,17 @@ def missing_image(client: Any, ref: str) -> Optional[str]:
         client.images.get(ref)
     except Exception as err:  # noqa: BLE001 - docker.errors.ImageNotFound and friends
         return str(err)
+    return None
+
+
+def start(container: Any) -> Optional[str]:
+    """Start a created container: None, or why the engine refused (an image with no /bin/sh, say)."""
+    import docker
+
+    try:
+        container.start()
+    except docker.errors.APIError as err:
+        return str(err.explanation or err)
     return None
 
 
@@ -73,3 +86,14 @@ def image_labels(image_id: str) -> Optional[Dict[str, str]]:
         return client.images.get(image_id).labels or {}
     except Exception:  # noqa: BLE001 - no engine or no such image: the caller falls back to the lock file
         return None
+
+
+def config_login(registry: str, docker_config: Optional[str] = None) -> Dict[str, Any]:
+    """The login a docker config (DIR or FILE; default ~/.docker/config.json) holds for `registry`, or {}.
+    A broken config raises; the caller names the file."""
+    import docker.auth
+
+    path = docker_config
+    if path and os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    return docker.auth.load_config(path).resolve_authconfig(registry) or {}
