@@ -54,10 +54,9 @@ def demo(req: DemoRequest) -> DemoOutcome:
     if not names:
         _print_not_built(req.matrix, left)
         raise UserError("no variant of the matrix can be built here", file=req.matrix)
-    stage = pipeline.StageOptions(build_ca=str(DEFAULT_CA))
-    results = pipeline.build(
-        pipeline.BuildRequest(render=None, out=out, variants=tuple(names), stage=stage, jobs=req.jobs)
-    )
+    built = pipeline.Selection(render=None, out=out, variants=tuple(names))  # rendered above
+    stage = pipeline.StageOptions(build_ca=DEFAULT_CA)
+    results = pipeline.build(pipeline.BuildRequest(select=built, stage=stage, jobs=req.jobs))
     if any(r.status == "failed" for r in results):
         raise ChecksFailed("")  # each failed variant is printed above with its log
     reports = pipeline.check(pipeline.CheckRequest(out=out, variants=tuple(names)))

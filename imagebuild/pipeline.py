@@ -70,13 +70,23 @@ def rendered_dirs(out: Path, names: Sequence[str]) -> List[Path]:
     return found
 
 
-def variant_dirs(source: Optional[RenderOptions], out: Path, names: Sequence[str], shard: Optional[str]):
-    """The folders a build or bake works on: what `render(source)` just wrote, or (source None) what is
-    rendered in `out`; then only this shard's."""
-    from imagebuild.shard import parse_shard, select
+@dataclass(frozen=True)
+class Selection:
+    """The variant folders a build or bake works on."""
 
-    dirs = render(source) if source is not None else rendered_dirs(out, names)
-    return select(dirs, [d.name for d in dirs], parse_shard(shard))
+    render: Optional[RenderOptions]  # render first and take what it wrote; None: what is rendered in `out`
+    out: Path = Path("build")
+    variants: Sequence[str] = ()  # with render None: only these rendered ones
+    shard: Optional[str] = None  # I/N
+
+    def dirs(self) -> List[Path]:
+        """What `render` just wrote (or what is rendered in `out`), then only this shard's."""
+        from imagebuild.shard import parse_shard, select
+
+        dirs = (
+            render(self.render) if self.render is not None else rendered_dirs(Path(self.out), self.variants)
+        )
+        return select(dirs, [d.name for d in dirs], parse_shard(self.shard))
 
 
 # ---------------------------------------------------------------- build and bake
@@ -98,10 +108,7 @@ class StageOptions:
 
 @dataclass(frozen=True)
 class BuildRequest:
-    render: Optional[RenderOptions]  # None: build what is already rendered in `out`
-    out: Path = Path("build")
-    variants: Sequence[str] = ()
-    shard: Optional[str] = None  # I/N
+    select: Selection
     stage: StageOptions = field(default_factory=StageOptions)
     builder: str = "auto"
     cache_from: Sequence[str] = ()
@@ -115,7 +122,7 @@ class BuildRequest:
 
 
 def build(req: BuildRequest) -> List[Any]:
-    """Render (unless req.render is None), then build each variant not already built; the summary's
+    """Render (unless told not to), then build each variant not already built; the summary's
     results (`builder.VariantResult`), also written to <out>/summary.json."""
     from imagebuild import builder
     from imagebuild.adapters import docker_engine
@@ -127,14 +134,14 @@ def build(req: BuildRequest) -> List[Any]:
         raise UserError("--jobs must be at least 1", key="--jobs")
     build_args = builder.parse_build_args(req.stage.build_args)
     ca = builder.resolve_ca(req.stage.build_ca)
-    out = Path(req.out)
-    parse_shard(req.shard)  # bad usage: exit 2 before anything runs
+    out = Path(req.select.out)
+    parse_shard(req.select.shard)  # bad usage: exit 2 before anything runs
     chosen = detect(req.builder)
     cache_args(chosen, req.cache_from, req.cache_to)
     client = docker_engine.connect()  # exit 2 with how to start it, before anything is written
-    dirs = variant_dirs(req.render, out, req.variants, req.shard)
+    dirs = req.select.dirs()
     if not dirs:
-        print(f"shard {req.shard}: no variant falls in this shard; nothing to build")
+        print(f"shard {req.select.shard}: no variant falls in this shard; nothing to build")
         builder.write_summary(out / "summary.json", [])
         return []
     cache = req.stage.artifact_cache()
@@ -171,10 +178,7 @@ def build(req: BuildRequest) -> List[Any]:
 
 @dataclass(frozen=True)
 class BakeRequest:
-    render: Optional[RenderOptions]
-    out: Path = Path("build")
-    variants: Sequence[str] = ()
-    shard: Optional[str] = None
+    select: Selection
     stage: StageOptions = field(default_factory=StageOptions)
     file: Optional[Path] = None  # default <out>/docker-bake.json
     platforms: Sequence[str] = ()
@@ -189,12 +193,12 @@ def bake(req: BakeRequest) -> Path:
     from imagebuild.jsonfile import write_json_atomic
     from imagebuild.shard import parse_shard
 
-    parse_shard(req.shard)
+    parse_shard(req.select.shard)
     build_args = builder.parse_build_args(req.stage.build_args)
-    out = Path(req.out)
-    dirs = variant_dirs(req.render, out, req.variants, req.shard)
+    out = Path(req.select.out)
+    dirs = req.select.dirs()
     if not dirs:
-        raise UserError(f"no variant falls in shard {req.shard}", key="--shard")
+        raise UserError(f"no variant falls in shard {req.select.shard}", key="--shard")
     cache = req.stage.artifact_cache()
     builder.check_offline(cache, dirs)
     opts = builder.BuildOptions(cache=cache, build_ca=builder.resolve_ca(req.stage.build_ca), out=out)

@@ -89,8 +89,8 @@ def test_build_works_on_the_folders_render_wrote_not_on_what_is_lying_in_out(tmp
     stale.mkdir()
     (stale / "variant.lock.json").write_text("{}")  # fresh mtime: the old mtime look-up would take it
     source = pipeline.RenderOptions(matrix=str(ROOT / "matrix.local.yaml"), out=tmp_path)
-    dirs = pipeline.variant_dirs(source, tmp_path, (), None)
+    dirs = pipeline.Selection(render=source, out=tmp_path).dirs()
     assert dirs and stale not in dirs
     assert all((d / "Dockerfile").is_file() for d in dirs)
     # without rendering, what is in the folder is what there is (the user asked for --no-render)
-    assert stale in pipeline.variant_dirs(None, tmp_path, (), None)
+    assert stale in pipeline.Selection(render=None, out=tmp_path).dirs()

@@ -50,13 +50,10 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from imagebuild import pipeline
-    from imagebuild.commands.build import render_options, stage_options
+    from imagebuild.commands.build import selection, stage_options
 
     request = pipeline.BakeRequest(
-        render=render_options(args),
-        out=Path(args.out),
-        variants=tuple(args.variant),
-        shard=args.shard,
+        select=selection(args),
         stage=stage_options(args),
         file=Path(args.file) if args.file else None,
         platforms=tuple(args.platform),

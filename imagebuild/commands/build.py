@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from imagebuild.artifacts import DEFAULT_CACHE
 
 if TYPE_CHECKING:
-    from imagebuild.pipeline import RenderOptions, StageOptions
+    from imagebuild.pipeline import Selection, StageOptions
 
 EXIT_FAILED = 1
 
@@ -90,13 +90,13 @@ def stage_options(args: argparse.Namespace) -> StageOptions:
     )
 
 
-def render_options(args: argparse.Namespace) -> Optional[RenderOptions]:
-    """What build and bake render first; None with --no-render (use what is rendered in --out)."""
-    from imagebuild.pipeline import RenderOptions
+def selection(args: argparse.Namespace) -> Selection:
+    """The variants build and bake work on: rendered first, unless --no-render (what is in --out)."""
+    from imagebuild.pipeline import RenderOptions, Selection
 
-    if args.no_render:
-        return None
-    return RenderOptions(matrix=args.matrix, variants=tuple(args.variant), out=Path(args.out))
+    out, names = Path(args.out), tuple(args.variant)
+    source = None if args.no_render else RenderOptions(matrix=args.matrix, variants=names, out=out)
+    return Selection(render=source, out=out, variants=names, shard=args.shard)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,10 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from imagebuild.commands.push import registry_target
 
     request = pipeline.BuildRequest(
-        render=render_options(args),
-        out=Path(args.out),
-        variants=tuple(args.variant),
-        shard=args.shard,
+        select=selection(args),
         stage=stage_options(args),
         builder=args.builder,
         cache_from=tuple(args.cache_from),
