@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from imagebuild import builder  # noqa: E402
+from imagebuild.adapters import docker_engine  # noqa: E402
 from imagebuild.cli import main as cli_main  # noqa: E402
 
 
@@ -123,7 +124,7 @@ def main() -> int:
         args.cache,
     ]
     base.append("--plain")
-    client = builder.docker_client()
+    client = docker_engine.connect()
     print("== warm-up (fills the artifact cache; not measured)")
     timed(base)
     # From here on the rendered folder is frozen (--no-render): in a shared checkout validators/ may change

@@ -26,11 +26,11 @@ import tempfile
 import threading
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from imagebuild.errors import UserError, redact
+from imagebuild.variant import Artifact
 
 DEFAULT_CACHE = Path(".cache") / "artifacts"
 SUMS_FILE = "SHA256SUMS"
@@ -44,40 +44,6 @@ Say = Callable[[str], None]
 
 class ArtifactError(Exception):
     """An artifact could not be fetched or failed verification: the variant that needs it must not build."""
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """One pinned input of a build, as the lock states it."""
-
-    component: str
-    kind: str  # url | git | pypi
-    file: str
-    url: Optional[str] = None
-    sha256: Optional[str] = None
-    commit: Optional[str] = None
-    requirement: Optional[str] = None
-    gpg_fingerprint: Optional[str] = None
-    signature_url: Optional[str] = None
-    key_url: Optional[str] = None
-    signature_file: Optional[str] = None  # kept beside the file (and placed in the context) when given
-    key_file: Optional[str] = None
-    pip_args: Tuple[str, ...] = field(default=())
-
-    @property
-    def key(self) -> str:
-        """Where in the cache it lives: content addressed by its pin, so two names cannot collide."""
-        if self.kind == "git":
-            return f"git/{self.commit}"
-        if self.sha256:
-            return f"{self.kind}/{self.sha256}"
-        # signed but not hash-pinned (an EFA installer trusted by its GPG key): addressed by its URL
-        return "signed/" + hashlib.sha256(str(self.url).encode()).hexdigest()
-
-    def describe(self) -> str:
-        what = self.requirement or self.url or self.file
-        pin = f"commit {self.commit}" if self.kind == "git" else f"sha256 {self.sha256}"
-        return f"{self.component}: {self.file} ({self.kind} {what}, {pin})"
 
 
 # ---------------------------------------------------------------- reading the lock (pure)
@@ -158,7 +124,7 @@ def _artifact(component: str, entry: dict, where: str, key: str) -> Artifact:
     return Artifact(
         component=component,
         kind=kind,
-        file=name,
+        filename=name,
         url=str(url) if url else None,
         sha256=sha,
         commit=commit,
@@ -345,17 +311,17 @@ class ArtifactCache:
         assert art.url
         src = mirrored(art.url, self.mirror)
         self.say(f"fetching {redact(src)}")
-        tmp = _tmp_in(folder, art.file)
+        tmp = _tmp_in(folder, art.filename)
         try:
             got = _download(src, tmp)
             if art.sha256 and got != art.sha256:
                 raise ArtifactError(
-                    f"checksum mismatch for {art.file} from {redact(src)}: "
+                    f"checksum mismatch for {art.filename} from {redact(src)}: "
                     f"pinned sha256 {art.sha256}, got {got}"
                 )
             if art.gpg_fingerprint:
                 self._verify_gpg(art, tmp, folder)
-            final = folder / art.file
+            final = folder / art.filename
             _commit_file(tmp, final)
             return final, got
         finally:
@@ -364,7 +330,9 @@ class ArtifactCache:
     def _verify_gpg(self, art: Artifact, data: Path, folder: Path) -> None:
         """gpg --verify against a keyring that holds the pinned fingerprint's key and nothing else."""
         if not art.key_url or not art.signature_url:
-            raise ArtifactError(f"{art.file}: gpg_fingerprint given but no key_url/signature_url to check it")
+            raise ArtifactError(
+                f"{art.filename}: gpg_fingerprint given but no key_url/signature_url to check it"
+            )
         if shutil.which("gpg") is None:
             raise UserError(
                 "gpg is not installed (needed to check a pinned signature)", hint="apt-get install gpg"
@@ -384,7 +352,7 @@ class ArtifactCache:
             ).stdout
             if not exported:
                 raise ArtifactError(
-                    f"{art.file}: key at {art.key_url} does not hold fingerprint {art.gpg_fingerprint}"
+                    f"{art.filename}: key at {art.key_url} does not hold fingerprint {art.gpg_fingerprint}"
                 )
             ring.write_bytes(exported)
             env2 = dict(os.environ, GNUPGHOME=str(hp / "verify"))
@@ -401,7 +369,7 @@ class ArtifactCache:
             signers = {fp for pair in valid for fp in pair}
             if proc.returncode != 0 or art.gpg_fingerprint not in signers:
                 raise ArtifactError(
-                    f"GPG signature of {art.file} does not verify against {art.gpg_fingerprint}: "
+                    f"GPG signature of {art.filename} does not verify against {art.gpg_fingerprint}: "
                     + (proc.stderr.strip().splitlines() or ["no valid signature"])[-1]
                 )
             for src, name in ((sig, art.signature_file), (key, art.key_file)):
@@ -409,7 +377,7 @@ class ArtifactCache:
                     tmp = _tmp_in(folder, name)
                     shutil.copyfile(src, tmp)
                     _commit_file(tmp, folder / name)
-        self.say(f"GPG signature good: {art.file} signed by {art.gpg_fingerprint}")
+        self.say(f"GPG signature good: {art.filename} signed by {art.gpg_fingerprint}")
 
     def _fetch_git(self, art: Artifact, folder: Path) -> Tuple[Path, str]:
         assert art.url and art.commit
@@ -423,8 +391,8 @@ class ArtifactCache:
             if head != art.commit:
                 shown = redact(src)
                 raise ArtifactError(f"{shown}: HEAD is {head} after checkout, pinned commit {art.commit}")
-            prefix = art.file.removesuffix(".tar") + "/"
-            tmp = _tmp_in(folder, art.file)
+            prefix = art.filename.removesuffix(".tar") + "/"
+            tmp = _tmp_in(folder, art.filename)
             try:
                 # A tar (not gzip) of one commit: git writes it byte for byte the same on every host.
                 with open(tmp, "wb") as out:
@@ -437,7 +405,7 @@ class ArtifactCache:
                 if proc.returncode != 0:
                     raise ArtifactError(f"git archive of {art.commit} failed: {proc.stderr.decode()[-300:]}")
                 sha = sha256_file(tmp)
-                final = folder / art.file
+                final = folder / art.filename
                 _commit_file(tmp, final)
                 return final, sha
             finally:
@@ -453,8 +421,10 @@ class ArtifactCache:
             if len(wheels) != 1:
                 raise ArtifactError(f"pip download {art.requirement} gave {len(wheels)} wheels, expected 1")
             wheel = wheels[0]
-            if art.file and wheel.name != art.file:
-                raise ArtifactError(f"pip chose {wheel.name} for {art.requirement}, the lock pins {art.file}")
+            if art.filename and wheel.name != art.filename:
+                raise ArtifactError(
+                    f"pip chose {wheel.name} for {art.requirement}, the lock pins {art.filename}"
+                )
             got = sha256_file(wheel)
             if got != art.sha256:
                 raise ArtifactError(
@@ -499,7 +469,7 @@ def stage(cache: ArtifactCache, arts: List[Artifact], context: Path) -> List[Tup
             if extra:
                 if not (path.parent / extra).is_file():
                     raise ArtifactError(
-                        f"{art.file}: {extra} not in the cache; remove {path.parent}, refetch"
+                        f"{art.filename}: {extra} not in the cache; remove {path.parent}, refetch"
                     )
                 place(path.parent / extra, dest_dir / extra)
     text = "".join(f"{sha}  {name}\n" for name, sha in sorted(set(sums)))

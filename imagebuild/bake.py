@@ -11,6 +11,8 @@ directory `docker buildx bake` runs in and `dockerfile` relative to the context.
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 SCHEMA_SOURCE = "docker/buildx bake/bake.go type Target (json names), docs.docker.com/build/bake/reference"
@@ -138,3 +140,23 @@ def validate(doc: Any) -> List[str]:
             continue
         problems += [f"group {gname!r}: names unknown target {m!r}" for m in members if m not in targets]
     return problems
+
+
+def buildx_print(path: Path) -> None:
+    """Where buildx exists, let bake itself read the file (`--print` builds nothing)."""
+    from imagebuild.buildkit import detect
+    from imagebuild.errors import UserError
+
+    choice = detect("auto")
+    if choice.kind != "buildx":
+        print(f"bake: checked against bake's schema (no buildx here: {choice.reason})")
+        return
+    proc = subprocess.run(
+        [choice.cli, "buildx", "bake", "-f", str(path), "--print"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if proc.returncode != 0:
+        raise UserError(f"docker buildx bake --print refused the file: {proc.stderr.strip()}", file=str(path))
+    print(f"bake: docker buildx bake --print accepted {path}")

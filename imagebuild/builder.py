@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from imagebuild import buildkit
+from imagebuild.adapters.docker_engine import find_image
 from imagebuild.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
 from imagebuild.components import REGISTRY
 from imagebuild.errors import UserError
@@ -49,24 +50,6 @@ _UNHASHED_DIRS = ("certs",)
 
 # Version abbreviations in tags, in the blocks' tag order (short: docker tags stop at 128 characters).
 _TAG_PARTS = tuple((b.name, b.tag[1]) for b in sorted((b for b in REGISTRY if b.tag), key=lambda b: b.tag))
-
-
-def docker_client(timeout: int = 600):
-    """A client for the engine, or one clear UserError (exit 2) that says how to start one."""
-    import docker
-
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-    except Exception as err:  # noqa: BLE001 - any failure here means the same thing to the user
-        raise UserError(
-            f"cannot reach the docker engine at {host}: {type(err).__name__}",
-            key="DOCKER_HOST",
-            hint="start it (`systemctl start docker`, or `dockerd > /var/log/dockerd.log 2>&1 &` as root), "
-            "or point DOCKER_HOST at a running engine",
-        ) from None
-    return client
 
 
 # ---------------------------------------------------------------- content hash and tags (pure-ish)
@@ -233,15 +216,6 @@ def read_lock(variant_dir: Path) -> dict:
         ) from None
     except ValueError as err:
         raise UserError(f"not JSON: {err}", file=str(path)) from None
-
-
-def find_image(client, ref: str):
-    import docker
-
-    try:
-        return client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        return None
 
 
 def base_ref(lock: dict, build_args: Dict[str, str]) -> Optional[str]:

@@ -30,10 +30,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from imagebuild import catalog
-from imagebuild.artifacts import Artifact, ArtifactCache, ArtifactError, stage
+from imagebuild.adapters.docker_engine import find_image
+from imagebuild.artifacts import ArtifactCache, ArtifactError, stage
 from imagebuild.components import nccl
 from imagebuild.errors import UserError
 from imagebuild.localbase import DEFAULT_NAME as DEBOOTSTRAP_BASE
+from imagebuild.variant import Artifact
 
 DEFAULT_NAME = "localbase/dlc-layout:bookworm"
 NCCL_VERSION = "2.27.7"
@@ -62,7 +64,7 @@ def nccl_wheel(version: str = NCCL_VERSION, cuda_major: int = CUDA_MAJOR) -> Art
             return Artifact(
                 component=nccl.NAME,
                 kind="pypi",
-                file=w["filename"],
+                filename=w["filename"],
                 sha256=w["sha256"],
                 requirement=w["pypi"],
             )
@@ -127,14 +129,8 @@ def make_dlc_base(
     say: Say = print,
 ) -> str:
     """Build (or refresh from the build cache) `name` FROM `base`; return the image id."""
-    import docker
-
-    try:
-        client.images.get(base)
-    except docker.errors.ImageNotFound:
-        raise UserError(
-            f"base image {base} not found", key="--base", hint="make it: `build.py base`"
-        ) from None
+    if find_image(client, base) is None:
+        raise UserError(f"base image {base} not found", key="--base", hint="make it: `build.py base`")
     cache = cache or ArtifactCache(say=say)
     wheel = nccl_wheel()
     with tempfile.TemporaryDirectory(prefix="efa-dlc-layout-") as tmp:
@@ -143,7 +139,7 @@ def make_dlc_base(
             stage(cache, [wheel], ctx)
         except ArtifactError as err:
             raise UserError(f"cannot fetch the NCCL wheel: {err}", key=nccl.NAME) from None
-        (ctx / "Dockerfile").write_text(dockerfile(base, wheel.file))
+        (ctx / "Dockerfile").write_text(dockerfile(base, wheel.filename))
         say(f"building {name} FROM {base}")
         image_id = None
         for chunk in client.api.build(path=tmp, tag=name, rm=True, forcerm=True, decode=True):

@@ -17,8 +17,9 @@ from imagebuild.versions import satisfies
 
 
 @dataclass(frozen=True)
-class Facts:
-    """What the policy conditions look at: component versions and the target instances."""
+class StackFacts:
+    """What the env policy conditions look at: the stack's component versions and target instances
+    (not validators.facts.Facts, which is what a log showed)."""
 
     versions: Tuple[Tuple[str, str], ...]
     instance_types: Tuple[str, ...] = ()
@@ -56,7 +57,7 @@ class Finding:
     source: str
 
 
-def _holds(when: Mapping[str, str], facts: Facts) -> Tuple[bool, str]:
+def _holds(when: Mapping[str, str], facts: StackFacts) -> Tuple[bool, str]:
     """Whether every clause holds, and the first reason one does not (for explain-env)."""
     for key, spec in when.items():
         if key.startswith("instances."):
@@ -78,7 +79,7 @@ def _holds(when: Mapping[str, str], facts: Facts) -> Tuple[bool, str]:
     return True, ""
 
 
-def _rule_holds(rule: Mapping, facts: Facts) -> Tuple[bool, str]:
+def _rule_holds(rule: Mapping, facts: StackFacts) -> Tuple[bool, str]:
     alternatives = list(rule.get("any_of") or []) or [rule.get("when") or {}]
     why_not = []
     for when in alternatives:
@@ -89,7 +90,7 @@ def _rule_holds(rule: Mapping, facts: Facts) -> Tuple[bool, str]:
     return False, "; ".join(why_not)
 
 
-def decide(facts: Facts) -> List[Decision]:
+def decide(facts: StackFacts) -> List[Decision]:
     """Every `set` rule with its outcome for these facts, in policy order."""
     out = []
     for rule in catalog.env_policy()["set"]:
@@ -103,11 +104,11 @@ def decide(facts: Facts) -> List[Decision]:
     return out
 
 
-def policy_env(facts: Facts) -> List[EnvVar]:
+def policy_env(facts: StackFacts) -> List[EnvVar]:
     return [EnvVar(d.name, d.value or "", d.reason, d.source, "policy") for d in decide(facts) if d.applies]
 
 
-def forbidden(facts: Facts) -> List[ForbiddenEnv]:
+def forbidden(facts: StackFacts) -> List[ForbiddenEnv]:
     """Variables the image must not set for these versions (the static checks confirm they are absent)."""
     out = []
     for rule in catalog.env_policy()["forbid"]:
@@ -126,7 +127,7 @@ def forbidden(facts: Facts) -> List[ForbiddenEnv]:
     return out
 
 
-def lint(user_env: Mapping[str, str], facts: Facts) -> List[Finding]:
+def lint(user_env: Mapping[str, str], facts: StackFacts) -> List[Finding]:
     """Review the user's extra env against the field's advice: forbidden, unneeded or conflicting."""
     findings: List[Finding] = []
     decisions = {d.name: d for d in decide(facts)}
@@ -165,7 +166,9 @@ def lint(user_env: Mapping[str, str], facts: Facts) -> List[Finding]:
     return findings
 
 
-def explain(facts: Facts, env: Sequence[EnvVar], forbidden_env: Sequence[ForbiddenEnv]) -> Dict[str, List]:
+def explain(
+    facts: StackFacts, env: Sequence[EnvVar], forbidden_env: Sequence[ForbiddenEnv]
+) -> Dict[str, List]:
     """What explain-env prints: every variable set (with why), and every policy variable left unset (why)."""
     set_names = {e.name for e in env}
     unset = [d for d in decide(facts) if not d.applies and d.name not in set_names]

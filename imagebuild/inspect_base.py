@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from imagebuild.adapters.docker_engine import find_image, start
 from imagebuild.components import aws_ofi_nccl, efa_installer, libfabric, nccl, openmpi, torch
 from imagebuild.errors import UserError
 from imagebuild.versions import is_version
@@ -359,16 +360,13 @@ def _probe_tar() -> bytes:
 
 def probe_image(client, image: str, timeout: int = PROBE_TIMEOUT_S) -> str:
     """Run the probe in a throwaway container of `image` (no network, as root); its stdout."""
-    import docker
-
-    try:
-        img = client.images.get(image)
-    except docker.errors.ImageNotFound:
+    img = find_image(client, image)
+    if img is None:
         raise UserError(
             f"no such image on the docker engine: {image}",
             key="IMAGE",
             hint="pull or build it first (`docker images` lists what the engine has)",
-        ) from None
+        )
     container = client.containers.create(
         img.id,
         entrypoint=["/bin/sh", f"{PROBE_DIR}/inspect_probe.sh"],
@@ -380,12 +378,9 @@ def probe_image(client, image: str, timeout: int = PROBE_TIMEOUT_S) -> str:
     )
     try:
         container.put_archive("/", _probe_tar())
-        try:
-            container.start()
-        except docker.errors.APIError as err:
-            raise UserError(
-                f"image {image} cannot run the probe (/bin/sh): {err.explanation or err}", key="IMAGE"
-            ) from None
+        refused = start(container)
+        if refused is not None:
+            raise UserError(f"image {image} cannot run the probe (/bin/sh): {refused}", key="IMAGE")
         try:
             container.wait(timeout=timeout)
         except Exception:  # noqa: BLE001 - requests' timeout types vary by version; all mean "too slow"

@@ -15,6 +15,7 @@ import tempfile
 import time
 from typing import Callable, Iterator, Optional
 
+from imagebuild.adapters.docker_engine import find_image
 from imagebuild.errors import UserError
 
 DEFAULT_NAME = "localbase/debian:bookworm-minbase"
@@ -50,13 +51,7 @@ def split_name(name: str) -> tuple:
 
 
 def image_exists(client, name: str) -> bool:
-    import docker
-
-    try:
-        client.images.get(name)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
+    return find_image(client, name) is not None
 
 
 def _chunks(stream, size: int = 1 << 20) -> Iterator[bytes]:

@@ -83,9 +83,6 @@ class ImageRef:
     def name(self) -> str:
         return f"{self.registry}/{self.repository}" if self.registry else self.repository
 
-    def with_tag(self, tag: str) -> str:
-        return f"{self.name}:{tag}"
-
     def __str__(self) -> str:
         text = self.name
         if self.tag:
@@ -155,14 +152,10 @@ def resolve_credentials(
         return Credentials(username, password, "flags")
     if env.get("REGISTRY_USERNAME") and env.get("REGISTRY_PASSWORD"):
         return Credentials(env["REGISTRY_USERNAME"], env["REGISTRY_PASSWORD"], "environment")
-    try:
-        import docker.auth
+    from imagebuild.adapters.docker_engine import config_login
 
-        path = docker_config
-        if path and os.path.isdir(path):
-            path = os.path.join(path, "config.json")
-        config = docker.auth.load_config(path)
-        found = config.resolve_authconfig(registry) or {}
+    try:
+        found = config_login(registry, docker_config)
     except Exception as err:  # noqa: BLE001 - a broken docker config is the user's file
         where = docker_config or "~/.docker/config.json"
         raise UserError(f"cannot read docker config: {err}", file=where) from err

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from imagebuild.checkreport import gather_check_reports as gather_check_reports
 from imagebuild.errors import UserError
@@ -365,7 +365,7 @@ class RecordStore:
             raise UserError(f"cannot write release records ({why})", file=str(self.root), key="--records")
         if self.s3 is None:
             return
-        from imagebuild.ecr import aws_call
+        from imagebuild.adapters.aws import aws_call
 
         try:
             aws_call(self.s3.head_bucket, Bucket=self.bucket)
@@ -376,7 +376,7 @@ class RecordStore:
 
     def latest(self, variant: str) -> Optional[Dict[str, Any]]:
         if self.s3 is not None:
-            from imagebuild.ecr import aws_call
+            from imagebuild.adapters.aws import aws_call
 
             try:
                 body = aws_call(self.s3.get_object, Bucket=self.bucket, Key=self._key(variant, "latest.json"))
@@ -416,7 +416,7 @@ class RecordStore:
                 ) from None
             written.append(str(folder / fname))
         if self.s3 is not None:
-            from imagebuild.ecr import aws_call
+            from imagebuild.adapters.aws import aws_call
 
             for fname, data, ctype in (
                 (f"{name}.json", text, "application/json"),
@@ -439,10 +439,6 @@ def unique_repositories(entry: Dict[str, Any]) -> List[str]:
 
 def now_utc() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
-
-
-def iter_gates(entries: Iterable[Dict[str, Any]], *args: Any) -> List[Gate]:
-    return [gate_variant(e, *args) for e in entries]
 
 
 # -- one release per repository at a time on this host ---------------------------------------------------

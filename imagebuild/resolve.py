@@ -362,7 +362,7 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
             raise ctx.error(
                 f"unknown instance type '{itype}' (known: {', '.join(profiles)})", f"instance_types[{i}]"
             )
-    facts = envpolicy.Facts(tuple((c.name, c.version) for c in ordered), instance_types)
+    facts = envpolicy.StackFacts(tuple((c.name, c.version) for c in ordered), instance_types)
     user_env = dict(spec.env or {})
     findings = envpolicy.lint(user_env, facts)
     ignored = set(spec.lint_ignore or ())

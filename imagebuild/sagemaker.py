@@ -17,7 +17,6 @@ AWS unreachable, 3 unknown (no evidence: unknown never passes), 130 interrupted 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shlex
@@ -62,47 +61,29 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-# -- arguments -----------------------------------------------------------------------------------------
-def _add(parser: argparse.ArgumentParser, *names: str, **kw: Any) -> None:
-    """Add an option unless the preflight parser already has it (shared flags like --instance-type)."""
-    if any(n in parser._option_string_actions for n in names):  # noqa: SLF001 - argparse has no public API
-        return
-    parser.add_argument(*names, **kw)
+# -- options ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SageMakerOptions:
+    """What `build.py preflight --sagemaker` was asked (imagebuild/commands/preflight.py fills it)."""
 
-
-def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
-    """The options `build.py preflight --sagemaker` needs; existing same-named options are reused."""
-    g = parser.add_argument_group("SageMaker (with --sagemaker)")
-    _add(g, "--image", help="image URI to run, best by digest (repo@sha256:...) so a release can match it")
-    _add(g, "--instance-type", help="e.g. p5.48xlarge (the ml. prefix is added)")
-    _add(g, "--nodes", type=int, default=None, help="instance count (default 2: EFA needs two nodes)")
-    _add(g, "--role-arn", help="IAM role SageMaker assumes for the job")
-    _add(g, "--max-run", type=int, default=3600, help="MaxRuntimeInSeconds (default 3600)")
-    _add(g, "--output-s3", help="s3:// URI for the job output (required by CreateTrainingJob)")
-    _add(g, "--checkpoint-s3", help="s3:// URI for checkpoints (optional)")
-    _add(g, "--job-name", help="training job name (default efa-preflight-<time>)")
-    _add(
-        g,
-        "--probe",
-        choices=sorted(PROBES),
-        default="torch",
-        help="torch (default): one torchrun over all instances (the training job's own NCCL, over EFA); "
-        "nccl-tests: all_reduce_perf on each instance alone",
-    )
-    _add(
-        g,
-        "--probe-command",
-        default=None,
-        help="command the validator runs instead of --probe's ({gpus}, {nodes}, {sm_...} placeholders)",
-    )
-    _add(g, "--volume-size", type=int, default=100, help="GB of EBS per instance (default 100)")
-    _add(g, "--region", help="AWS region")
-    _add(g, "--endpoint-url", help="AWS endpoint override (tests point it at moto's server)")
-    _add(g, "--out", default="build/preflight", help="folder for the reports (default build/preflight)")
-    _add(g, "--poll", type=float, default=30.0, help="seconds between status polls (default 30)")
-    _add(g, "--wait-slack", type=float, default=3600.0, help="extra wait beyond --max-run (default 3600)")
-    _add(g, "--skip-quota-check", action="store_true", help="do not ask Service Quotas first")
-    _add(g, "--dry-run", action="store_true", help="print the CreateTrainingJob request and touch nothing")
+    image: Optional[str] = None  # best by digest (repo@sha256:...) so a release can match it
+    instance_type: Optional[str] = None  # the ml. prefix is added
+    nodes: Optional[int] = None  # default 2: EFA needs two nodes
+    role_arn: Optional[str] = None
+    max_run: int = 3600
+    output_s3: Optional[str] = None
+    checkpoint_s3: Optional[str] = None
+    job_name: Optional[str] = None  # default efa-preflight-<time>
+    probe: str = "torch"  # a key of PROBES
+    probe_command: Optional[str] = None
+    volume_size: int = 100
+    region: Optional[str] = None
+    endpoint_url: Optional[str] = None
+    out: str = "build/preflight"
+    poll: float = 30.0
+    wait_slack: float = 3600.0
+    skip_quota_check: bool = False
+    dry_run: bool = False
 
 
 # -- the request (pure) ----------------------------------------------------------------------------------
@@ -136,35 +117,35 @@ def default_job_name(now: datetime) -> str:
     return "efa-preflight-" + now.strftime("%Y%m%d-%H%M%S")
 
 
-def build_request(args: argparse.Namespace, now: Optional[datetime] = None) -> Dict[str, Any]:
-    """The CreateTrainingJob request from the flags; every bad value is a UserError (exit 2)."""
+def build_request(opts: SageMakerOptions, now: Optional[datetime] = None) -> Dict[str, Any]:
+    """The CreateTrainingJob request from the options; every bad value is a UserError (exit 2)."""
     now = now or datetime.now(timezone.utc)
-    if not getattr(args, "image", None):
+    if not opts.image:
         raise UserError("required", key="--image", hint="the pushed image URI, best repo@sha256:...")
-    itype = (getattr(args, "instance_type", None) or "").strip()
+    itype = (opts.instance_type or "").strip()
     if not itype or not _INSTANCE_RE.match(itype):
         raise UserError(f"not an instance type: {itype!r}", key="--instance-type", hint="e.g. p5.48xlarge")
     bare = itype[3:] if itype.startswith("ml.") else itype
-    nodes = args.nodes if getattr(args, "nodes", None) is not None else 2
+    nodes = opts.nodes if opts.nodes is not None else 2
     if not 1 <= nodes <= 1000:
         raise UserError(f"must be between 1 and 1000, got {nodes}", key="--nodes")
-    max_run = int(args.max_run)
+    max_run = int(opts.max_run)
     if not 1 <= max_run <= MAX_RUN_LIMIT:
         raise UserError(f"must be 1..{MAX_RUN_LIMIT} seconds (28 days), got {max_run}", key="--max-run")
-    role = getattr(args, "role_arn", None) or ""
+    role = opts.role_arn or ""
     if not _ROLE_RE.match(role):
         raise UserError(
             f"not an IAM role ARN: {role!r}", key="--role-arn", hint="arn:aws:iam::<account>:role/<name>"
         )
-    name = getattr(args, "job_name", None) or default_job_name(now)
+    name = opts.job_name or default_job_name(now)
     if not _JOB_RE.match(name):
         raise UserError(
             f"bad training job name {name!r}", key="--job-name", hint="1-63 of letters, digits, -"
         )
-    if not 1 <= int(args.volume_size) <= 16384:
+    if not 1 <= int(opts.volume_size) <= 16384:
         raise UserError("must be 1..16384 GB", key="--volume-size")
     gpus = _gpus(bare)
-    command = getattr(args, "probe_command", None) or PROBES[getattr(args, "probe", None) or "torch"]
+    command = opts.probe_command or PROBES[opts.probe or "torch"]
     try:
         probe = shlex.split(command.replace("{gpus}", str(gpus or 1)).replace("{nodes}", str(nodes)))
     except ValueError as err:
@@ -179,25 +160,25 @@ def build_request(args: argparse.Namespace, now: Optional[datetime] = None) -> D
     request: Dict[str, Any] = {
         "TrainingJobName": name,
         "AlgorithmSpecification": {
-            "TrainingImage": args.image,
+            "TrainingImage": opts.image,
             "TrainingInputMode": "File",
             "ContainerEntrypoint": ["python3", "-m", "validators", "run"],
             "ContainerArguments": arguments,
             "MetricDefinitions": metric_definitions(),
         },
         "RoleArn": role,
-        "OutputDataConfig": {"S3OutputPath": _s3(getattr(args, "output_s3", None), "--output-s3", True)},
+        "OutputDataConfig": {"S3OutputPath": _s3(opts.output_s3, "--output-s3", True)},
         "ResourceConfig": {
             "InstanceType": "ml." + bare,
             "InstanceCount": nodes,
-            "VolumeSizeInGB": int(args.volume_size),
+            "VolumeSizeInGB": int(opts.volume_size),
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": max_run},
         "EnableNetworkIsolation": False,  # nodes must reach each other (EFA, bootstrap over TCP)
         "Environment": {"NCCL_DEBUG": "INFO"},
         "Tags": [{"Key": "efa-image-build:purpose", "Value": "preflight"}],
     }
-    ckpt = _s3(getattr(args, "checkpoint_s3", None), "--checkpoint-s3", False)
+    ckpt = _s3(opts.checkpoint_s3, "--checkpoint-s3", False)
     if ckpt:
         request["CheckpointConfig"] = {"S3Uri": ckpt, "LocalPath": "/opt/ml/checkpoints"}
     return request
@@ -247,7 +228,7 @@ def quota_rows(quotas: List[Dict[str, Any]], instance_type: str, count: int, max
 
 def list_quotas(sq: Any) -> List[Dict[str, Any]]:
     """Every applied SageMaker quota (paged); AWS defaults fill in the ones never changed."""
-    from imagebuild.ecr import aws_call
+    from imagebuild.adapters.aws import aws_call
 
     def pages(op: Any) -> List[Dict[str, Any]]:
         out, token = [], None
@@ -330,7 +311,7 @@ def judge(report: Dict[str, Any], outcome: str, message: str) -> Dict[str, Any]:
 
 def wait_for_job(sm: Any, name: str, poll: float, deadline_s: float, say: Log = log) -> Dict[str, Any]:
     """Poll DescribeTrainingJob until the job ends or `deadline_s` passes (then TimeoutError)."""
-    from imagebuild.ecr import aws_call
+    from imagebuild.adapters.aws import aws_call
 
     start = time.monotonic()
     seen = None
@@ -349,7 +330,7 @@ def wait_for_job(sm: Any, name: str, poll: float, deadline_s: float, say: Log = 
 
 def read_job_logs(logs: Any, name: str, max_events: int = 2_000_000) -> Iterator[str]:
     """Every message of the job's log streams (`<job>/algo-N-<epoch>`), stream by stream, oldest first."""
-    from imagebuild.ecr import aws_call
+    from imagebuild.adapters.aws import aws_call
 
     streams, token = [], None
     for _ in range(1000):
@@ -422,28 +403,28 @@ class Clients:
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Clients:
-        from imagebuild.ecr import make_client
+    def for_options(cls, opts: SageMakerOptions) -> Clients:
+        from imagebuild.adapters.aws import aws_client
 
-        region, url = getattr(args, "region", None), getattr(args, "endpoint_url", None)
-        sm = make_client("sagemaker", region, url)
-        return cls(sm, make_client("logs", region, url), make_client("service-quotas", region, url), sm)
+        region, url = opts.region, opts.endpoint_url
+        sm = aws_client("sagemaker", region, url)
+        return cls(sm, aws_client("logs", region, url), aws_client("service-quotas", region, url), sm)
 
 
-def run_sagemaker_preflight(args: argparse.Namespace, clients: Optional[Clients] = None) -> int:
+def run_sagemaker_preflight(opts: SageMakerOptions, clients: Optional[Clients] = None) -> int:
     """Quota check, create the job, wait, read its logs, judge, write reports; returns the exit code."""
-    from imagebuild.ecr import aws_call
+    from imagebuild.adapters.aws import aws_call
 
-    request = build_request(args)
-    if getattr(args, "dry_run", False):
+    request = build_request(opts)
+    if opts.dry_run:
         print(json.dumps(request, indent=2, sort_keys=True))
         return 0
     name = request["TrainingJobName"]
     itype = request["ResourceConfig"]["InstanceType"]
     nodes = request["ResourceConfig"]["InstanceCount"]
     max_run = request["StoppingCondition"]["MaxRuntimeInSeconds"]
-    clients = clients or Clients.from_args(args)
-    if not getattr(args, "skip_quota_check", False):
+    clients = clients or Clients.for_options(opts)
+    if not opts.skip_quota_check:
         rows = quota_rows(list_quotas(clients.quotas), itype, nodes, max_run)
         for r in rows:
             state = "unknown (not listed)" if r.ok is None else "ok" if r.ok else "SHORT"
@@ -469,7 +450,7 @@ def run_sagemaker_preflight(args: argparse.Namespace, clients: Optional[Clients]
         created = True
         log(f"created training job {name}: {nodes} x {itype}, max run {max_run}s")
         try:
-            desc = wait_for_job(clients.sagemaker, name, float(args.poll), max_run + float(args.wait_slack))
+            desc = wait_for_job(clients.sagemaker, name, float(opts.poll), max_run + float(opts.wait_slack))
         except TimeoutError as err:
             _stop(clients, name)
             desc = {
@@ -511,7 +492,7 @@ def run_sagemaker_preflight(args: argparse.Namespace, clients: Optional[Clients]
             "warning: --image has no @sha256 digest; this report cannot clear "
             "`build.py release --require-preflight`"
         )
-    for path in write_reports(report, Path(getattr(args, "out", "build/preflight")), name):
+    for path in write_reports(report, Path(opts.out), name):
         log(f"wrote {path}")
     print(f"verdict: {report['verdict']}")
     return EXIT_BY_VERDICT.get(report["verdict"], 3)

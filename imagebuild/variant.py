@@ -7,6 +7,7 @@ never the matrix. `to_lock()` is the contract documented in docs/architecture.md
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -35,7 +36,8 @@ def lock_from_labels(labels: Optional[Mapping[str, str]]) -> Optional[Dict[str, 
 
 @dataclass(frozen=True)
 class Artifact:
-    """One file the Dockerfile COPYs from context/artifacts/ (the build host fetches and verifies it)."""
+    """One file the Dockerfile COPYs from context/artifacts/ (the build host fetches and verifies it);
+    written into the lock by `to_json`, read back by `imagebuild.artifacts.artifacts_from_lock`."""
 
     kind: str  # url | git | pypi
     filename: str
@@ -46,8 +48,25 @@ class Artifact:
     gpg_fingerprint: Optional[str] = None
     signature_url: Optional[str] = None
     key_url: Optional[str] = None
-    signature_file: Optional[str] = None
+    signature_file: Optional[str] = None  # kept beside the file (and placed in the context) when given
     key_file: Optional[str] = None
+    component: str = ""  # the component whose lock entry lists it (set when read back from a lock)
+    pip_args: Tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Where in the artifact cache it lives: content addressed by its pin, so two names cannot collide."""
+        if self.kind == "git":
+            return f"git/{self.commit}"
+        if self.sha256:
+            return f"{self.kind}/{self.sha256}"
+        # signed but not hash-pinned (an EFA installer trusted by its GPG key): addressed by its URL
+        return "signed/" + hashlib.sha256(str(self.url).encode()).hexdigest()
+
+    def describe(self) -> str:
+        what = self.requirement or self.url or self.filename
+        pin = f"commit {self.commit}" if self.kind == "git" else f"sha256 {self.sha256}"
+        return f"{self.component}: {self.filename} ({self.kind} {what}, {pin})"
 
     @property
     def source(self) -> str:

@@ -113,11 +113,3 @@ def finding(report: dict, fid: str) -> Optional[dict]:
 
 def replay(*args: str) -> List[str]:
     return [sys.executable, "-m", "validators.replay"] + list(args)
-
-
-def have_analyzer() -> bool:
-    try:
-        import validators.analyze  # noqa: F401
-    except ImportError:
-        return False
-    return True

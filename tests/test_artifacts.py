@@ -111,7 +111,7 @@ def test_lock_entries_in_variant_format_are_read():
     )
     arts = artifacts_from_lock(lock)
     assert [a.kind for a in arts] == ["url", "git", "pypi"]
-    assert arts[0].file == "x.tar.gz" and arts[0].key == "url/" + "a" * 64
+    assert arts[0].filename == "x.tar.gz" and arts[0].key == "url/" + "a" * 64
     assert arts[1].commit == "b" * 40 and arts[1].key == "git/" + "b" * 40
     assert arts[2].requirement == "nvidia-nccl-cu12==2.27.7"
 

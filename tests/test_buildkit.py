@@ -195,7 +195,7 @@ def test_fresh_runner_with_the_images_in_the_registry_builds_nothing(
         assert "#" not in Path(entry["log"]).read_text()  # no builder ran
     assert not [i for i in docker_client.images.list() if any("bk-a" in t for t in i.tags)]
     # `build.py test` pulls what it must check by the digest the summary names
-    from imagebuild.commands.test import ensure_local
+    from imagebuild.adapters.docker_engine import ensure_local
 
     entry = _summary(out)["bk-a"]
     ensure_local(docker_client, entry["image_id"], entry["pushed"])

@@ -26,11 +26,9 @@ VARIANTS = [v for m in MATRICES for v in load(str(ROOT / m))]
 # Literals equal to a component name that are not a component list: another format's keys and names that
 # happen to match. Anything else outside the blocks, the catalog and tests is a second list and fails.
 NOT_A_COMPONENT = {
-    ("imagebuild/commands/report.py", "nccl_tests"): "the validator report's `nccl_tests` key",
+    ("imagebuild/reports/summarize.py", "nccl_tests"): "the validator report's `nccl_tests` key",
     ("imagebuild/release.py", "nccl_tests"): "the validator report's `nccl_tests` key",
     ("imagebuild/reports/plot.py", "nccl_tests"): "the validator report's `nccl_tests` key",
-    ("imagebuild/reports/markdown.py", "nccl_tests"): "the validator report's `nccl_tests` key",
-    ("imagebuild/reports/markdown.py", "libfabric"): "a row title of the validator report table",
     ("imagebuild/sagemaker.py", "torch"): "the name of the torchrun pre-flight probe",
     ("imagebuild/inspect_probe.py", "torch"): "the Python module it imports in the probed image",
     (

@@ -20,7 +20,8 @@ from services import (
     write_summary,
 )
 
-from imagebuild import ecr
+from imagebuild.adapters import ecr
+from imagebuild.adapters.aws import aws_client
 from imagebuild.cli import main
 from imagebuild.errors import UserError
 from imagebuild.registry import ImageRef, Refused, RegistryAPI
@@ -32,7 +33,7 @@ FAST = RetryPolicy(attempts=3, base=0.05, cap=0.2)
 
 
 def _client(aws, endpoint=None):
-    return ecr.make_client("ecr", "us-east-1", endpoint or aws.endpoint_url)
+    return aws_client("ecr", "us-east-1", endpoint or aws.endpoint_url)
 
 
 def test_repository_created_immutable_with_scan_on_push(aws):
@@ -153,6 +154,6 @@ def test_unreachable_endpoint_is_a_user_error(monkeypatch):
 
     for key, value in MotoServer.env().items():
         monkeypatch.setenv(key, value)
-    client = ecr.make_client("ecr", "us-east-1", f"http://127.0.0.1:{free_port()}")
+    client = aws_client("ecr", "us-east-1", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(UserError, match="kept failing"):
         ecr.login(client, FAST)

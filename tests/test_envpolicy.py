@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from imagebuild.cli import main
-from imagebuild.envpolicy import Facts, decide, forbidden, lint, policy_env
+from imagebuild.envpolicy import StackFacts, decide, forbidden, lint, policy_env
 from imagebuild.matrix import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,7 +16,7 @@ SEED = {"FI_PROVIDER", "NCCL_PROTO", "FI_EFA_USE_DEVICE_RDMA", "NCCL_LAUNCH_MODE
 
 
 def facts(instances=("p4d.24xlarge",), **versions):
-    return Facts(tuple(versions.items()), tuple(instances))
+    return StackFacts(tuple(versions.items()), tuple(instances))
 
 
 def names(env):

@@ -18,10 +18,11 @@ import pytest
 from services import free_port
 
 from imagebuild import matrix as matrix_mod
-from imagebuild.artifacts import Artifact, ArtifactCache, ArtifactError
+from imagebuild.artifacts import ArtifactCache, ArtifactError
 from imagebuild.cli import main
 from imagebuild.errors import UserError
 from imagebuild.matrix import load
+from imagebuild.variant import Artifact
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANT = "local-debian-nccl2.27"
@@ -329,7 +330,7 @@ def test_credentials_in_a_mirror_url_never_reach_a_message_or_log(tmp_path):
     said = []
     mirror = f"http://h13user:H13-TOKEN-do-not-print@127.0.0.1:{free_port()}/"
     cache = ArtifactCache(tmp_path / "cache", mirror=mirror, say=said.append)
-    art = Artifact(component="nccl", kind="url", file="a.tgz", url="https://x.org/a.tgz", sha256="a" * 64)
+    art = Artifact(component="nccl", kind="url", filename="a.tgz", url="https://x.org/a.tgz", sha256="a" * 64)
     with pytest.raises((ArtifactError, UserError)) as err:
         cache.ensure(art)
     text = str(err.value) + "\n".join(said)

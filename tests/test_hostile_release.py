@@ -28,7 +28,7 @@ from services import (
 )
 
 from imagebuild.cli import main
-from imagebuild.commands.release import Registries
+from imagebuild.destinations import Registries
 from imagebuild.registry import RegistryAPI
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry

@@ -161,7 +161,7 @@ def test_an_image_only_in_this_engine_prints_base_local_not_a_registry_arg(tmp_p
 def test_the_dlc_layout_dockerfile_pins_the_wheel_and_stands_in_no_plugin():
     wheel = nccl_wheel()
     assert wheel.requirement == "nvidia-nccl-cu12==2.27.7" and len(wheel.sha256 or "") == 64
-    text = dockerfile("localbase/debian:bookworm-minbase", wheel.file)
+    text = dockerfile("localbase/debian:bookworm-minbase", wheel.filename)
     assert text.startswith("# A local base") and "FROM localbase/debian:bookworm-minbase\n" in text
     assert "sha256sum -c SHA256SUMS" in text and "--no-index --no-deps" in text
     assert "python3 -m venv /usr/local" in text

@@ -182,7 +182,6 @@ def test_build_py_preflight_print_and_errors(tmp_path, project_root):
 
 def test_build_py_preflight_sagemaker_delegates(project_root):
     """--sagemaker goes to imagebuild.sagemaker (issue 6); --dry-run prints the request, touches nothing."""
-    pytest.importorskip("imagebuild.sagemaker")
     digest = "a" * 64
     proc = subprocess.run(
         [

@@ -331,13 +331,14 @@ def test_dry_run_checks_everything_and_promotes_nothing(
 def test_release_in_ecr_on_moto(aws, registry, small_images, tmp_path, monkeypatch):
     """ECR promotion by PutImage on moto: the manifest is the real one of the image pushed to the local
     registry (moto's ECR has no registry to docker-push to); the lock comes from the local engine's image."""
-    from imagebuild import ecr
+    from imagebuild.adapters import ecr
+    from imagebuild.adapters.aws import aws_client
     from imagebuild.registry import ImageRef
 
     image = small_images["b"]
     src = _pushed(tmp_path, monkeypatch, registry, image, "ecrrelsrc", "ecrrelsrc")
     manifest = RegistryAPI(registry.host).manifest("h6-test/ecrrelsrc", "dev")
-    client = ecr.make_client("ecr", "us-east-1", aws.endpoint_url)
+    client = aws_client("ecr", "us-east-1", aws.endpoint_url)
     uri = ecr.ensure_repository(client, "h6-test/ecrrel")["repositoryUri"]
     host = uri.split("/", 1)[0]
     ecr.put_tag(client, ImageRef(host, "h6-test/ecrrel", "dev"), manifest)

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from imagebuild.reports.markdown import render
 from imagebuild.reports.plot import human_size
 from validators.bandwidth import judge
 from validators.nccltests import NcclTestsParser
 from validators.profiles import get_profile
+from validators.report import to_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "nccltests"
@@ -143,9 +143,13 @@ def test_missing_report_file_is_exit_2(tmp_path):
     assert res.returncode == 2 and "cannot read" in res.stderr
 
 
-def test_markdown_render_handles_unknowns():
-    text = render({"verdict": "unknown", "efa": None, "nccl_tests": {"rows": [], "collective": None}})
-    assert "UNKNOWN" in text and "| EFA in use | unknown |" in text and "plateau busbw unknown" in text
+def test_markdown_of_an_all_unknown_report_says_unknown():
+    text = to_markdown({"verdict": "unknown", "efa": None, "nccl_tests": {"rows": [], "collective": None}})
+    assert (
+        "**UNKNOWN**" in text
+        and "| EFA | null |" in text
+        and "| busbw plateau | null GB/s @ null B |" in text
+    )
 
 
 @pytest.mark.parametrize(
@@ -154,19 +158,6 @@ def test_markdown_render_handles_unknowns():
 )
 def test_human_size(size, label):
     assert human_size(size) == label
-
-
-def test_compact_markdown_is_used_when_validators_has_no_writer(monkeypatch):
-    import validators
-    from imagebuild.commands import report as cmd
-
-    monkeypatch.setitem(sys.modules, "validators.report", None)  # import of it now fails
-    monkeypatch.delattr(validators, "report", raising=False)
-    fn = cmd.markdown_renderer()
-    assert fn is render
-    text = fn(make_report("new-allreduce-oob-failed.log", "p5.48xlarge", 2))
-    assert "### NCCL / EFA pre-flight: FAIL" in text and "nccl-tests-out-of-bounds" in text
-    assert "| 4 GiB | " in text and "| out-of-bounds | FAIL |" in text
 
 
 def test_missing_output_directory_is_exit_2(tmp_path):

@@ -24,6 +24,7 @@ from botocore.stub import Stubber
 from services import Fault, FaultProxy
 
 from imagebuild import sagemaker as smk
+from imagebuild.commands.preflight import add_sagemaker_args, sagemaker_options
 from imagebuild.errors import UserError
 
 pytest_plugins = ["services_fixtures"]  # fixtures: moto_server, aws
@@ -35,13 +36,13 @@ LOG_01 = "01-eks-p4d-2node-efa-gdr-nccl2.9.9-allreduce.log"
 LOG_55 = "55-ec2-p4d-1node-ofi1.17.1-init-failed-sendrecv-socket-fallback-deepspeed.log"
 
 
-def _args(*extra: str) -> argparse.Namespace:
+def _args(*extra: str) -> smk.SageMakerOptions:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sagemaker", action="store_true")
-    smk.add_sagemaker_args(parser)
+    add_sagemaker_args(parser)
     base = ["--sagemaker", "--image", IMAGE, "--instance-type", "p4d.24xlarge", "--nodes", "2",
             "--role-arn", ROLE, "--output-s3", "s3://h6-out/preflight", "--max-run", "5400"]  # fmt: skip
-    return parser.parse_args([*base, *extra])
+    return sagemaker_options(parser.parse_args([*base, *extra]))
 
 
 def _quota_client(aws, quotas):
@@ -286,12 +287,9 @@ def test_ctrl_c_while_waiting_stops_the_job(aws, tmp_path, capsys):
 
 def test_build_py_preflight_sagemaker_dry_run(capsys, monkeypatch):
     """Through the real CLI: `build.py preflight --sagemaker --dry-run` prints the request, exit 0;
-    a bad flag is exit 2. Skipped until the preflight verb wires in `add_sagemaker_args`."""
-    from imagebuild.cli import main, make_parser
+    a bad flag is exit 2."""
+    from imagebuild.cli import main
 
-    choices = make_parser()._subparsers._group_actions[0].choices  # noqa: SLF001
-    if "preflight" not in choices or "--sagemaker" not in choices["preflight"]._option_string_actions:  # noqa: SLF001
-        pytest.skip("build.py preflight --sagemaker not registered yet (imagebuild/commands/preflight.py)")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     argv = ["preflight", "--sagemaker", "--dry-run", "--image", IMAGE, "--instance-type", "p5.48xlarge",
             "--nodes", "2", "--role-arn", ROLE, "--output-s3", "s3://h6-out/x",

@@ -75,11 +75,9 @@ def needle_groups() -> List[tuple]:
 
 
 def _tests_parser():
-    """h3b's nccl-tests reader when present; the NCCL part works without it."""
-    try:
-        from validators.nccltests import NcclTestsParser
-    except ImportError:  # pragma: no cover - only while the module is not there
-        return None
+    """A fresh nccl-tests reader for each input."""
+    from validators.nccltests import NcclTestsParser
+
     return NcclTestsParser()
 
 

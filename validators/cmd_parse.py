@@ -12,8 +12,9 @@ import sys
 import tempfile
 from typing import List
 
+from validators.runreport import EXIT_BY_VERDICT
+
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
-_EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "unknown": EXIT_UNKNOWN}
 
 
 def _positive_int(text: str) -> int:
@@ -142,7 +143,7 @@ def run_parse(args) -> int:
     for c in report["checks"]:
         if c["status"] != "pass":
             print("check {}: {} - {}".format(c["name"], c["status"], c["detail"]), file=stream)
-    return _EXIT.get(report["verdict"], EXIT_UNKNOWN)
+    return EXIT_BY_VERDICT.get(report["verdict"], EXIT_UNKNOWN)
 
 
 def run_explain(args) -> int:

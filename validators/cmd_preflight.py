@@ -133,25 +133,6 @@ def _node_check(args: argparse.Namespace) -> int:
     return runreport.EXIT_BY_VERDICT.get(report["verdict"], 3)
 
 
-def _analyzer() -> Optional[Any]:
-    """The log parser, or None when this copy of the validators lacks it (the run is then unknown)."""
-    try:
-        from validators.analyze import analyze
-    except ImportError as err:
-        print("warning: log parser unavailable: %s" % err, file=sys.stderr)
-        return None
-    return analyze
-
-
-def _accepts(fn: Any, name: str) -> bool:
-    import inspect
-
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _default_log() -> str:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return os.path.join(tempfile.gettempdir(), "validators-run-%s-%d.log" % (stamp, os.getpid()))
@@ -163,13 +144,12 @@ def run_once(
     """One run of argv under the watchdog -> its report (NotStarted propagates: exit 2)."""
     argv2, kind, notes = prepare(argv, inject=inject)
     env, env_notes = nccl_env()
-    analyze = _analyzer()
-    parser = None
-    if analyze is not None:
-        kwargs = {"instance_type": args.instance_type, "nodes": nodes}  # type: Dict[str, Any]
-        if _accepts(analyze, "source"):
-            kwargs["source"] = log_path  # evidence then names the kept log, with its line numbers
-        parser = StreamingParser(analyze, nice=BACKGROUND_NICE, **kwargs)
+    from validators.analyze import analyze
+
+    # source: the evidence names the kept log, with its line numbers
+    parser = StreamingParser(
+        analyze, nice=BACKGROUND_NICE, instance_type=args.instance_type, nodes=nodes, source=log_path
+    )
     rank_logs = getattr(args, "rank_logs", None)
     if rank_logs:
         os.makedirs(rank_logs, exist_ok=True)
@@ -182,7 +162,7 @@ def run_once(
             grace=args.grace,
             env=env,
             log=log,
-            on_lines=parser.feed if parser else None,
+            on_lines=parser.feed,
             echo=None if args.quiet else sys.stderr,
             rank_logs=rank_logs,
             spool_dir=os.path.dirname(os.path.abspath(log_path)),
@@ -190,7 +170,7 @@ def run_once(
         )
     result.log = log_path
     result.notes = notes + env_notes + result.notes
-    analysis, error = parser.finish() if parser else (None, None)
+    analysis, error = parser.finish()
     launch = launchcheck.declared(argv2, kind, env, nodes)
     return runreport.combine(result, analysis, error, args.instance_type, nodes, launch)
 
@@ -431,11 +411,9 @@ def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def _metric_lines(report: Dict[str, Any]) -> List[str]:
-    """The parser's `key=value` lines (SageMaker metric regexes read them), when it is present."""
-    try:
-        from validators.report import metric_lines
-    except ImportError:
-        return []
+    """The parser's `key=value` lines (SageMaker metric regexes read them)."""
+    from validators.report import metric_lines
+
     try:
         return list(metric_lines(report))
     except Exception:  # noqa: BLE001 - a summary line must never turn a verdict into a crash

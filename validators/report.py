@@ -8,28 +8,11 @@ docs/architecture.md "validator report" lists the stable top-level keys).
 import xml.etree.ElementTree as ET
 from typing import List, Optional
 
+from validators.bandwidth import judge
 from validators.facts import Facts
+from validators.profiles import get_profile
+from validators.runreport import SCHEMA
 from validators.verdict import decide, host_table, summary_values
-
-SCHEMA = "efa-image-build/report/v1"
-
-
-def _profiles():
-    try:
-        from validators import profiles
-
-        return profiles.get_profile
-    except ImportError:  # pragma: no cover - while h3b's module is absent
-        return None
-
-
-def _judge():
-    try:
-        from validators import bandwidth
-
-        return bandwidth.judge
-    except ImportError:  # pragma: no cover
-        return None
 
 
 def build_report(
@@ -43,7 +26,7 @@ def build_report(
     facts.finalize()
     with_rows = [t for t in tests if t.get("rows")]
     nccl_tests = (with_rows or tests or [None])[0]
-    decided = decide(facts, nccl_tests, instance_type, nodes, _profiles(), _judge())
+    decided = decide(facts, nccl_tests, instance_type, nodes, get_profile, judge)
     if len(tests) > 1:
         decided["findings"].append(
             {

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import validators
+from imagebuild.adapters.docker_engine import find_image
 from imagebuild.checkreport import write_report as write_report
 from imagebuild.checks.probes import INVENTORY_PATH
 from imagebuild.errors import UserError
@@ -67,15 +68,10 @@ def _env_of(image) -> dict:
 
 def _base_env(client, lock: dict) -> dict:
     """The env the Dockerfile's ENV lines were expanded over: the base image's, when it is here."""
-    import docker
-
     base = (lock.get("base") or {}).get("image")
-    env: dict = {}
-    if base:
-        try:
-            env = _env_of(client.images.get(base))
-        except (docker.errors.ImageNotFound, docker.errors.APIError):
-            pass  # a registry base not pulled here: ENV lines that reference base vars may then differ
+    # a registry base not pulled here: ENV lines that reference base vars may then differ
+    image = find_image(client, base, api_error_is_absent=True) if base else None
+    env: dict = _env_of(image) if image is not None else {}
     # docker expands ENV over its default PATH when the base sets none (a `docker import`ed base, say)
     env.setdefault("PATH", DOCKER_DEFAULT_PATH)
     return env
@@ -109,15 +105,10 @@ def check_image(
     timeout: int = 600,
 ) -> ImageReport:
     """Check one image; never raises for a failing check (that is in the report), only for bad input."""
-    import docker
-
     started = time.monotonic()
-    try:
-        image = client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        raise UserError(
-            f"no such image: {ref}", key="--image", hint="build it with `build.py build`"
-        ) from None
+    image = find_image(client, ref)
+    if image is None:
+        raise UserError(f"no such image: {ref}", key="--image", hint="build it with `build.py build`")
     labels = image.labels or {}
     label_lock = lock_from_labels(labels)
     if lock is None and label_lock is None:

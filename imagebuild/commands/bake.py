@@ -10,12 +10,9 @@ buildx is installed.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 from pathlib import Path
 
-from imagebuild.artifacts import DEFAULT_CACHE, ArtifactCache
-from imagebuild.errors import UserError
+from imagebuild.artifacts import DEFAULT_CACHE
 
 
 def register(sub) -> None:
@@ -51,62 +48,17 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _buildx_print(path: Path) -> None:
-    """Where buildx exists, let bake itself read the file (`--print` builds nothing)."""
-    from imagebuild.buildkit import detect
-
-    choice = detect("auto")
-    if choice.kind != "buildx":
-        print(f"bake: checked against bake's schema (no buildx here: {choice.reason})")
-        return
-    proc = subprocess.run(
-        [choice.cli, "buildx", "bake", "-f", str(path), "--print"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if proc.returncode != 0:
-        raise UserError(f"docker buildx bake --print refused the file: {proc.stderr.strip()}", file=str(path))
-    print(f"bake: docker buildx bake --print accepted {path}")
-
-
 def run(args: argparse.Namespace) -> int:
-    from imagebuild import bake, builder, platforms
-    from imagebuild.commands.build import rendered
-    from imagebuild.registry import write_json_atomic
-    from imagebuild.shard import parse_shard
+    from imagebuild import pipeline
+    from imagebuild.commands.build import selection, stage_options
 
-    parse_shard(args.shard)
-    build_args = builder.parse_build_args(args.build_arg)
-    out = Path(args.out)
-    dirs = rendered(args, out)
-    if isinstance(dirs, int):
-        return dirs
-    if not dirs:
-        raise UserError(f"no variant falls in shard {args.shard}", key="--shard")
-    cache = ArtifactCache(Path(args.cache), mirror=args.mirror, offline=args.offline)
-    builder.check_offline(cache, dirs)
-    opts = builder.BuildOptions(cache=cache, build_ca=builder.resolve_ca(args.build_ca), out=out)
-    targets = {}
-    for vdir in dirs:
-        lock, chash, tags = builder.stage_variant(vdir, opts, lambda _line: None)
-        targets[bake.target_name(vdir.name)] = bake.bake_target(
-            os.path.relpath(vdir / "context"),
-            tags,
-            builder.build_labels(vdir, lock, chash),
-            build_args,
-            args.platform or [lock.get("platform") or platforms.DEFAULT],
-            args.cache_from,
-            args.cache_to,
-            description=vdir.name,
-        )
-    doc = bake.bake_file(targets)
-    problems = bake.validate(doc)
-    if problems:  # a bug here, not the user's input: say what bake would refuse
-        raise UserError("the bake file breaks bake's schema: " + "; ".join(problems), key="bake")
-    path = Path(args.file) if args.file else out / "docker-bake.json"
-    write_json_atomic(path, doc)
-    print(f"bake: {len(targets)} target(s) -> {path}")
-    _buildx_print(path)
-    print(f"build them: docker buildx bake -f {path} --load  (or --push; from this directory)")
+    request = pipeline.BakeRequest(
+        select=selection(args),
+        stage=stage_options(args),
+        file=Path(args.file) if args.file else None,
+        platforms=tuple(args.platform),
+        cache_from=tuple(args.cache_from),
+        cache_to=tuple(args.cache_to),
+    )
+    pipeline.bake(request)
     return 0

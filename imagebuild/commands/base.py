@@ -23,9 +23,9 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from imagebuild.builder import docker_client
+    from imagebuild.adapters.docker_engine import connect
 
-    client, say = docker_client(), lambda line: print(line, flush=True)
+    client, say = connect(), lambda line: print(line, flush=True)
     if args.layout == "dlc":
         from imagebuild.dlcbase import make_dlc_base
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
-from typing import List
+from typing import TYPE_CHECKING
 
-from imagebuild.artifacts import DEFAULT_CACHE, ArtifactCache
-from imagebuild.errors import UserError
+from imagebuild.artifacts import DEFAULT_CACHE
+
+if TYPE_CHECKING:
+    from imagebuild.pipeline import Selection, StageOptions
 
 EXIT_FAILED = 1
 
@@ -76,108 +77,44 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def variant_dirs(out: Path, names: List[str], since: float = 0.0) -> List[Path]:
-    """Rendered variant folders in `out` (those named, or all rendered at/after `since`)."""
-    if names:
-        dirs = [out / n for n in names]
-        for d in dirs:
-            if not (d / "variant.lock.json").is_file():
-                raise UserError(f"variant {d.name!r} is not rendered in {out}", key="--variant")
-        return dirs
-    found = sorted(p.parent for p in out.glob("*/variant.lock.json") if p.stat().st_mtime >= since)
-    if not found:
-        raise UserError(f"no rendered variants in {out}", file=str(out), hint="run `build.py render` first")
-    return found
+def stage_options(args: argparse.Namespace) -> StageOptions:
+    """The artifact and CA flags build and bake share, as data."""
+    from imagebuild.pipeline import StageOptions
 
-
-def rendered(args: argparse.Namespace, out: Path):
-    """Render the matrix into `out` (unless --no-render) and the variant folders of this shard; or an rc."""
-    from imagebuild.shard import parse_shard, select
-
-    since = 0.0
-    if not args.no_render:
-        from imagebuild.cli import main as cli_main
-
-        since = time.time() - 1
-        render_argv = ["render", "--matrix", args.matrix, "--out", str(out)]
-        for v in args.variant:
-            render_argv += ["--variant", v]
-        rc = cli_main(render_argv)
-        if rc != 0:
-            return rc
-    dirs = variant_dirs(out, args.variant, since)
-    return select(dirs, [d.name for d in dirs], parse_shard(args.shard))
-
-
-def remote_lookup(args: argparse.Namespace):
-    """The registry look-up of content tags, when a target registry is given (--registry or --ecr)."""
-    if not (args.registry or args.ecr):
-        return None
-    from imagebuild.commands.push import Destination, log, policy_from
-    from imagebuild.registry import content_lookup
-
-    dest = Destination(args, policy_from(args))
-    api = getattr(dest, "api", None)
-    return content_lookup(
-        dest.host,
-        lambda repo: dest.namespace + args.repository_prefix + repo,
-        dest.existing,
-        config_of=api.blob if api is not None else None,
-        log=log,
+    return StageOptions(
+        cache=Path(args.cache),
+        offline=args.offline,
+        mirror=args.mirror,
+        build_ca=args.build_ca,
+        build_args=tuple(args.build_arg),
     )
+
+
+def selection(args: argparse.Namespace) -> Selection:
+    """The variants build and bake work on: rendered first, unless --no-render (what is in --out)."""
+    from imagebuild.pipeline import RenderOptions, Selection
+
+    out, names = Path(args.out), tuple(args.variant)
+    source = None if args.no_render else RenderOptions(matrix=args.matrix, variants=names, out=out)
+    return Selection(render=source, out=out, variants=names, shard=args.shard)
 
 
 def run(args: argparse.Namespace) -> int:
-    from imagebuild import builder
-    from imagebuild.buildkit import cache_args, detect
-    from imagebuild.shard import parse_shard
+    from imagebuild import pipeline
+    from imagebuild.commands.push import registry_target
 
-    if args.jobs < 1:
-        raise UserError("--jobs must be at least 1", key="--jobs")
-    build_args = builder.parse_build_args(args.build_arg)
-    ca = builder.resolve_ca(args.build_ca)
-    out = Path(args.out)
-    parse_shard(args.shard)  # bad usage: exit 2 before anything runs
-    chosen = detect(args.builder)
-    cache_args(chosen, args.cache_from, args.cache_to)
-    client = builder.docker_client()  # exit 2 with how to start it, before anything is written
-    dirs = rendered(args, out)
-    if isinstance(dirs, int):
-        return dirs
-    if not dirs:
-        print(f"shard {args.shard}: no variant falls in this shard; nothing to build")
-        builder.write_summary(out / "summary.json", [])
-        return 0
-    cache = ArtifactCache(Path(args.cache), mirror=args.mirror, offline=args.offline)
-    opts = builder.BuildOptions(
-        cache=cache,
-        build_ca=ca,
-        build_args=build_args,
-        out=out,
+    request = pipeline.BuildRequest(
+        select=selection(args),
+        stage=stage_options(args),
+        builder=args.builder,
+        cache_from=tuple(args.cache_from),
+        cache_to=tuple(args.cache_to),
+        target=registry_target(args) if (args.registry or args.ecr) else None,
+        repository_prefix=args.repository_prefix,
+        jobs=args.jobs,
+        plain=args.plain,
         force=args.force,
-        nocache=args.no_cache,
-        builder=chosen,
-        cache_from=list(args.cache_from),
-        cache_to=list(args.cache_to),
-        remote_lookup=remote_lookup(args),
+        no_cache=args.no_cache,
     )
-    print(f"builder: {chosen.reason}")
-    reporter = builder.make_reporter([d.name for d in dirs], plain=True if args.plain else None)
-    cache.say = lambda line: reporter.event("artifacts", "info", line)
-    if isinstance(reporter, builder.RichReporter):
-        with reporter:
-            results = builder.build_all(client, dirs, opts, reporter, jobs=args.jobs)
-    else:
-        results = builder.build_all(client, dirs, opts, reporter, jobs=args.jobs)
-    builder.write_summary(out / "summary.json", results)
-    counts = builder.summary_counts(results)
-    print(
-        f"{len(results)} variant(s): "
-        + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-        + f"; summary {out / 'summary.json'}"
-    )
-    for r in results:
-        if r.status == "failed":
-            first = (r.error or "").splitlines()[0] if r.error else "failed"
-            print(f"FAILED {r.variant}: {first}" + ("" if r.log in first else f" (log {r.log})"))
-    return EXIT_FAILED if counts.get("failed") else 0
+    results = pipeline.build(request)
+    return EXIT_FAILED if any(r.status == "failed" for r in results) else 0

@@ -1,25 +1,9 @@
-"""`build.py demo`: the main job on the embedded default, end to end on a machine with nothing but docker.
-
-It makes the local base, renders and builds the local matrix for real, checks every image with the static
-checks, and finishes with the validator run inside a built image on a replayed recording (no GPU here:
-the replay stand-in prints a recorded nccl-tests log in place of the GPU binary, and every output of that
-run says REPLAY: the Markdown heading, `run.replay` in the JSON, the plot title). Variants whose sources
-cannot be had here (git archives of aws-ofi-nccl, nccl-tests) are built when the artifact cache holds them;
-the summary names each one not built, why, and how to build it.
-"""
+"""`build.py demo`: the main job on the embedded default, end to end on a machine with nothing but docker
+(imagebuild/demo.py says how)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-from pathlib import Path
-from typing import Dict, List, Tuple
-
-from imagebuild.errors import UserError
-
-# A recording the project wrote, replayed inside the image by validators.replay (the only stand-in).
-REPLAY = "tests/fixtures/replay/good-efa-p5-2node.log"
 
 
 def register(sub) -> None:
@@ -37,134 +21,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _buildable(out: Path, names: List[str]) -> Tuple[List[str], Dict[str, str]]:
-    """(variants whose artifacts are cached or fetchable here, {variant: why not} for the others)."""
-    from imagebuild.artifacts import DEFAULT_CACHE, ArtifactCache, artifacts_from_lock
-    from imagebuild.builder import read_lock
-
-    cache = ArtifactCache(Path(DEFAULT_CACHE), offline=True)
-    chosen: List[str] = []
-    left: Dict[str, str] = {}
-    for name in names:
-        vdir = out / name
-        arts = artifacts_from_lock(read_lock(vdir), str(vdir / "variant.lock.json"))
-        unreachable = [a for a in cache.missing(arts) if a.kind in ("git", "url")]
-        if unreachable:
-            left[name] = "needs " + ", ".join(a.describe() for a in unreachable)
-            print(f"demo: not building {name}: {left[name]} (not in {DEFAULT_CACHE}, not reachable here)")
-            continue
-        chosen.append(name)
-    return chosen, left
-
-
-def _print_not_built(matrix: str, left: Dict[str, str]) -> None:
-    """The end of the demo names every variant it did not build, why, and how to build it."""
-    if not left:
-        return
-    from imagebuild.artifacts import DEFAULT_CACHE
-
-    print("\ndemo: variants NOT built on this machine (their sources cannot be downloaded here)")
-    for name, why in sorted(left.items()):
-        print(f"  NOT BUILT  {name}: {why}")
-        print(
-            f"             to build it: put those files in {DEFAULT_CACHE} (docs/build.md, 'artifact cache')"
-            f" or add --mirror BASE_URL, then: python build.py build --matrix {matrix} --variant {name}"
-        )
-
-
 def run(args: argparse.Namespace) -> int:
-    from imagebuild.cli import main as cli_main
+    from pathlib import Path
 
-    out = Path(args.out)
-    if cli_main(["base"]) != 0:
-        return 2
-    render = ["render", "--matrix", args.matrix, "--out", str(out)] + sum(
-        (["--variant", v] for v in args.variant), []
-    )
-    rc = cli_main(render)
-    if rc:
-        return rc
-    names = args.variant or sorted(json.loads(p.read_text())["name"] for p in out.glob("*/variant.lock.json"))
-    names, left = _buildable(out, names)
-    if not names:
-        _print_not_built(args.matrix, left)
-        raise UserError("no variant of the matrix can be built here", file=args.matrix)
-    sel = sum((["--variant", v] for v in names), [])
-    rc = cli_main(
-        ["build", "--matrix", args.matrix, "--out", str(out), "--build-ca", "--jobs", str(args.jobs)] + sel
-    )
-    if rc:
-        return rc
-    rc_test = cli_main(["test", "--out", str(out)] + sel)
-    rc_val = _validate_in_image(out, names[0])
-    demo_dir = out / "demo"
-    cli_main(
-        ["report", str(demo_dir / "preflight.json"), "--plot", str(demo_dir / "busbw.png")]
-        + ["--markdown", str(demo_dir / "preflight.md")]
-    )
-    _print_check_summary(out / "test-report.json")
-    print(f"demo: static checks {'passed' if rc_test == 0 else 'FAILED'}: {out / 'test-report.json'}")
-    print(
-        f"demo: pre-flight outputs, each marked REPLAY (replayed recording, no GPU): "
-        f"{demo_dir / 'preflight.json'} (run.replay), {demo_dir / 'preflight.md'}, {demo_dir / 'busbw.png'};"
-        f" evidence log {demo_dir / 'run.log'}"
-    )
-    _print_not_built(args.matrix, left)
-    return rc_test or rc_val
+    from imagebuild.demo import DemoRequest, demo
 
-
-def _print_check_summary(path: Path) -> None:
-    """One line per image and one per check that did not pass: the end of the demo is its report."""
-    report = json.loads(path.read_text())
-    print("\ndemo: static checks of the built images (testinfra, in a container of each image)")
-    for image in report.get("images", []):
-        counts: dict = {}
-        for check in image.get("checks", []):
-            counts[check["status"]] = counts.get(check["status"], 0) + 1
-        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-        name = image.get("variant") or image.get("image")
-        print(f"  {'PASS' if image.get('passed') else 'FAIL'}  {name}: {tally}")
-        for check in image.get("checks", []):
-            if check["status"] in ("fail", "unknown"):
-                print(f"        {check['status']:7} {check['name']}: {check.get('detail', '')[:160]}")
-
-
-def _validate_in_image(out: Path, variant: str) -> int:
-    """Run the image's own validators on a replayed recording: the pre-flight code path, minus the GPU."""
-    from imagebuild.builder import docker_client
-
-    summary = json.loads((out / "summary.json").read_text())
-    entry = next(e for e in summary["variants"] if e["variant"] == variant)
-    replay = Path(REPLAY).resolve()
-    if not replay.is_file():
-        raise UserError("recording for the replay stand-in is missing", file=str(replay))
-    client = docker_client()
-    report_dir = (out / "demo").resolve()
-    report_dir.mkdir(parents=True, exist_ok=True)
-    # Mounted at the host's paths: the evidence (file, line) the report points at exists after the demo.
-    cmd = [
-        "python3", "-m", "validators", "run", "--quiet", "--timeout", "60",
-        "--instance-type", "p5.48xlarge", "--nodes", "2", "--json", str(report_dir / "preflight.json"),
-        "--log", str(report_dir / "run.log"),
-        "--", "python3", "-m", "validators.replay", str(replay),
-    ]  # fmt: skip
-    print(f"\ndemo: validator inside {entry['tags'][0] if entry.get('tags') else entry['image_id']}")
-    print("      on a REPLAYED recording (replay stand-in for all_reduce_perf; this machine has no GPU/EFA)")
-    mounts = {str(replay): {"bind": str(replay), "mode": "ro"}, str(report_dir): {"bind": str(report_dir)}}
-    container = client.containers.run(
-        entry["image_id"],
-        cmd,
-        volumes=mounts,
-        user=f"{os.getuid()}:{os.getgid()}",
-        detach=True,
+    outcome = demo(
+        DemoRequest(matrix=args.matrix, variants=tuple(args.variant), out=Path(args.out), jobs=args.jobs)
     )
-    try:
-        result = container.wait(timeout=120)
-        print(container.logs().decode("utf-8", "replace").rstrip())
-    finally:
-        container.remove(force=True)
-    report = json.loads((report_dir / "preflight.json").read_text())
-    print(
-        f"demo: pre-flight verdict on the REPLAY: {report.get('verdict')} ({report_dir / 'preflight.json'})"
-    )
-    return 0 if result.get("StatusCode") == 0 else 1
+    return 0 if outcome.checks_passed and outcome.replay_passed else 1

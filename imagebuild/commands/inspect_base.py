@@ -20,10 +20,10 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from imagebuild.builder import docker_client
+    from imagebuild.adapters.docker_engine import connect
     from imagebuild.inspect_base import inspect, matrix_lines, text_report
 
-    found = inspect(docker_client(), args.image)
+    found = inspect(connect(), args.image)
     if args.json:
         print(json.dumps({**found, "matrix": matrix_lines(found)}, indent=1, sort_keys=True))
     else:

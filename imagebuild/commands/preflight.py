@@ -5,13 +5,14 @@ delegated to imagebuild.sagemaker)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any, Dict
+from typing import TYPE_CHECKING
 
 from imagebuild.cli import add_matrix_args
-from imagebuild.components import nccl_tests
 from imagebuild.errors import UserError
+
+if TYPE_CHECKING:
+    from imagebuild.sagemaker import SageMakerOptions
 
 
 def register(sub) -> None:
@@ -28,76 +29,98 @@ def register(sub) -> None:
     p.add_argument("--cluster", metavar="FILE", help="cluster description YAML (nodes, instance_type, ...)")
     p.add_argument("--lock", metavar="FILE", help="a variant.lock.json instead of --matrix/--variant")
     p.add_argument("--sagemaker", action="store_true", help="run the pre-flight as a SageMaker training job")
-    sm = _sagemaker()
-    if sm is not None:
-        sm.add_sagemaker_args(p)
+    add_sagemaker_args(p)
     p.set_defaults(func=run)
 
 
-def _sagemaker() -> Any:
-    try:
-        from imagebuild import sagemaker
-    except ImportError:
-        return None
-    return sagemaker if hasattr(sagemaker, "run_sagemaker_preflight") else None
+def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
+    """The options `build.py preflight --sagemaker` needs."""
+    from imagebuild import sagemaker
+
+    g = parser.add_argument_group("SageMaker (with --sagemaker)")
+    g.add_argument(
+        "--image", help="image URI to run, best by digest (repo@sha256:...) so a release can match it"
+    )
+    g.add_argument("--instance-type", help="e.g. p5.48xlarge (the ml. prefix is added)")
+    g.add_argument("--nodes", type=int, default=None, help="instance count (default 2: EFA needs two nodes)")
+    g.add_argument("--role-arn", help="IAM role SageMaker assumes for the job")
+    g.add_argument("--max-run", type=int, default=3600, help="MaxRuntimeInSeconds (default 3600)")
+    g.add_argument("--output-s3", help="s3:// URI for the job output (required by CreateTrainingJob)")
+    g.add_argument("--checkpoint-s3", help="s3:// URI for checkpoints (optional)")
+    g.add_argument("--job-name", help="training job name (default efa-preflight-<time>)")
+    g.add_argument(
+        "--probe",
+        choices=sorted(sagemaker.PROBES),
+        default=sagemaker.SageMakerOptions.probe,
+        help="torch (default): one torchrun over all instances (the training job's own NCCL, over EFA); "
+        "nccl-tests: all_reduce_perf on each instance alone",
+    )
+    g.add_argument(
+        "--probe-command",
+        default=None,
+        help="command the validator runs instead of --probe's ({gpus}, {nodes}, {sm_...} placeholders)",
+    )
+    g.add_argument("--volume-size", type=int, default=100, help="GB of EBS per instance (default 100)")
+    g.add_argument("--region", help="AWS region")
+    g.add_argument("--endpoint-url", help="AWS endpoint override (tests point it at moto's server)")
+    g.add_argument(
+        "--out", default="build/preflight", help="folder for the reports (default build/preflight)"
+    )
+    g.add_argument("--poll", type=float, default=30.0, help="seconds between status polls (default 30)")
+    g.add_argument(
+        "--wait-slack", type=float, default=3600.0, help="extra wait beyond --max-run (default 3600)"
+    )
+    g.add_argument("--skip-quota-check", action="store_true", help="do not ask Service Quotas first")
+    g.add_argument(
+        "--dry-run", action="store_true", help="print the CreateTrainingJob request and touch nothing"
+    )
 
 
-def _lock(args: argparse.Namespace) -> Dict[str, Any]:
-    if args.lock:
-        try:
-            with open(args.lock, encoding="utf-8") as fh:
-                lock = json.load(fh)
-        except OSError as err:
-            raise UserError(f"cannot read lock: {err.strerror}", file=args.lock) from None
-        except ValueError as err:
-            raise UserError(f"not JSON: {err}", file=args.lock, key="--lock") from None
-        if not isinstance(lock, dict) or "env" not in lock:
-            raise UserError("not a variant lock (no 'env')", file=args.lock, key="--lock")
-        return lock
-    from imagebuild.matrix import load
+def sagemaker_options(args: argparse.Namespace) -> SageMakerOptions:
+    """The SageMaker flags as data."""
+    from imagebuild.sagemaker import SageMakerOptions
 
-    variants = load(args.matrix, args.variant)
-    if len(variants) != 1:
-        raise UserError(
-            f"{len(variants)} variants in {args.matrix}: choose one with --variant",
-            key="--variant",
-            hint=", ".join(v.name for v in variants[:10]),
-        )
-    return variants[0].to_lock()
-
-
-def require_nccl_tests(lock: Dict[str, Any], source: str) -> None:
-    """Every recipe runs `<nccl_tests prefix>/bin/all_reduce_perf`: refuse a variant that lacks it."""
-    if not (lock.get("components") or {}).get(nccl_tests.NAME):
-        from imagebuild import recipes
-
-        raise UserError(
-            f"variant {lock.get('name')!r} has no nccl_tests component: the recipe would call "
-            f"{recipes.nccl_tests_binary(lock)}, which is not in its image",
-            file=source,
-            key="components.nccl_tests",
-            hint="choose a variant with nccl_tests (`build.py list` shows the components), "
-            "or add nccl_tests to this variant in the matrix",
-        )
+    return SageMakerOptions(
+        image=args.image,
+        instance_type=args.instance_type,
+        nodes=args.nodes,
+        role_arn=args.role_arn,
+        max_run=args.max_run,
+        output_s3=args.output_s3,
+        checkpoint_s3=args.checkpoint_s3,
+        job_name=args.job_name,
+        probe=args.probe,
+        probe_command=args.probe_command,
+        volume_size=args.volume_size,
+        region=args.region,
+        endpoint_url=args.endpoint_url,
+        out=args.out,
+        poll=args.poll,
+        wait_slack=args.wait_slack,
+        skip_quota_check=args.skip_quota_check,
+        dry_run=args.dry_run,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.sagemaker:
-        sm = _sagemaker()
-        if sm is None:
-            raise UserError("SageMaker pre-flight is not available in this build", key="--sagemaker")
-        return int(sm.run_sagemaker_preflight(args) or 0)
+        from imagebuild.sagemaker import run_sagemaker_preflight
+
+        return run_sagemaker_preflight(sagemaker_options(args))
     if not args.recipe:
         raise UserError(
             "say what to print", key="--print", hint="--print mpirun|sbatch|mpijob --cluster FILE"
         )
     if not args.cluster:
         raise UserError("a cluster description is needed", key="--cluster")
-    from imagebuild import recipes
+    from imagebuild import pipeline
 
-    lock = _lock(args)
-    require_nccl_tests(lock, args.lock or args.matrix)
-    cluster = recipes.load_cluster(args.cluster)
-    text = recipes.render(args.recipe, lock, cluster)
-    sys.stdout.write(text)
+    request = pipeline.RecipeRequest(
+        recipe=args.recipe,
+        cluster=args.cluster,
+        lock=args.lock,
+        matrix=args.matrix,
+        variants=tuple(args.variant),
+    )
+    sys.stdout.write(pipeline.recipe(request))
     return 0

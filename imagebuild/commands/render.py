@@ -85,7 +85,7 @@ def run_explain(args: argparse.Namespace) -> int:
             hint="build.py explain-env NAME (see build.py list)",
         )
     (v,) = load(args.matrix, names)
-    facts = envpolicy.Facts(tuple((c.name, c.version) for c in v.components), v.instance_types)
+    facts = envpolicy.StackFacts(tuple((c.name, c.version) for c in v.components), v.instance_types)
     info = envpolicy.explain(facts, v.env, v.env_forbidden)
     if args.json:
         json.dump(

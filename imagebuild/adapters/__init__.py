@@ -1,0 +1,2 @@
+"""The edges to the outside: the docker engine and AWS. Only these modules import docker, boto3 or
+botocore for the pipeline; the rest of imagebuild gets clients from here and stays testable as data."""

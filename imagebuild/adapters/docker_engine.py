@@ -1,0 +1,99 @@
+"""The docker engine through the docker SDK: the one client factory (`connect`) and the look-ups the
+pipeline needs by image id (`find_image`, `missing_image`, `ensure_local`, `image_labels`) and the
+logins of a docker config (`config_login`). Builds,
+containers and imports go through the client `connect` returns."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, Optional
+
+from imagebuild.errors import UserError
+
+
+def connect(timeout: int = 600) -> Any:
+    """A client for the engine, or one clear UserError (exit 2) that says how to start one."""
+    import docker
+
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except Exception as err:  # noqa: BLE001 - any failure here means the same thing to the user
+        raise UserError(
+            f"cannot reach the docker engine at {host}: {type(err).__name__}",
+            key="DOCKER_HOST",
+            hint="start it (`systemctl start docker`, or `dockerd > /var/log/dockerd.log 2>&1 &` as root), "
+            "or point DOCKER_HOST at a running engine",
+        ) from None
+    return client
+
+
+def find_image(client: Any, ref: str, api_error_is_absent: bool = False) -> Any:
+    """The engine's image of `ref`, or None when it has none (or, if asked, when the engine errs on it)."""
+    import docker
+
+    errors = (docker.errors.ImageNotFound,) + ((docker.errors.APIError,) if api_error_is_absent else ())
+    try:
+        return client.images.get(ref)
+    except errors:
+        return None
+
+
+def missing_image(client: Any, ref: str) -> Optional[str]:
+    """None when the engine has `ref`; else why not (not found, or the engine's own error)."""
+    try:
+        client.images.get(ref)
+    except Exception as err:  # noqa: BLE001 - docker.errors.ImageNotFound and friends
+        return str(err)
+    return None
+
+
+def start(container: Any) -> Optional[str]:
+    """Start a created container: None, or why the engine refused (an image with no /bin/sh, say)."""
+    import docker
+
+    try:
+        container.start()
+    except docker.errors.APIError as err:
+        return str(err.explanation or err)
+    return None
+
+
+def ensure_local(client: Any, image_id: str, pushed: List[str], say: Callable[[str], None] = print) -> None:
+    """A variant another runner built (here: skipped, found in the registry) is pulled by digest."""
+    import docker
+
+    if find_image(client, image_id) is not None:
+        return
+    for ref in pushed:
+        say(f"pull {ref} (built by another runner)")
+        try:
+            image = client.images.pull(ref)
+        except docker.errors.APIError as err:
+            raise UserError(f"cannot pull {ref}: {err.explanation or err}", key="pushed") from None
+        if image.id == image_id:
+            return
+        raise UserError(f"{ref} is image {image.id}, the summary says {image_id}", key="pushed")
+
+
+def image_labels(image_id: str) -> Optional[Dict[str, str]]:
+    """Labels from the local engine, when it has the image (ECR gives no config blob to read)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        return client.images.get(image_id).labels or {}
+    except Exception:  # noqa: BLE001 - no engine or no such image: the caller falls back to the lock file
+        return None
+
+
+def config_login(registry: str, docker_config: Optional[str] = None) -> Dict[str, Any]:
+    """The login a docker config (DIR or FILE; default ~/.docker/config.json) holds for `registry`, or {}.
+    A broken config raises; the caller names the file."""
+    import docker.auth
+
+    path = docker_config
+    if path and os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    return docker.auth.load_config(path).resolve_authconfig(registry) or {}

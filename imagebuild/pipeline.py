@@ -1,0 +1,558 @@
+"""The pipeline as functions: render -> build -> check -> push -> release (and bake beside build).
+
+Each stage takes one typed options object and returns what it made; the commands in imagebuild/commands/
+turn flags into these objects and results into exit codes, and nothing here reads argv. A stage calls the
+one before it directly (build renders through `render` and builds exactly the folders it wrote), never
+through the command line. Bad input is a UserError (exit 2), a refusal ChecksFailed (exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from imagebuild.artifacts import DEFAULT_CACHE, ArtifactCache
+from imagebuild.destinations import Destination, Registries, RegistryTarget, log
+from imagebuild.errors import ChecksFailed, UserError
+
+# ---------------------------------------------------------------- render
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    matrix: str = "matrix.yaml"
+    variants: Sequence[str] = ()  # only these (default: all)
+    out: Path = Path("build")
+    platform: Optional[str] = None  # every variant for this platform instead of its own
+
+
+def render(opts: RenderOptions) -> List[Path]:
+    """Load and check the matrix, refuse env-linter errors, write each variant's folder; the folders."""
+    from imagebuild.matrix import load
+    from imagebuild.render import render_all, write
+
+    variants = load(opts.matrix, list(opts.variants), platform=opts.platform)
+    errors = []
+    for v in variants:
+        for sev, _name, msg in v.lint:
+            if sev in ("warning", "info"):
+                print(f"env {sev}: {v.name}: {msg}", file=sys.stderr)
+            elif sev == "error":
+                errors.append(f"{v.name}: {msg}")
+    if errors:
+        raise ChecksFailed(
+            "the env linter found settings the field advises against "
+            "(accept one with lint_ignore: [NAME]):\n  " + "\n  ".join(errors)
+        )
+    written = write(str(opts.out), render_all(variants, os.path.dirname(os.path.abspath(opts.matrix))))
+    for path in written:
+        print(f"rendered {path}")
+    return sorted(Path(opts.out) / v.name for v in variants)
+
+
+def rendered_dirs(out: Path, names: Sequence[str]) -> List[Path]:
+    """Variant folders already rendered in `out`: those named, or every one with a lock."""
+    if names:
+        dirs = [out / n for n in names]
+        for d in dirs:
+            if not (d / "variant.lock.json").is_file():
+                raise UserError(f"variant {d.name!r} is not rendered in {out}", key="--variant")
+        return dirs
+    found = sorted(p.parent for p in out.glob("*/variant.lock.json"))
+    if not found:
+        raise UserError(f"no rendered variants in {out}", file=str(out), hint="run `build.py render` first")
+    return found
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The variant folders a build or bake works on."""
+
+    render: Optional[RenderOptions]  # render first and take what it wrote; None: what is rendered in `out`
+    out: Path = Path("build")
+    variants: Sequence[str] = ()  # with render None: only these rendered ones
+    shard: Optional[str] = None  # I/N
+
+    def dirs(self) -> List[Path]:
+        """What `render` just wrote (or what is rendered in `out`), then only this shard's."""
+        from imagebuild.shard import parse_shard, select
+
+        dirs = (
+            render(self.render) if self.render is not None else rendered_dirs(Path(self.out), self.variants)
+        )
+        return select(dirs, [d.name for d in dirs], parse_shard(self.shard))
+
+
+# ---------------------------------------------------------------- build and bake
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """How a variant's context is staged: the artifact cache and the CA given to builder stages."""
+
+    cache: Path = DEFAULT_CACHE
+    offline: bool = False
+    mirror: Optional[str] = None
+    build_ca: Optional[str] = None  # a CA bundle path (the command fills in the default)
+    build_args: Sequence[str] = ()  # K=V
+
+    def artifact_cache(self) -> ArtifactCache:
+        return ArtifactCache(Path(self.cache), mirror=self.mirror, offline=self.offline)
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    select: Selection
+    stage: StageOptions = field(default_factory=StageOptions)
+    builder: str = "auto"
+    cache_from: Sequence[str] = ()
+    cache_to: Sequence[str] = ()
+    target: Optional[RegistryTarget] = None  # where to look for images other runners built
+    repository_prefix: str = ""
+    jobs: int = 1
+    plain: bool = False
+    force: bool = False
+    no_cache: bool = False
+
+
+def build(req: BuildRequest) -> List[Any]:
+    """Render (unless told not to), then build each variant not already built; the summary's
+    results (`builder.VariantResult`), also written to <out>/summary.json."""
+    from imagebuild import builder
+    from imagebuild.adapters import docker_engine
+    from imagebuild.buildkit import cache_args, detect
+    from imagebuild.destinations import content_lookup
+    from imagebuild.shard import parse_shard
+
+    if req.jobs < 1:
+        raise UserError("--jobs must be at least 1", key="--jobs")
+    build_args = builder.parse_build_args(req.stage.build_args)
+    ca = builder.resolve_ca(req.stage.build_ca)
+    out = Path(req.select.out)
+    parse_shard(req.select.shard)  # bad usage: exit 2 before anything runs
+    chosen = detect(req.builder)
+    cache_args(chosen, req.cache_from, req.cache_to)
+    client = docker_engine.connect()  # exit 2 with how to start it, before anything is written
+    dirs = req.select.dirs()
+    if not dirs:
+        print(f"shard {req.select.shard}: no variant falls in this shard; nothing to build")
+        builder.write_summary(out / "summary.json", [])
+        return []
+    cache = req.stage.artifact_cache()
+    opts = builder.BuildOptions(
+        cache=cache,
+        build_ca=ca,
+        build_args=build_args,
+        out=out,
+        force=req.force,
+        nocache=req.no_cache,
+        builder=chosen,
+        cache_from=list(req.cache_from),
+        cache_to=list(req.cache_to),
+        remote_lookup=content_lookup(req.target, req.repository_prefix) if req.target else None,
+    )
+    print(f"builder: {chosen.reason}")
+    reporter = builder.make_reporter([d.name for d in dirs], plain=True if req.plain else None)
+    cache.say = lambda line: reporter.event("artifacts", "info", line)
+    with reporter if isinstance(reporter, builder.RichReporter) else ExitStack():
+        results = builder.build_all(client, dirs, opts, reporter, jobs=req.jobs)
+    builder.write_summary(out / "summary.json", results)
+    counts = builder.summary_counts(results)
+    print(
+        f"{len(results)} variant(s): "
+        + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        + f"; summary {out / 'summary.json'}"
+    )
+    for r in results:
+        if r.status == "failed":
+            first = (r.error or "").splitlines()[0] if r.error else "failed"
+            print(f"FAILED {r.variant}: {first}" + ("" if r.log in first else f" (log {r.log})"))
+    return results
+
+
+@dataclass(frozen=True)
+class BakeRequest:
+    select: Selection
+    stage: StageOptions = field(default_factory=StageOptions)
+    file: Optional[Path] = None  # default <out>/docker-bake.json
+    platforms: Sequence[str] = ()
+    cache_from: Sequence[str] = ()
+    cache_to: Sequence[str] = ()
+
+
+def bake(req: BakeRequest) -> Path:
+    """Stage each variant as `build` does and write a docker-bake file of them; its path."""
+    from imagebuild import bake as bakefile
+    from imagebuild import builder, platforms
+    from imagebuild.jsonfile import write_json_atomic
+    from imagebuild.shard import parse_shard
+
+    parse_shard(req.select.shard)
+    build_args = builder.parse_build_args(req.stage.build_args)
+    out = Path(req.select.out)
+    dirs = req.select.dirs()
+    if not dirs:
+        raise UserError(f"no variant falls in shard {req.select.shard}", key="--shard")
+    cache = req.stage.artifact_cache()
+    builder.check_offline(cache, dirs)
+    opts = builder.BuildOptions(cache=cache, build_ca=builder.resolve_ca(req.stage.build_ca), out=out)
+    targets = {}
+    for vdir in dirs:
+        lock, chash, tags = builder.stage_variant(vdir, opts, lambda _line: None)
+        targets[bakefile.target_name(vdir.name)] = bakefile.bake_target(
+            os.path.relpath(vdir / "context"),
+            tags,
+            builder.build_labels(vdir, lock, chash),
+            build_args,
+            list(req.platforms) or [lock.get("platform") or platforms.DEFAULT],
+            list(req.cache_from),
+            list(req.cache_to),
+            description=vdir.name,
+        )
+    doc = bakefile.bake_file(targets)
+    problems = bakefile.validate(doc)
+    if problems:  # a bug here, not the user's input: say what bake would refuse
+        raise UserError("the bake file breaks bake's schema: " + "; ".join(problems), key="bake")
+    path = Path(req.file) if req.file else out / "docker-bake.json"
+    write_json_atomic(path, doc)
+    print(f"bake: {len(targets)} target(s) -> {path}")
+    bakefile.buildx_print(path)
+    print(f"build them: docker buildx bake -f {path} --load  (or --push; from this directory)")
+    return path
+
+
+# ---------------------------------------------------------------- check
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    out: Path = Path("build")
+    variants: Sequence[str] = ()  # built variants of <out>/summary.json (default: all)
+    images: Sequence[str] = ()  # or these images (the lock is read from their label)
+    json_path: Optional[Path] = None  # default <out>/test-report.json
+    junit_path: Optional[Path] = None  # default <out>/test-report.xml
+
+
+Target = Tuple[Optional[str], str, Optional[dict], Optional[str], List[str]]
+
+
+def check_targets(out: Path, names: Sequence[str]) -> List[Target]:
+    """(variant, image id, lock, lock file, pushed refs) per built variant in the summary (named, or all)."""
+    path = out / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except OSError:
+        raise UserError("no build summary", file=str(path), hint="run `build.py build` first") from None
+    except ValueError as err:
+        raise UserError(f"not JSON: {err}", file=str(path)) from None
+    entries = {e.get("variant"): e for e in summary.get("variants") or []}
+    for n in names:
+        if n not in entries:
+            raise UserError(f"variant {n!r} is not in the build summary", file=str(path), key="--variant")
+    chosen = [entries[n] for n in names] if names else [entries[k] for k in sorted(entries)]
+    targets: List[Target] = []
+    for e in chosen:
+        if e.get("status") not in ("built", "skipped") or not e.get("image_id"):
+            targets.append((e["variant"], "", None, e.get("lock") or "", []))
+            continue
+        lock_file = e.get("lock") or str(out / e["variant"] / "variant.lock.json")
+        try:
+            lock = json.loads(Path(lock_file).read_text())
+        except (OSError, ValueError) as err:
+            raise UserError(f"cannot read the variant lock: {err}", file=lock_file) from None
+        targets.append((e["variant"], e["image_id"], lock, lock_file, e.get("pushed") or []))
+    return targets
+
+
+def check(req: CheckRequest) -> List[Any]:
+    """Static checks of each image in a container of it; the reports (`checks.runner.ImageReport`), also
+    written as JSON and JUnit. A variant whose build failed is a failed report, not skipped."""
+    from imagebuild.adapters.docker_engine import connect, ensure_local
+    from imagebuild.checks.runner import ImageReport, check_image, merge_junit, write_report
+
+    out = Path(req.out)
+    json_path = Path(req.json_path) if req.json_path else out / "test-report.json"
+    junit_path = Path(req.junit_path) if req.junit_path else out / "test-report.xml"
+    client = connect()
+    if req.images:
+        targets: List[Target] = [(None, ref, None, None, []) for ref in req.images]
+    else:
+        targets = check_targets(out, req.variants)
+    reports: List[ImageReport] = []
+    with tempfile.TemporaryDirectory(prefix="efa-junit-") as tmp:
+        parts = []
+        for i, (variant, ref, lock, lock_file, pushed) in enumerate(targets):
+            if not ref:
+                why = "the variant has no image (its build failed)"
+                reports.append(
+                    ImageReport(variant, "", "", [{"name": "image-built", "status": "fail", "detail": why}])
+                )
+                print(f"FAIL {variant}: no image (build failed)")
+                continue
+            if pushed:
+                ensure_local(client, ref, pushed)
+            part = Path(tmp) / f"{i}.xml"
+            rep = check_image(client, ref, lock=lock, lock_file=lock_file, variant=variant, junit=part)
+            parts.append(part)
+            reports.append(rep)
+            statuses = [c["status"] for c in rep.checks]
+            counts = {s: statuses.count(s) for s in ("pass", "fail", "unknown", "skip")}
+            print(
+                f"{'PASS' if rep.passed else 'FAIL'} {rep.variant or ref} ({rep.image_id[:19]}): "
+                + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+                + f" in {rep.duration_s} s"
+            )
+            for c in rep.checks:
+                if c["status"] in ("fail", "unknown"):
+                    print(f"  {c['status']:7} {c['name']}: {c['detail']}")
+        merge_junit(parts, junit_path)
+    write_report(reports, json_path)
+    print(f"report {json_path}; junit {junit_path}")
+    return reports
+
+
+# ---------------------------------------------------------------- push
+
+
+@dataclass(frozen=True)
+class PushRequest:
+    target: RegistryTarget
+    summary: Path = Path("build/summary.json")
+    variants: Sequence[str] = ()
+    tags: Sequence[str] = ()  # extra tags; {variant} expands
+    repository_prefix: str = ""
+    force: bool = False  # overwrite a tag that holds another image
+
+
+def _select_built(summary: Dict[str, Any], names: Sequence[str], path: str) -> List[Dict[str, Any]]:
+    """The built variants asked for; an unknown name is a user error, an unbuilt one is skipped loudly."""
+    entries = summary["variants"]
+    known = {e.get("variant") for e in entries}
+    for name in names:
+        if name not in known:
+            raise UserError(f"variant {name!r} not in the build summary", file=path, key="--variant")
+    built = []
+    for e in entries:
+        if names and e.get("variant") not in names:
+            continue
+        if e.get("status") not in ("built", "skipped") or not e.get("image_id"):  # skipped: up to date
+            log(f"skip {e.get('variant')}: status {e.get('status')!r}, nothing to push")
+            continue
+        built.append(e)
+    if not built:
+        raise UserError("no built variant to push", file=path, hint="run `build.py build` first")
+    return built
+
+
+def _target_repository(local_tag: str, prefix: str) -> Tuple[str, Optional[str]]:
+    """Repository path and tag of a summary tag, with its registry part (if any) dropped."""
+    from imagebuild.registry import split_ref
+
+    ref = split_ref(local_tag, key="tags")
+    return prefix + ref.repository, ref.tag
+
+
+def push(req: PushRequest) -> List[Any]:
+    """Push each built variant's image by digest under its tags; the pushes (`registry.PushResult`), also
+    recorded in the summary. ChecksFailed when a tag holds another image (unless force)."""
+    from imagebuild import registry as reg
+    from imagebuild.adapters.docker_engine import connect, missing_image
+
+    policy = req.target.policy()
+    summary_path = Path(req.summary)
+    summary = reg.load_summary(summary_path)
+    entries = _select_built(summary, req.variants, str(summary_path))
+    for t in req.tags:
+        reg.check_tag(t.replace("{variant}", "v"), key="--tag")
+    dest = Destination(req.target, policy)
+    client = connect()
+    failures = 0
+    pushed: List[Any] = []
+    for entry in entries:
+        variant = entry["variant"]
+        tags = entry.get("tags") or []
+        if not tags:
+            raise UserError(
+                f"variant {variant!r} has no tags in the summary", file=str(summary_path), key="tags"
+            )
+        repository, _first = _target_repository(tags[0], req.repository_prefix)
+        wanted = []
+        for t in tags:
+            repo_t, tag_t = _target_repository(t, req.repository_prefix)
+            wanted.append((repo_t, tag_t or "latest"))
+        wanted += [
+            (repository, reg.check_tag(t.replace("{variant}", variant), key="--tag")) for t in req.tags
+        ]
+        log(f"push {variant} ({entry['image_id'][:19]})")
+        why = missing_image(client, entry["image_id"])
+        if why is not None:
+            raise UserError(
+                f"image {entry['image_id']} of variant {variant!r} not in the local engine: {why}",
+                file=str(summary_path),
+                key="image_id",
+            )
+        results = []
+        try:
+            for repo_t, tag_t in dict.fromkeys(wanted):
+                ref = dest.ref(dest.prepare(repo_t), tag_t)
+                results.append(
+                    reg.push_image(
+                        client,
+                        entry["image_id"],
+                        ref,
+                        dest.creds,
+                        existing=dest.existing,
+                        force=req.force,
+                        policy=policy,
+                        log=log,
+                    )
+                )
+        except ChecksFailed as err:
+            log(f"refused: {err}")
+            failures += 1
+        finally:
+            if results:
+                reg.record_pushes(summary, variant, results)
+                reg.write_json_atomic(summary_path, summary)
+        for res in results:
+            print(f"{variant}\t{res.ref}\t{res.digest}")
+        pushed += results
+    if failures:
+        raise ChecksFailed(f"{failures} variant(s) not pushed (see above)")
+    return pushed
+
+
+# ---------------------------------------------------------------- release
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    target: RegistryTarget
+    tags: Sequence[str]  # release tags; {variant} and {date} expand; never overwritten
+    summaries: Sequence[str] = ("build/summary.json",)
+    variants: Sequence[str] = ()
+    checks: Sequence[str] = ("build/test-report.json",)
+    require_preflight: Sequence[str] = ()  # pre-flight reports that must pass for the same digest
+    records: Path = Path("build/releases")
+    s3: Optional[str] = None  # s3://BUCKET/PREFIX for records and notes too
+    previous: Optional[str] = None  # previous release record (default: the latest)
+    dry_run: bool = False
+
+
+def release(req: ReleaseRequest) -> None:
+    """Promote the checked digests to the release tags and write the records: all or nothing
+    (ChecksFailed, nothing promoted, when any variant or tag is refused)."""
+    from imagebuild import promote
+    from imagebuild import release as rel
+    from imagebuild.registry import load_summary
+
+    policy = req.target.policy()
+    summaries = [(p, load_summary(Path(p))) for p in req.summaries]
+    all_entries = rel.gather_summaries([(str(p), doc) for p, doc in summaries])
+    where = ", ".join(str(p) for p, _ in summaries)
+    known = {e.get("variant") for e in all_entries}
+    for name in req.variants:
+        if name not in known:
+            raise UserError(f"variant {name!r} not in the build summaries", file=where, key="--variant")
+    entries = [e for e in all_entries if not req.variants or e.get("variant") in req.variants]
+    if not entries:
+        raise UserError("no variant to release", file=where)
+    checks = rel.gather_check_reports([Path(p) for p in req.checks])
+    preflights = [(p, rel.read_json(Path(p), "pre-flight report")) for p in req.require_preflight]
+    when = rel.now_utc()
+    registries = Registries(req.target, policy)
+    store = rel.RecordStore(Path(req.records), _s3_client(req), req.s3)
+
+    with ExitStack() as held:
+        if not req.dry_run:
+            names = {n for e in entries for n in rel.unique_repositories(e)}
+            for path in rel.lock_paths(sorted(names)):
+                held.enter_context(rel.hold_lock(path))
+        plans = promote.plan(entries, checks, preflights, req.tags, when, registries)
+        store.check_reachable()
+        if req.dry_run:
+            for _entry, gate, repos, _lock, _src in plans:
+                for r in repos:
+                    todo = ", ".join(r["todo"]) or "(all present)"
+                    print(f"would tag {r['repository']}@{gate.digest} as {todo}")
+            return
+        promote.carry_out(plans, registries, store, when, req.previous)
+
+
+def _s3_client(req: ReleaseRequest) -> Any:
+    if not req.s3:
+        return None
+    from imagebuild import release as rel
+    from imagebuild.adapters.aws import aws_client
+
+    rel.parse_s3_uri(req.s3)
+    return aws_client("s3", req.target.region, req.target.endpoint_url)
+
+
+# ---------------------------------------------------------------- pre-flight launch recipes
+
+
+@dataclass(frozen=True)
+class RecipeRequest:
+    recipe: str  # mpirun | sbatch | mpijob
+    cluster: str  # cluster description YAML
+    lock: Optional[str] = None  # a variant.lock.json instead of the matrix's one variant
+    matrix: str = "matrix.yaml"
+    variants: Sequence[str] = ()
+
+
+def recipe(req: RecipeRequest) -> str:
+    """The launch recipe that runs the image's validator around nccl-tests on the described cluster."""
+    from imagebuild import recipes
+
+    lock = _recipe_lock(req)
+    require_nccl_tests(lock, req.lock or req.matrix)
+    return recipes.render(req.recipe, lock, recipes.load_cluster(req.cluster))
+
+
+def _recipe_lock(req: RecipeRequest) -> Dict[str, Any]:
+    """The lock a recipe is for: the --lock file, or the one variant of the matrix."""
+    if req.lock:
+        try:
+            with open(req.lock, encoding="utf-8") as fh:
+                lock = json.load(fh)
+        except OSError as err:
+            raise UserError(f"cannot read lock: {err.strerror}", file=req.lock) from None
+        except ValueError as err:
+            raise UserError(f"not JSON: {err}", file=req.lock, key="--lock") from None
+        if not isinstance(lock, dict) or "env" not in lock:
+            raise UserError("not a variant lock (no 'env')", file=req.lock, key="--lock")
+        return lock
+    from imagebuild.matrix import load
+
+    variants = load(req.matrix, list(req.variants))
+    if len(variants) != 1:
+        raise UserError(
+            f"{len(variants)} variants in {req.matrix}: choose one with --variant",
+            key="--variant",
+            hint=", ".join(v.name for v in variants[:10]),
+        )
+    return variants[0].to_lock()
+
+
+def require_nccl_tests(lock: Dict[str, Any], source: str) -> None:
+    """Every recipe runs `<nccl_tests prefix>/bin/all_reduce_perf`: refuse a variant that lacks it."""
+    from imagebuild.components import nccl_tests
+
+    if not (lock.get("components") or {}).get(nccl_tests.NAME):
+        from imagebuild import recipes
+
+        raise UserError(
+            f"variant {lock.get('name')!r} has no nccl_tests component: the recipe would call "
+            f"{recipes.nccl_tests_binary(lock)}, which is not in its image",
+            file=source,
+            key="components.nccl_tests",
+            hint="choose a variant with nccl_tests (`build.py list` shows the components), "
+            "or add nccl_tests to this variant in the matrix",
+        )
