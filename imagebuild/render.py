@@ -2,8 +2,10 @@
 
 Pure in the core: `render_variant` returns the files as bytes in memory (jinja2 with StrictUndefined, so a
 missing value is an error, never an empty string; output depends only on the Variant and the files it copies).
-`write` is the only I/O: everything is first written to a temporary folder next to the output and then moved
-into place, so bad input (which fails before `write`) writes nothing, and a crash leaves the old output.
+`write` is the only I/O: a variant whose folder already holds these bytes is left as it is (mtime included);
+the others are written to a temporary folder next to the output and then moved into place one variant at a
+time, so bad input (which fails before `write`) writes nothing, a crash leaves the old output, and a reader
+never sees half a variant folder.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,10 +249,11 @@ def render_variant(
             trees[cache_key] = _tree(src, key)
         return trees[cache_key]
 
+    lock = v.lock_json().encode()
     files: Dict[str, bytes] = {
         "Dockerfile": dockerfile(v).encode(),
-        "variant.lock.json": v.lock_json().encode(),
-        "context/variant.lock.json": v.lock_json().encode(),
+        "variant.lock.json": lock,
+        "context/variant.lock.json": lock,
         "context/artifacts/.keep": b"",
     }
     for rel, data in tree_of(VALIDATORS, "validators").items():
@@ -262,8 +266,22 @@ def render_variant(
     return files
 
 
-def write(out_dir: str, rendered: Dict[str, Dict[str, bytes]]) -> List[str]:
-    """Write every variant's files at once: temp folder first, then one rename per variant.
+# What `build` adds to a rendered variant (staged artifacts, SHA256SUMS, the build CA): not render's, so a
+# variant render finds unchanged keeps them, and the build after it re-links nothing.
+BUILD_OWNED = ("context/artifacts/", "context/certs/")
+INDEX = "rendered.json"  # the variants of the last render in --out (build picks these, not older folders)
+INDEX_SCHEMA = "efa-image-build/rendered/v1"
+
+
+@dataclass(frozen=True)
+class Written:
+    path: str
+    changed: bool  # False: the folder already held these bytes and was not touched
+
+
+def write(out_dir: str, rendered: Dict[str, Dict[str, bytes]]) -> List[Written]:
+    """Write the variants whose folder differs from what is rendered: temp folder first, one rename each.
+    Then `<out>/rendered.json` names the variants of this render.
 
     Any OS error (read-only, full, a file where a folder must be) is a UserError naming the path, and
     the staging folder is removed: the old output stays as it was.
@@ -274,34 +292,105 @@ def write(out_dir: str, rendered: Dict[str, Dict[str, bytes]]) -> List[str]:
     except OSError as err:
         raise UserError(f"cannot create output folder: {err.strerror}", file=str(out), key="--out") from None
     try:
-        return _write_staged(out, rendered)
+        written = _write_staged(out, rendered)
+        _write_index(out, list(rendered))
+        return written
     except OSError as err:
         where = str(err.filename) if err.filename else str(out)
         raise UserError(f"cannot write: {err.strerror or err}", file=where, key="--out") from None
 
 
-def _write_staged(out: Path, rendered: Dict[str, Dict[str, bytes]]) -> List[str]:
-    staging = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
-    written = []
-    seen: Dict[int, Path] = {}
+def rendered_names(out_dir: str) -> Optional[List[str]]:
+    """The variants the last render wrote to `out_dir`, or None where no render left its index."""
     try:
-        for name, files in rendered.items():
+        doc = json.loads((Path(out_dir) / INDEX).read_bytes())
+    except (OSError, ValueError):
+        return None
+    names = doc.get("variants") if isinstance(doc, dict) and doc.get("schema") == INDEX_SCHEMA else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else None
+
+
+def _write_index(out: Path, names: List[str]) -> None:
+    data = (json.dumps({"schema": INDEX_SCHEMA, "variants": names}, indent=1) + "\n").encode()
+    path = out / INDEX
+    if _same_bytes(path, data):
+        return
+    tmp = out / f".{INDEX}.{os.getpid()}.tmp"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _same_bytes(path: Path, data: bytes) -> bool:
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def unchanged(vdir: Path, files: Dict[str, bytes], verified: Optional[Dict[tuple, int]] = None) -> bool:
+    """True when `vdir` holds exactly `files`, byte for byte, as regular files without the exec bit, plus
+    only what build adds (BUILD_OWNED). `verified` maps a file's (dev, inode, size, mtime) to the id of the
+    bytes it was found equal to, so hard links shared by many variants are read once."""
+    verified = {} if verified is None else verified
+    try:
+        if not stat.S_ISDIR(os.lstat(vdir).st_mode):
+            return False  # a symlink or file where the folder goes: replace it, as a render always did
+    except OSError:
+        return False
+    for rel, data in files.items():
+        try:
+            st = os.lstat(vdir / rel)
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o111 or st.st_size != len(data):
+            return False
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if verified.get(key) != id(data):
+            if not _same_bytes(vdir / rel, data):
+                return False
+            verified[key] = id(data)
+    for dirpath, _dirnames, filenames in os.walk(vdir):
+        rel_dir = os.path.relpath(dirpath, vdir)
+        prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+        if prefix.startswith(BUILD_OWNED):
+            continue
+        for name in filenames:
+            if prefix + name not in files:
+                return False  # a file render did not put there (one it no longer renders, or a stray)
+    return True
+
+
+def _write_staged(out: Path, rendered: Dict[str, Dict[str, bytes]]) -> List[Written]:
+    verified: Dict[tuple, int] = {}
+    todo = [name for name, files in rendered.items() if not unchanged(out / name, files, verified)]
+    written = [Written(str(out / name), name in todo) for name in rendered]
+    if not todo:
+        return written
+    staging = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
+    seen: Dict[int, Path] = {}
+    made = set()
+    try:
+        for name in todo:
             vdir = staging / name
-            for rel, data in files.items():
+            for rel, data in rendered[name].items():
                 path = vdir / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
+                if path.parent not in made:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    made.update(path.parents)
                 first = seen.get(id(data)) if len(data) > 512 else None
                 if first is not None:
                     os.link(first, path)  # the same validators/training bytes: one inode, many contexts
                 else:
                     path.write_bytes(data)
                     seen[id(data)] = path
-        for name in rendered:
+        for name in todo:
             final = out / name
             if final.exists():
                 os.replace(final, staging / f".old-{name}")
             os.replace(staging / name, final)
-            written.append(str(final))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return written

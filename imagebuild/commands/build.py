@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from imagebuild.artifacts import DEFAULT_CACHE, ArtifactCache
 from imagebuild.errors import UserError
@@ -76,15 +75,16 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def variant_dirs(out: Path, names: List[str], since: float = 0.0) -> List[Path]:
-    """Rendered variant folders in `out` (those named, or all rendered at/after `since`)."""
+def variant_dirs(out: Path, names: List[str], only: Optional[List[str]] = None) -> List[Path]:
+    """Rendered variant folders in `out` (those named, or all; with `only`, those the last render wrote:
+    a render leaves an unchanged folder untouched, so its mtime says nothing)."""
     if names:
         dirs = [out / n for n in names]
         for d in dirs:
             if not (d / "variant.lock.json").is_file():
                 raise UserError(f"variant {d.name!r} is not rendered in {out}", key="--variant")
         return dirs
-    found = sorted(p.parent for p in out.glob("*/variant.lock.json") if p.stat().st_mtime >= since)
+    found = sorted(p.parent for p in out.glob("*/variant.lock.json") if only is None or p.parent.name in only)
     if not found:
         raise UserError(f"no rendered variants in {out}", file=str(out), hint="run `build.py render` first")
     return found
@@ -94,18 +94,19 @@ def rendered(args: argparse.Namespace, out: Path):
     """Render the matrix into `out` (unless --no-render) and the variant folders of this shard; or an rc."""
     from imagebuild.shard import parse_shard, select
 
-    since = 0.0
+    only = None
     if not args.no_render:
         from imagebuild.cli import main as cli_main
+        from imagebuild.render import rendered_names
 
-        since = time.time() - 1
         render_argv = ["render", "--matrix", args.matrix, "--out", str(out)]
         for v in args.variant:
             render_argv += ["--variant", v]
         rc = cli_main(render_argv)
         if rc != 0:
             return rc
-    dirs = variant_dirs(out, args.variant, since)
+        only = rendered_names(str(out)) or []
+    dirs = variant_dirs(out, args.variant, only)
     return select(dirs, [d.name for d in dirs], parse_shard(args.shard))
 
 

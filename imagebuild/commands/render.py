@@ -71,8 +71,8 @@ def run_render(args: argparse.Namespace) -> int:
             "(accept one with lint_ignore: [NAME]):\n  " + "\n  ".join(errors)
         )
     rendered = render_all(variants, os.path.dirname(os.path.abspath(args.matrix)))
-    for path in write(args.out, rendered):
-        print(f"rendered {path}")
+    for w in write(args.out, rendered):
+        print(f"{'rendered' if w.changed else 'unchanged'} {w.path}")
     return 0
 
 
