@@ -18,7 +18,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import jinja2
 
@@ -222,11 +222,20 @@ def _inside(folder: Path, root: Path, v: Variant) -> Path:
     return real
 
 
-def context_manifest(files: Dict[str, bytes]) -> bytes:
+def context_manifest(files: Dict[str, bytes], digests: Optional[Dict[int, tuple]] = None) -> bytes:
     """`context.manifest.json`: every file this render put in the build context, with its sha256 and size,
-    so what went into an image can be audited (artifacts are pinned by sha256 in the lock already)."""
+    so what went into an image can be audited (artifacts are pinned by sha256 in the lock already).
+    `digests` (id -> (bytes, sha256)) hashes the validators and training files shared by variants once."""
+    digests = {} if digests is None else digests
+
+    def sha256(data: bytes) -> str:
+        known = digests.get(id(data))
+        if known is None or known[0] is not data:
+            known = digests[id(data)] = (data, hashlib.sha256(data).hexdigest())
+        return known[1]
+
     entries = [
-        {"path": rel[len("context/") :], "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        {"path": rel[len("context/") :], "sha256": sha256(data), "size": len(data)}
         for rel, data in sorted(files.items())
         if rel.startswith("context/")
     ]
@@ -235,11 +244,15 @@ def context_manifest(files: Dict[str, bytes]) -> bytes:
 
 
 def render_variant(
-    v: Variant, matrix_dir: str, trees: Optional[Dict[str, Dict[str, bytes]]] = None
+    v: Variant,
+    matrix_dir: str,
+    trees: Optional[Dict[str, Dict[str, bytes]]] = None,
+    digests: Optional[Dict[int, tuple]] = None,
 ) -> Dict[str, bytes]:
     """All files of build/<variant>/ as {relative path: bytes}; nothing is written.
 
-    `trees` caches folders read once per render (validators, training code shared by many variants).
+    `trees` caches folders read once per render (validators, training code shared by many variants), and
+    `digests` their sha256 (context_manifest).
     """
     trees = {} if trees is None else trees
 
@@ -262,7 +275,7 @@ def render_variant(
         src = _inside(Path(matrix_dir) / v.training.source_dir, Path(matrix_dir), v)
         for rel, data in tree_of(src, "training.source_dir").items():
             files[f"context/training/{rel}"] = data
-    files["context.manifest.json"] = context_manifest(files)
+    files["context.manifest.json"] = context_manifest(files, digests)
     return files
 
 
@@ -366,26 +379,29 @@ def unchanged(vdir: Path, files: Dict[str, bytes], verified: Optional[Dict[tuple
 def _write_staged(out: Path, rendered: Dict[str, Dict[str, bytes]]) -> List[Written]:
     verified: Dict[tuple, int] = {}
     todo = [name for name, files in rendered.items() if not unchanged(out / name, files, verified)]
-    written = [Written(str(out / name), name in todo) for name in rendered]
+    changed = set(todo)
+    written = [Written(str(out / name), name in changed) for name in rendered]
     if not todo:
         return written
     staging = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
-    seen: Dict[int, Path] = {}
+    seen: Dict[int, Tuple[bytes, str]] = {}
     made = set()
     try:
         for name in todo:
-            vdir = staging / name
+            vdir = os.path.join(staging, name)
             for rel, data in rendered[name].items():
-                path = vdir / rel
-                if path.parent not in made:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    made.update(path.parents)
-                first = seen.get(id(data)) if len(data) > 512 else None
-                if first is not None:
-                    os.link(first, path)  # the same validators/training bytes: one inode, many contexts
+                path = os.path.join(vdir, rel)
+                parent = os.path.dirname(path)
+                if parent not in made:
+                    os.makedirs(parent, exist_ok=True)
+                    made.add(parent)
+                first = seen.get(id(data))
+                if first is not None and first[0] is data:
+                    os.link(first[1], path)  # the same bytes (validators, training, lock): one inode
                 else:
-                    path.write_bytes(data)
-                    seen[id(data)] = path
+                    with open(path, "wb") as f:
+                        f.write(data)
+                    seen[id(data)] = (data, path)
         for name in todo:
             final = out / name
             if final.exists():
@@ -398,4 +414,5 @@ def _write_staged(out: Path, rendered: Dict[str, Dict[str, bytes]]) -> List[Writ
 
 def render_all(variants: Sequence[Variant], matrix_dir: str) -> Dict[str, Dict[str, bytes]]:
     trees: Dict[str, Dict[str, bytes]] = {}
-    return {v.name: render_variant(v, matrix_dir, trees) for v in variants}
+    digests: Dict[int, tuple] = {}
+    return {v.name: render_variant(v, matrix_dir, trees, digests) for v in variants}
