@@ -2,16 +2,18 @@
 """Time `build.py render` as a user runs it: whole processes (imports included), cold and warm. Goal: < 1 s
 for 100 variants.
 
-Usage: python bench/bench_render.py [--variants N ...] [--repeat R]
+Usage: python bench/bench_render.py [--variants N ...] [--repeat R] [--compare CHECKOUT]
 Builds a matrix with two crossing axes (10 x 10 for 100) from matrix.local.yaml's defaults (temp folder).
 cold: the output folder is empty; warm: the same render again (nothing changed, nothing written). Each
 figure is the median of R runs; a breakdown of one in-process render follows (load, render, write).
+--compare runs another checkout's build.py (e.g. the main branch) in turn with this one, in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import statistics
 import subprocess
@@ -37,13 +39,15 @@ def make_matrix(folder: Path, n: int) -> Path:
     return path
 
 
-def run_once(matrix: Path, out: Path) -> float:
-    """One `build.py render` process, start to exit."""
+def run_once(tree: Path, matrix: Path, out: Path) -> float:
+    """One `build.py render` process of the checkout `tree`, start to exit."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), "render", "--matrix", str(matrix), "--out", str(out)],
+        [sys.executable, str(tree / "build.py"), "render", "--matrix", str(matrix), "--out", str(out)],
         check=True,
         stdout=subprocess.DEVNULL,
+        env=env,
         timeout=600,
     )
     return time.perf_counter() - t0
@@ -70,26 +74,33 @@ def main() -> int:
         "--variants", type=int, action="append", help="matrix size (repeatable; default 100, 1000)"
     )
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument(
+        "--compare", type=Path, metavar="CHECKOUT", help="another checkout to time in the same run"
+    )
     args = ap.parse_args()
+    trees = [("this", ROOT)] + ([("compare", args.compare.resolve())] if args.compare else [])
     for n in args.variants or [100, 1000]:
         with tempfile.TemporaryDirectory(prefix="bench-render-") as d:
             folder = Path(d)
             matrix = make_matrix(folder, n)
-            cold, warm = [], []
+            times: dict = {(label, mode): [] for label, _ in trees for mode in ("cold", "warm")}
             for r in range(args.repeat):
-                out = folder / f"out{r}"
-                cold.append(run_once(matrix, out))
-                warm.append(run_once(matrix, out))
-                shutil.rmtree(out)
-            c, w = statistics.median(cold), statistics.median(warm)
-            print(
-                f"{n} variants, whole process, median of {args.repeat}: cold {c:.2f} s, warm {w:.2f} s",
-                flush=True,
-            )
-            runs = " ".join(f"{x:.2f}" for x in cold), " ".join(f"{x:.2f}" for x in warm)
-            print(f"  cold runs {runs[0]}; warm runs {runs[1]}")
-            print(f"  in process, cold: {breakdown(matrix, folder / 'inproc')}")
-            print(f"  in process, warm: {breakdown(matrix, folder / 'inproc')}")
+                for label, tree in trees:  # interleaved: both see the same load on a shared machine
+                    out = folder / f"out-{label}-{r}"
+                    times[label, "cold"].append(run_once(tree, matrix, out))
+                    times[label, "warm"].append(run_once(tree, matrix, out))
+                    shutil.rmtree(out)
+            for label, tree in trees:
+                cold, warm = times[label, "cold"], times[label, "warm"]
+                print(
+                    f"{n} variants, {label} ({tree}), whole process, median of {args.repeat}: "
+                    f"cold {statistics.median(cold):.2f} s, warm {statistics.median(warm):.2f} s",
+                    flush=True,
+                )
+                runs = " ".join(f"{x:.2f}" for x in cold), " ".join(f"{x:.2f}" for x in warm)
+                print(f"  cold runs {runs[0]}; warm runs {runs[1]}")
+            print(f"  this, in process, cold: {breakdown(matrix, folder / 'inproc')}")
+            print(f"  this, in process, warm: {breakdown(matrix, folder / 'inproc')}")
     return 0
 
 
