@@ -365,14 +365,27 @@ def unchanged(vdir: Path, files: Dict[str, bytes], verified: Optional[Dict[tuple
             if not _same_bytes(vdir / rel, data):
                 return False
             verified[key] = id(data)
-    for dirpath, _dirnames, filenames in os.walk(vdir):
-        rel_dir = os.path.relpath(dirpath, vdir)
-        prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        if prefix.startswith(BUILD_OWNED):
-            continue
-        for name in filenames:
-            if prefix + name not in files:
-                return False  # a file render did not put there (one it no longer renders, or a stray)
+    dirs = {rel[: i + 1] for rel in files for i, ch in enumerate(rel) if ch == "/"}
+    try:
+        return _only_rendered(str(vdir), "", files, dirs)
+    except OSError:
+        return False
+
+
+def _only_rendered(top: str, prefix: str, files: Dict[str, bytes], dirs: set) -> bool:
+    """No entry under `top` but the files and folders render put there (BUILD_OWNED aside): a file it no
+    longer renders, a stray, a symlink or a FIFO means the folder is written again."""
+    with os.scandir(os.path.join(top, prefix) if prefix else top) as entries:
+        for entry in entries:
+            rel = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                rel += "/"
+                if rel.startswith(BUILD_OWNED):
+                    continue
+                if rel not in dirs or not _only_rendered(top, rel, files, dirs):
+                    return False
+            elif not (entry.is_file(follow_symlinks=False) and rel in files):
+                return False
     return True
 
 

@@ -286,6 +286,31 @@ def test_rerender_writes_only_what_changed(tmp_path, capsys):
     assert not list(out.glob(".render-*"))
 
 
+@pytest.mark.parametrize("stray", ["symlink", "folder", "fifo", "exec-bit"])
+def test_rerender_rewrites_a_folder_holding_anything_render_did_not_write(tmp_path, capsys, stray):
+    v = BY_NAME["local-debian-nccl2.27"]
+    rendered = render_all([v], str(ROOT))
+    assert [w.changed for w in write(str(tmp_path), rendered)] == [True]
+    ctx = tmp_path / v.name / "context"
+    if stray == "symlink":
+        (ctx / "validators" / "creds").symlink_to("/etc/hostname")
+    elif stray == "folder":
+        (ctx / "training" / "empty").mkdir()
+    elif stray == "fifo":
+        os.mkfifo(ctx / "fifo")
+    else:
+        os.chmod(ctx / "validators" / "__init__.py", 0o755)
+    assert [w.changed for w in write(str(tmp_path), rendered)] == [True]
+    assert (
+        sorted(
+            p.name for p in (tmp_path / v.name).rglob("*") if p.is_symlink() or p.name in ("empty", "fifo")
+        )
+        == []
+    )
+    assert not os.stat(ctx / "validators" / "__init__.py").st_mode & 0o111
+    assert [w.changed for w in write(str(tmp_path), rendered)] == [False]
+
+
 def test_build_picks_the_variants_of_the_last_render_even_when_unchanged(tmp_path):
     import argparse
 
