@@ -316,8 +316,8 @@ def write(out_dir: str, rendered: Dict[str, Dict[str, bytes]]) -> List[Written]:
 def rendered_names(out_dir: str) -> Optional[List[str]]:
     """The variants the last render wrote to `out_dir`, or None where no render left its index."""
     try:
-        doc = json.loads((Path(out_dir) / INDEX).read_bytes())
-    except (OSError, ValueError):
+        doc = json.loads(read_regular(str(Path(out_dir) / INDEX), follow=False))
+    except (UserError, ValueError):
         return None
     names = doc.get("variants") if isinstance(doc, dict) and doc.get("schema") == INDEX_SCHEMA else None
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else None
@@ -337,16 +337,17 @@ def _write_index(out: Path, names: List[str]) -> None:
 
 
 def _same_bytes(path: Path, data: bytes) -> bool:
+    """`path` is a regular file (no symlink followed, a FIFO never waited on) holding exactly `data`."""
     try:
-        return path.read_bytes() == data
-    except OSError:
-        return False
+        return read_regular(str(path), len(data), follow=False) == data
+    except UserError:
+        return False  # missing, another kind of file, or longer: not the same
 
 
-def unchanged(vdir: Path, files: Dict[str, bytes], verified: Optional[Dict[tuple, int]] = None) -> bool:
+def unchanged(vdir: Path, files: Dict[str, bytes], verified: Optional[Dict[tuple, bytes]] = None) -> bool:
     """True when `vdir` holds exactly `files`, byte for byte, as regular files without the exec bit, plus
-    only what build adds (BUILD_OWNED). `verified` maps a file's (dev, inode, size, mtime) to the id of the
-    bytes it was found equal to, so hard links shared by many variants are read once."""
+    only what build adds (BUILD_OWNED). `verified` maps a file's (dev, inode, size, mtime) to the bytes
+    object it was found equal to, so hard links shared by many variants are read once."""
     verified = {} if verified is None else verified
     try:
         if not stat.S_ISDIR(os.lstat(vdir).st_mode):
@@ -361,10 +362,10 @@ def unchanged(vdir: Path, files: Dict[str, bytes], verified: Optional[Dict[tuple
         if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o111 or st.st_size != len(data):
             return False
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if verified.get(key) != id(data):
+        if verified.get(key) is not data:
             if not _same_bytes(vdir / rel, data):
                 return False
-            verified[key] = id(data)
+            verified[key] = data
     dirs = {rel[: i + 1] for rel in files for i, ch in enumerate(rel) if ch == "/"}
     try:
         return _only_rendered(str(vdir), "", files, dirs)
@@ -390,7 +391,7 @@ def _only_rendered(top: str, prefix: str, files: Dict[str, bytes], dirs: set) ->
 
 
 def _write_staged(out: Path, rendered: Dict[str, Dict[str, bytes]]) -> List[Written]:
-    verified: Dict[tuple, int] = {}
+    verified: Dict[tuple, bytes] = {}
     todo = [name for name, files in rendered.items() if not unchanged(out / name, files, verified)]
     changed = set(todo)
     written = [Written(str(out / name), name in changed) for name in rendered]
