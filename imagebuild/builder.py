@@ -341,18 +341,33 @@ def _prepare_context(variant_dir: Path, lock: dict, opts: BuildOptions, log) -> 
         log(f"artifact {name} sha256 {sha}")
 
 
+def hash_memo_path(variant_dir: Path) -> Path:
+    """Beside the variant folder, not in it: a render replaces the folder of a changed variant, and the memo
+    must outlive that so the re-staged wheels (hard links: same inode and mtime) are not read again."""
+    return variant_dir.parent / ".hash-memo" / f"{variant_dir.name}.json"
+
+
 def stage_variant(variant_dir: Path, opts: BuildOptions, log) -> Tuple[dict, str, List[str]]:
     """Stage the artifacts (and CA) into the context, hash it: (lock, context hash, tags)."""
     lock = read_lock(variant_dir)
     _prepare_context(variant_dir, lock, opts, log)
-    memo_path = variant_dir / ".hash-memo.json"
+    chash = memo_hash(variant_dir)
+    return lock, chash, image_tags(lock, chash)
+
+
+def memo_hash(variant_dir: Path) -> str:
+    """context_hash with its memo read from and written back to hash_memo_path."""
+    memo_path = hash_memo_path(variant_dir)
     try:
         memo = json.loads(memo_path.read_text())
     except (OSError, ValueError):
         memo = {}
+    if not isinstance(memo, dict):
+        memo = {}
     chash = context_hash(variant_dir, memo)
+    memo_path.parent.mkdir(exist_ok=True)
     memo_path.write_text(json.dumps(memo))
-    return lock, chash, image_tags(lock, chash)
+    return chash
 
 
 def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporter) -> VariantResult:

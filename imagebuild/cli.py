@@ -15,34 +15,87 @@ from typing import List, Optional
 
 from imagebuild.errors import ChecksFailed, UserError, redact
 
-# Order is the order shown in --help; it follows the pipeline.
-COMMAND_MODULES = [
-    "imagebuild.commands.listing",  # list
-    "imagebuild.commands.render",  # render, explain-env, schema
-    "imagebuild.commands.base",  # base (make the local base image)
-    "imagebuild.commands.inspect_base",  # inspect-base (what a base image holds, as matrix lines)
-    "imagebuild.commands.build",  # build
-    "imagebuild.commands.bake",  # bake (a docker-bake file for buildx on remote builders)
-    "imagebuild.commands.test",  # test
-    "imagebuild.commands.push",  # push
-    "imagebuild.commands.release",  # release
-    "imagebuild.commands.preflight",  # preflight
-    "imagebuild.commands.report",  # report (plots and summaries from validator JSON)
-    "imagebuild.commands.demo",  # demo (the main job on the embedded default)
+# (command, module, help line), in the order shown in --help; it follows the pipeline. --help lists every
+# command from this table; a command's module (and what it imports: pydantic, jinja2, docker, boto3) is
+# imported only when that command runs. tests/test_cli_help.py pins each line to its module's own help.
+COMMANDS = [
+    ("list", "imagebuild.commands.listing", "list the variants of the matrix (after all checks)"),
+    ("render", "imagebuild.commands.render", "render Dockerfile, context and lock of each variant"),
+    ("explain-env", "imagebuild.commands.render", "each env var of a variant and why it is (not) set"),
+    ("schema", "imagebuild.commands.render", "print the JSON Schema of matrix.yaml (for editors)"),
+    (
+        "base",
+        "imagebuild.commands.base",
+        "make the local base image (debootstrap minbase + docker import); skipped if it exists",
+    ),
+    (
+        "inspect-base",
+        "imagebuild.commands.inspect_base",
+        "probe an image (python, NCCL, libfabric, plugin, Open MPI, CUDA, torch) and print matrix lines",
+    ),
+    (
+        "build",
+        "imagebuild.commands.build",
+        "build the variants' images (content-hash tags; unchanged variants are skipped)",
+    ),
+    (
+        "bake",
+        "imagebuild.commands.bake",
+        "write a docker-bake JSON file of the rendered variants (for buildx bake on remote builders)",
+    ),
+    (
+        "test",
+        "imagebuild.commands.test",
+        "check built images against their variant lock (testinfra); exit 1 if a check fails",
+    ),
+    ("push", "imagebuild.commands.push", "push built images by digest to a registry or ECR"),
+    (
+        "release",
+        "imagebuild.commands.release",
+        "promote checked digests to release tags; write the release record and notes",
+    ),
+    (
+        "preflight",
+        "imagebuild.commands.preflight",
+        "print launch recipes for the pre-flight, or run it on SageMaker",
+    ),
+    (
+        "report",
+        "imagebuild.commands.report",
+        "plot and summarise a validator report (python -m validators parse --json)",
+    ),
+    (
+        "demo",
+        "imagebuild.commands.demo",
+        "the main job on the embedded default: base, render, build, check, validate (replayed)",
+    ),
 ]
+COMMAND_MODULES = list(dict.fromkeys(module for _name, module, _help in COMMANDS))
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on usage errors already; keep its message short and on stderr."""
 
 
-def make_parser() -> argparse.ArgumentParser:
+def make_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """Every command's parser; with `command`, only the module of that command is imported and the other
+    commands are listed by their help line (enough for --help and for argparse's choice check)."""
     parser = _Parser(prog="build.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    modules = {module for name, module, _help in COMMANDS if command is None or name == command}
+    for module in COMMAND_MODULES:
+        if module in modules:
+            importlib.import_module(module).register(sub)
+        else:
+            for name, _module, help in (c for c in COMMANDS if c[1] == module):
+                sub.add_parser(name, help=help, add_help=False)
     return parser
+
+
+def _command_of(argv: List[str]) -> Optional[str]:
+    """The command word: the first argument that is not an option (the top level has only -h)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def add_matrix_args(p: argparse.ArgumentParser) -> None:
@@ -58,7 +111,8 @@ def add_variant_arg(
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = make_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = make_parser(_command_of(argv) or "")
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

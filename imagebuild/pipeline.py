@@ -51,20 +51,24 @@ def render(opts: RenderOptions) -> List[Path]:
             "(accept one with lint_ignore: [NAME]):\n  " + "\n  ".join(errors)
         )
     written = write(str(opts.out), render_all(variants, os.path.dirname(os.path.abspath(opts.matrix))))
-    for path in written:
-        print(f"rendered {path}")
+    for w in written:
+        print(f"{'rendered' if w.changed else 'unchanged'} {w.path}")
     return sorted(Path(opts.out) / v.name for v in variants)
 
 
 def rendered_dirs(out: Path, names: Sequence[str]) -> List[Path]:
-    """Variant folders already rendered in `out`: those named, or every one with a lock."""
+    """Variant folders already rendered in `out`: those named, or those of the last render (every one with a
+    lock where no render left its index)."""
     if names:
         dirs = [out / n for n in names]
         for d in dirs:
             if not (d / "variant.lock.json").is_file():
                 raise UserError(f"variant {d.name!r} is not rendered in {out}", key="--variant")
         return dirs
-    found = sorted(p.parent for p in out.glob("*/variant.lock.json"))
+    from imagebuild.render import rendered_names
+
+    last = rendered_names(str(out))  # the last render's variants: an older matrix's folders are not built
+    found = sorted(p.parent for p in out.glob("*/variant.lock.json") if last is None or p.parent.name in last)
     if not found:
         raise UserError(f"no rendered variants in {out}", file=str(out), hint="run `build.py render` first")
     return found

@@ -6,6 +6,7 @@ the builder is tested apart from the templates; the real matrix is built by test
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -133,6 +134,34 @@ def test_context_hash_memo_skips_rereading_unchanged_files(tmp_path):
     assert builder.context_hash(v, memo) == first
     (v / "Dockerfile").write_text("FROM scratch\n")
     assert builder.context_hash(v, memo) != first  # size/mtime changed: re-read
+
+
+def test_hash_memo_outlives_a_rerender_so_staged_wheels_are_not_read_again(tmp_path, monkeypatch):
+    from imagebuild.matrix import load
+    from imagebuild.render import render_all, write
+
+    (v,) = load(str(ROOT / "matrix.local.yaml"), ["local-debian-nccl2.27"])
+    out = tmp_path / "build"
+    cached = tmp_path / "cache" / "nccl.whl"  # the artifact cache; staging hard-links from it
+    cached.parent.mkdir()
+    cached.write_bytes(b"w" * 4096)
+    opened: list = []
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(Path(path).name)
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builder, "open", counting_open, raising=False)
+    for run, lines in enumerate((("true",), ("false",))):
+        v = dataclasses.replace(v, build_steps=lines)
+        write(str(out), render_all([v], str(ROOT)))  # the second render changes the variant: new folder
+        vdir = out / v.name
+        os.link(cached, vdir / "context" / "artifacts" / "nccl.whl")
+        opened.clear()
+        builder.memo_hash(vdir)
+        assert ("nccl.whl" in opened) == (run == 0), opened  # read once, then a memo hit
+        assert "Dockerfile" in opened  # the changed Dockerfile is read again: new inode
+    assert builder.hash_memo_path(vdir).is_file() and not (vdir / ".hash-memo.json").exists()
 
 
 def test_tags_carry_component_versions_and_the_content_hash():

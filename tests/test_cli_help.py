@@ -74,3 +74,33 @@ def test_console_script_runs_the_same_cli(project_root):
         timeout=60,
     )
     assert proc.returncode == 0 and "--shard" in proc.stdout
+
+
+def test_help_lines_in_the_lazy_table_are_each_modules_own():
+    """`build.py --help` lists cli.COMMANDS without importing them: it must say what each module says."""
+    from imagebuild.cli import COMMANDS
+
+    actions = make_parser()._subparsers._group_actions[0]._choices_actions  # noqa: SLF001
+    assert [(a.dest, a.help) for a in actions] == [(name, help) for name, _module, help in COMMANDS]
+
+
+def test_a_command_imports_only_its_own_module(project_root, tmp_path):
+    """render needs pydantic, yaml and jinja2; never docker, boto3 or another command's module."""
+    code = (
+        "import sys; from imagebuild.cli import main; rc = main(sys.argv[1:]); "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('docker', 'boto3', 'botocore', 'imagebuild', 'jinja2', 'pydantic', 'yaml')))); sys.exit(rc)"
+    )
+
+    def modules(*argv: str) -> set:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *argv], cwd=project_root, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        return set(proc.stdout.splitlines()[-1].split())
+
+    loaded = modules("render", "--matrix", "matrix.local.yaml", "--out", str(tmp_path / "build"))
+    assert {"imagebuild.commands.render", "jinja2", "pydantic", "yaml"} <= loaded
+    assert not loaded & {"docker", "boto3", "botocore", "imagebuild.builder", "imagebuild.commands.build"}
+    commands = {m for m in modules("schema") if m.startswith("imagebuild.commands.")}
+    assert commands == {"imagebuild.commands.render"}

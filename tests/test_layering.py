@@ -92,5 +92,7 @@ def test_build_works_on_the_folders_render_wrote_not_on_what_is_lying_in_out(tmp
     dirs = pipeline.Selection(render=source, out=tmp_path).dirs()
     assert dirs and stale not in dirs
     assert all((d / "Dockerfile").is_file() for d in dirs)
-    # without rendering, what is in the folder is what there is (the user asked for --no-render)
+    # without rendering: the last render's variants (its rendered.json), not what else lies in the folder
+    assert pipeline.Selection(render=None, out=tmp_path).dirs() == dirs
+    (tmp_path / "rendered.json").unlink()  # no render left its index: every rendered folder there is
     assert stale in pipeline.Selection(render=None, out=tmp_path).dirs()

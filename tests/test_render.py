@@ -249,3 +249,83 @@ def test_exported_schema_accepts_the_committed_matrices_and_refuses_unknown_keys
     doc = yaml.safe_load((ROOT / "matrix.local.yaml").read_text())
     doc["variants"][0]["colour"] = "red"
     assert list(validator.iter_errors(doc))
+
+
+def _snapshot(out: Path) -> dict:
+    """Every path under `out` with its inode and mtime: what "untouched" means."""
+    return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*")}
+
+
+def test_rerender_writes_only_what_changed(tmp_path, capsys):
+    out = tmp_path / "build"
+    argv = ["render", "--matrix", str(ROOT / "matrix.local.yaml"), "--out", str(out)]
+    assert main(argv) == 0
+    names = sorted(BY_NAME[n].name for n in BY_NAME if BY_NAME[n].matrix.endswith("matrix.local.yaml"))
+    assert sorted(json.loads((out / "rendered.json").read_text())["variants"]) == names
+    capsys.readouterr()
+    one, *others = names
+    staged = out / one / "context" / "artifacts" / "nccl.whl"  # what build stages: kept while unchanged
+    staged.write_bytes(b"wheel")
+    before = _snapshot(out)
+    assert main(argv) == 0
+    assert capsys.readouterr().out.split().count("unchanged") == len(names)
+    assert _snapshot(out) == before  # not one file or folder rewritten: same inodes, same mtimes
+
+    dockerfile_path = out / one / "Dockerfile"
+    text = dockerfile_path.read_bytes()
+    dockerfile_path.write_bytes(text[:-2] + bytes([text[-2] ^ 1]) + text[-1:])  # same size, one bit off
+    (out / others[0] / "context" / "validators" / "stray.py").write_text("import os\n")
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line.split()[0] for line in lines) == ["rendered"] * 2 + ["unchanged"] * (len(names) - 2)
+    assert dockerfile_path.read_bytes() == text and not staged.exists()
+    assert not (out / others[0] / "context" / "validators" / "stray.py").exists()
+    after = _snapshot(out)
+    kept = {p: s for p, s in before.items() if p.is_relative_to(out / others[1])}
+    assert kept and all(after[p] == s for p, s in kept.items())
+    assert not list(out.glob(".render-*"))
+
+
+@pytest.mark.parametrize("stray", ["symlink", "folder", "fifo", "exec-bit"])
+def test_rerender_rewrites_a_folder_holding_anything_render_did_not_write(tmp_path, capsys, stray):
+    v = BY_NAME["local-debian-nccl2.27"]
+    rendered = render_all([v], str(ROOT))
+    assert [w.changed for w in write(str(tmp_path), rendered)] == [True]
+    ctx = tmp_path / v.name / "context"
+    if stray == "symlink":
+        (ctx / "validators" / "creds").symlink_to("/etc/hostname")
+    elif stray == "folder":
+        (ctx / "training" / "empty").mkdir()
+    elif stray == "fifo":
+        os.mkfifo(ctx / "fifo")
+    else:
+        os.chmod(ctx / "validators" / "__init__.py", 0o755)
+    assert [w.changed for w in write(str(tmp_path), rendered)] == [True]
+    assert (
+        sorted(
+            p.name for p in (tmp_path / v.name).rglob("*") if p.is_symlink() or p.name in ("empty", "fifo")
+        )
+        == []
+    )
+    assert not os.stat(ctx / "validators" / "__init__.py").st_mode & 0o111
+    assert [w.changed for w in write(str(tmp_path), rendered)] == [False]
+
+
+def test_build_picks_the_variants_of_the_last_render_even_when_unchanged(tmp_path):
+    from imagebuild.pipeline import RenderOptions, Selection
+
+    out = tmp_path / "build"
+    matrix = str(ROOT / "matrix.local.yaml")
+    assert main(["render", "--matrix", matrix, "--out", str(out)]) == 0
+    (out / "old-variant").mkdir()
+    (out / "old-variant" / "variant.lock.json").write_text("{}")  # from an older matrix: not rebuilt
+    # a re-render with nothing changed: every folder keeps its mtime, and still every one is selected
+    all_dirs = Selection(RenderOptions(matrix, (), out), out).dirs()
+    assert sorted(d.name for d in all_dirs) == sorted(
+        json.loads((out / "rendered.json").read_text())["variants"]
+    )
+    assert "old-variant" not in [d.name for d in all_dirs] and len(all_dirs) >= 2
+    assert Selection(None, out).dirs() == all_dirs  # --no-render: the last render's, not the old folder
+    one = all_dirs[0].name
+    assert [d.name for d in Selection(RenderOptions(matrix, (one,), out), out).dirs()] == [one]
+    assert json.loads((out / "rendered.json").read_text())["variants"] == [one]

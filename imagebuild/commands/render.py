@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from typing import List
+from pathlib import Path
 
 from imagebuild import envpolicy, platforms
 from imagebuild.cli import add_matrix_args
-from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.errors import UserError
 from imagebuild.matrix import load
-from imagebuild.render import render_all, write
 from imagebuild.schema import json_schema
-from imagebuild.variant import Variant
 
 
 def register(sub) -> None:
@@ -54,25 +51,10 @@ def register(sub) -> None:
     s.set_defaults(func=run_schema)
 
 
-def lint_errors(variants: List[Variant]) -> List[str]:
-    return [f"{v.name}: {msg}" for v in variants for sev, _name, msg in v.lint if sev == "error"]
-
-
 def run_render(args: argparse.Namespace) -> int:
-    variants = load(args.matrix, args.variant, platform=args.platform)
-    for v in variants:
-        for sev, _name, msg in v.lint:
-            if sev in ("warning", "info"):
-                print(f"env {sev}: {v.name}: {msg}", file=sys.stderr)
-    errors = lint_errors(variants)
-    if errors:
-        raise ChecksFailed(
-            "the env linter found settings the field advises against "
-            "(accept one with lint_ignore: [NAME]):\n  " + "\n  ".join(errors)
-        )
-    rendered = render_all(variants, os.path.dirname(os.path.abspath(args.matrix)))
-    for path in write(args.out, rendered):
-        print(f"rendered {path}")
+    from imagebuild.pipeline import RenderOptions, render
+
+    render(RenderOptions(args.matrix, tuple(args.variant), Path(args.out), args.platform))
     return 0
 
 
