@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from typing import List, Optional
 
 from imagebuild.errors import ChecksFailed, UserError, redact
+from validators.cli import quiet_broken_pipe
 
 # (command, module, help line), in the order shown in --help; it follows the pipeline. --help lists every
 # command from this table; a command's module (and what it imports: pydantic, jinja2, docker, boto3) is
@@ -146,17 +146,3 @@ def entry() -> int:
     except BrokenPipeError:
         return quiet_broken_pipe()
     return rc
-
-
-def quiet_broken_pipe() -> int:
-    """The reader of stdout went away (`| head`): end quietly, as `cat` does, with 141 (128 + SIGPIPE).
-
-    stdout is pointed at /dev/null so the interpreter's final flush cannot raise a second time.
-    """
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
-    return 141

@@ -50,11 +50,19 @@ def entry():
         rc = main()
         sys.stdout.flush()
     except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
-        return 141
+        return quiet_broken_pipe()
     return rc
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of stdout went away (`| head`): end quietly, as `cat` does, with 141 (128 + SIGPIPE).
+
+    stdout is pointed at /dev/null so the interpreter's final flush cannot raise a second time.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 141
