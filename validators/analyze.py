@@ -58,7 +58,7 @@ def _table_stop(header: bytes, line: bytes) -> bool:
     return not match_line(text)
 
 
-NCCL, SIGNATURE, TESTS = 1, 2, 4
+NCCL, SIGNATURE, TESTS, REPLAY = 1, 2, 4, 8
 
 
 def needles() -> List[str]:
@@ -66,12 +66,23 @@ def needles() -> List[str]:
 
 
 def needle_groups() -> List[tuple]:
-    """(needle, flag) pairs: which parser a line holding the needle can feed."""
+    """(needle, flag) pairs: which parser a line holding the needle can feed.
+
+    The replay stand-in's mark (validators.runner.REPLAY_MARK, as `validators run` detects it) is
+    looked for too, so a saved replay log parsed later is marked REPLAY as the run's report was.
+    """
     return (
         [(n, NCCL) for n in NEEDLES]
         + [(n, SIGNATURE) for n in signatures.needles()]
         + [(n, TESTS) for n in NCCLTESTS_NEEDLES]
+        + [(_replay_mark(), REPLAY)]
     )
+
+
+def _replay_mark() -> str:
+    from validators.runner import REPLAY_MARK  # here: the runner's imports cost a parse of a small log
+
+    return REPLAY_MARK
 
 
 def _tests_parser():
@@ -92,6 +103,7 @@ class Analysis:
         self.tests = []  # type: List[dict]
         self._parser = None
         self._file = None  # type: Optional[str]
+        self.replay = False  # a line held the replay stand-in's mark
 
     def begin(self, name: str) -> None:
         self._finish_tests()
@@ -101,6 +113,8 @@ class Analysis:
 
     def line(self, lineno: int, raw: str, cut: bool = False, flags: int = NCCL | SIGNATURE | TESTS) -> None:
         """One raw line (any prefix) that passed the needle filter; `flags` say which parsers want it."""
+        if flags & REPLAY and _replay_mark() in raw:  # a cut last line comes with every flag set
+            self.replay = True
         source, text = strip_prefix(raw)
         if not text:
             return
@@ -264,4 +278,10 @@ def analyze_paths(
                 analyze_stream(a, fh, path)
             continue
         analyze_file(a, path, workers)
-    return a.report(instance_type, nodes)
+    report = a.report(instance_type, nodes)
+    if a.replay:  # as `validators run` marks a replay's report (validators.runreport)
+        from validators.runreport import replay_finding
+
+        report["findings"] = [replay_finding([])] + list(report.get("findings") or [])
+        report["replay"] = True
+    return report
