@@ -35,6 +35,8 @@ HEADLESS_KINDS = frozenset(
     )
 )
 CRASHES_MAX = 32
+_SHARED = {}  # type: Dict[frozenset, frozenset]  # Proc.put: one copy of each distinct set
+_SHARED_MAX = 4096
 
 
 def _ev(event, cut: bool = False) -> dict:
@@ -134,25 +136,14 @@ class Rank:
 
 
 class Proc:
-    """One process (host:pid): what the NCCL library and its net plugin printed there."""
+    """One process (host:pid): what the NCCL library and its net plugin printed there.
+
+    Its sets (PROC_SETS: versions, providers, networks, ...) are frozensets, written only by `put`.
+    """
 
     def __init__(self, host: str, pid: str) -> None:
         self.host, self.pid = host, pid
-        self.nccl_versions = set()  # type: Set[str]
-        self.cuda_versions = set()  # type: Set[str]
-        self.drivers = set()  # type: Set[str]
-        self.driver_runtime = set()  # type: Set[Tuple[str, Optional[str]]]
-        self.plugin_names = set()  # type: Set[str]
-        self.plugin_versions = set()  # type: Set[str]
-        self.libfabric = set()  # type: Set[str]
         self.platforms = {}  # type: Dict[str, str]
-        self.providers = set()  # type: Set[str]
-        self.fabrics = set()  # type: Set[str]
-        self.nics = set()  # type: Set[int]
-        self.ndev = set()  # type: Set[int]
-        self.using_network = set()  # type: Set[str]
-        self.net_initialized = set()  # type: Set[str]
-        self.channel_nets = set()  # type: Set[str]
         self.env = {}  # type: Dict[str, str]
         self.ofi = False
         self.only_spliced = True  # every line of this process began inside another line
@@ -160,11 +151,20 @@ class Proc:
         self.plugin_load_failed = False
         self.plugin_init_failed = False
         self.gdr_disabled = False
-        self.internal_nets = set()  # type: Set[str]  # NCCL's own transports that found devices: IB, Socket
         self.ib_error = False  # a completion error from NCCL's IB transport (net_ib.cc)
         self.plugin_net_init_failed = False  # NCCL >= 2.28 "Failed to initialize NET plugin"
-        self.plugin_deps_missing = set()  # type: Set[str]  # libraries the plugin needs but dlopen missed
         self.ranks = {}  # type: Dict[str, Rank]
+
+    def put(self, name: str, value) -> None:
+        """Add `value` to the set `name` (one of PROC_SETS). The sets are frozensets shared between
+        processes that hold the same values (a log of 16k ranks has 16k processes, each with ~12 sets
+        that almost always hold the same one value): memory grows with distinct values, not processes."""
+        cur = getattr(self, name)
+        if value not in cur:
+            new = cur | {value}
+            if len(_SHARED) >= _SHARED_MAX:
+                _SHARED.clear()
+            self.__dict__[name] = _SHARED.setdefault(new, new)
 
     def plugin_ok(self) -> bool:
         return self.plugin_loaded or bool(self.plugin_versions) or self.ofi
@@ -232,6 +232,28 @@ class Proc:
             if via in self.platforms:
                 return self.platforms[via]
         return None
+
+
+PROC_SETS = (
+    "nccl_versions",
+    "cuda_versions",
+    "drivers",
+    "driver_runtime",
+    "plugin_names",
+    "plugin_versions",
+    "libfabric",
+    "providers",
+    "fabrics",
+    "nics",
+    "ndev",
+    "using_network",
+    "net_initialized",
+    "channel_nets",
+    "internal_nets",
+    "plugin_deps_missing",
+)
+for _name in PROC_SETS:  # the empty default; Proc.put replaces it
+    setattr(Proc, _name, frozenset())
 
 
 class Facts:
@@ -320,20 +342,20 @@ class Facts:
     def _fold(self, p: Proc, kind: str, d: dict, event, cut: bool) -> None:
         """Fold a process-level event (everything but channel and comm lines) into `p`."""
         if kind == "nccl_version":
-            p.nccl_versions.add(d["version"])
+            p.put("nccl_versions", d["version"])
             if d.get("cuda"):
-                p.cuda_versions.add(d["cuda"])
+                p.put("cuda_versions", d["cuda"])
             self._keep(kind, event)
         elif kind == "cuda_driver":
-            p.drivers.add(d["version"])
-            p.driver_runtime.add((d["version"], d.get("runtime")))
+            p.put("drivers", d["version"])
+            p.put("driver_runtime", (d["version"], d.get("runtime")))
             self._keep(kind, event)
         elif kind == "cuda_runtime":
-            p.driver_runtime.add((None, d["version"]))
+            p.put("driver_runtime", (None, d["version"]))
         elif kind == "plugin_init":
             p.ofi = True
-            p.plugin_names.add(d["name"])
-            p.plugin_versions.add(d["version"])
+            p.put("plugin_names", d["name"])
+            p.put("plugin_versions", d["version"])
             self._keep(kind, event)
         elif kind == "plugin_loaded":
             p.plugin_loaded = True
@@ -347,7 +369,7 @@ class Facts:
             self._keep(kind, event)
         elif kind == "libfabric_version":
             p.ofi = True
-            p.libfabric.add(d["version"])
+            p.put("libfabric", d["version"])
             self._keep(kind, event)
         elif kind == "platform":
             p.ofi = True
@@ -357,29 +379,29 @@ class Facts:
             if cut and d.get("nics") is None:
                 return
             p.ofi = True
-            p.providers.add(d["provider"])
+            p.put("providers", d["provider"])
             if d.get("fabric"):
-                p.fabrics.add(d["fabric"])
+                p.put("fabrics", d["fabric"])
             if d.get("nics") is not None:
-                p.nics.add(d["nics"])
+                p.put("nics", d["nics"])
             self._keep(kind, event)
             if not is_efa_provider(d["provider"]):
                 self._keep("provider_other", event)
         elif kind == "network":
             if cut:
                 return
-            p.using_network.add(d["name"])
+            p.put("using_network", d["name"])
             self._keep(kind, event)
             if d["name"].strip().lower() == "socket":
                 self._keep("network_socket", event)
         elif kind == "net_initialized":
-            p.net_initialized.add(d["name"])
+            p.put("net_initialized", d["name"])
         elif kind == "gdr_disabled":
             p.gdr_disabled = True
             self._keep(kind, event)
         elif kind == "ofi_ndev":
             p.ofi = True
-            p.ndev.add(d["ndev"])
+            p.put("ndev", d["ndev"])
         elif kind == "ofi":
             p.ofi = True
         elif kind == "env":
@@ -390,10 +412,10 @@ class Facts:
         elif kind == "socket_if":
             self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1
             if "Socket" not in p.internal_nets:
-                p.internal_nets.add("Socket")
+                p.put("internal_nets", "Socket")
                 self._keep("internal_net", event)
         elif kind == "internal_net":
-            p.internal_nets.add(d["name"])
+            p.put("internal_nets", d["name"])
             self._keep("internal_net", event)
         elif kind == "ib_error":
             p.ib_error = True
@@ -402,7 +424,7 @@ class Facts:
             p.plugin_net_init_failed = True
             self._keep("plugin_init_failed", event)
         elif kind == "plugin_dep_missing":
-            p.plugin_deps_missing.add(d["lib"])
+            p.put("plugin_deps_missing", d["lib"])
             self._keep("plugin_dep_missing", event)
 
     def _channel(self, p: Proc, event, d: dict, cut: bool) -> None:
@@ -415,7 +437,7 @@ class Facts:
             r.net += 1
             if d.get("net"):
                 r.net_names.add(d["net"])
-                p.channel_nets.add(d["net"])
+                p.put("channel_nets", d["net"])
             else:
                 r.net_unnamed += 1
             if d.get("proxy") is not None:
@@ -614,9 +636,9 @@ class Facts:
 
 
 def _merge(into: Proc, src: Proc) -> None:
-    for name, val in vars(src).items():
-        if isinstance(val, set):
-            getattr(into, name).update(val)
+    for name in PROC_SETS:
+        for val in getattr(src, name):
+            into.put(name, val)
     for via, name in src.platforms.items():
         into.platforms.setdefault(via, name)
     for flag in (
