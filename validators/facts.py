@@ -47,6 +47,73 @@ def _ev(event, cut: bool = False) -> dict:
     return out
 
 
+class Where:
+    """A line as evidence: what `_ev` reads of an event."""
+
+    __slots__ = ("file", "lineno", "text")
+
+    def __init__(self, file: Optional[str], lineno: int, text: str) -> None:
+        self.file, self.lineno, self.text = file, lineno, text
+
+
+class NetRun:
+    """NET channel lines of one rank in a row, summed up for the fold (`Facts._fold_run`):
+    counts, network names, each evidence kind's count and first lines, the rank's first line of each kind.
+
+    Why: a rank prints its NET channels together (32 lines per communicator on p5); the scan workers
+    sum them (analyze.prepare) and the parent folds one NetRun instead of one event per line."""
+
+    __slots__ = ("first", "counts", "names", "firsts", "keeps")
+
+    def __init__(self, lines: list, cut: bool = False) -> None:
+        """`lines`: [(lineno, text, tail)], tail a dict with net, gdr, proxy, pci; `cut`: lines truncated."""
+        self.first = lines[0][:2]
+        counts = dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr"), 0)
+        counts["net_unclear"] = 0
+        names = []  # type: List[str]
+        firsts = {}  # type: Dict[str, Tuple[int, str]]
+        keeps = {}  # type: Dict[str, list]  # kind -> [kind, count, first lines]; insertion order kept
+        for lineno, text, d in lines:
+            counts["net"] += 1
+            net = d.get("net")
+            if net:
+                if net not in names:
+                    names.append(net)
+            else:
+                counts["net_unnamed"] += 1
+            if d.get("proxy") is not None:
+                counts["net_proxied"] += 1
+            gdr = d.get("gdr")
+            if cut and gdr is False:
+                gdr = None  # the '/GDRDMA' suffix may be what was cut off
+            if gdr is True:
+                counts["net_gdr"] += 1
+                if d.get("pci"):
+                    counts["net_pci"] += 1
+                kind, attr, marked = "channel_gdr", "ev_gdr", False
+            elif gdr is False:
+                counts["net_nogdr"] += 1
+                kind, attr, marked = "channel_nogdr", "ev_nogdr", False
+            else:
+                counts["net_unclear"] += 1
+                kind, attr, marked = "channel_unclear", "ev_unclear", True
+            firsts.setdefault(attr, (lineno, text))
+            _count(keeps, kind, lineno, text, marked)
+            if not is_libfabric_net(net):
+                _count(keeps, "channel_other_net", lineno, text, False)
+        self.counts, self.names, self.firsts = counts, names, firsts
+        self.keeps = list(keeps.values())
+
+
+def _count(keeps: dict, kind: str, lineno: int, text: str, cut: bool) -> None:
+    k = keeps.get(kind)
+    if k is None:
+        k = keeps[kind] = [kind, 0, []]
+    k[1] += 1
+    if len(k[2]) < EVIDENCE_PER_KIND:
+        k[2].append((lineno, text, cut))
+
+
 def is_libfabric_net(name: Optional[str]) -> bool:
     """aws-ofi-nccl names its network 'AWS Libfabric' (< 1.13) or 'Libfabric' (1.13+)."""
     if not name:
@@ -431,36 +498,7 @@ class Facts:
         r = self._rank(p, event)
         transport = d.get("transport")
         if transport == "NET":
-            gdr = d.get("gdr")
-            if cut and gdr is False:
-                gdr = None  # the '/GDRDMA' suffix may be what was cut off
-            r.net += 1
-            if d.get("net"):
-                r.net_names.add(d["net"])
-                p.put("channel_nets", d["net"])
-            else:
-                r.net_unnamed += 1
-            if d.get("proxy") is not None:
-                r.net_proxied += 1
-            if gdr is True:
-                r.net_gdr += 1
-                if d.get("pci"):
-                    r.net_pci += 1
-                if r.ev_gdr is None:
-                    r.ev_gdr = _ev(event)
-                self._keep("channel_gdr", event)
-            elif gdr is False:
-                r.net_nogdr += 1
-                if r.ev_nogdr is None:
-                    r.ev_nogdr = _ev(event)
-                self._keep("channel_nogdr", event)
-            else:
-                r.net_unclear += 1
-                if r.ev_unclear is None:
-                    r.ev_unclear = _ev(event, True)
-                self._keep("channel_unclear", event, True)
-            if not is_libfabric_net(d.get("net")):
-                self._keep("channel_other_net", event)
+            self._net(p, r, event, d, cut)
         elif transport == "COLLNET":
             self.counts["collnet_channels"] = self.counts.get("collnet_channels", 0) + 1
         else:
@@ -468,6 +506,45 @@ class Facts:
             path = d.get("path")
             if path and len(r.intra_paths) < 8:
                 r.intra_paths.add(path)
+
+    def _net(self, p: Proc, r: Rank, event, d: dict, cut: bool) -> None:
+        """Fold one NET channel line: a run of one (a cut line's missing '/GDRDMA' leaves GDR unclear)."""
+        self._fold_run(p, r, event.file, 0, NetRun([(event.lineno, event.text, d)], cut))
+
+    def add_net_run(
+        self, host: str, pid: str, dev: str, file: Optional[str], base: int, run: "NetRun"
+    ) -> None:
+        """Fold a run of whole NET channel lines of one rank (`net_run` summed them up), as `add` would fold
+        their channel events one by one; its line numbers count from `base`."""
+        key = (host, pid)
+        p = self.procs.get(key)
+        if p is None:
+            p = self.procs[key] = Proc(host, pid)
+        p.only_spliced = False
+        r = p.ranks.get(dev)
+        if r is None:
+            r = p.ranks[dev] = Rank(host, pid, dev)
+            r.first_line = _ev(Where(file, base + run.first[0], run.first[1]))
+        self._fold_run(p, r, file, base, run)
+
+    def _fold_run(self, p: Proc, r: Rank, file: Optional[str], base: int, run: "NetRun") -> None:
+        for name in ("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr", "net_unclear"):
+            setattr(r, name, getattr(r, name) + run.counts[name])
+        for name in run.names:
+            r.net_names.add(name)
+            p.put("channel_nets", name)
+        for attr, cut in (("ev_gdr", False), ("ev_nogdr", False), ("ev_unclear", True)):
+            line = run.firsts.get(attr)
+            if line is not None and getattr(r, attr) is None:
+                setattr(r, attr, _ev(Where(file, base + line[0], line[1]), cut))
+        counts, evidence = self.counts, self.evidence
+        for kind, n, lines in run.keeps:
+            counts[kind] = counts.get(kind, 0) + n
+            lst = evidence.get(kind)
+            if lst is None:
+                lst = evidence[kind] = []
+            for lineno, text, cut in lines[: EVIDENCE_PER_KIND - len(lst)]:
+                lst.append(_ev(Where(file, base + lineno, text), cut))
 
     def _comm(self, p: Proc, event, d: dict) -> None:
         r = self._rank(p, event)

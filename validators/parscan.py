@@ -131,17 +131,22 @@ def scan_range(
     make_region: Callable[[], Region],
     open_region: Optional[Tuple[int, bytes]] = None,
     pack: bool = False,
-) -> Tuple[Iterable[Line], int, int, Tuple[int, bytes]]:
+    prep: Optional[Callable[[Iterable[Line]], Iterable]] = None,
+) -> Tuple[Iterable, int, int, Tuple[int, bytes]]:
     """(lines numbered from the range's first line, its line and byte counts, region state at its end).
 
-    `pack`: the lines as a `Packed` (what a worker sends: a few objects, not one per line)."""
+    `pack`: the lines as a `Packed` (what a worker sends: a few objects, not one per line).
+    `prep`: what `prep(lines)` makes of them instead (a list: the per-line work done in the worker)."""
     region = make_region()
     if open_region is not None:
         region.left, region.head = open_region
     stats = {}  # type: dict
     with open(path, "rb") as fh:
         found = scan(_Slice(fh, start, end), needles, stats=stats, region=region)
-        lines = Packed(found) if pack else list(found)  # type: Iterable[Line]
+        if prep is not None:
+            lines = list(prep(found))  # type: Iterable
+        else:
+            lines = Packed(found) if pack else list(found)
     return lines, stats.get("lines", 0), stats.get("bytes", 0), (region.left, region.head)
 
 
@@ -179,7 +184,7 @@ class Packed:
 
 
 def _task(args):
-    return scan_range(*args, pack=True)
+    return scan_range(*args[:5], pack=True, prep=args[5])
 
 
 def _worker_init() -> None:
@@ -201,25 +206,49 @@ def scan_file(
 
     `make_region` must be a module-level function (it is sent to the workers by name).
     """
+    for base, lines in _ranges(path, needles, make_region, workers, stats, range_size, None):
+        for lineno, text, cut, flags in lines:
+            yield base + lineno, text, cut, flags
+
+
+def scan_prepared(
+    path: str,
+    needles: Sequence,
+    make_region: Callable[[], Region],
+    workers: int,
+    stats: dict,
+    prep: Callable[[Iterable[Line]], Iterable],
+    range_size: Optional[int] = None,
+) -> Iterator[Tuple[int, object]]:
+    """(line number base, item) for each item `prep` makes of the scan's lines, in order: with workers,
+    each range's lines are prepared in its worker (the per-line parse leaves the parent; issue 15).
+    `prep` must be a module-level function, must keep the lines' order and may number items only by the
+    lines' own numbers, which count from the range's start: add `base`."""
+    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep):
+        for item in items:
+            yield base, item
+
+
+def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Iterator[Tuple[int, Iterable]]:
+    """(line number base, the lines or prepared items of one range) in order; serial: (0, everything)."""
     size = os.path.getsize(path)
     range_size = range_size or RANGE
     ctx = _fork_context() if can_split(size, workers, range_size) else None
     if ctx is None:
         region = make_region()
         with open(path, "rb") as fh:
-            yield from scan(fh, needles, stats=stats, region=region)
+            lines = scan(fh, needles, stats=stats, region=region)
+            yield 0, (lines if prep is None else prep(lines))
         return
     with open(path, "rb") as fh:
         starts = boundaries(fh, size, range_size)
     ends = starts[1:] + [None]  # type: List[Optional[int]]
-    tasks = [(path, s, e, needles, make_region) for s, e in zip(starts, ends)]
+    tasks = [(path, s, e, needles, make_region, prep) for s, e in zip(starts, ends)]
     # here, not at import: multiprocessing costs ~20 ms to import, and most parses never split
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    window = min(
-        workers + 1, MAX_IN_FLIGHT
-    )  # ranges in flight: bounds the memory held for lines not yet handed on
+    window = min(workers + 1, MAX_IN_FLIGHT)  # ranges in flight: bounds what the parent holds
     lines_before = nbytes = 0
     carried = (0, b"")
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
@@ -239,10 +268,9 @@ def scan_file(
                 except BrokenProcessPool:
                     pending.clear()
             if result is None or carried[0]:
-                result = scan_range(*task, open_region=carried if carried[0] else None)
+                result = scan_range(*task[:5], open_region=carried if carried[0] else None, prep=prep)
             lines, n, size_k, state = result
-            for lineno, text, cut, flags in lines:
-                yield lines_before + lineno, text, cut, flags
+            yield lines_before, lines
             lines_before += n
             nbytes += size_k
             carried = state
