@@ -78,8 +78,8 @@ def grep(path: str, repeat: int) -> dict:
     return best(repeat, ["grep", "-cE", pattern, path], env)
 
 
-def parse(path: str, repeat: int, workers: int, report: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT)
+def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
+    env = dict(os.environ, PYTHONPATH=root)
     argv = [sys.executable, "-m", "validators", "parse", path, "--json", report, "--workers", str(workers)]
     res = best(repeat, argv, env)
     with open(report, encoding="utf-8") as fh:
@@ -94,14 +94,20 @@ def best(repeat: int, argv: list, env: dict) -> dict:
     return out
 
 
-def contest(path: str, repeat: int, workers: int, tmp: str) -> dict:
-    """grep, the parser with `workers` and with one process, on one file; the two reports must agree."""
+def contest(path: str, repeat: int, workers: int, tmp: str, baseline: str = "") -> dict:
+    """grep, the parser with `workers` and with one process (and `baseline`'s parser with `workers`), on
+    one file; the reports must agree."""
     _warm(path)
     g = grep(path, repeat)
     split = parse(path, repeat, workers, os.path.join(tmp, "split.json"))
     one = parse(path, repeat, 1, os.path.join(tmp, "one.json"))
     rep = json.loads(one["report"])
+    base = {}
+    if baseline:
+        b = parse(path, repeat, workers, os.path.join(tmp, "base.json"), os.path.abspath(baseline))
+        base = {"base_s": b["seconds"], "base_rss": b["rss_mib"], "base_same": b["report"] == one["report"]}
     return {
+        **base,
         "mib": os.path.getsize(path) / float(1 << 20),
         "lines": rep["inputs"][0]["lines"],
         "grep_s": g["seconds"],
@@ -154,6 +160,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--plot", help="PNG of time and peak RSS against ranks (with --scaling)")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--baseline", default="", help="also time the parser of the checkout at this folder")
     args = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="bench-parse-real-")
     results = {"workers": args.workers}
@@ -166,14 +173,16 @@ def main(argv=None) -> int:
                 return 2
             path = os.path.join(tmp, "corpus.log")
             build_corpus(path, logs, args.size_mb << 20)
-            r = results["corpus"] = contest(path, args.repeat, args.workers, tmp)
+            r = results["corpus"] = contest(path, args.repeat, args.workers, tmp, args.baseline)
             print(row("real logs (%d files) concatenated" % len(logs), r, args.workers), flush=True)
+            _base_line(r)
             os.unlink(path)
         if args.ranks:
             path = os.path.join(tmp, "ranks.log")
             generate_ranks(path, args.ranks // 8)
-            r = results["ranks"] = contest(path, args.repeat, args.workers, tmp)
+            r = results["ranks"] = contest(path, args.repeat, args.workers, tmp, args.baseline)
             print(row("%d-rank init (generated)" % args.ranks, r, args.workers), flush=True)
+            _base_line(r)
             os.unlink(path)
         if args.scaling:
             results["scaling"] = scaling(tmp, args.repeat, args.workers)
@@ -185,6 +194,15 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def _base_line(r: dict) -> None:
+    if "base_s" in r:
+        print(
+            "|  | baseline parser | | %.2f s, %.1f MiB | | %.3f | | %s |"
+            % (r["base_s"], r["base_rss"], r["grep_s"] / r["base_s"], "yes" if r["base_same"] else "**NO**"),
+            flush=True,
+        )
 
 
 def scaling(tmp: str, repeat: int, workers: int) -> list:
