@@ -122,3 +122,21 @@ def test_a_run_sums_up_what_one_fold_per_line_did():
         run, want = NetRun(lines, cut), _reference(lines, cut)
         assert run.counts == want["counts"] and run.names == want["names"] and run.firsts == want["firsts"]
         assert [(k, n, ev) for k, n, ev in run.keeps] == [(k, n, ev) for k, (n, ev) in want["keeps"].items()]
+
+
+def test_split_parse_gives_one_report_whatever_the_workers(tmp_path):
+    """Above the split size, 2 workers send runs and lines, 3 send parsed items: one report from all."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from bench_runner_scale import generate
+
+    from validators import parscan
+    from validators.analyze import analyze_paths
+
+    log = tmp_path / "ranks.log"
+    generate(str(log), 136)  # 1088 ranks, ~8.7 MiB: three ranges
+    assert log.stat().st_size >= 2 * parscan.RANGE
+    reports = [json.dumps(analyze_paths([str(log)], workers=w), sort_keys=True) for w in (1, 2, 3)]
+    assert reports[0] == reports[1] == reports[2]
+    assert json.loads(reports[0])["nranks"] == 1088

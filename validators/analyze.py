@@ -157,11 +157,12 @@ def _net_channel(raw: str) -> Optional[tuple]:
     return (m.group(1), m.group(2), m.group(4)), text, tail
 
 
-def prepare(lines: Iterable) -> Iterator[tuple]:
+def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
     """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
     whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
 
-    Runs in the scan workers (parscan.scan_prepared), so the parent only folds; pure and order-keeping."""
+    `parse` False: other lines stay as they came ((lineno, raw, cut, flags): `apply` prepares them).
+    Pure and order-keeping."""
     key = None
     run = []  # type: list
     for lineno, raw, cut, flags in lines:
@@ -179,11 +180,21 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
         if run:
             yield key, NetRun(run)
             key, run = None, []
+        if not parse:
+            yield lineno, raw, cut, flags
+            continue
         item = prep_line(lineno, raw, cut, flags)
         if item is not None:
             yield item
     if run:
         yield key, NetRun(run)
+
+
+def prepare_runs(lines: Iterable) -> Iterator[tuple]:
+    """What a scan worker sends: NET runs summed up, other lines as scanned. Their parse stays in the
+    parent: its events, sent as objects, cost more to pickle and unpickle than to parse there (the real-log
+    corpus: +50 % CPU), while a run of 32 lines is one small object."""
+    return prepare(lines, parse=False)
 
 
 class Analysis:
@@ -216,6 +227,10 @@ class Analysis:
             (host, pid, dev), run = item
             self.facts.add_net_run(host, pid, dev, self._file, base, run)
             return
+        if len(item) == 4:  # a line as scanned (prepare_runs)
+            item = prep_line(*item)
+            if item is None:
+                return
         lineno, cut, flags, source, text, events, hits, replay = item
         if replay:
             self.replay = True
@@ -333,7 +348,10 @@ def analyze_file(a: Analysis, path: str, workers: Optional[int] = None) -> None:
     if workers is None:
         workers = default_workers()
     apply = a.apply
-    for base, item in scan_prepared(path, _scan_needles(), _table_region, workers, stats, prepare):
+    # with CPUs to spare the workers parse too and the parent only folds; with 2 the pickled events would
+    # cost more CPU than the parse they save (bench/RESULTS-parse.md, round 5)
+    prep = prepare if workers > 2 else prepare_runs
+    for base, item in scan_prepared(path, _scan_needles(), _table_region, workers, stats, prep):
         apply(base, item)
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
