@@ -62,10 +62,10 @@ def _warm(path: str) -> None:
             pass
 
 
-def timed(argv: list, env: dict) -> dict:
+def timed(argv: list, env: dict, cwd: str = ROOT) -> dict:
     """Wall seconds and the peak RSS (MiB) of the largest process of `argv` (it and what it waited for)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -82,14 +82,14 @@ def grep(path: str, repeat: int) -> dict:
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
     env = dict(os.environ, PYTHONPATH=root)
     argv = [sys.executable, "-m", "validators", "parse", path, "--json", report, "--workers", str(workers)]
-    res = best(repeat, argv, env)
+    res = best(repeat, argv, env, root)  # run there: `python -m` imports from its working folder first
     with open(report, encoding="utf-8") as fh:
         res["report"] = fh.read()
     return res
 
 
-def best(repeat: int, argv: list, env: dict) -> dict:
-    runs = [timed(argv, env) for _ in range(max(1, repeat))]
+def best(repeat: int, argv: list, env: dict, cwd: str = ROOT) -> dict:
+    runs = [timed(argv, env, cwd) for _ in range(max(1, repeat))]
     out = min(runs, key=lambda r: r["seconds"])
     out["rss_mib"] = max(r["rss_mib"] for r in runs)
     return out
