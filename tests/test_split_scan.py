@@ -359,3 +359,16 @@ def test_a_pods_cpu_limit_caps_the_workers(tmp_path, files, cpus):
     assert 1 <= workers <= parscan.MAX_WORKERS
     if cpus is not None:
         assert workers <= max(1, int(cpus + 0.999))
+
+
+def test_packed_lines_come_back_as_they_were():
+    """What a worker sends (one string + one array per range) unpacks to the very lines it scanned."""
+    lines = [
+        (1, "", False, 1),
+        (2, "a\r b", True, 7),
+        (9, "é \ufffd", False, 4),
+        (10, "", True, 15),
+        (11, "", False, 2),
+    ]
+    assert list(parscan.Packed(lines)) == lines
+    assert list(parscan.Packed([])) == []

@@ -7,14 +7,15 @@ through the same filter line by line.
 """
 
 import os
+import re
 import sys
-from typing import BinaryIO, Iterable, List, Optional, Sequence
+from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence
 
 from validators import signatures
-from validators.facts import Facts
+from validators.facts import Facts, NetRun
 from validators.linescan import MAX_LINE, Region, scan
-from validators.nccllog import NEEDLES, parse_text
-from validators.parscan import default_workers, scan_file
+from validators.nccllog import NEEDLES, Event, channel_line, parse_text
+from validators.parscan import default_workers, scan_prepared
 from validators.prefix import strip_prefix
 from validators.report import build_report
 
@@ -58,7 +59,7 @@ def _table_stop(header: bytes, line: bytes) -> bool:
     return not match_line(text)
 
 
-NCCL, SIGNATURE, TESTS = 1, 2, 4
+NCCL, SIGNATURE, TESTS, REPLAY = 1, 2, 4, 8
 
 
 def needles() -> List[str]:
@@ -66,12 +67,23 @@ def needles() -> List[str]:
 
 
 def needle_groups() -> List[tuple]:
-    """(needle, flag) pairs: which parser a line holding the needle can feed."""
+    """(needle, flag) pairs: which parser a line holding the needle can feed.
+
+    The replay stand-in's mark (validators.runner.REPLAY_MARK, as `validators run` detects it) is
+    looked for too, so a saved replay log parsed later is marked REPLAY as the run's report was.
+    """
     return (
         [(n, NCCL) for n in NEEDLES]
         + [(n, SIGNATURE) for n in signatures.needles()]
         + [(n, TESTS) for n in NCCLTESTS_NEEDLES]
+        + [(_replay_mark(), REPLAY)]
     )
+
+
+def _replay_mark() -> str:
+    from validators.runner import REPLAY_MARK  # here: the runner's imports cost a parse of a small log
+
+    return REPLAY_MARK
 
 
 def _tests_parser():
@@ -79,6 +91,108 @@ def _tests_parser():
     from validators.nccltests import NcclTestsParser
 
     return NcclTestsParser()
+
+
+def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
+    """The part of a line's work that depends on the line alone, as plain data (a worker can do it):
+    (lineno, cut, flags, source, text, events as (kind, head, text, data, cut, spliced), signature ids,
+    replay mark seen); None when the line yields nothing."""
+    replay = bool(flags & REPLAY) and _replay_mark() in raw  # a cut last line comes with every flag set
+    source, text = strip_prefix(raw)
+    if not text:
+        return (lineno, cut, flags, source, text, (), [], True) if replay else None
+    events = ()  # type: tuple
+    if flags & NCCL:
+        events = tuple(
+            (
+                e.kind,
+                None if e.host is None else (e.host, e.pid, e.tid, e.dev, e.level),
+                e.text,
+                e.data,
+                e.cut,
+                e.spliced,
+            )
+            for e in parse_text(text, lineno, None, source)
+        )
+    return lineno, cut, flags, source, text, events, match_line(text), replay
+
+
+# `host:pid:tid [dev] NCCL INFO ` at the start of a line, behind an optional mpirun tag: a head that
+# prefix.strip_prefix and nccllog._split_head read exactly so (a host that starts with a letter and holds
+# no space, colon, bracket or bar; digits; a device with no space or bracket), checked in one C match
+_FAST_HEAD = re.compile(
+    r"(?:\[\d+,\d+\]<(?:stdout|stderr)>:)?([a-z][^\s:\[\]|]{0,200}):(\d{1,20}):(\d{1,20}) "
+    r"\[([^\s\[\]]{0,64})\] NCCL INFO "
+)
+_TAILS = {}  # type: dict  # (net, gdr, proxy, pci) -> one shared dict: what Facts reads of a NET line
+
+
+def _net_channel(raw: str) -> Optional[tuple]:
+    """((host, pid, dev), text, tail) for a whole NET channel line whose only fact is that channel; else None.
+
+    Such a line folds as `Facts.add` would fold its one channel event (no error text, no signature,
+    no second head), so a run of them folds without an Event per line (Facts.add_net_run)."""
+    if raw[-1:] == "\r":
+        return None
+    m = _FAST_HEAD.match(raw)
+    if m is None:
+        return None
+    msg = raw[m.end() :]
+    if " NCCL " in msg:
+        return None
+    d = channel_line(msg)
+    if d is None or d.get("transport") != "NET":
+        return None
+    text = raw[m.start(1) :]
+    if match_line(text):
+        return None
+    key = (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci"))
+    tail = _TAILS.get(key)
+    if tail is None:
+        if len(_TAILS) >= 4096:
+            _TAILS.clear()
+        tail = _TAILS[key] = dict(zip(("net", "gdr", "proxy", "pci"), key))
+    return (m.group(1), m.group(2), m.group(4)), text, tail
+
+
+def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
+    """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
+    whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
+
+    `parse` False: other lines stay as they came ((lineno, raw, cut, flags): `apply` prepares them).
+    Pure and order-keeping."""
+    key = None
+    run = []  # type: list
+    for lineno, raw, cut, flags in lines:
+        fast = None
+        if not cut and not flags & REPLAY and "via NET/" in raw:
+            fast = _net_channel(raw)
+        if fast is not None:
+            k, text, tail = fast
+            if k != key:
+                if run:
+                    yield key, NetRun(run)
+                key, run = k, []
+            run.append((lineno, text, tail))
+            continue
+        if run:
+            yield key, NetRun(run)
+            key, run = None, []
+        if not parse:
+            yield lineno, raw, cut, flags
+            continue
+        item = prep_line(lineno, raw, cut, flags)
+        if item is not None:
+            yield item
+    if run:
+        yield key, NetRun(run)
+
+
+def prepare_runs(lines: Iterable) -> Iterator[tuple]:
+    """What a scan worker sends: NET runs summed up, other lines as scanned. Their parse stays in the
+    parent: its events, sent as objects, cost more to pickle and unpickle than to parse there (the real-log
+    corpus: +50 % CPU), while a run of 32 lines is one small object."""
+    return prepare(lines, parse=False)
 
 
 class Analysis:
@@ -90,6 +204,7 @@ class Analysis:
         self.tests = []  # type: List[dict]
         self._parser = None
         self._file = None  # type: Optional[str]
+        self.replay = False  # a line held the replay stand-in's mark
 
     def begin(self, name: str) -> None:
         self._finish_tests()
@@ -99,15 +214,32 @@ class Analysis:
 
     def line(self, lineno: int, raw: str, cut: bool = False, flags: int = NCCL | SIGNATURE | TESTS) -> None:
         """One raw line (any prefix) that passed the needle filter; `flags` say which parsers want it."""
-        source, text = strip_prefix(raw)
+        item = prep_line(lineno, raw, cut, flags)
+        if item is not None:
+            self.apply(0, item)
+
+    def apply(self, base: int, item: tuple) -> None:
+        """Fold one item of `prepare` (line numbers count from `base`): the part of a line's work bound
+        to the order of lines."""
+        if len(item) == 2:
+            (host, pid, dev), run = item
+            self.facts.add_net_run(host, pid, dev, self._file, base, run)
+            return
+        if len(item) == 4:  # a line as scanned (prepare_runs)
+            item = prep_line(*item)
+            if item is None:
+                return
+        lineno, cut, flags, source, text, events, hits, replay = item
+        if replay:
+            self.replay = True
         if not text:
             return
+        lineno += base
         file = self._file
-        if flags & NCCL:
+        if events:
             add = self.facts.add
-            for ev in parse_text(text, lineno, file, source):
-                add(ev, cut)
-        hits = match_line(text)  # any line: most signature lines hold an NCCL needle
+            for kind, head, etext, data, ecut, spliced in events:
+                add(Event(kind, head, lineno, source, file, etext, data, ecut, spliced), cut)
         if hits:
             self.facts.add_signature_hits(hits, _Where(file, lineno, text))
         if flags & TESTS:
@@ -201,8 +333,9 @@ def analyze_stream(a: Analysis, stream: BinaryIO, name: str) -> None:
     """Add one binary stream (a file, stdin) to an Analysis."""
     a.begin(name)
     stats = {}  # type: dict
-    for lineno, text, cut, flags in scan(stream, _scan_needles(), stats=stats, region=_table_region()):
-        a.line(lineno, text, cut, flags)
+    apply = a.apply
+    for item in prepare(scan(stream, _scan_needles(), stats=stats, region=_table_region())):
+        apply(0, item)
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
 
@@ -212,8 +345,12 @@ def analyze_file(a: Analysis, path: str, workers: Optional[int] = None) -> None:
     stats = {}  # type: dict
     if workers is None:
         workers = default_workers()
-    for lineno, text, cut, flags in scan_file(path, _scan_needles(), _table_region, workers, stats):
-        a.line(lineno, text, cut, flags)
+    apply = a.apply
+    # with CPUs to spare the workers parse too and the parent only folds; with 2 the pickled events would
+    # cost more CPU than the parse they save (bench/RESULTS-parse.md, round 5)
+    prep = prepare if workers > 2 else prepare_runs
+    for base, item in scan_prepared(path, _scan_needles(), _table_region, workers, stats, prep):
+        apply(base, item)
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
 
@@ -262,4 +399,10 @@ def analyze_paths(
                 analyze_stream(a, fh, path)
             continue
         analyze_file(a, path, workers)
-    return a.report(instance_type, nodes)
+    report = a.report(instance_type, nodes)
+    if a.replay:  # as `validators run` marks a replay's report (validators.runreport)
+        from validators.runreport import replay_finding
+
+        report["findings"] = [replay_finding([])] + list(report.get("findings") or [])
+        report["replay"] = True
+    return report

@@ -35,6 +35,8 @@ HEADLESS_KINDS = frozenset(
     )
 )
 CRASHES_MAX = 32
+_SHARED = {}  # type: Dict[frozenset, frozenset]  # Proc.put: one copy of each distinct set
+_SHARED_MAX = 4096
 
 
 def _ev(event, cut: bool = False) -> dict:
@@ -43,6 +45,73 @@ def _ev(event, cut: bool = False) -> dict:
     if cut:
         out["cut"] = True
     return out
+
+
+class Where:
+    """A line as evidence: what `_ev` reads of an event."""
+
+    __slots__ = ("file", "lineno", "text")
+
+    def __init__(self, file: Optional[str], lineno: int, text: str) -> None:
+        self.file, self.lineno, self.text = file, lineno, text
+
+
+class NetRun:
+    """NET channel lines of one rank in a row, summed up for the fold (`Facts._fold_run`):
+    counts, network names, each evidence kind's count and first lines, the rank's first line of each kind.
+
+    Why: a rank prints its NET channels together (32 lines per communicator on p5); the scan workers
+    sum them (analyze.prepare) and the parent folds one NetRun instead of one event per line."""
+
+    __slots__ = ("first", "counts", "names", "firsts", "keeps")
+
+    def __init__(self, lines: list, cut: bool = False) -> None:
+        """`lines`: [(lineno, text, tail)], tail a dict with net, gdr, proxy, pci; `cut`: lines truncated."""
+        self.first = lines[0][:2]
+        counts = dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr"), 0)
+        counts["net_unclear"] = 0
+        names = []  # type: List[str]
+        firsts = {}  # type: Dict[str, Tuple[int, str]]
+        keeps = {}  # type: Dict[str, list]  # kind -> [kind, count, first lines]; insertion order kept
+        for lineno, text, d in lines:
+            counts["net"] += 1
+            net = d.get("net")
+            if net:
+                if net not in names:
+                    names.append(net)
+            else:
+                counts["net_unnamed"] += 1
+            if d.get("proxy") is not None:
+                counts["net_proxied"] += 1
+            gdr = d.get("gdr")
+            if cut and gdr is False:
+                gdr = None  # the '/GDRDMA' suffix may be what was cut off
+            if gdr is True:
+                counts["net_gdr"] += 1
+                if d.get("pci"):
+                    counts["net_pci"] += 1
+                kind, attr, marked = "channel_gdr", "ev_gdr", False
+            elif gdr is False:
+                counts["net_nogdr"] += 1
+                kind, attr, marked = "channel_nogdr", "ev_nogdr", False
+            else:
+                counts["net_unclear"] += 1
+                kind, attr, marked = "channel_unclear", "ev_unclear", True
+            firsts.setdefault(attr, (lineno, text))
+            _count(keeps, kind, lineno, text, marked)
+            if not is_libfabric_net(net):
+                _count(keeps, "channel_other_net", lineno, text, False)
+        self.counts, self.names, self.firsts = counts, names, firsts
+        self.keeps = list(keeps.values())
+
+
+def _count(keeps: dict, kind: str, lineno: int, text: str, cut: bool) -> None:
+    k = keeps.get(kind)
+    if k is None:
+        k = keeps[kind] = [kind, 0, []]
+    k[1] += 1
+    if len(k[2]) < EVIDENCE_PER_KIND:
+        k[2].append((lineno, text, cut))
 
 
 def is_libfabric_net(name: Optional[str]) -> bool:
@@ -134,25 +203,14 @@ class Rank:
 
 
 class Proc:
-    """One process (host:pid): what the NCCL library and its net plugin printed there."""
+    """One process (host:pid): what the NCCL library and its net plugin printed there.
+
+    Its sets (PROC_SETS: versions, providers, networks, ...) are frozensets, written only by `put`.
+    """
 
     def __init__(self, host: str, pid: str) -> None:
         self.host, self.pid = host, pid
-        self.nccl_versions = set()  # type: Set[str]
-        self.cuda_versions = set()  # type: Set[str]
-        self.drivers = set()  # type: Set[str]
-        self.driver_runtime = set()  # type: Set[Tuple[str, Optional[str]]]
-        self.plugin_names = set()  # type: Set[str]
-        self.plugin_versions = set()  # type: Set[str]
-        self.libfabric = set()  # type: Set[str]
         self.platforms = {}  # type: Dict[str, str]
-        self.providers = set()  # type: Set[str]
-        self.fabrics = set()  # type: Set[str]
-        self.nics = set()  # type: Set[int]
-        self.ndev = set()  # type: Set[int]
-        self.using_network = set()  # type: Set[str]
-        self.net_initialized = set()  # type: Set[str]
-        self.channel_nets = set()  # type: Set[str]
         self.env = {}  # type: Dict[str, str]
         self.ofi = False
         self.only_spliced = True  # every line of this process began inside another line
@@ -160,11 +218,20 @@ class Proc:
         self.plugin_load_failed = False
         self.plugin_init_failed = False
         self.gdr_disabled = False
-        self.internal_nets = set()  # type: Set[str]  # NCCL's own transports that found devices: IB, Socket
         self.ib_error = False  # a completion error from NCCL's IB transport (net_ib.cc)
         self.plugin_net_init_failed = False  # NCCL >= 2.28 "Failed to initialize NET plugin"
-        self.plugin_deps_missing = set()  # type: Set[str]  # libraries the plugin needs but dlopen missed
         self.ranks = {}  # type: Dict[str, Rank]
+
+    def put(self, name: str, value) -> None:
+        """Add `value` to the set `name` (one of PROC_SETS). The sets are frozensets shared between
+        processes that hold the same values (a log of 16k ranks has 16k processes, each with ~12 sets
+        that almost always hold the same one value): memory grows with distinct values, not processes."""
+        cur = getattr(self, name)
+        if value not in cur:
+            new = cur | {value}
+            if len(_SHARED) >= _SHARED_MAX:
+                _SHARED.clear()
+            self.__dict__[name] = _SHARED.setdefault(new, new)
 
     def plugin_ok(self) -> bool:
         return self.plugin_loaded or bool(self.plugin_versions) or self.ofi
@@ -232,6 +299,28 @@ class Proc:
             if via in self.platforms:
                 return self.platforms[via]
         return None
+
+
+PROC_SETS = (
+    "nccl_versions",
+    "cuda_versions",
+    "drivers",
+    "driver_runtime",
+    "plugin_names",
+    "plugin_versions",
+    "libfabric",
+    "providers",
+    "fabrics",
+    "nics",
+    "ndev",
+    "using_network",
+    "net_initialized",
+    "channel_nets",
+    "internal_nets",
+    "plugin_deps_missing",
+)
+for _name in PROC_SETS:  # the empty default; Proc.put replaces it
+    setattr(Proc, _name, frozenset())
 
 
 class Facts:
@@ -320,20 +409,20 @@ class Facts:
     def _fold(self, p: Proc, kind: str, d: dict, event, cut: bool) -> None:
         """Fold a process-level event (everything but channel and comm lines) into `p`."""
         if kind == "nccl_version":
-            p.nccl_versions.add(d["version"])
+            p.put("nccl_versions", d["version"])
             if d.get("cuda"):
-                p.cuda_versions.add(d["cuda"])
+                p.put("cuda_versions", d["cuda"])
             self._keep(kind, event)
         elif kind == "cuda_driver":
-            p.drivers.add(d["version"])
-            p.driver_runtime.add((d["version"], d.get("runtime")))
+            p.put("drivers", d["version"])
+            p.put("driver_runtime", (d["version"], d.get("runtime")))
             self._keep(kind, event)
         elif kind == "cuda_runtime":
-            p.driver_runtime.add((None, d["version"]))
+            p.put("driver_runtime", (None, d["version"]))
         elif kind == "plugin_init":
             p.ofi = True
-            p.plugin_names.add(d["name"])
-            p.plugin_versions.add(d["version"])
+            p.put("plugin_names", d["name"])
+            p.put("plugin_versions", d["version"])
             self._keep(kind, event)
         elif kind == "plugin_loaded":
             p.plugin_loaded = True
@@ -347,7 +436,7 @@ class Facts:
             self._keep(kind, event)
         elif kind == "libfabric_version":
             p.ofi = True
-            p.libfabric.add(d["version"])
+            p.put("libfabric", d["version"])
             self._keep(kind, event)
         elif kind == "platform":
             p.ofi = True
@@ -357,29 +446,29 @@ class Facts:
             if cut and d.get("nics") is None:
                 return
             p.ofi = True
-            p.providers.add(d["provider"])
+            p.put("providers", d["provider"])
             if d.get("fabric"):
-                p.fabrics.add(d["fabric"])
+                p.put("fabrics", d["fabric"])
             if d.get("nics") is not None:
-                p.nics.add(d["nics"])
+                p.put("nics", d["nics"])
             self._keep(kind, event)
             if not is_efa_provider(d["provider"]):
                 self._keep("provider_other", event)
         elif kind == "network":
             if cut:
                 return
-            p.using_network.add(d["name"])
+            p.put("using_network", d["name"])
             self._keep(kind, event)
             if d["name"].strip().lower() == "socket":
                 self._keep("network_socket", event)
         elif kind == "net_initialized":
-            p.net_initialized.add(d["name"])
+            p.put("net_initialized", d["name"])
         elif kind == "gdr_disabled":
             p.gdr_disabled = True
             self._keep(kind, event)
         elif kind == "ofi_ndev":
             p.ofi = True
-            p.ndev.add(d["ndev"])
+            p.put("ndev", d["ndev"])
         elif kind == "ofi":
             p.ofi = True
         elif kind == "env":
@@ -390,10 +479,10 @@ class Facts:
         elif kind == "socket_if":
             self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1
             if "Socket" not in p.internal_nets:
-                p.internal_nets.add("Socket")
+                p.put("internal_nets", "Socket")
                 self._keep("internal_net", event)
         elif kind == "internal_net":
-            p.internal_nets.add(d["name"])
+            p.put("internal_nets", d["name"])
             self._keep("internal_net", event)
         elif kind == "ib_error":
             p.ib_error = True
@@ -402,43 +491,14 @@ class Facts:
             p.plugin_net_init_failed = True
             self._keep("plugin_init_failed", event)
         elif kind == "plugin_dep_missing":
-            p.plugin_deps_missing.add(d["lib"])
+            p.put("plugin_deps_missing", d["lib"])
             self._keep("plugin_dep_missing", event)
 
     def _channel(self, p: Proc, event, d: dict, cut: bool) -> None:
         r = self._rank(p, event)
         transport = d.get("transport")
         if transport == "NET":
-            gdr = d.get("gdr")
-            if cut and gdr is False:
-                gdr = None  # the '/GDRDMA' suffix may be what was cut off
-            r.net += 1
-            if d.get("net"):
-                r.net_names.add(d["net"])
-                p.channel_nets.add(d["net"])
-            else:
-                r.net_unnamed += 1
-            if d.get("proxy") is not None:
-                r.net_proxied += 1
-            if gdr is True:
-                r.net_gdr += 1
-                if d.get("pci"):
-                    r.net_pci += 1
-                if r.ev_gdr is None:
-                    r.ev_gdr = _ev(event)
-                self._keep("channel_gdr", event)
-            elif gdr is False:
-                r.net_nogdr += 1
-                if r.ev_nogdr is None:
-                    r.ev_nogdr = _ev(event)
-                self._keep("channel_nogdr", event)
-            else:
-                r.net_unclear += 1
-                if r.ev_unclear is None:
-                    r.ev_unclear = _ev(event, True)
-                self._keep("channel_unclear", event, True)
-            if not is_libfabric_net(d.get("net")):
-                self._keep("channel_other_net", event)
+            self._net(p, r, event, d, cut)
         elif transport == "COLLNET":
             self.counts["collnet_channels"] = self.counts.get("collnet_channels", 0) + 1
         else:
@@ -446,6 +506,45 @@ class Facts:
             path = d.get("path")
             if path and len(r.intra_paths) < 8:
                 r.intra_paths.add(path)
+
+    def _net(self, p: Proc, r: Rank, event, d: dict, cut: bool) -> None:
+        """Fold one NET channel line: a run of one (a cut line's missing '/GDRDMA' leaves GDR unclear)."""
+        self._fold_run(p, r, event.file, 0, NetRun([(event.lineno, event.text, d)], cut))
+
+    def add_net_run(
+        self, host: str, pid: str, dev: str, file: Optional[str], base: int, run: "NetRun"
+    ) -> None:
+        """Fold a run of whole NET channel lines of one rank (`net_run` summed them up), as `add` would fold
+        their channel events one by one; its line numbers count from `base`."""
+        key = (host, pid)
+        p = self.procs.get(key)
+        if p is None:
+            p = self.procs[key] = Proc(host, pid)
+        p.only_spliced = False
+        r = p.ranks.get(dev)
+        if r is None:
+            r = p.ranks[dev] = Rank(host, pid, dev)
+            r.first_line = _ev(Where(file, base + run.first[0], run.first[1]))
+        self._fold_run(p, r, file, base, run)
+
+    def _fold_run(self, p: Proc, r: Rank, file: Optional[str], base: int, run: "NetRun") -> None:
+        for name in ("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr", "net_unclear"):
+            setattr(r, name, getattr(r, name) + run.counts[name])
+        for name in run.names:
+            r.net_names.add(name)
+            p.put("channel_nets", name)
+        for attr, cut in (("ev_gdr", False), ("ev_nogdr", False), ("ev_unclear", True)):
+            line = run.firsts.get(attr)
+            if line is not None and getattr(r, attr) is None:
+                setattr(r, attr, _ev(Where(file, base + line[0], line[1]), cut))
+        counts, evidence = self.counts, self.evidence
+        for kind, n, lines in run.keeps:
+            counts[kind] = counts.get(kind, 0) + n
+            lst = evidence.get(kind)
+            if lst is None:
+                lst = evidence[kind] = []
+            for lineno, text, cut in lines[: EVIDENCE_PER_KIND - len(lst)]:
+                lst.append(_ev(Where(file, base + lineno, text), cut))
 
     def _comm(self, p: Proc, event, d: dict) -> None:
         r = self._rank(p, event)
@@ -614,9 +713,9 @@ class Facts:
 
 
 def _merge(into: Proc, src: Proc) -> None:
-    for name, val in vars(src).items():
-        if isinstance(val, set):
-            getattr(into, name).update(val)
+    for name in PROC_SETS:
+        for val in getattr(src, name):
+            into.put(name, val)
     for via, name in src.platforms.items():
         into.platforms.setdefault(via, name)
     for flag in (

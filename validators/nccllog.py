@@ -399,13 +399,31 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
     return None
 
 
-def _channel_data(m, via: str) -> Dict[str, object]:
+def channel_tail(via: str) -> Dict[str, object]:
+    """What follows a channel line's ` via ` (transport, net, gdr, ...), parsed once per distinct tail.
+    The dict is shared and must not be modified."""
     tail = _via_cache.get(via)
     if tail is None:
         tail = _via(via)
         if len(_via_cache) >= _CACHE_MAX:
             _via_cache.clear()
         _via_cache[via] = tail
+    return tail
+
+
+def channel_line(msg: str) -> Optional[Dict[str, object]]:
+    """The ` via ` tail of a headed message that `_classify` reads as one channel event and not an
+    error line, else None: the same answer without building the event (analyze.prepare's NET runs)."""
+    m = _CHANNEL_FRONT.match(msg)
+    if m is None:
+        return None
+    if ("rror" in msg or "failure" in msg) and _ERROR_LINE.search(msg):  # every _ERROR_LINE word holds one
+        return None
+    return channel_tail(msg[m.end() :])
+
+
+def _channel_data(m, via: str) -> Dict[str, object]:
+    tail = channel_tail(via)
     data = {
         "channel": int(m.group(1)),
         "conn": m.group(2),

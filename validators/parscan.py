@@ -14,17 +14,22 @@ that dies (the OOM killer, a signal) costs speed, not the report: the parent sca
 left itself.
 """
 
+import io
 import math
 import os
 import threading
+from array import array
 from collections import deque
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from validators.linescan import Region, scan
 
 # One range's lines wait in memory until their turn, so the range size (fixed, not a share of
 # the file) and the ranges in flight bound the memory; smaller ranges cost more in hand-offs.
-RANGE = 16 << 20
+# The parent holds at most MAX_IN_FLIGHT ranges' lines (packed: one string and an array per range),
+# whatever the worker count: the parse in the parent, not the scan, sets the pace (issue 15).
+RANGE = 4 << 20
+MAX_IN_FLIGHT = 3
 MAX_WORKERS = 8
 
 Line = Tuple[int, str, bool, int]
@@ -125,19 +130,61 @@ def scan_range(
     needles: Sequence,
     make_region: Callable[[], Region],
     open_region: Optional[Tuple[int, bytes]] = None,
-) -> Tuple[List[Line], int, int, Tuple[int, bytes]]:
-    """(lines numbered from the range's first line, its line and byte counts, region state at its end)."""
+    pack: bool = False,
+    prep: Optional[Callable[[Iterable[Line]], Iterable]] = None,
+) -> Tuple[Iterable, int, int, Tuple[int, bytes]]:
+    """(lines numbered from the range's first line, its line and byte counts, region state at its end).
+
+    `pack`: the lines as a `Packed` (what a worker sends: a few objects, not one per line).
+    `prep`: what `prep(lines)` makes of them instead (a list: the per-line work done in the worker)."""
     region = make_region()
     if open_region is not None:
         region.left, region.head = open_region
     stats = {}  # type: dict
     with open(path, "rb") as fh:
-        lines = list(scan(_Slice(fh, start, end), needles, stats=stats, region=region))
+        found = scan(_Slice(fh, start, end), needles, stats=stats, region=region)
+        if prep is not None:
+            lines = list(prep(found))  # type: Iterable
+        else:
+            lines = Packed(found) if pack else list(found)
     return lines, stats.get("lines", 0), stats.get("bytes", 0), (region.left, region.head)
 
 
+class Packed:
+    """Lines as one string (joined by newlines, which no line holds) and an array of (number, flags*2+cut).
+
+    Why: a range's lines as tuples of objects cost ~2.5x their text and ~4x more to pickle; the
+    parent holds several ranges while it parses, so it holds them in this form and unpacks one at a time.
+    """
+
+    def __init__(self, lines: Iterable[Line]) -> None:
+        meta = array("q")
+        out = io.StringIO()
+        first = True
+        for lineno, text, cut, flags in lines:
+            meta.append(lineno)
+            meta.append(flags << 1 | cut)
+            if not first:
+                out.write("\n")
+            out.write(text)
+            first = False
+        self.text, self.meta = out.getvalue(), meta
+
+    def __iter__(self) -> Iterator[Line]:
+        text, meta = self.text, self.meta
+        find = text.find
+        pos = 0
+        for k in range(0, len(meta), 2):
+            end = find("\n", pos)
+            if end < 0:
+                end = len(text)
+            v = meta[k + 1]
+            yield meta[k], text[pos:end], bool(v & 1), v >> 1
+            pos = end + 1
+
+
 def _task(args):
-    return scan_range(*args)
+    return scan_range(*args[:5], pack=True, prep=args[5])
 
 
 def _worker_init() -> None:
@@ -159,23 +206,49 @@ def scan_file(
 
     `make_region` must be a module-level function (it is sent to the workers by name).
     """
+    for base, lines in _ranges(path, needles, make_region, workers, stats, range_size, None):
+        for lineno, text, cut, flags in lines:
+            yield base + lineno, text, cut, flags
+
+
+def scan_prepared(
+    path: str,
+    needles: Sequence,
+    make_region: Callable[[], Region],
+    workers: int,
+    stats: dict,
+    prep: Callable[[Iterable[Line]], Iterable],
+    range_size: Optional[int] = None,
+) -> Iterator[Tuple[int, object]]:
+    """(line number base, item) for each item `prep` makes of the scan's lines, in order: with workers,
+    each range's lines are prepared in its worker (the per-line parse leaves the parent; issue 15).
+    `prep` must be a module-level function, must keep the lines' order and may number items only by the
+    lines' own numbers, which count from the range's start: add `base`."""
+    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep):
+        for item in items:
+            yield base, item
+
+
+def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Iterator[Tuple[int, Iterable]]:
+    """(line number base, the lines or prepared items of one range) in order; serial: (0, everything)."""
     size = os.path.getsize(path)
     range_size = range_size or RANGE
     ctx = _fork_context() if can_split(size, workers, range_size) else None
     if ctx is None:
         region = make_region()
         with open(path, "rb") as fh:
-            yield from scan(fh, needles, stats=stats, region=region)
+            lines = scan(fh, needles, stats=stats, region=region)
+            yield 0, (lines if prep is None else prep(lines))
         return
     with open(path, "rb") as fh:
         starts = boundaries(fh, size, range_size)
     ends = starts[1:] + [None]  # type: List[Optional[int]]
-    tasks = [(path, s, e, needles, make_region) for s, e in zip(starts, ends)]
+    tasks = [(path, s, e, needles, make_region, prep) for s, e in zip(starts, ends)]
     # here, not at import: multiprocessing costs ~20 ms to import, and most parses never split
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    window = workers + 1  # ranges in flight: bounds the memory held for lines not yet handed on
+    window = min(workers + 1, MAX_IN_FLIGHT)  # ranges in flight: bounds what the parent holds
     lines_before = nbytes = 0
     carried = (0, b"")
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
@@ -195,10 +268,9 @@ def scan_file(
                 except BrokenProcessPool:
                     pending.clear()
             if result is None or carried[0]:
-                result = scan_range(*task, open_region=carried if carried[0] else None)
+                result = scan_range(*task[:5], open_region=carried if carried[0] else None, prep=prep)
             lines, n, size_k, state = result
-            for lineno, text, cut, flags in lines:
-                yield lines_before + lineno, text, cut, flags
+            yield lines_before, lines
             lines_before += n
             nbytes += size_k
             carried = state

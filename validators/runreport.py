@@ -268,6 +268,19 @@ def command_exit(report: Dict[str, Any]) -> int:
     return 0 if done and all(c.get("status") == "pass" for c in done) else 1
 
 
+def replay_finding(bad: List[str]) -> Dict[str, Any]:
+    """The REPLAY finding: `validators run` and `validators parse` of a saved replay log give the same one."""
+    return {
+        "id": "replay",
+        "severity": "warning",
+        "message": "REPLAY: the output was printed by the replay stand-in (validators.replay) from a "
+        "recorded log; it is no evidence about this cluster and cannot clear a release gate"
+        + ("; launch and log disagree, as a recording does: " + "; ".join(bad) if bad else ""),
+        "evidence": [],
+        "remedy": "run the real GPU program (nccl-tests, the torch probe) under the launcher",
+    }
+
+
 def launch_findings(
     result: RunResult, report: Dict[str, Any], launch: launchcheck.Launch, here: str
 ) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
@@ -293,17 +306,7 @@ def launch_findings(
         detail += "; agree: " + ", ".join(good)
     findings = []
     if result.replay:
-        findings.append(
-            {
-                "id": "replay",
-                "severity": "warning",
-                "message": "REPLAY: the output was printed by the replay stand-in (validators.replay) from a "
-                "recorded log; it is no evidence about this cluster and cannot clear a release gate"
-                + ("; launch and log disagree, as a recording does: " + "; ".join(bad) if bad else ""),
-                "evidence": [],
-                "remedy": "run the real GPU program (nccl-tests, the torch probe) under the launcher",
-            }
-        )
+        findings.append(replay_finding(bad))
         status = "unknown"
         detail = "REPLAY, not compared: " + detail
     elif status == "fail":
