@@ -12,7 +12,8 @@ import uuid
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
+
 REPLAY_DIR = ROOT / "tests" / "fixtures" / "replay"
 GOOD_EFA = REPLAY_DIR / "good-efa-p5-2node.log"
 SOCKET_FALLBACK = REPLAY_DIR / "socket-fallback-p5-2node.log"
