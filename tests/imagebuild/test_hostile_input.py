@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cli
 import pytest
 from paths import ROOT
 from services import free_port
@@ -39,11 +40,7 @@ COMPONENTS = """\
 
 def build_py(*args, timeout=60, **kw):
     """build.py in a child, bounded in time: a hang fails the test instead of stalling the suite."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), *args], env=env, capture_output=True, text=True,
-        timeout=timeout, **kw,
-    )  # fmt: skip
+    return cli.build_py_process(*args, timeout=timeout, **kw)
 
 
 def project(tmp_path: Path, name: str = "m.yaml") -> Path:

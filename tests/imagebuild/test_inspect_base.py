@@ -8,13 +8,11 @@ loader, as a user would paste it.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+import cli
 import pytest
-from paths import ROOT
 from services import RUN
 
 from imagebuild import matrix
@@ -36,9 +34,7 @@ TAG = f"efa-image-build-test-{RUN}/dlc-layout:inspect-test"  # kept as build cac
 
 
 def _cli(*args, timeout=600):
-    return subprocess.run(
-        [sys.executable, "build.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
+    return cli.build_py_process(*args, timeout=timeout)
 
 
 def _loads(fragment: str, tmp_path: Path):

@@ -7,11 +7,9 @@ around it are tested against the real engine.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
+import cli
 import pytest
-from paths import ROOT
 
 from imagebuild.localbase import bootstrap_problem, split_name
 
@@ -34,14 +32,7 @@ def _base(*args, path=None):
     env = dict(os.environ)
     if path is not None:
         env["PATH"] = path
-    return subprocess.run(
-        [sys.executable, "build.py", "base", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return cli.build_py_process("base", *args, env=env, timeout=120)
 
 
 @pytest.mark.docker

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+import cli
 import pytest
 from paths import ROOT
 
@@ -327,13 +326,7 @@ def test_bad_input_exit_2_with_file_line_key_and_nothing_written(tmp_path, capsy
 def test_bad_input_through_the_real_entry_point(tmp_path):
     """The same through `python build.py` in a subprocess: exit status 2 and no traceback."""
     path = write(tmp_path, GOOD.replace('"2.27.7"', '"2.27;rm -rf /"'))
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), "list", "--matrix", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    proc = cli.build_py_process("list", "--matrix", str(path), timeout=60, cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and f"{path}:6" in proc.stderr
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+import cli
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -46,13 +45,7 @@ def make_report(name: str, instance_type, nodes) -> dict:
 
 
 def build_py(*args, cwd=ROOT):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), "report", *args],
-        cwd=str(cwd),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return cli.build_py_process("report", *args, cwd=str(cwd), timeout=120)
 
 
 def colour_pixels(png: Path, rgb) -> int:

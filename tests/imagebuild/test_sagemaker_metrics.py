@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
+
+import cli
 
 from imagebuild import metrics
 
@@ -14,13 +14,7 @@ LOG_01 = "01-eks-p4d-2node-efa-gdr-nccl2.9.9-allreduce.log"
 
 
 def _parse_cli(path, instance_type, project_root):
-    out = subprocess.run(
-        [sys.executable, "-m", "validators", "parse", str(path), "--instance-type", instance_type],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=project_root,
-    )
+    out = cli.validators_process("parse", str(path), "--instance-type", instance_type, cwd=project_root)
     assert out.returncode in (0, 1, 3), out.stderr
     return out.stdout.splitlines()
 

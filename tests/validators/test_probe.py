@@ -10,6 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import cli
 import pytest
 from paths import ROOT
 from preflight_util import assert_none_left, finding, load, run_cli
@@ -104,7 +105,7 @@ def test_sagemaker_default_probe_spans_two_instances(tmp_path):
         env = dict(os.environ, PYTHONPATH=str(ROOT), GLOO_SOCKET_IFNAME="lo", PATH=path)
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "validators"] + argv,
+                cli.VALIDATORS + argv,
                 env=env,
                 cwd=str(ROOT),
                 stdout=subprocess.PIPE,

@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 
+import cli
 from preflight_util import assert_none_left, finding, load, pids_with, run_cli, unique_sleep
 
 from validators import reaper
@@ -104,7 +105,6 @@ def test_sigterm_to_the_runner_ends_the_run_first(tmp_path):
     """The command writes to a file, so no SIGPIPE would end it if the runner went: SIGTERM to the runner
     ends every process of the run (escaped ones too) before the runner exits (cli: 130, interrupted)."""
     import signal
-    import sys
 
     from preflight_util import ROOT
 
@@ -112,7 +112,7 @@ def test_sigterm_to_the_runner_ends_the_run_first(tmp_path):
     hang = unique_sleep(300)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     runner = subprocess.Popen(
-        [sys.executable, "-m", "validators", "run", "--quiet", "--grace", "1", "--log",
+        [*cli.VALIDATORS, "run", "--quiet", "--grace", "1", "--log",
          str(tmp_path / "r.log"), "--", "sh", "-c", _script(naps) + "; sleep " + hang],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 
+import cli
 import pytest
 from test_launchers_docker import REPLAY_LOG, ROOT, _exec, _start, launcher_image, ssh_pair  # noqa: F401
 
@@ -59,8 +59,7 @@ def _print_recipe(tmp_path, recipe: str, cluster: str) -> str:
     cl = tmp_path / "cluster.yaml"
     cl.write_text(cluster)
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), "preflight", "--print", recipe]
-        + ["--cluster", str(cl), "--lock", str(lock)],
+        [*cli.BUILD_PY, "preflight", "--print", recipe] + ["--cluster", str(cl), "--lock", str(lock)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -5,6 +5,7 @@ up) and every test checks that nothing it started is still running afterwards.""
 
 from __future__ import annotations
 
+import cli
 import pytest
 from preflight_util import (
     GOOD_EFA,
@@ -440,13 +441,12 @@ def test_image_digest_is_recorded_for_the_release_gate(tmp_path):
     """`--image REF@sha256:D` lands in the report, where `build.py release --require-preflight` looks."""
     import json
     import subprocess
-    import sys
 
     from imagebuild.release import preflight_names
 
     digest = "sha256:" + "ab" * 32
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "validators", "run", "--quiet", "--timeout", "20", "--json", str(out)]
+    cmd = [*cli.VALIDATORS, "run", "--quiet", "--timeout", "20", "--json", str(out)]
     proc = subprocess.run(
         cmd + ["--image", "reg/x:1@" + digest, "--", "true"], capture_output=True, timeout=60
     )

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+import cli
 import pytest
 from paths import ROOT
 
@@ -44,7 +45,7 @@ def test_a_good_log_from_a_command_that_exits_non_zero_fails(tmp_path):
     """`validators run` of a command that prints the healthy p5 log and exits 3: not pass."""
     out = tmp_path / "r.json"
     log = FIX / "p5-2node-efa-gdr-mpirun.log"
-    cmd = [sys.executable, "-m", "validators", "run", "--timeout", "60", "--json", str(out), "--quiet",
+    cmd = [*cli.VALIDATORS, "run", "--timeout", "60", "--json", str(out), "--quiet",
            "--instance-type", "p5.48xlarge", "--nodes", "2",
            "--", "sh", "-c", f"cat '{log}'; exit 3"]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,

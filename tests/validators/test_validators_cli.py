@@ -2,11 +2,10 @@
 
 import json
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from cli import validators, validators_process
 from paths import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "logs"
@@ -18,13 +17,7 @@ REQUIRED = set(
 
 
 def cli(*args, stdin=None, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "validators", *args],
-        cwd=str(ROOT),
-        input=stdin,
-        capture_output=True,
-        timeout=timeout,
-    )
+    return validators_process(*args, input=stdin, timeout=timeout, text=False)
 
 
 def test_pass_writes_json_junit_markdown(tmp_path):
@@ -159,3 +152,16 @@ def test_explain_names_signature_evidence_and_remedy():
     assert "two-libfabrics.log:2: " in out  # evidence: file and line
     p = cli("explain", GOOD)
     assert p.returncode == 0 and "efa=true gdr=true" in p.stdout.decode()
+
+
+def test_in_process_call_matches_the_real_process():
+    """tests/cli.py's in-process `validators` says what `python -m validators` says: same code and output."""
+    argv = ("parse", GOOD, "--instance-type", "p5.48xlarge", "--nodes", "2")
+    rc, out, _err = validators(*argv)
+    proc = validators_process(*argv)
+    assert (rc, out) == (proc.returncode, proc.stdout) and rc == 0 and "pass" in out.lower()
+    assert (
+        validators("parse", "--no-such-flag").rc
+        == validators_process("parse", "--no-such-flag").returncode
+        == 2
+    )
