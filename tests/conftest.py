@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
 
 
 def _nccl_logs_dir() -> Path:

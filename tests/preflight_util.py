@@ -12,7 +12,9 @@ import uuid
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
+from cli import validators_process
+from paths import ROOT
+
 REPLAY_DIR = ROOT / "tests" / "fixtures" / "replay"
 GOOD_EFA = REPLAY_DIR / "good-efa-p5-2node.log"
 SOCKET_FALLBACK = REPLAY_DIR / "socket-fallback-p5-2node.log"
@@ -86,20 +88,9 @@ def run_cli(
     args: List[str], timeout: float = 60, env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None
 ) -> Tuple[subprocess.CompletedProcess, float]:
     """`python -m validators ARGS` as a user runs it; (completed process, wall seconds)."""
-    full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
-    full_env["TMPDIR"] = _runs_dir()
-    if env:
-        full_env.update(env)
+    full_env = {**os.environ, "TMPDIR": _runs_dir(), **(env or {})}
     start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "validators"] + args,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=str(cwd or ROOT),
-    )
+    proc = validators_process(*args, timeout=timeout, env=full_env, cwd=str(cwd or ROOT))
     return proc, time.monotonic() - start
 
 

@@ -1,0 +1,81 @@
+"""Each file format passed between the stages has one owner module (its schema id, reader and writer);
+the copies are gone, and resolve no longer imports matrix (the import cycle is broken)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from paths import ROOT
+
+OWNERS = {
+    "efa-image-build/lock/v1": "imagebuild/variant.py",
+    "org.efa-image-build.lock": "imagebuild/variant.py",
+    "efa-image-build/build-summary/v1": "imagebuild/summary.py",
+    "efa-image-build/check-report/v1": "imagebuild/checkreport.py",
+    "efa-image-build/report/v1": "validators/runreport.py",
+}
+
+
+def _literals(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+
+
+@pytest.mark.parametrize("schema", sorted(OWNERS))
+def test_a_format_id_is_written_in_its_owner_only(schema):
+    """imagebuild/ spells each format id once, in its owner; others import it from there."""
+    where = sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "imagebuild").rglob("*.py") if schema in set(_literals(p))
+    )
+    owner = OWNERS[schema]
+    assert where == ([owner] if owner.startswith("imagebuild/") else []), where
+
+
+def test_the_owners_round_trip(tmp_path):
+    from dataclasses import dataclass
+
+    from imagebuild import checkreport, summary
+    from imagebuild.errors import UserError
+
+    @dataclass
+    class Result:
+        variant: str
+        status: str
+
+    path = tmp_path / "summary.json"
+    summary.write_summary(path, [Result("b", "built")])
+    summary.write_summary(path, [Result("a", "failed")])  # merged: b is kept
+    assert [e["variant"] for e in summary.load_summary(path)["variants"]] == ["a", "b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]  # no temp file left
+
+    class Image:
+        def to_json(self) -> dict:
+            return {"variant": "a", "passed": True}
+
+    report = tmp_path / "test-report.json"
+    checkreport.write_report([Image()], report)
+    images = checkreport.gather_check_reports([report])["images"]
+    assert images == [{"variant": "a", "passed": True, "report_path": str(report)}]
+    with pytest.raises(UserError, match="not a static check report"):
+        checkreport.load_check_report(path)
+    with pytest.raises(UserError, match="not a build summary"):
+        summary.load_summary(report)
+
+
+def test_lock_from_labels_reads_either_label_and_refuses_what_is_not_a_lock():
+    from imagebuild.variant import LOCK_LABELS, lock_from_labels
+
+    assert lock_from_labels({LOCK_LABELS[1]: '{"name": "x"}'}) == {"name": "x"}
+    assert lock_from_labels({LOCK_LABELS[0]: "", LOCK_LABELS[1]: '{"name": "y"}'}) == {"name": "y"}
+    assert lock_from_labels({LOCK_LABELS[0]: "[1]"}) is None
+    assert lock_from_labels({LOCK_LABELS[0]: "{not json"}) is None
+    assert lock_from_labels(None) is None
+
+
+def test_resolve_does_not_import_matrix():
+    tree = ast.parse((ROOT / "imagebuild" / "resolve.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "imagebuild.matrix" not in imported

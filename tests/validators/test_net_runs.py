@@ -1,0 +1,144 @@
+"""The NET-run fast path (analyze.prepare + Facts.add_net_run, issue 15) folds exactly as one event per line:
+random logs of channel lines that qualify and lines that almost do give the same report both ways."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+
+from paths import ROOT, TESTS
+
+from validators.analyze import Analysis, _scan_needles, _table_region, analyze_stream, prepare
+from validators.facts import NetRun, is_libfabric_net
+from validators.linescan import scan
+
+TAILS = [
+    "NET/Libfabric/0/GDRDMA",
+    "NET/AWS Libfabric/1/GDRDMA(PCI)/Shared",
+    "NET/Libfabric/2(0)/GDRDMA",
+    "NET/Libfabric/3",
+    "NET/Socket/0",
+    "NET/IB/0/GDRDMA",
+    "NET/Libfabric/0/GDRDMA extra words",
+    "NET/Libfabric/",
+    "NET/AWS Libfabric/0/GDRDMA NCCL error",  # an error line: never a run
+    "P2P/CUMEM/read",
+]
+HOSTS = ["gpu-a", "gpu-b", "10.0.0.7", "rdma-read-host", "Upper"]  # a digit, a signature needle, a capital
+
+
+def _line(rng: random.Random) -> str:
+    host = rng.choice(HOSTS)
+    pid = rng.choice((100, 101))
+    dev = rng.choice("0123")
+    prefix = rng.choice(("", "[1,%d]<stdout>:" % rng.randrange(8), "[1,3]<stderr>:", "  ", "| 1718638989 | "))
+    head = "%s:%d:%d [%s] NCCL %s " % (host, pid, pid + 5, dev, rng.choice(("INFO", "INFO", "INFO", "WARN")))
+    c = rng.randrange(32)
+    body = "Channel %02d/0 : %d[%s] -> %d[%s] [%s] via %s" % (
+        c, c, dev, c + 1, dev, rng.choice(("send", "receive")), rng.choice(TAILS),
+    )  # fmt: skip
+    if rng.random() < 0.1:
+        comm = "comm 0x1 rank %d nranks 8 cudaDev %s busId 1000 - Init COMPLETE" % (c % 8, dev)
+        body = rng.choice(
+            ("NET/OFI Selected Provider is efa (found 4 nics)", "Using network Libfabric", comm)
+        )
+    end = rng.choice(("", "", "", "\r", " "))
+    if rng.random() < 0.03:  # two ranks' lines spliced
+        return prefix + head + body[:20] + head + body + end
+    return prefix + head + body + end
+
+
+def _both(data: bytes) -> tuple:
+    fast = Analysis()
+    analyze_stream(fast, io.BytesIO(data), "t.log")
+    slow = Analysis()
+    slow.begin("t.log")
+    st = {}  # type: dict
+    for lineno, text, cut, flags in scan(io.BytesIO(data), _scan_needles(), stats=st, region=_table_region()):
+        slow.line(lineno, text, cut, flags)  # one line at a time: no runs
+    slow.end(st["lines"], st["bytes"])
+    return json.dumps(fast.report(), sort_keys=True), json.dumps(slow.report(), sort_keys=True)
+
+
+def test_runs_fold_as_lines_do_on_random_logs():
+    runs = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        lines = []
+        for _ in range(rng.randrange(1, 60)):
+            one = _line(rng)
+            lines.extend([one] * rng.randrange(1, 4) if rng.random() < 0.3 else [one])
+        data = ("\n".join(lines) + rng.choice(("\n", ""))).encode()
+        runs += sum(1 for item in prepare(scan(io.BytesIO(data), _scan_needles(), region=_table_region()))
+                    if len(item) == 2)  # fmt: skip
+        fast, slow = _both(data)
+        assert fast == slow, seed
+    assert runs > 100  # the fast path was taken, not only the slow one
+
+
+def test_runs_fold_as_lines_do_on_the_real_logs(nccl_logs_dir):
+    logs = sorted(nccl_logs_dir.glob("*.log"))
+    assert len(logs) >= 10  # the real corpus (../shared/nccl-logs) must be there: no silent pass without it
+    logs += sorted((TESTS / "fixtures" / "logs").glob("*.log"))
+    assert len(logs) >= 25
+    for path in logs:
+        fast, slow = _both(path.read_bytes())
+        assert fast == slow, path
+
+
+def _reference(lines: list, cut: bool) -> dict:
+    """The per-line NET fold as Facts._net did it before runs (round 4), written out as the oracle."""
+    out = {"counts": dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr",
+                                    "net_unclear"), 0), "names": [], "firsts": {}, "keeps": {}}  # fmt: skip
+    for lineno, text, d in lines:
+        c = out["counts"]
+        gdr = None if cut and d["gdr"] is False else d["gdr"]
+        c["net"] += 1
+        if d["net"]:
+            out["names"] += [] if d["net"] in out["names"] else [d["net"]]
+        else:
+            c["net_unnamed"] += 1
+        c["net_proxied"] += d["proxy"] is not None
+        kind = {True: "gdr", False: "nogdr"}.get(gdr, "unclear")
+        c["net_" + kind] += 1
+        c["net_pci"] += bool(gdr is True and d["pci"])
+        out["firsts"].setdefault("ev_" + kind, (lineno, text))
+        kinds = ["channel_" + kind] + ([] if is_libfabric_net(d["net"]) else ["channel_other_net"])
+        for k in kinds:
+            n, ev = out["keeps"].get(k, (0, []))
+            out["keeps"][k] = (n + 1, ev + [(lineno, text, k == "channel_unclear")][: 5 - len(ev)])
+    return out
+
+
+def test_a_run_sums_up_what_one_fold_per_line_did():
+    rng = random.Random(5)
+    for _ in range(300):
+        lines = []
+        for i in range(rng.randrange(1, 40)):
+            net = rng.choice(("Libfabric", "AWS Libfabric", "IB", "", None))
+            gdr, proxy, pci = rng.choice((True, False, None)), rng.choice((None, 0, 1)), rng.random() < 0.5
+            d = {"net": net, "gdr": gdr, "proxy": proxy, "pci": pci}
+            lines.append((i + 1, "line %d" % i, d))
+        cut = rng.random() < 0.2
+        run, want = NetRun(lines, cut), _reference(lines, cut)
+        assert run.counts == want["counts"] and run.names == want["names"] and run.firsts == want["firsts"]
+        assert [(k, n, ev) for k, n, ev in run.keeps] == [(k, n, ev) for k, (n, ev) in want["keeps"].items()]
+
+
+def test_split_parse_gives_one_report_whatever_the_workers(tmp_path):
+    """Above the split size, 2 workers send runs and lines, 3 send parsed items: one report from all."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_runner_scale import generate
+
+    from validators import parscan
+    from validators.analyze import analyze_paths
+
+    log = tmp_path / "ranks.log"
+    generate(str(log), 136)  # 1088 ranks, ~8.7 MiB: three ranges
+    assert log.stat().st_size >= 2 * parscan.RANGE
+    reports = [json.dumps(analyze_paths([str(log)], workers=w), sort_keys=True) for w in (1, 2, 3)]
+    assert reports[0] == reports[1] == reports[2]
+    assert json.loads(reports[0])["nranks"] == 1088

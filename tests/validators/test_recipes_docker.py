@@ -1,0 +1,153 @@
+"""The launch recipes run as printed: the `mpirun` line across two containers over ssh, and the `sbatch`
+script on a two-node Slurm (two slurmd daemons in one container), each in the launcher test image.
+
+What `build.py preflight --print` writes is run unchanged but for the substitution docs/preflight.md
+names (`CONTAINER=()` where the nodes already run inside the image, as here: no pyxis in a container).
+The image stands in for a built one the way a built one is laid out: validators importable through a .pth
+file, nccl-tests under the lock's prefix. The GPU binary is the one stand-in the project allows: a script
+that replays a recorded log (validators.replay). Every container made here is removed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+import cli
+import pytest
+from test_launchers_docker import REPLAY_LOG, ROOT, _exec, _start, launcher_image, ssh_pair  # noqa: F401
+
+pytestmark = pytest.mark.docker
+
+STAND_IN = "/opt/h5-replay"
+LOCK = {
+    "name": "h5-recipe",
+    "python": "/usr/bin/python3",
+    "components": {"nccl_tests": {"prefix": STAND_IN}, "openmpi": {"prefix": "/usr"}},
+    "env": [
+        {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"},
+        {"name": "LD_LIBRARY_PATH", "value": "/opt/a/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"},
+    ],
+}
+STAND_IN_SCRIPT = (
+    "#!/bin/sh\n"
+    "# stand-in for the GPU binary: replays a recorded nccl-tests log; its arguments are ignored\n"
+    "exec python3 -m validators.replay --rank-filter %s\n" % REPLAY_LOG
+)
+
+
+def _prepare(container) -> None:
+    """Lay the container out like a built image: validators on the interpreter's path, nccl-tests binary."""
+    script = (
+        "set -e; echo /src > /usr/lib/python3/dist-packages/efa-image-build.pth; "
+        "mkdir -p %s/bin; cat > %s/bin/all_reduce_perf; chmod 755 %s/bin/all_reduce_perf"
+        % (STAND_IN, STAND_IN, STAND_IN)
+    )
+    proc = subprocess.run(
+        ["docker", "exec", "-i", container.name, "sh", "-c", script],
+        input=STAND_IN_SCRIPT,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def _print_recipe(tmp_path, recipe: str, cluster: str) -> str:
+    lock = tmp_path / "variant.lock.json"
+    lock.write_text(json.dumps(LOCK))
+    cl = tmp_path / "cluster.yaml"
+    cl.write_text(cluster)
+    proc = subprocess.run(
+        [*cli.BUILD_PY, "preflight", "--print", recipe] + ["--cluster", str(cl), "--lock", str(lock)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _read(container, path: str) -> str:
+    proc = subprocess.run(
+        ["docker", "exec", container.name, "cat", path], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_two_nodes(docker_client, launcher_image):  # noqa: F811 - the fixture imported above
+    c = _start(docker_client, launcher_image, "h5-sbatch-%s" % uuid.uuid4().hex[:8])
+    try:
+        proc = _exec(c, ["slurm-start.sh", "2"], timeout=90)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        _prepare(c)
+        yield c
+    finally:
+        c.remove(force=True)
+
+
+def test_printed_mpirun_line_runs_across_two_containers(tmp_path, ssh_pair):  # noqa: F811
+    a, b = ssh_pair
+    for c in ssh_pair:
+        _prepare(c)
+    line = _print_recipe(
+        tmp_path,
+        "mpirun",
+        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\n"
+        "timeout: 120\nidle_timeout: 60\n" % (a.name, b.name),
+    ).strip()
+    assert "\n" not in line and "--allow-run-as-root" in line and "--mca btl tcp,self" in line
+    proc = subprocess.run(
+        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", line],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    report = json.loads(_read(a, "/tmp/preflight-report.json"))
+    assert report["run"]["exit_code"] == 0, proc.stderr[-3000:]
+    assert {r["rank"] for r in report["run"]["rank_output"]} >= {0, 1, 2, 3}
+    assert report["ranks_seen"] == 16 and report["nodes_seen"] == 2  # the recorded job, replayed by 4 ranks
+    assert report["verdict"] == "pass", [(f["id"], f["message"]) for f in report["findings"]]
+    assert proc.returncode == 0
+
+
+def test_printed_sbatch_script_runs_on_two_slurm_nodes(tmp_path, slurm_two_nodes):
+    text = _print_recipe(
+        tmp_path,
+        "sbatch",
+        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\n"
+        "container_image: localhost:5000/h5/img:1\ntimeout: 120\nidle_timeout: 60\n",
+    )
+    lines = text.splitlines()
+    container = [i for i, line in enumerate(lines) if line.startswith("CONTAINER=(")]
+    assert len(container) == 1 and "--container-image=localhost:5000#h5/img:1" in lines[container[0]]
+    lines[container[0]] = "CONTAINER=()"  # the documented substitution: no pyxis, already in the image
+    job = "/tmp/h5-job"
+    proc = subprocess.run(
+        [
+            "docker",
+            "exec",
+            "-i",
+            slurm_two_nodes.name,
+            "sh",
+            "-c",
+            "mkdir -p %s && cat > %s/p.sbatch" % (job, job),
+        ],
+        input="\n".join(lines) + "\n",
+        text=True,
+        capture_output=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    run = _exec(slurm_two_nodes, ["sbatch", "--wait", "--parsable", "--chdir", job, job + "/p.sbatch"], 240)
+    job_id = run.stdout.strip().split(";")[0]
+    out = _read(slurm_two_nodes, "%s/efa-preflight-%s.out" % (job, job_id))
+    assert run.returncode == 0, out[-3000:]
+    report = json.loads(_read(slurm_two_nodes, "%s/preflight-%s/report.json" % (job, job_id)))
+    assert report["ranks_seen"] == 16 and report["nodes_seen"] == 2
+    assert report["verdict"] == "pass", [(f["id"], f["message"]) for f in report["findings"]]
+    logs = _exec(slurm_two_nodes, ["sh", "-c", "ls %s/preflight-%s" % (job, job_id)]).stdout.split()
+    assert sorted(n for n in logs if n.startswith("rank-")) == ["rank-%d.log" % r for r in range(4)]
+    assert "verdict exit 0" in out

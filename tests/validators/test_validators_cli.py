@@ -1,0 +1,167 @@
+"""`python -m validators parse|explain`: exit codes, outputs, bad input (run as a real subprocess)."""
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from cli import validators, validators_process
+from paths import ROOT
+
+FIX = ROOT / "tests" / "fixtures" / "logs"
+GOOD = str(FIX / "p5-2node-efa-gdr-mpirun.log")
+REQUIRED = set(
+    "schema verdict efa gdr network nccl_version cuda_version plugin libfabric_version platform provider "
+    "nics ranks hosts nccl_tests checks findings instance_type nodes inputs".split()
+)
+
+
+def cli(*args, stdin=None, timeout=120):
+    return validators_process(*args, input=stdin, timeout=timeout, text=False)
+
+
+def test_pass_writes_json_junit_markdown(tmp_path):
+    j, x, m = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.md"
+    p = cli("parse", GOOD, "--instance-type", "p5.48xlarge", "--nodes", "2",
+            "--json", str(j), "--junit", str(x), "--markdown", str(m))  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    report = json.loads(j.read_text())
+    assert REQUIRED <= set(report)
+    assert report["schema"] == "efa-image-build/report/v1"
+    assert (report["verdict"], report["efa"], report["gdr"]) == ("pass", True, True)
+    for f in report["findings"]:
+        assert {"id", "severity", "evidence", "remedy"} <= set(f)
+    suite = ET.parse(str(x)).getroot().find("testsuite")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [c["name"] for c in report["checks"]]
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
+    md = m.read_text()
+    assert "**PASS**" in md and "| EFA | true |" in md
+    out = p.stdout.decode()
+    assert re.search(r"^busbw_plateau=([0-9.]+) GB/s$", out, re.M).group(1) == "444.99"
+    assert re.search(r"^efa=true gdr=true$", out, re.M)
+
+
+def test_fail_exit_1_and_junit_failure(tmp_path):
+    x = tmp_path / "r.xml"
+    p = cli("parse", str(FIX / "plugin-missing-socket.log"), "--junit", str(x))
+    assert p.returncode == 1
+    assert "efa=false gdr=false" in p.stdout.decode()
+    suite = ET.parse(str(x)).getroot().find("testsuite")
+    failed = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert "efa" in failed and "failure-signatures" in failed
+
+
+def test_unknown_exit_3_and_junit_error_not_pass(tmp_path):
+    x = tmp_path / "r.xml"
+    p = cli("parse", str(FIX / "nccl2.5-ring-gdr.log"), "--junit", str(x))
+    assert p.returncode == 3, p.stdout
+    suite = ET.parse(str(x)).getroot().find("testsuite")
+    errored = [c.get("name") for c in suite.findall("testcase") if c.find("error") is not None]
+    assert "ranks-seen" in errored
+
+
+def test_json_to_stdout_keeps_metric_lines_on_stderr():
+    p = cli("parse", GOOD, "--json", "-")
+    report = json.loads(p.stdout.decode())
+    assert report["efa"] is True
+    assert "efa=true gdr=true" in p.stderr.decode()
+
+
+def test_stdin_dash():
+    p = cli("parse", "-", "--json", "-", stdin=Path(GOOD).read_bytes())
+    report = json.loads(p.stdout.decode())
+    assert report["inputs"][0]["file"] == "<stdin>" and report["gdr"] is True
+
+
+def test_several_logs_merge_into_one_verdict(tmp_path):
+    """One log per node (what per-pod logs give): facts merge, nccl-tests comes from rank 0's file."""
+    text = Path(GOOD).read_text().splitlines(True)
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text("".join(line for line in text if "gpu-b:" not in line))
+    b.write_text("".join(line for line in text if "gpu-b:" in line))
+    j = tmp_path / "r.json"
+    p = cli("parse", str(a), str(b), "--json", str(j))
+    r = json.loads(j.read_text())
+    assert (r["efa"], r["gdr"], r["nranks"], r["ranks_seen"]) == (True, True, 4, 4)
+    assert [i["file"] for i in r["inputs"]] == [str(a), str(b)]
+    assert p.returncode == 0, p.stdout
+
+
+def test_bytes_crlf_and_cut_lines_survive(tmp_path):
+    data = (
+        Path(FIX / "cloudwatch-p4d-crlf.log").read_bytes()
+        + b"\xff\xfe garbage \x00\r\nnode-1:100:130 [0] NCCL INF"
+    )
+    f = tmp_path / "odd.log"
+    f.write_bytes(data)
+    j = tmp_path / "r.json"
+    p = cli("parse", str(f), "--json", str(j))
+    assert p.returncode in (0, 1, 3) and b"Traceback" not in p.stderr
+    assert json.loads(j.read_text())["efa"] is True
+
+
+def test_missing_file_exit_2_names_it_and_writes_nothing(tmp_path):
+    j = tmp_path / "r.json"
+    p = cli("parse", GOOD, str(tmp_path / "nope.log"), "--json", str(j))
+    assert p.returncode == 2
+    assert "nope.log" in p.stderr.decode() and b"Traceback" not in p.stderr
+    assert not j.exists()
+
+
+def test_usage_errors_exit_2(tmp_path):
+    for args in (
+        ("parse",),
+        ("parse", GOOD, "--nodes", "0"),
+        ("parse", GOOD, "--nodes", "two"),
+        ("parse", str(tmp_path)),
+        ("parse", GOOD, "--json", str(tmp_path / "no" / "such" / "dir.json")),
+        ("parse", "-", "-"),
+        ("explain",),
+    ):
+        p = cli(*args, stdin=b"")
+        assert p.returncode == 2, (args, p.stderr)
+        assert b"Traceback" not in p.stderr, args
+
+
+def test_nccl_tests_json_input(tmp_path):
+    doc = {
+        "version": 1,
+        "args": ["/opt/nccl-tests/build/all_reduce_perf"],
+        "config": {"nthreads": 1, "ngpus": 1, "devices": []},
+        "results": [],
+    }
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(doc))
+    j = tmp_path / "r.json"
+    p = cli("parse", GOOD, str(f), "--json", str(j))
+    assert p.returncode in (0, 1, 3), p.stderr
+    r = json.loads(j.read_text())
+    assert r["inputs"][1] == {"file": str(f), "kind": "nccl-tests-json", "lines": None, "bytes": None}
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = cli("parse", str(bad))
+    assert p.returncode == 2 and "bad.json" in p.stderr.decode()
+
+
+def test_explain_names_signature_evidence_and_remedy():
+    p = cli("explain", str(FIX / "two-libfabrics.log"))
+    out = p.stdout.decode()
+    assert p.returncode == 1
+    assert "[error] two-libfabrics" in out and "remedy:" in out
+    assert "two-libfabrics.log:2: " in out  # evidence: file and line
+    p = cli("explain", GOOD)
+    assert p.returncode == 0 and "efa=true gdr=true" in p.stdout.decode()
+
+
+def test_in_process_call_matches_the_real_process():
+    """tests/cli.py's in-process `validators` says what `python -m validators` says: same code and output."""
+    argv = ("parse", GOOD, "--instance-type", "p5.48xlarge", "--nodes", "2")
+    rc, out, _err = validators(*argv)
+    proc = validators_process(*argv)
+    assert (rc, out) == (proc.returncode, proc.stdout) and rc == 0 and "pass" in out.lower()
+    assert (
+        validators("parse", "--no-such-flag").rc
+        == validators_process("parse", "--no-such-flag").returncode
+        == 2
+    )
