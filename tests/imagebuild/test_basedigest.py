@@ -7,10 +7,10 @@ import json
 from datetime import datetime, timezone
 
 import pytest
+from cli import build_py
 
 from imagebuild import builder
 from imagebuild import release as rel
-from imagebuild.cli import main
 from imagebuild.matrix import load
 from imagebuild.render import dockerfile
 
@@ -55,11 +55,12 @@ def test_a_tag_has_no_digest_in_the_lock(tmp_path):
     "image",
     ["nvidia/cuda@sha256:abc", "nvidia/cuda@md5:" + "a" * 32, f"nvidia/cuda@{DIGEST.upper()}"],
 )
-def test_bad_digest_exit_2_at_base_image(tmp_path, capsys, image):
+def test_bad_digest_exit_2_at_base_image(tmp_path, image):
     path = tmp_path / "m.yaml"
     path.write_text(MATRIX.format(image=image, extra=""))
-    assert main(["render", "--matrix", str(path), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    assert res.rc == 2
+    err = res.err
     assert f"{path}:3" in err and "key 'variants[0].base.image'" in err and "Traceback" not in err
 
 

@@ -13,17 +13,16 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from cli import BUILD_PY, Result, build_py, build_py_process
 from paths import ROOT
 from services import RUN
 
 from imagebuild import builder
-from imagebuild.cli import main as cli_main
 
 REPO = f"efa-image-build-test-{RUN}/builder"
 PAYLOAD = b"pinned payload for the builder tests\n"
@@ -84,7 +83,7 @@ def cleanup_images(docker_client):
             docker_client.images.remove(image.id, force=True)
 
 
-def _build(out: Path, cache: Path, mirror: Path, *extra: str) -> int:
+def _build(out: Path, cache: Path, mirror: Path, *extra: str) -> Result:
     """The classic builder: these tests read its Step and layer-cache lines (BuildKit: test_buildkit.py)."""
     argv = [
         "build",
@@ -99,7 +98,7 @@ def _build(out: Path, cache: Path, mirror: Path, *extra: str) -> int:
         str(mirror),
         "--plain",
     ]
-    return cli_main(argv + list(extra))
+    return build_py(*argv, *extra)
 
 
 def _summary(out: Path) -> dict:
@@ -180,14 +179,7 @@ def test_tags_carry_component_versions_and_the_content_hash():
 
 def test_unreachable_daemon_is_one_clear_message_and_exit_2(tmp_path):
     env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-such.sock")
-    proc = subprocess.run(
-        [sys.executable, "build.py", "build", "--no-render", "--out", str(tmp_path)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = build_py_process("build", "--no-render", "--out", tmp_path, env=env, timeout=60)
     assert proc.returncode == 2
     assert "cannot reach the docker engine" in proc.stderr and "hint: start it" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -203,7 +195,7 @@ def built(docker_client, local_base, mirror, cleanup_images, tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
     _variant(out, "good")
     started = time.monotonic()
-    assert _build(out, cache, mirror) == 0
+    assert _build(out, cache, mirror).rc == 0
     return out, cache, time.monotonic() - started
 
 
@@ -227,16 +219,17 @@ def test_cold_build_tags_after_success_and_writes_the_summary(built, docker_clie
 
 
 @pytest.mark.docker
-def test_unchanged_variant_is_skipped_without_work(built, capsys):
+def test_unchanged_variant_is_skipped_without_work(built):
     out, cache, cold = built
     started = time.monotonic()
-    assert _build(out, cache, mirror=out / "no-mirror-needed") == 0
+    res = _build(out, cache, mirror=out / "no-mirror-needed")
+    assert res.rc == 0
     warm = time.monotonic() - started
     entry = _summary(out)["good"]
     assert entry["status"] == "skipped"
     assert "Step " not in Path(entry["log"]).read_text()  # docker was never asked to build
     assert warm < max(1.0, cold / 2)
-    assert "1 skipped" in capsys.readouterr().out
+    assert "1 skipped" in res.out
 
 
 @pytest.mark.docker
@@ -245,7 +238,7 @@ def test_training_code_change_rebuilds_only_the_top_layer(built, docker_client):
     before = _summary(out)["good"]
     (out / "good" / "context" / "training" / "train.py").write_text("print('changed')\n")
     try:
-        assert _build(out, cache, mirror=out) == 0
+        assert _build(out, cache, mirror=out).rc == 0
         after = _summary(out)["good"]
         assert after["status"] == "built" and after["context_hash"] != before["context_hash"]
         log = Path(after["log"]).read_text()
@@ -263,19 +256,19 @@ def test_training_code_change_rebuilds_only_the_top_layer(built, docker_client):
 
 
 @pytest.mark.docker
-def test_a_failing_variant_does_not_stop_the_others(built, mirror, capsys):
+def test_a_failing_variant_does_not_stop_the_others(built, mirror):
     out, cache, _ = built
     _variant(out, "broken", run="echo about to fail && exit 7")
     try:
-        rc = _build(out, cache, mirror, "--jobs", "2", "--variant", "good", "--variant", "broken")
-        assert rc == 1
+        res = _build(out, cache, mirror, "--jobs", "2", "--variant", "good", "--variant", "broken")
+        assert res.rc == 1
         s = _summary(out)
         assert s["good"]["status"] in ("built", "skipped")
         assert s["broken"]["status"] == "failed" and s["broken"]["image_id"] is None
         assert "returned a non-zero code: 7" in s["broken"]["error"]
         log = Path(s["broken"]["log"]).read_text()
         assert "about to fail" in log
-        assert f"log {s['broken']['log']}" in capsys.readouterr().out
+        assert f"log {s['broken']['log']}" in res.out
     finally:
         shutil.rmtree(out / "broken")
 
@@ -285,7 +278,7 @@ def test_checksum_mismatch_stops_the_variant_before_any_layer(built, mirror, doc
     out, cache, _ = built
     _variant(out, "tampered", sha=hashlib.sha256(b"something else").hexdigest())
     try:
-        assert _build(out, cache, mirror, "--variant", "tampered") == 1
+        assert _build(out, cache, mirror, "--variant", "tampered").rc == 1
         entry = _summary(out)["tampered"]
         assert entry["status"] == "failed" and "checksum mismatch for payload.txt" in entry["error"]
         assert "Step 1/" not in Path(entry["log"]).read_text()
@@ -295,14 +288,11 @@ def test_checksum_mismatch_stops_the_variant_before_any_layer(built, mirror, doc
 
 
 @pytest.mark.docker
-def test_offline_names_missing_artifacts_and_builds_nothing(built, tmp_path, capsys):
+def test_offline_names_missing_artifacts_and_builds_nothing(built, tmp_path):
     out, _cache, _ = built
     before = (out / "summary.json").read_text()
-    rc = cli_main(
-        ["build", "--no-render", "--out", str(out), "--cache", str(tmp_path / "empty"), "--offline"]
-    )
+    rc, _out, err = build_py("build", "--no-render", "--out", out, "--cache", tmp_path / "empty", "--offline")
     assert rc == 2
-    err = capsys.readouterr().err
     assert "--offline: 1 artifact(s) not in the cache" in err and "payload.txt" in err
     assert (out / "summary.json").read_text() == before
 
@@ -313,11 +303,11 @@ def test_build_ca_reaches_the_context_but_not_the_hash(built, tmp_path):
     ca = tmp_path / "ca.crt"
     ca.write_text("-----BEGIN CERTIFICATE-----\nnot a real one\n-----END CERTIFICATE-----\n")
     before = _summary(out)["good"]["context_hash"]
-    assert _build(out, cache, out, "--build-ca", str(ca)) == 0
+    assert _build(out, cache, out, "--build-ca", str(ca)).rc == 0
     assert (out / "good" / "context" / "certs" / "build-ca.crt").read_text() == ca.read_text()
     entry = _summary(out)["good"]
     assert entry["status"] == "skipped" and entry["context_hash"] == before
-    assert _build(out, cache, out) == 0
+    assert _build(out, cache, out).rc == 0
     assert not (out / "good" / "context" / "certs" / "build-ca.crt").exists()  # not asked: not there
 
 
@@ -327,7 +317,7 @@ def test_ctrl_c_leaves_no_half_tagged_image(built, mirror, docker_client, tmp_pa
     _variant(out, "slow", run=f"sleep 60 && echo {uuid.uuid4().hex}")  # never a cached layer
     try:
         proc = subprocess.Popen(
-            [sys.executable, "build.py", "build", "--no-render", "--out", str(out), "--variant", "slow"]
+            [*BUILD_PY, "build", "--no-render", "--out", str(out), "--variant", "slow"]
             + ["--cache", str(cache), "--mirror", str(mirror), "--plain"],
             cwd=ROOT,
             stdout=subprocess.PIPE,

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import cli
 import pytest
+from cli import build_py
 from paths import ROOT
 from test_builder import REPO, _summary, _variant
 
 from imagebuild import bake, builder, buildkit, shard
-from imagebuild.cli import main as cli_main
 from imagebuild.errors import UserError
 
 pytest_plugins = ["services_fixtures"]
@@ -76,7 +76,7 @@ def test_list_shard_matches_the_stable_assignment():
         assert [r.split()[0] for r in rows] == [n for n in names if shard.shard_of(n, 3) == i]
         got += [r.split()[0] for r in rows]
     assert sorted(got) == sorted(names)
-    assert cli_main(["list", *matrix, "--shard", "4/3"]) == 2
+    assert build_py("list", *matrix, "--shard", "4/3").rc == 2
 
 
 def _cli_out(argv) -> str:
@@ -97,13 +97,12 @@ def test_bake_validation_refuses_what_bake_would():
     assert "platforms is not a list" in problems and "names unknown target 'a_b'" in problems
 
 
-def test_bake_writes_every_variant_with_the_tags_build_gives(tmp_path, capsys):
+def test_bake_writes_every_variant_with_the_tags_build_gives(tmp_path):
     out = tmp_path / "out"
-    capsys.readouterr()
     argv = ["bake", "--matrix", str(ROOT / "matrix.local.yaml"), "--out", str(out)]
     argv += ["--variant", "local-debian-nccl2.27", "--cache", str(ROOT / ".cache" / "artifacts")]
     argv += ["--cache-from", "reg.invalid/c:1", "--build-arg", "BASE_REGISTRY=x"]
-    assert cli_main(argv) == 0
+    assert build_py(*argv).rc == 0
     doc = json.loads((out / "docker-bake.json").read_text())
     assert bake.validate(doc) == [] and doc["group"]["default"]["targets"] == ["local-debian-nccl2_27"]
     target = doc["target"]["local-debian-nccl2_27"]
@@ -142,9 +141,9 @@ def cleanup(docker_client):
             docker_client.images.remove(image.id, force=True)
 
 
-def _build(out: Path, cache: Path, mirror: Path, *extra: str) -> int:
+def _build(out: Path, cache: Path, mirror: Path, *extra: str) -> cli.Result:
     argv = ["build", "--no-render", "--out", str(out), "--cache", str(cache), "--mirror", str(mirror)]
-    return cli_main(argv + ["--plain", *extra])
+    return build_py(*argv, "--plain", *extra)
 
 
 @pytest.mark.docker
@@ -155,7 +154,7 @@ def test_buildkit_and_classic_give_the_same_tags_and_labels(
     # a cache mount, as the templates write them: the classic builder gets the Dockerfile without it
     mount = "--mount=type=cache,id=efa-image-build-test-bk,target=/var/cache/efa-test,sharing=locked"
     _variant(out, "bk", run=f"{mount} \\\n    grep -qs ' /var/cache/efa-test ' /proc/mounts || true")
-    assert _build(out, cache, mirror, "--builder", "buildkit", "--force") == 0
+    assert _build(out, cache, mirror, "--builder", "buildkit", "--force").rc == 0
     kit = _summary(out)["bk"]
     assert kit["status"] == "built" and kit["builder"] == "buildkit"
     assert (
@@ -163,7 +162,7 @@ def test_buildkit_and_classic_give_the_same_tags_and_labels(
         and "builder: the engine's BuildKit" in Path(kit["log"]).read_text()
     )
     kit_labels = docker_client.images.get(kit["image_id"]).labels
-    assert _build(out, cache, mirror, "--builder", "classic", "--force") == 0
+    assert _build(out, cache, mirror, "--builder", "classic", "--force").rc == 0
     classic = _summary(out)["bk"]
     assert classic["builder"] == "classic" and classic["tags"] == kit["tags"]
     assert docker_client.images.get(classic["image_id"]).labels == kit_labels
@@ -172,23 +171,23 @@ def test_buildkit_and_classic_give_the_same_tags_and_labels(
 
 @pytest.mark.docker
 def test_fresh_runner_with_the_images_in_the_registry_builds_nothing(
-    docker_client, local_base, mirror, registry, tmp_path, cleanup, capsys
+    docker_client, local_base, mirror, registry, tmp_path, cleanup
 ):
     out, cache = tmp_path / "out", tmp_path / "cache"
     _variant(out, "bk-a")
     _variant(out, "bk-b", run="echo b")
     where = ["--registry", f"{registry.host}/efa-ci-test"]
-    assert _build(out, cache, mirror, *where) == 0  # nothing there yet: both built
+    assert _build(out, cache, mirror, *where).rc == 0  # nothing there yet: both built
     assert {e["status"] for e in _summary(out).values()} == {"built"}
-    assert cli_main(["push", "--summary", str(out / "summary.json"), *where]) == 0
+    assert build_py("push", "--summary", str(out / "summary.json"), *where).rc == 0
     pushed = {k: v["digest"] for k, v in _summary(out).items()}
     # a fresh runner: none of these images in the engine any more
     for entry in _summary(out).values():
         docker_client.images.remove(entry["image_id"], force=True)
     (out / "summary.json").unlink()
-    capsys.readouterr()
-    assert _build(out, cache, mirror, *where) == 0
-    text = capsys.readouterr().out
+    res = _build(out, cache, mirror, *where)
+    assert res.rc == 0
+    text = res.out
     assert "2 skipped" in text and "building" not in text
     for name, entry in _summary(out).items():
         assert entry["status"] == "skipped" and entry["found_in"] == "registry"
@@ -203,7 +202,7 @@ def test_fresh_runner_with_the_images_in_the_registry_builds_nothing(
     assert docker_client.images.get(entry["image_id"]).id == entry["image_id"]
     # content the registry does not hold (a changed training file) is built
     (out / "bk-a" / "context" / "training" / "train.py").write_text("print('v2')\n")
-    assert _build(out, cache, mirror, *where, "--variant", "bk-a") == 0
+    assert _build(out, cache, mirror, *where, "--variant", "bk-a").rc == 0
     assert _summary(out)["bk-a"]["status"] == "built"
 
 
@@ -214,10 +213,10 @@ def test_a_buildkit_build_of_the_local_variant_passes_every_static_check(docker_
     variant = "local-debian-nccl2.27"
     argv = ["build", "--matrix", str(ROOT / "matrix.local.yaml"), "--variant", variant, "--out", str(out)]
     argv += ["--cache", str(ROOT / ".cache" / "artifacts"), "--plain", "--builder", "buildkit", "--force"]
-    assert cli_main(argv) == 0
+    assert build_py(*argv).rc == 0
     entry = _summary(out)[variant]
     assert entry["builder"] == "buildkit" and entry["status"] == "built"
-    assert cli_main(["test", "--out", str(out), "--variant", variant]) == 0
+    assert build_py("test", "--out", str(out), "--variant", variant).rc == 0
     report = json.loads((out / "test-report.json").read_text())
     image = report["images"][0]
     assert image["passed"] and image["image_id"] == entry["image_id"]

@@ -11,9 +11,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from cli import build_py
 from test_usersteps import REPO, SIX_HASHED, project
-
-from imagebuild.cli import main
 
 # ---------------------------------------------------------------- real builds
 
@@ -36,7 +35,7 @@ def _build(path: Path, out: Path, builder: str, *extra: str) -> str:
     argv = ["build", "--matrix", str(path), "--out", str(out), "--builder", builder, "--plain", "--force"]
     argv += list(extra)
     log = out / "usersteps" / "build.log"
-    assert main(argv) == 0, log.read_text()[-3000:] if log.exists() else "no log"
+    assert build_py(*argv).rc == 0, log.read_text()[-3000:] if log.exists() else "no log"
     return log.read_text()
 
 
@@ -105,4 +104,4 @@ def test_a_rebuild_after_an_apt_change_reuses_the_caches_and_classic_gives_the_s
         docker_client.images.get(kit["image_id"]).labels
         == docker_client.images.get(classic["image_id"]).labels
     )
-    assert main(["test", "--out", str(out), "--variant", "usersteps"]) == 0
+    assert build_py("test", "--out", str(out), "--variant", "usersteps").rc == 0

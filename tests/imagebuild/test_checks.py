@@ -10,11 +10,10 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from cli import build_py, build_py_process
 from paths import ROOT
 from services import RUN
 
@@ -28,7 +27,6 @@ from imagebuild.checks.probes import (
     single_plugin,
 )
 from imagebuild.checks.runner import check_image
-from imagebuild.cli import main as cli_main
 from imagebuild.expectations import derive
 from imagebuild.variant import LOCK_LABELS
 
@@ -149,7 +147,7 @@ def local_image(docker_client, local_base, tmp_path_factory):
     """The local matrix's image, built once (the content tag makes a rebuild of the same content a no-op)."""
     out = tmp_path_factory.mktemp("local-build")
     argv = ["build", "--matrix", str(ROOT / "matrix.local.yaml"), "--variant", VARIANT, "--out", str(out)]
-    rc = cli_main(argv + ["--cache", str(ROOT / ".cache" / "artifacts"), "--plain"])
+    rc = build_py(*argv, "--cache", ROOT / ".cache" / "artifacts", "--plain").rc
     summary = json.loads((out / "summary.json").read_text())
     entry = next(e for e in summary["variants"] if e["variant"] == VARIANT)
     assert rc == 0, f"building {VARIANT} failed: {entry.get('error')} (log {entry['log']})"
@@ -290,23 +288,7 @@ def test_plugin_removed_from_a_source_built_image(docker_client, derive_image):
 def test_cli_on_an_image_writes_json_and_junit_and_exits_1(derive_image, good_report, tmp_path):
     ref = derive_image("cli-forbidden", "ENV NCCL_ALGO=Tree", base=good_report[0])
     json_path, xml_path = tmp_path / "r.json", tmp_path / "r.xml"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "build.py",
-            "test",
-            "--image",
-            ref,
-            "--json",
-            str(json_path),
-            "--junit",
-            str(xml_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = build_py_process("test", "--image", ref, "--json", json_path, "--junit", xml_path, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fail    env-forbidden" in proc.stdout
     report = json.loads(json_path.read_text())
@@ -321,6 +303,7 @@ def test_cli_on_an_image_writes_json_and_junit_and_exits_1(derive_image, good_re
 
 
 @pytest.mark.docker
-def test_an_image_without_a_lock_is_bad_input(local_base, capsys):
-    assert cli_main(["test", "--image", local_base]) == 2
-    assert "carries no lock label" in capsys.readouterr().err
+def test_an_image_without_a_lock_is_bad_input(local_base):
+    res = build_py("test", "--image", local_base)
+    assert res.rc == 2
+    assert "carries no lock label" in res.err

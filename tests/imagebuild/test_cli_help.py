@@ -7,7 +7,8 @@ import re
 import subprocess
 import sys
 
-from imagebuild.cli import main as cli_main
+from cli import build_py
+
 from imagebuild.cli import make_parser
 
 
@@ -20,7 +21,7 @@ def test_every_command_has_a_description():
 
 
 def test_example_cluster_file_prints_a_recipe_and_a_variant_without_nccl_tests_is_refused(
-    project_root, capsys, monkeypatch
+    project_root, monkeypatch
 ):
     monkeypatch.chdir(project_root)
     base = [
@@ -32,11 +33,11 @@ def test_example_cluster_file_prints_a_recipe_and_a_variant_without_nccl_tests_i
         "--matrix",
         "matrix.local.yaml",
     ]
-    assert cli_main(base + ["--variant", "local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6"]) == 0
-    out = capsys.readouterr().out
+    rc, out, _err = build_py(*base, "--variant", "local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6")
+    assert rc == 0
     assert "mpirun --allow-run-as-root -np 16" in out and "/bin/all_reduce_perf" in out
-    assert cli_main(base + ["--variant", "local-debian-nccl2.27"]) == 2
-    err = capsys.readouterr().err
+    rc, _out, err = build_py(*base, "--variant", "local-debian-nccl2.27")
+    assert rc == 2
     assert "has no nccl_tests component" in err and "components.nccl_tests" in err
 
 

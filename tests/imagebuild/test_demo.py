@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from cli import build_py
 from paths import ROOT
-
-from imagebuild.cli import main as cli_main
 
 
 def _evidence_files(report: dict) -> set:
@@ -24,14 +23,15 @@ def _evidence_files(report: dict) -> set:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_demo_outputs_all_say_replay_and_their_evidence_exists(
-    docker_client, local_base, tmp_path, capsys, monkeypatch
+    docker_client, local_base, tmp_path, monkeypatch
 ):
     from PIL import Image
 
     monkeypatch.chdir(ROOT)  # the demo reads matrix.local.yaml, the artifact cache and the recording here
     out = tmp_path / "build"
-    rc = cli_main(["demo", "--out", str(out)])
-    text = capsys.readouterr().out
+    res = build_py("demo", "--out", str(out))
+    rc = res.rc
+    text = res.out
     assert rc == 0, text[-3000:]
     demo = out / "demo"
     report = json.loads((demo / "preflight.json").read_text())

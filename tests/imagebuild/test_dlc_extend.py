@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli import build_py
 from paths import ROOT
 
-from imagebuild.cli import main as cli_main
 from imagebuild.dlcbase import DEFAULT_NAME as DLC_LAYOUT
 from imagebuild.matrix import load
 
@@ -33,7 +33,7 @@ def test_the_extend_variant_takes_the_dlc_prefixes_and_python():
 @pytest.fixture(scope="module")
 def dlc_layout(docker_client, local_base):
     """The DLC-layout base under its default name (a rebuild from the engine's cache when it exists)."""
-    assert cli_main(["base", "--layout", "dlc"]) == 0
+    assert build_py("base", "--layout", "dlc").rc == 0
     docker_client.images.get(DLC_LAYOUT)
     return DLC_LAYOUT
 
@@ -42,12 +42,12 @@ def dlc_layout(docker_client, local_base):
 def test_extending_the_dlc_layout_builds_and_passes_every_static_check(dlc_layout, tmp_path):
     out = tmp_path / "build"
     argv = ["build", "--matrix", str(ROOT / "matrix.local.yaml"), "--variant", VARIANT, "--out", str(out)]
-    rc = cli_main(argv + ["--cache", str(ROOT / ".cache" / "artifacts"), "--plain"])
+    rc = build_py(*argv, "--cache", ROOT / ".cache" / "artifacts", "--plain").rc
     summary = json.loads((out / "summary.json").read_text())
     (entry,) = [e for e in summary["variants"] if e["variant"] == VARIANT]
     assert rc == 0, f"building {VARIANT} failed: {entry.get('error')} (log {entry['log']})"
     report_path = tmp_path / "report.json"
-    rc = cli_main(["test", "--image", entry["tags"][0], "--json", str(report_path)])
+    rc = build_py("test", "--image", entry["tags"][0], "--json", report_path).rc
     (image,) = json.loads(report_path.read_text())["images"]
     st = {c["name"]: (c["status"], c["detail"]) for c in image["checks"]}
     assert rc == 0 and image["passed"], {k: v for k, v in st.items() if v[0] not in ("pass", "skip")}

@@ -13,6 +13,7 @@ import io
 import json
 
 import pytest
+from cli import build_py
 from services import (
     Fault,
     FaultProxy,
@@ -22,7 +23,6 @@ from services import (
 
 from imagebuild.adapters import ecr
 from imagebuild.adapters.aws import aws_client
-from imagebuild.cli import main
 from imagebuild.errors import UserError
 from imagebuild.registry import ImageRef, Refused, RegistryAPI
 from imagebuild.retry import RetryPolicy
@@ -74,7 +74,7 @@ def test_tag_lookup_and_promotion_with_a_real_manifest(aws, registry, small_imag
     image = small_images["a"]
     summary = write_summary(tmp_path / "s.json", [summary_entry("a", image, tags=["h6-test/ecrsrc:dev"])])
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert main(["push", "--summary", str(summary), "--registry", registry.host]) == 0
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
     manifest = RegistryAPI(registry.host).manifest("h6-test/ecrsrc", "dev")
 
     client = _client(aws)
@@ -94,15 +94,13 @@ def test_tag_lookup_and_promotion_with_a_real_manifest(aws, registry, small_imag
 
 
 @pytest.mark.docker
-def test_push_to_ecr_refuses_a_tag_holding_another_image(
-    aws, registry, small_images, tmp_path, monkeypatch, capsys
-):
+def test_push_to_ecr_refuses_a_tag_holding_another_image(aws, registry, small_images, tmp_path, monkeypatch):
     """`build.py push --ecr` end to end up to the docker push: the tag check refuses before any upload,
     so no traffic leaves this machine (moto's ECR has no registry to push to)."""
     image_a, image_b = small_images["a"], small_images["b"]
     src = write_summary(tmp_path / "src.json", [summary_entry("a", image_a, tags=["h6-test/ecrclash:dev"])])
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert main(["push", "--summary", str(src), "--registry", registry.host]) == 0
+    assert build_py("push", "--summary", str(src), "--registry", registry.host).rc == 0
     manifest_a = RegistryAPI(registry.host).manifest("h6-test/ecrclash", "dev")
     client = _client(aws)
     ecr.ensure_repository(client, "h6-test/ecrclash", FAST)
@@ -119,8 +117,9 @@ def test_push_to_ecr_refuses_a_tag_holding_another_image(
         "--endpoint-url",
         aws.endpoint_url,
     ]
-    assert main(argv) == 1
-    err = capsys.readouterr().err
+    res = build_py(*argv)
+    assert res.rc == 1
+    err = res.err
     assert "already exists" in err and "not overwriting" in err
     assert json.loads(summary.read_text())["variants"][0]["digest"] is None
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli import build_py
 from paths import ROOT
 
-from imagebuild.cli import main
 from imagebuild.envpolicy import StackFacts, decide, forbidden, lint, policy_env
 from imagebuild.matrix import load
 
@@ -125,14 +125,15 @@ variants:
 """
 
 
-def test_render_refuses_an_error_finding_and_accepts_it_when_ignored(tmp_path, capsys):
+def test_render_refuses_an_error_finding_and_accepts_it_when_ignored(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(MATRIX)
-    assert main(["render", "--matrix", str(path), "--out", str(tmp_path / "out")]) == 1
-    assert "NCCL_ALGO=Ring" in capsys.readouterr().err
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    assert res.rc == 1
+    assert "NCCL_ALGO=Ring" in res.err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     path.write_text(MATRIX + "    lint_ignore: [NCCL_ALGO]\n")
-    assert main(["render", "--matrix", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out")).rc == 0
     (v,) = load(str(path))
     assert {"NCCL_ALGO", "NCCL_DEBUG"} <= names(v.env) and "NCCL_ALGO" not in names(v.env_forbidden)
     assert 'ENV NCCL_ALGO="Ring"' in (tmp_path / "out" / "v" / "Dockerfile").read_text()
@@ -146,9 +147,10 @@ def test_render_refuses_an_error_finding_and_accepts_it_when_ignored(tmp_path, c
         ("dlc-pt2.7-efa1.41.0", set(), SEED),
     ],
 )
-def test_explain_env_says_why_for_old_and_new(capsys, variant, present, absent):
-    assert main(["explain-env", "--matrix", str(ROOT / "matrix.yaml"), variant, "--json"]) == 0
-    info = json.loads(capsys.readouterr().out)
+def test_explain_env_says_why_for_old_and_new(variant, present, absent):
+    res = build_py("explain-env", "--matrix", str(ROOT / "matrix.yaml"), variant, "--json")
+    assert res.rc == 0
+    info = json.loads(res.out)
     set_names = {e["name"] for e in info["set"]}
     assert present <= set_names and not (absent & set_names)
     for e in info["set"]:
@@ -156,14 +158,16 @@ def test_explain_env_says_why_for_old_and_new(capsys, variant, present, absent):
     unset = {d["name"]: d["reason"] for d in info["unset"]}
     for name in absent & SEED:
         assert name in unset and unset[name], name
-    assert main(["explain-env", "--matrix", str(ROOT / "matrix.yaml"), variant]) == 0
-    text = capsys.readouterr().out
+    res = build_py("explain-env", "--matrix", str(ROOT / "matrix.yaml"), variant)
+    assert res.rc == 0
+    text = res.out
     assert "why" in text and ("why not" in text or present)
 
 
 def test_explain_env_needs_one_variant(capsys):
-    assert main(["explain-env", "--matrix", str(ROOT / "matrix.yaml")]) == 2
-    assert "exactly one variant" in capsys.readouterr().err
+    res = build_py("explain-env", "--matrix", str(ROOT / "matrix.yaml"))
+    assert res.rc == 2
+    assert "exactly one variant" in res.err
 
 
 def test_policy_sources_are_recorded_in_the_lock():

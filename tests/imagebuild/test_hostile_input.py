@@ -16,12 +16,12 @@ from pathlib import Path
 
 import cli
 import pytest
+from cli import BUILD_PY, VALIDATORS
 from paths import ROOT
 from services import free_port
 
 from imagebuild import matrix as matrix_mod
 from imagebuild.artifacts import ArtifactCache, ArtifactError
-from imagebuild.cli import main
 from imagebuild.errors import UserError
 from imagebuild.matrix import load
 from imagebuild.variant import Artifact
@@ -51,10 +51,9 @@ def project(tmp_path: Path, name: str = "m.yaml") -> Path:
     return path
 
 
-def render(path: Path, out: Path, capsys) -> tuple:
-    capsys.readouterr()
-    rc = main(["render", "--matrix", str(path), "--out", str(out), "--variant", VARIANT])
-    return rc, capsys.readouterr().err
+def render(path: Path, out: Path) -> tuple:
+    rc, _out, err = cli.build_py("render", "--matrix", path, "--out", out, "--variant", VARIANT)
+    return rc, err
 
 
 def written(out: Path) -> list:
@@ -63,7 +62,7 @@ def written(out: Path) -> list:
 
 # -- (1) the build context: regular files from inside the matrix's folder only ----------------------------
 @pytest.mark.parametrize("target", ["file", "folder"])
-def test_a_symlink_in_the_training_folder_is_refused_and_its_target_never_copied(tmp_path, capsys, target):
+def test_a_symlink_in_the_training_folder_is_refused_and_its_target_never_copied(tmp_path, target):
     path = project(tmp_path)
     secret = tmp_path / "outside" / "credentials"
     secret.parent.mkdir()
@@ -71,7 +70,7 @@ def test_a_symlink_in_the_training_folder_is_refused_and_its_target_never_copied
     link = tmp_path / "examples" / "training" / "config.ini"
     link.symlink_to(secret if target == "file" else secret.parent)
     out = tmp_path / "build"
-    rc, err = render(path, out, capsys)
+    rc, err = render(path, out)
     assert rc == 2
     assert f"{link}: key 'training.source_dir': a symlink" in err and "Traceback" not in err
     assert written(out) == []
@@ -99,22 +98,22 @@ def test_a_source_dir_leaving_the_matrix_folder_is_refused(tmp_path, source_dir)
     assert "leaves the matrix's folder" in str(err.value)
 
 
-def test_a_source_dir_symlinked_outside_is_refused(tmp_path, capsys):
+def test_a_source_dir_symlinked_outside_is_refused(tmp_path):
     path = project(tmp_path)
     shutil.move(str(tmp_path / "examples" / "training"), str(tmp_path.parent / f"{tmp_path.name}-elsewhere"))
     (tmp_path / "examples" / "training").symlink_to(tmp_path.parent / f"{tmp_path.name}-elsewhere")
     try:
-        rc, err = render(path, tmp_path / "build", capsys)
+        rc, err = render(path, tmp_path / "build")
     finally:
         shutil.rmtree(tmp_path.parent / f"{tmp_path.name}-elsewhere")
     assert rc == 2 and "outside the matrix's folder" in err and "training.source_dir" in err
     assert written(tmp_path / "build") == []
 
 
-def test_the_context_is_listed_with_sha256_in_context_manifest(tmp_path, capsys):
+def test_the_context_is_listed_with_sha256_in_context_manifest(tmp_path):
     path = project(tmp_path)
     out = tmp_path / "build"
-    assert render(path, out, capsys)[0] == 0
+    assert render(path, out)[0] == 0
     vdir = out / VARIANT
     doc = json.loads((vdir / "context.manifest.json").read_text())
     listed = {e["path"]: e for e in doc["files"]}
@@ -126,10 +125,10 @@ def test_the_context_is_listed_with_sha256_in_context_manifest(tmp_path, capsys)
 
 
 # -- (2) injection by file name, (8) labels the tool owns, URLs that name no file -------------------------
-def test_a_matrix_file_name_with_a_newline_cannot_add_a_dockerfile_instruction(tmp_path, capsys):
+def test_a_matrix_file_name_with_a_newline_cannot_add_a_dockerfile_instruction(tmp_path):
     path = project(tmp_path, "m\nRUN touch pwned\n.yaml")
     out = tmp_path / "build"
-    rc, err = render(path, out, capsys)
+    rc, err = render(path, out)
     assert rc == 2 and "line break or control character" in err
     assert written(out) == []
 
@@ -258,10 +257,10 @@ def _small_fsize(limit: int = 2048):
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
-def test_a_full_disk_under_out_is_exit_2_with_the_path_and_leaves_the_old_output(tmp_path, capsys):
+def test_a_full_disk_under_out_is_exit_2_with_the_path_and_leaves_the_old_output(tmp_path):
     path = project(tmp_path)
     out = tmp_path / "build"
-    assert render(path, out, capsys)[0] == 0
+    assert render(path, out)[0] == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     (tmp_path / "examples" / "training" / "big.bin").write_bytes(b"x" * 8192)
     res = build_py(
@@ -283,41 +282,42 @@ def test_a_full_disk_under_report_markdown_is_exit_2_with_the_path(tmp_path):
     assert not md.exists() and list(tmp_path.iterdir()) == [rep]
 
 
-def test_an_out_that_is_a_file_is_exit_2_with_the_path(tmp_path, capsys):
+def test_an_out_that_is_a_file_is_exit_2_with_the_path(tmp_path):
     path = project(tmp_path)
     blocker = tmp_path / "file"
     blocker.write_text("")
-    rc, err = render(path, blocker / "build", capsys)
+    rc, err = render(path, blocker / "build")
     assert rc == 2 and str(blocker / "build") in err and "key '--out'" in err
 
 
 @pytest.mark.parametrize(
-    "argv",
+    "command, argv",
     [
-        ["build.py", "list", "--matrix", "matrix.local.yaml"],
-        ["-m", "validators", "parse", "tests/fixtures/logs/gdr-disabled-p4d.log"],
+        (BUILD_PY, ["list", "--matrix", "matrix.local.yaml"]),
+        (VALIDATORS, ["parse", "tests/fixtures/logs/gdr-disabled-p4d.log"]),
     ],
 )
-def test_a_reader_that_went_away_ends_quietly(argv):
+def test_a_reader_that_went_away_ends_quietly(command, argv):
     """`| head`: the reader closes the pipe before the writer is done; no traceback, 141 as `cat` gives."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    args = [sys.executable, *(str(ROOT / a) if a == "build.py" else a for a in argv)]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*command, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     proc.stdout.close()  # nobody reads: the first write that reaches the pipe fails with EPIPE
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141, err
     assert err == ""
 
 
-def test_report_plot_without_matplotlib_is_exit_2_with_the_install_hint(tmp_path, monkeypatch, capsys):
+def test_report_plot_without_matplotlib_is_exit_2_with_the_install_hint(tmp_path, monkeypatch):
     rep = tmp_path / "r.json"
     row = {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
            "out_of_place": {"time_us": 1.0, "algbw": 1.0, "busbw": 1.0, "wrong": 0},
            "in_place": {"time_us": 1.0, "algbw": 1.0, "busbw": 1.0, "wrong": 0}}  # fmt: skip
     rep.write_text(json.dumps({"verdict": "pass", "nccl_tests": {"collective": "all_reduce", "rows": [row]}}))
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
-    assert main(["report", str(rep), "--plot", str(tmp_path / "p.png")]) == 2
-    err = capsys.readouterr().err
+    rc, _out, err = cli.build_py("report", rep, "--plot", tmp_path / "p.png")
+    assert rc == 2
     assert "key '--plot': --plot needs matplotlib" in err and "pip install 'efa-image-build[plot]'" in err
     assert not (tmp_path / "p.png").exists()
 

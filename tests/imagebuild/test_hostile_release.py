@@ -7,15 +7,14 @@ tag writes leaves a message naming what moved, and a rerun completes the promoti
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from cli import BUILD_PY, Result, build_py
 from paths import ROOT
 from services import (
     REGISTRY_BIN,
@@ -28,7 +27,6 @@ from services import (
     write_summary,
 )
 
-from imagebuild.cli import main
 from imagebuild.destinations import Registries
 from imagebuild.registry import RegistryAPI
 
@@ -51,9 +49,8 @@ def small_images(docker_client, local_base):
         docker_client.images.remove(image.id, force=True)
 
 
-def _run(argv, monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    return main(argv)
+def _run(argv, monkeypatch) -> Result:
+    return build_py(*argv)
 
 
 def _push(tmp_path, monkeypatch, reg, image, variant, repo, tag):
@@ -61,7 +58,7 @@ def _push(tmp_path, monkeypatch, reg, image, variant, repo, tag):
         tmp_path / f"summary-{variant}-{tag}.json",
         [summary_entry(variant, image, tags=[f"h6-test/{repo}:{tag}"])],
     )
-    assert _run(["push", "--summary", str(summary), "--registry", reg.host], monkeypatch) == 0
+    assert _run(["push", "--summary", str(summary), "--registry", reg.host], monkeypatch).rc == 0
     return summary, json.loads(summary.read_text())["variants"][0]["digest"]
 
 
@@ -98,8 +95,7 @@ def test_two_releases_at_once_leave_one_digest_and_one_record(registry, small_im
     procs = [
         subprocess.Popen(
             [
-                sys.executable,
-                "build.py",
+                *BUILD_PY,
                 "release",
                 "--summary",
                 str(s),
@@ -132,7 +128,7 @@ def test_two_releases_at_once_leave_one_digest_and_one_record(registry, small_im
 
 @pytest.mark.docker
 def test_a_tag_taken_between_write_and_read_back_refuses_the_release(
-    registry, small_images, tmp_path, monkeypatch, capsys
+    registry, small_images, tmp_path, monkeypatch
 ):
     """Another writer (a release on another host: no shared lock) wins the tag right after our write."""
     sa, da = _push(tmp_path, monkeypatch, registry, small_images["a"], "steal", "steal", "dev-a")
@@ -149,8 +145,8 @@ def test_a_tag_taken_between_write_and_read_back_refuses_the_release(
     monkeypatch.setattr(Registries, "put", put_then_stolen)
     checks = write_check_report(tmp_path / "c.json", [("steal", small_images["a"].id, True)])
     argv = ["release", "--summary", str(sa), "--checks", str(checks), "--tag", "steal-1"]
-    assert _run([*argv, "--records", str(tmp_path / "rec")], monkeypatch) == 1
-    err = capsys.readouterr().err
+    rc, _out, err = _run([*argv, "--records", str(tmp_path / "rec")], monkeypatch)
+    assert rc == 1
     assert f"names {db} after it was written as {da}: another release won the tag" in err
     assert "no record written" in err
     assert api.manifest("h6-test/steal", "steal-1").digest == db
@@ -159,7 +155,7 @@ def test_a_tag_taken_between_write_and_read_back_refuses_the_release(
 
 @pytest.mark.docker
 def test_registry_killed_mid_promotion_says_what_moved_and_a_rerun_completes(
-    own_registry, small_images, tmp_path, monkeypatch, capsys
+    own_registry, small_images, tmp_path, monkeypatch
 ):
     reg = own_registry
     summary, digest = _push(tmp_path, monkeypatch, reg, small_images["a"], "half", "half", "dev")
@@ -177,9 +173,8 @@ def test_registry_killed_mid_promotion_says_what_moved_and_a_rerun_completes(
     monkeypatch.setattr(Registries, "put", put_then_die)
     argv = ["release", "--summary", str(summary), "--checks", str(checks), "--tag", "h-1", "--tag", "h-2"]
     argv += ["--records", str(tmp_path / "rec"), "--attempts", "2"]
-    capsys.readouterr()
-    assert _run(argv, monkeypatch) == 2
-    err = capsys.readouterr().err
+    rc, _out, err = _run(argv, monkeypatch)
+    assert rc == 2
     repo = f"{reg.host}/h6-test/half"
     assert puts == ["h-1"]
     assert f"tags moved to {digest} by this run: {repo}:h-1\n" in err
@@ -189,7 +184,7 @@ def test_registry_killed_mid_promotion_says_what_moved_and_a_rerun_completes(
 
     _restart(reg)
     monkeypatch.setattr(Registries, "put", real_put)
-    assert _run(argv, monkeypatch) == 0
+    assert _run(argv, monkeypatch).rc == 0
     api = RegistryAPI(reg.host)
     assert [api.manifest("h6-test/half", t).digest for t in ("h-1", "h-2")] == [digest, digest]
     record = json.loads((tmp_path / "rec" / "half" / "latest.json").read_text())
@@ -200,15 +195,14 @@ def test_registry_killed_mid_promotion_says_what_moved_and_a_rerun_completes(
 
 @pytest.mark.docker
 def test_an_unwritable_records_folder_is_exit_2_before_any_tag_moves(
-    registry, small_images, tmp_path, monkeypatch, capsys
+    registry, small_images, tmp_path, monkeypatch
 ):
     summary, _digest = _push(tmp_path, monkeypatch, registry, small_images["a"], "norec", "norec", "dev")
     checks = write_check_report(tmp_path / "c.json", [("norec", small_images["a"].id, True)])
     blocker = tmp_path / "file"
     blocker.write_text("")
     argv = ["release", "--summary", str(summary), "--checks", str(checks), "--tag", "n-1"]
-    capsys.readouterr()
-    assert _run([*argv, "--records", str(blocker / "rec")], monkeypatch) == 2
-    err = capsys.readouterr().err
+    rc, _out, err = _run([*argv, "--records", str(blocker / "rec")], monkeypatch)
+    assert rc == 2
     assert f"{blocker / 'rec'}: key '--records': cannot write release records (a file is in the way)" in err
     assert RegistryAPI(registry.host).manifest("h6-test/norec", "n-1") is None

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import cli
 import pytest
+from cli import build_py
 from paths import ROOT
 
-from imagebuild.cli import main
 from imagebuild.errors import UserError
 from imagebuild.matrix import expand, load
 
@@ -308,12 +308,13 @@ BAD = [
 
 
 @pytest.mark.parametrize("case,text,line,key", BAD, ids=[b[0] for b in BAD])
-def test_bad_input_exit_2_with_file_line_key_and_nothing_written(tmp_path, capsys, case, text, line, key):
+def test_bad_input_exit_2_with_file_line_key_and_nothing_written(tmp_path, case, text, line, key):
     path = tmp_path / "m.yaml"
     path.write_text(text)
     out = tmp_path / "out"
-    rc = main(["render", "--matrix", str(path), "--out", str(out)])
-    err = capsys.readouterr().err
+    res = build_py("render", "--matrix", str(path), "--out", str(out))
+    rc = res.rc
+    err = res.err
     assert rc == 2, err
     assert "Traceback" not in err
     assert [ln for ln in err.splitlines() if ln.startswith("error:")] and err.count("\nerror:") == 0, err
@@ -331,22 +332,25 @@ def test_bad_input_through_the_real_entry_point(tmp_path):
     assert "Traceback" not in proc.stderr and f"{path}:6" in proc.stderr
 
 
-def test_missing_matrix_file_is_bad_input(tmp_path, capsys):
-    rc = main(["list", "--matrix", str(tmp_path / "nope.yaml")])
-    assert rc == 2 and "cannot read file" in capsys.readouterr().err
+def test_missing_matrix_file_is_bad_input(tmp_path):
+    res = build_py("list", "--matrix", str(tmp_path / "nope.yaml"))
+    rc = res.rc
+    assert rc == 2 and "cannot read file" in res.err
 
 
-def test_hint_for_close_key(tmp_path, capsys):
+def test_hint_for_close_key(tmp_path):
     path = write(tmp_path, GOOD.replace("    components:", "    componets:"))
-    assert main(["list", "--matrix", str(path)]) == 2
-    err = capsys.readouterr().err
+    res = build_py("list", "--matrix", str(path))
+    assert res.rc == 2
+    err = res.err
     assert "did you mean 'components'" in err
 
 
-def test_list_json_is_the_locks(tmp_path, capsys):
+def test_list_json_is_the_locks(tmp_path):
     path = write(tmp_path, GOOD)
-    assert main(["list", "--matrix", str(path), "--json"]) == 0
+    res = build_py("list", "--matrix", str(path), "--json")
+    assert res.rc == 0
     import json
 
-    (lock,) = json.loads(capsys.readouterr().out)
+    (lock,) = json.loads(res.out)
     assert lock["schema"] == "efa-image-build/lock/v1" and lock["components"]["nccl"]["method"] == "wheel"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli import build_py
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -208,14 +209,13 @@ def _instructions(dockerfile: str) -> list:
 
 
 def _render(tmp: Path, doc: dict, name: str = "m.yaml"):
-    from imagebuild.cli import main
 
     (tmp / "code").mkdir(exist_ok=True)
     (tmp / "code" / "train.py").write_text("print('hi')\n")
     path = tmp / name
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     out = tmp / "out"
-    return main(["render", "--matrix", str(path), "--out", str(out)]), out
+    return build_py("render", "--matrix", str(path), "--out", str(out)).rc, out
 
 
 _BASELINE: dict = {}

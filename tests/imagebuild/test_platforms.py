@@ -4,10 +4,10 @@ for arm64 and pinned as goldens (building it needs an arm64 engine)."""
 from __future__ import annotations
 
 import pytest
+from cli import build_py
 from paths import ROOT, TESTS, assert_golden
 
 from imagebuild import buildkit, platforms
-from imagebuild.cli import main
 from imagebuild.matrix import load
 from imagebuild.render import dockerfile
 from validators.nodecheck import default_lib_dirs
@@ -54,18 +54,19 @@ def test_installer_plugin_dirs_follow_the_platform():
     assert "/opt/amazon/ofi-nccl/lib/aarch64-linux-gnu" in ld_arm and "x86_64" not in ld_arm
 
 
-def test_unknown_platform_exit_2_with_line_and_key(tmp_path, capsys):
+def test_unknown_platform_exit_2_with_line_and_key(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(
         "variants:\n  - name: v1\n    platform: linux/ppc64le\n"
         "    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}\n"
     )
-    assert main(["render", "--matrix", str(path), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    assert res.rc == 2
+    err = res.err
     assert f"{path}:3" in err and "key 'variants[0].platform'" in err and "Traceback" not in err
 
 
-def test_no_pinned_wheel_for_the_platform_names_what_the_catalog_has(tmp_path, capsys):
+def test_no_pinned_wheel_for_the_platform_names_what_the_catalog_has(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(
         "variants:\n  - name: v1\n    platform: linux/arm64\n"
@@ -73,8 +74,9 @@ def test_no_pinned_wheel_for_the_platform_names_what_the_catalog_has(tmp_path, c
         '    cuda: "12.8"\n    components:\n      cuda_runtime: {version: "12.8.90", method: wheel, '
         'params: {toolkit: "yes"}}\n'
     )
-    assert main(["render", "--matrix", str(path), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    assert res.rc == 2
+    err = res.err
     assert "no build toolkit for cuda_runtime 12.8.90" in err and "key 'components.cuda_runtime.params" in err
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 
 import pytest
 import yaml
+from cli import build_py_process
 
 from imagebuild import recipes
 from imagebuild.errors import UserError
@@ -162,47 +162,30 @@ def test_build_py_preflight_print_and_errors(tmp_path, project_root):
     lock.write_text(json.dumps(LOCK))
     cl = tmp_path / "c.yaml"
     cl.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n")
-    run = [sys.executable, str(project_root / "build.py"), "preflight"]
-    ok = subprocess.run(
-        run + ["--print", "mpirun", "--cluster", str(cl), "--lock", str(lock)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    ok = build_py_process("preflight", "--print", "mpirun", "--cluster", cl, "--lock", lock, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert "-H a:8,b:8" in ok.stdout
-    bad = subprocess.run(
-        run + ["--print", "sbatch", "--cluster", str(cl), "--lock", str(lock)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = build_py_process("preflight", "--print", "sbatch", "--cluster", cl, "--lock", lock, timeout=60)
     assert bad.returncode == 2 and "container_image" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_build_py_preflight_sagemaker_delegates(project_root):
     """--sagemaker goes to imagebuild.sagemaker (issue 6); --dry-run prints the request, touches nothing."""
     digest = "a" * 64
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(project_root / "build.py"),
-            "preflight",
-            "--sagemaker",
-            "--dry-run",
-            "--image",
-            "repo/img@sha256:" + digest,
-            "--instance-type",
-            "p5.48xlarge",
-            "--role-arn",
-            "arn:aws:iam::123456789012:role/x",
-            "--region",
-            "us-east-1",
-            "--output-s3",
-            "s3://b/p",
-        ],
-        capture_output=True,
-        text=True,
+    proc = build_py_process(
+        "preflight",
+        "--sagemaker",
+        "--dry-run",
+        "--image",
+        "repo/img@sha256:" + digest,
+        "--instance-type",
+        "p5.48xlarge",
+        "--role-arn",
+        "arn:aws:iam::123456789012:role/x",
+        "--region",
+        "us-east-1",
+        "--output-s3",
+        "s3://b/p",
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr

@@ -7,11 +7,11 @@ and throttling injected by a small HTTP proxy (tests/services.py FaultProxy) in 
 from __future__ import annotations
 
 import base64
-import io
 import json
 import time
 
 import pytest
+from cli import Result, build_py
 from services import (
     Fault,
     FaultProxy,
@@ -20,7 +20,6 @@ from services import (
     write_summary,
 )
 
-from imagebuild.cli import main
 from imagebuild.registry import Credentials, RegistryAPI, classify_push_error, split_ref
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry, auth_registry, moto_server, aws, small_images
@@ -28,9 +27,8 @@ pytest_plugins = ["services_fixtures"]  # fixtures: registry, auth_registry, mot
 pytestmark = pytest.mark.docker
 
 
-def _push(argv, monkeypatch, stdin: str = ""):
-    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
-    return main(["push", *argv])
+def _push(argv, monkeypatch, stdin: str = "") -> Result:
+    return build_py("push", *argv, stdin=stdin)
 
 
 def _summary(tmp_path, image, variant="a", tags=None):
@@ -47,10 +45,10 @@ def test_split_ref_follows_the_engine_rules():
         split_ref("127.0.0.1:5000/Team/IMG:1")
 
 
-def test_push_pull_back_digests_match(registry, small_images, docker_client, tmp_path, monkeypatch, capsys):
+def test_push_pull_back_digests_match(registry, small_images, docker_client, tmp_path, monkeypatch):
     image = small_images["a"]
     summary = _summary(tmp_path, image, tags=["h6-test/a:dev", "h6-test/a:nccl2.26.2"])
-    assert _push(["--summary", str(summary), "--registry", registry.host], monkeypatch) == 0
+    assert _push(["--summary", str(summary), "--registry", registry.host], monkeypatch).rc == 0
     doc = json.loads(summary.read_text())
     entry = doc["variants"][0]
     digest = entry["digest"]
@@ -67,37 +65,35 @@ def test_push_pull_back_digests_match(registry, small_images, docker_client, tmp
     assert pulled.id == image.id
     assert f"{registry.host}/h6-test/a@{digest}" in pulled.attrs["RepoDigests"]
     # pushing again is a no-op, not an overwrite
-    assert _push(["--summary", str(summary), "--registry", registry.host], monkeypatch) == 0
-    assert "already holds this image" in capsys.readouterr().err
+    rc, _out, err = _push(["--summary", str(summary), "--registry", registry.host], monkeypatch)
+    assert rc == 0
+    assert "already holds this image" in err
 
 
 def test_existing_tag_with_other_image_is_refused_without_force(
-    registry, small_images, tmp_path, monkeypatch, capsys
+    registry, small_images, tmp_path, monkeypatch
 ):
     first = _summary(tmp_path, small_images["a"], tags=["h6-test/clash:v1"])
-    assert _push(["--summary", str(first), "--registry", registry.host], monkeypatch) == 0
+    assert _push(["--summary", str(first), "--registry", registry.host], monkeypatch).rc == 0
     before = RegistryAPI(registry.host).manifest("h6-test/clash", "v1")
     other = write_summary(
         tmp_path / "other.json", [summary_entry("b", small_images["b"], tags=["h6-test/clash:v1"])]
     )
-    capsys.readouterr()
-    assert _push(["--summary", str(other), "--registry", registry.host], monkeypatch) == 1
-    err = capsys.readouterr().err
+    rc, _out, err = _push(["--summary", str(other), "--registry", registry.host], monkeypatch)
+    assert rc == 1
     assert "already exists" in err and "not overwriting" in err
     assert RegistryAPI(registry.host).manifest("h6-test/clash", "v1").digest == before.digest
     assert json.loads(other.read_text())["variants"][0]["digest"] is None
-    assert _push(["--summary", str(other), "--registry", registry.host, "--force"], monkeypatch) == 0
+    assert _push(["--summary", str(other), "--registry", registry.host, "--force"], monkeypatch).rc == 0
     after = RegistryAPI(registry.host).manifest("h6-test/clash", "v1")
     assert after.config_digest == small_images["b"].id != before.config_digest
 
 
-def test_auth_registry_with_password_stdin(
-    auth_registry, small_images, docker_client, tmp_path, monkeypatch, capsys
-):
+def test_auth_registry_with_password_stdin(auth_registry, small_images, docker_client, tmp_path, monkeypatch):
     summary = _summary(tmp_path, small_images["b"], variant="b")
     argv = ["--summary", str(summary), "--registry", auth_registry.host, "--username", auth_registry.user]
-    assert _push([*argv, "--password-stdin"], monkeypatch, stdin=auth_registry.password + "\n") == 0
-    out = capsys.readouterr()
+    out = _push([*argv, "--password-stdin"], monkeypatch, stdin=auth_registry.password + "\n")
+    assert out.rc == 0
     digest = json.loads(summary.read_text())["variants"][0]["digest"]
     api = RegistryAPI(auth_registry.host, Credentials(auth_registry.user, auth_registry.password))
     assert api.manifest("h6-test/b", "dev").digest == digest
@@ -109,7 +105,7 @@ def test_auth_registry_with_password_stdin(
     assert secret not in repr(api.creds)
 
 
-def test_auth_refused_is_exit_2(auth_registry, small_images, tmp_path, monkeypatch, capsys):
+def test_auth_refused_is_exit_2(auth_registry, small_images, tmp_path, monkeypatch):
     summary = _summary(tmp_path, small_images["b"], variant="b", tags=["h6-test/refused:dev"])
     argv = [
         "--summary",
@@ -120,26 +116,15 @@ def test_auth_refused_is_exit_2(auth_registry, small_images, tmp_path, monkeypat
         "h6user",
         "--password-stdin",
     ]
-    assert _push(argv, monkeypatch, stdin="wrong-password\n") == 2
-    err = capsys.readouterr().err
+    rc, _out, err = _push(argv, monkeypatch, stdin="wrong-password\n")
+    assert rc == 2
     assert "refused" in err and auth_registry.host in err
     assert "wrong-password" not in err
     # no credentials at all: also a clear exit 2
-    assert (
-        _push(
-            [
-                "--summary",
-                str(summary),
-                "--registry",
-                auth_registry.host,
-                "--docker-config",
-                str(tmp_path / "none"),
-            ],
-            monkeypatch,
-        )
-        == 2
-    )
-    assert "no credentials" in capsys.readouterr().err
+    argv = ["--summary", summary, "--registry", auth_registry.host, "--docker-config", tmp_path / "none"]
+    rc, _out, err = _push(argv, monkeypatch)
+    assert rc == 2
+    assert "no credentials" in err
 
 
 def test_auth_from_docker_config(auth_registry, small_images, tmp_path, monkeypatch):
@@ -149,31 +134,31 @@ def test_auth_from_docker_config(auth_registry, small_images, tmp_path, monkeypa
     (cfg / "config.json").write_text(json.dumps({"auths": {auth_registry.host: {"auth": token}}}))
     summary = _summary(tmp_path, small_images["a"], tags=["h6-test/fromcfg:dev"])
     argv = ["--summary", str(summary), "--registry", auth_registry.host, "--docker-config", str(cfg)]
-    assert _push(argv, monkeypatch) == 0
+    assert _push(argv, monkeypatch).rc == 0
     assert json.loads(summary.read_text())["variants"][0]["digest"].startswith("sha256:")
 
 
-def test_registry_down_is_exit_2_and_bounded(small_images, tmp_path, monkeypatch, capsys):
+def test_registry_down_is_exit_2_and_bounded(small_images, tmp_path, monkeypatch):
     summary = _summary(tmp_path, small_images["a"])
     down = f"127.0.0.1:{free_port()}"
     start = time.monotonic()
-    assert _push(["--summary", str(summary), "--registry", down, "--attempts", "3"], monkeypatch) == 2
+    rc, _out, err = _push(["--summary", str(summary), "--registry", down, "--attempts", "3"], monkeypatch)
+    assert rc == 2
     assert time.monotonic() - start < 30
-    err = capsys.readouterr().err
     assert "unreachable" in err and down in err and "after 3 attempts" in err
     assert json.loads(summary.read_text())["variants"][0]["digest"] is None
 
 
-def test_throttled_registry_is_retried(registry, small_images, tmp_path, monkeypatch, capsys):
+def test_throttled_registry_is_retried(registry, small_images, tmp_path, monkeypatch):
     """429 then 503 on the manifest look-up and on the manifest PUT: our bounded retries get through."""
     lookups = Fault(lambda m, p, h: m == "GET" and "/manifests/" in p, status=429, times=1, retry_after="1")
     puts = Fault(lambda m, p, h: m == "PUT" and "/manifests/" in p, status=503, times=1)
     proxy = FaultProxy(upstream=registry.host, faults=[lookups, puts]).start()
     try:
         summary = _summary(tmp_path, small_images["a"], tags=["h6-test/throttled:dev"])
-        assert _push(["--summary", str(summary), "--registry", proxy.host], monkeypatch) == 0
+        rc, _out, err = _push(["--summary", str(summary), "--registry", proxy.host], monkeypatch)
+        assert rc == 0
         assert (lookups.hits, puts.hits) == (1, 1)
-        err = capsys.readouterr().err
         assert "HTTP 429" in err and "retry 1" in err
         remote = RegistryAPI(registry.host).manifest("h6-test/throttled", "dev")
         assert remote.config_digest == small_images["a"].id
@@ -184,9 +169,10 @@ def test_throttled_registry_is_retried(registry, small_images, tmp_path, monkeyp
         start = time.monotonic()
         summary2 = _summary(tmp_path, small_images["b"], variant="b", tags=["h6-test/throttled:other"])
         argv = ["--summary", str(summary2), "--registry", proxy.host, "--attempts", "2"]
-        assert _push(argv, monkeypatch) == 2
+        rc, _out, err = _push(argv, monkeypatch)
+        assert rc == 2
         assert always.hits == 2 and time.monotonic() - start < 30
-        assert "after 2 attempts" in capsys.readouterr().err
+        assert "after 2 attempts" in err
     finally:
         proxy.stop()
 

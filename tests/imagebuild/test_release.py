@@ -6,24 +6,22 @@ Images are real (built FROM the local base, the lock in a label), pushed to Debi
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import boto3
 import pytest
+from cli import Result, build_py
 from services import small_lock, summary_entry, write_check_report, write_summary
 
 from imagebuild import release as rel
-from imagebuild.cli import main
 from imagebuild.registry import Credentials, RegistryAPI
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry, auth_registry, moto_server, aws, small_images
 
 
-def _run(argv, monkeypatch, stdin=""):
-    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
-    return main(argv)
+def _run(argv, monkeypatch, stdin="") -> Result:
+    return build_py(*argv, stdin=stdin)
 
 
 def _pushed(tmp_path, monkeypatch, registry, image, variant, repo, extra=(), tag="dev"):
@@ -32,7 +30,7 @@ def _pushed(tmp_path, monkeypatch, registry, image, variant, repo, extra=(), tag
         tmp_path / f"summary-{variant}-{tag}.json",
         [summary_entry(variant, image, tags=[f"h6-test/{repo}:{tag}"])],
     )
-    assert _run(["push", "--summary", str(summary), "--registry", registry.host, *extra], monkeypatch) == 0
+    assert _run(["push", "--summary", str(summary), "--registry", registry.host, *extra], monkeypatch).rc == 0
     return summary
 
 
@@ -43,13 +41,13 @@ def _release(tmp_path, monkeypatch, summary, checks, *extra, stdin=""):
 
 @pytest.mark.docker
 def test_release_promotes_the_checked_digest_and_writes_record_and_notes(
-    registry, small_images, tmp_path, monkeypatch, capsys
+    registry, small_images, tmp_path, monkeypatch
 ):
     image = small_images["a"]
     summary = _pushed(tmp_path, monkeypatch, registry, image, "rel", "rel")
     digest = json.loads(summary.read_text())["variants"][0]["digest"]
     checks = write_check_report(tmp_path / "checks.json", [("rel", image.id, True)])
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "{variant}-r1") == 0
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "{variant}-r1").rc == 0
     api = RegistryAPI(registry.host)
     promoted = api.manifest("h6-test/rel", "rel-r1")
     assert promoted.digest == digest and promoted.config_digest == image.id
@@ -69,14 +67,13 @@ def test_release_promotes_the_checked_digest_and_writes_record_and_notes(
     summary2 = _pushed(tmp_path, monkeypatch, registry, image_b, "rel", "rel", tag="dev2")
     checks2 = write_check_report(tmp_path / "checks2.json", [("rel", image_b.id, True)])
     # the old release tag is taken by another digest: refused, nothing promoted, nothing recorded
-    capsys.readouterr()
-    assert _release(tmp_path, monkeypatch, summary2, checks2, "--tag", "rel-r1") == 1
-    err = capsys.readouterr().err
+    rc, _out, err = _release(tmp_path, monkeypatch, summary2, checks2, "--tag", "rel-r1")
+    assert rc == 1
     assert "never overwritten" in err and "nothing was promoted" in err
     assert api.manifest("h6-test/rel", "rel-r1").digest == digest
     assert json.loads((tmp_path / "rec" / "rel" / "latest.json").read_text())["digest"] == digest
     # a fresh tag works, and the notes say what changed
-    assert _release(tmp_path, monkeypatch, summary2, checks2, "--tag", "rel-r2") == 0
+    assert _release(tmp_path, monkeypatch, summary2, checks2, "--tag", "rel-r2").rc == 0
     record2 = json.loads((tmp_path / "rec" / "rel" / "latest.json").read_text())
     assert record2["previous"]["digest"] == digest
     notes2 = (tmp_path / "rec" / "rel" / (rel.record_name(record2) + ".md")).read_text()
@@ -85,20 +82,18 @@ def test_release_promotes_the_checked_digest_and_writes_record_and_notes(
 
 
 @pytest.mark.docker
-def test_release_refuses_what_did_not_pass_for_that_image(
-    registry, small_images, tmp_path, monkeypatch, capsys
-):
+def test_release_refuses_what_did_not_pass_for_that_image(registry, small_images, tmp_path, monkeypatch):
     image = small_images["a"]
     summary = _pushed(tmp_path, monkeypatch, registry, image, "gate", "gate")
     digest = json.loads(summary.read_text())["variants"][0]["digest"]
     api = RegistryAPI(registry.host)
 
     def refused(checks, *extra):
-        capsys.readouterr()
-        assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "gate-r1", *extra) == 1
+        rc, _out, err = _release(tmp_path, monkeypatch, summary, checks, "--tag", "gate-r1", *extra)
+        assert rc == 1
         assert api.manifest("h6-test/gate", "gate-r1") is None
         assert not (tmp_path / "rec" / "gate").exists()
-        return capsys.readouterr().err
+        return err
 
     failed = write_check_report(tmp_path / "failed.json", [("gate", image.id, False)])
     assert "did not pass" in refused(failed)
@@ -125,14 +120,14 @@ def test_release_refuses_what_did_not_pass_for_that_image(
         )
     )
     assert _release(tmp_path, monkeypatch, summary, good, "--tag", "gate-r1", "--require-preflight",
-                    str(tmp_path / "pf.json")) == 0  # fmt: skip
+                    str(tmp_path / "pf.json")).rc == 0  # fmt: skip
     record = json.loads((tmp_path / "rec" / "gate" / "latest.json").read_text())
     assert record["reports"]["preflight"]["verdict"] == "pass"
     assert record["reports"]["preflight"]["sha256"] == rel.sha256_file(tmp_path / "pf.json")
 
 
 @pytest.mark.docker
-def test_summary_that_lies_about_the_digest_is_refused(registry, small_images, tmp_path, monkeypatch, capsys):
+def test_summary_that_lies_about_the_digest_is_refused(registry, small_images, tmp_path, monkeypatch):
     """The summary pairs image A's id with image B's digest: the registry's manifest says otherwise."""
     a, b = small_images["a"], small_images["b"]
     summary_b = _pushed(tmp_path, monkeypatch, registry, b, "liar", "liar")
@@ -140,9 +135,9 @@ def test_summary_that_lies_about_the_digest_is_refused(registry, small_images, t
     entry["image_id"] = a.id
     lying = write_summary(tmp_path / "lying.json", [entry])
     checks = write_check_report(tmp_path / "checks.json", [("liar", a.id, True)])
-    capsys.readouterr()
-    assert _release(tmp_path, monkeypatch, lying, checks, "--tag", "liar-r1") == 1
-    assert f"is image {b.id}, not {a.id}" in capsys.readouterr().err
+    rc, _out, err = _release(tmp_path, monkeypatch, lying, checks, "--tag", "liar-r1")
+    assert rc == 1
+    assert f"is image {b.id}, not {a.id}" in err
     assert RegistryAPI(registry.host).manifest("h6-test/liar", "liar-r1") is None
 
 
@@ -161,7 +156,7 @@ def test_records_to_s3_and_previous_from_s3(registry, small_images, aws, tmp_pat
         "--region",
         "us-east-1",
     ]
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "s3v-r1", *s3args) == 0
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "s3v-r1", *s3args).rc == 0
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="h6-releases")["Contents"])
     assert "team/efa/s3v/latest.json" in keys
     assert any(k.endswith(".md") for k in keys) and len(keys) == 3
@@ -180,7 +175,7 @@ def test_records_to_s3_and_previous_from_s3(registry, small_images, aws, tmp_pat
         "--records",
         str(tmp_path / "fresh"),
     ]
-    assert _run([*argv, "--tag", "s3v-r2", *s3args], monkeypatch) == 0
+    assert _run([*argv, "--tag", "s3v-r2", *s3args], monkeypatch).rc == 0
     latest2 = json.loads(s3.get_object(Bucket="h6-releases", Key="team/efa/s3v/latest.json")["Body"].read())
     assert latest2["previous"]["digest"] == latest["digest"]
 
@@ -193,52 +188,51 @@ def test_missing_bucket_is_exit_2_before_anything_is_promoted(
     summary = _pushed(tmp_path, monkeypatch, registry, image, "nob", "nob")
     checks = write_check_report(tmp_path / "checks.json", [("nob", image.id, True)])
     s3args = ["--s3", "s3://h6-no-such-bucket/x", "--endpoint-url", aws.endpoint_url, "--region", "us-east-1"]
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "nob-r1", *s3args) == 2
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "nob-r1", *s3args).rc == 2
     assert RegistryAPI(registry.host).manifest("h6-test/nob", "nob-r1") is None
 
 
 @pytest.mark.docker
-def test_release_on_auth_registry_writes_no_credential(
-    auth_registry, small_images, tmp_path, monkeypatch, capsys
-):
+def test_release_on_auth_registry_writes_no_credential(auth_registry, small_images, tmp_path, monkeypatch):
     image = small_images["b"]
     login = ["--username", auth_registry.user, "--password-stdin"]
     summary = write_summary(tmp_path / "s.json", [summary_entry("sec", image, tags=["h6-test/sec:dev"])])
     argv = ["push", "--summary", str(summary), "--registry", auth_registry.host, *login]
-    assert _run(argv, monkeypatch, auth_registry.password + "\n") == 0
+    pushed = _run(argv, monkeypatch, auth_registry.password + "\n")
+    assert pushed.rc == 0
     checks = write_check_report(tmp_path / "checks.json", [("sec", image.id, True)])
-    rc = _release(
+    released = _release(
         tmp_path, monkeypatch, summary, checks, "--tag", "sec-r1", *login, stdin=auth_registry.password
     )
-    assert rc == 0
+    assert released.rc == 0
     api = RegistryAPI(auth_registry.host, Credentials(auth_registry.user, auth_registry.password))
     assert api.manifest("h6-test/sec", "sec-r1").config_digest == image.id
-    out = capsys.readouterr()
     written = "".join(p.read_text() for p in Path(tmp_path / "rec").rglob("*") if p.is_file())
-    for text in (out.out, out.err, written, summary.read_text()):
+    for text in (*pushed[1:], *released[1:], written, summary.read_text()):
         assert auth_registry.password not in text
     # and without the password: exit 2, not a traceback
     assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "sec-r2", "--docker-config",
-                    str(tmp_path / "nocfg")) == 2  # fmt: skip
+                    str(tmp_path / "nocfg")).rc == 2  # fmt: skip
 
 
-def test_bad_inputs_are_exit_2(tmp_path, monkeypatch, capsys):
+def test_bad_inputs_are_exit_2(tmp_path, monkeypatch):
     summary = write_summary(tmp_path / "s.json", [])
     (tmp_path / "bad.json").write_text("{not json")
-    assert (
-        _release(tmp_path, monkeypatch, tmp_path / "missing.json", tmp_path / "bad.json", "--tag", "x") == 2
-    )
-    assert "build summary not found" in capsys.readouterr().err
-    assert _release(tmp_path, monkeypatch, summary, tmp_path / "bad.json", "--tag", "x") == 2
+    missing, bad = tmp_path / "missing.json", tmp_path / "bad.json"
+    rc, _out, err = _release(tmp_path, monkeypatch, missing, bad, "--tag", "x")
+    assert rc == 2
+    assert "build summary not found" in err
+    assert _release(tmp_path, monkeypatch, summary, tmp_path / "bad.json", "--tag", "x").rc == 2
     write_summary(
         tmp_path / "s.json", [{"variant": "v", "status": "built", "image_id": "sha256:" + "0" * 64}]
     )
-    assert _release(tmp_path, monkeypatch, summary, tmp_path / "bad.json", "--tag", "x") == 2
-    assert "not JSON" in capsys.readouterr().err
+    rc, _out, err = _release(tmp_path, monkeypatch, summary, tmp_path / "bad.json", "--tag", "x")
+    assert rc == 2
+    assert "not JSON" in err
     checks = write_check_report(tmp_path / "c.json", [])
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "bad tag!") == 2
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "x", "--variant", "nope") == 2
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "x", "--s3", "http://x") == 2
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "bad tag!").rc == 2
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "x", "--variant", "nope").rc == 2
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "x", "--s3", "http://x").rc == 2
 
 
 def test_gate_is_strict_about_contradictions():
@@ -294,7 +288,7 @@ def test_release_gathers_the_summaries_of_a_fanned_out_matrix(registry, small_im
     chk_b = write_check_report(tmp_path / "chk-b.json", [("fan-b", b.id, True)])
     argv = ["release", "--summary", str(sum_a), "--summary", str(sum_b), "--checks", str(chk_a),
             "--checks", str(chk_b), "--records", str(tmp_path / "rec"), "--tag", "{variant}-r1"]  # fmt: skip
-    assert _run(argv, monkeypatch) == 0
+    assert _run(argv, monkeypatch).rc == 0
     api = RegistryAPI(registry.host)
     assert api.manifest("h6-test/fan-a", "fan-a-r1").config_digest == a.id
     assert api.manifest("h6-test/fan-b", "fan-b-r1").config_digest == b.id
@@ -314,15 +308,13 @@ def test_gather_summaries_prefers_the_built_entry_and_refuses_ambiguity():
 
 
 @pytest.mark.docker
-def test_dry_run_checks_everything_and_promotes_nothing(
-    registry, small_images, tmp_path, monkeypatch, capsys
-):
+def test_dry_run_checks_everything_and_promotes_nothing(registry, small_images, tmp_path, monkeypatch):
     image = small_images["a"]
     summary = _pushed(tmp_path, monkeypatch, registry, image, "dry", "dry")
     checks = write_check_report(tmp_path / "checks.json", [("dry", image.id, True)])
-    capsys.readouterr()
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "dry-r1", "--dry-run") == 0
-    assert "would tag" in capsys.readouterr().out
+    rc, out, _err = _release(tmp_path, monkeypatch, summary, checks, "--tag", "dry-r1", "--dry-run")
+    assert rc == 0
+    assert "would tag" in out
     assert RegistryAPI(registry.host).manifest("h6-test/dry", "dry-r1") is None
     assert not (tmp_path / "rec").exists()
 
@@ -347,7 +339,7 @@ def test_release_in_ecr_on_moto(aws, registry, small_images, tmp_path, monkeypat
     summary = write_summary(tmp_path / "ecr-summary.json", [entry])
     checks = write_check_report(tmp_path / "checks.json", [("ecrrel", image.id, True)])
     ecr_args = ["--ecr", "--region", "us-east-1", "--endpoint-url", aws.endpoint_url]
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "ecrrel-r1", *ecr_args) == 0
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "ecrrel-r1", *ecr_args).rc == 0
     look = ecr.existing_image(client)
     assert look(ImageRef(host, "h6-test/ecrrel", "ecrrel-r1")).digest == manifest.digest
     record = json.loads((tmp_path / "rec" / "ecrrel" / "latest.json").read_text())
@@ -356,17 +348,17 @@ def test_release_in_ecr_on_moto(aws, registry, small_images, tmp_path, monkeypat
         and record["repositories"][0]["ref"] == f"{uri}@{manifest.digest}"
     )
     # again with the same tag: already there with this digest -> fine
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "ecrrel-r1", *ecr_args) == 0
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "ecrrel-r1", *ecr_args).rc == 0
     # a release tag that names another image's digest -> refused, and left as it was
     other_src = _pushed(tmp_path, monkeypatch, registry, small_images["a"], "ecrother", "ecrother")
     assert json.loads(other_src.read_text())["variants"][0]["digest"]
     other = RegistryAPI(registry.host).manifest("h6-test/ecrother", "dev")
     ecr.put_tag(client, ImageRef(host, "h6-test/ecrrel", "taken"), other)
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "taken", *ecr_args) == 1
+    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "taken", *ecr_args).rc == 1
     assert look(ImageRef(host, "h6-test/ecrrel", "taken")).digest == other.digest
 
 
-def test_registry_down_at_release_is_exit_2_and_nothing_written(tmp_path, monkeypatch, capsys):
+def test_registry_down_at_release_is_exit_2_and_nothing_written(tmp_path, monkeypatch):
     from services import free_port
 
     down = f"127.0.0.1:{free_port()}"
@@ -375,7 +367,7 @@ def test_registry_down_at_release_is_exit_2_and_nothing_written(tmp_path, monkey
              "pushed": [f"{down}/h6-test/down:dev@{digest}"], "tags": ["h6-test/down:dev"]}  # fmt: skip
     summary = write_summary(tmp_path / "s.json", [entry])
     checks = write_check_report(tmp_path / "c.json", [("down", image_id, True)])
-    assert _release(tmp_path, monkeypatch, summary, checks, "--tag", "down-r1", "--attempts", "2") == 2
-    err = capsys.readouterr().err
+    rc, _out, err = _release(tmp_path, monkeypatch, summary, checks, "--tag", "down-r1", "--attempts", "2")
+    assert rc == 2
     assert down in err and "unreachable" in err and "after 2 attempts" in err
     assert not (tmp_path / "rec").exists()

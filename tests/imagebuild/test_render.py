@@ -12,9 +12,9 @@ from pathlib import Path
 
 import jinja2
 import pytest
+from cli import build_py
 from paths import assert_golden
 
-from imagebuild.cli import main
 from imagebuild.matrix import load
 from imagebuild.render import dockerfile, environment, render_all, render_variant, write
 from imagebuild.variant import LOCK_LABEL, Variant
@@ -176,22 +176,11 @@ def test_values_are_shell_quoted():
     assert "--prefix=/opt/aws-ofi-nccl" in text and "--enable-platform-aws=no" in text
 
 
-def test_render_writes_the_layout(tmp_path, capsys):
+def test_render_writes_the_layout(tmp_path):
     out = tmp_path / "build"
-    assert (
-        main(
-            [
-                "render",
-                "--matrix",
-                str(ROOT / "matrix.local.yaml"),
-                "--out",
-                str(out),
-                "--variant",
-                "local-debian-nccl2.27",
-            ]
-        )
-        == 0
-    )
+    argv = ["render", "--matrix", ROOT / "matrix.local.yaml", "--out", out]
+    argv += ["--variant", "local-debian-nccl2.27"]
+    assert build_py(*argv).rc == 0
     vdir = out / "local-debian-nccl2.27"
     assert (vdir / "Dockerfile").read_text() == dockerfile(BY_NAME["local-debian-nccl2.27"])
     lock = json.loads((vdir / "variant.lock.json").read_text())
@@ -206,11 +195,11 @@ def test_render_writes_the_layout(tmp_path, capsys):
 
 def test_bad_input_leaves_previous_output_untouched(tmp_path):
     out = tmp_path / "build"
-    assert main(["render", "--matrix", str(ROOT / "matrix.local.yaml"), "--out", str(out)]) == 0
+    assert build_py("render", "--matrix", str(ROOT / "matrix.local.yaml"), "--out", str(out)).rc == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     bad = tmp_path / "bad.yaml"
     bad.write_text((ROOT / "matrix.local.yaml").read_text().replace('version: "2.27.7"', 'version: "2.27 7"'))
-    assert main(["render", "--matrix", str(bad), "--out", str(out)]) == 2
+    assert build_py("render", "--matrix", str(bad), "--out", str(out)).rc == 2
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert before == after
 
@@ -226,8 +215,9 @@ def test_write_replaces_a_variant_folder_whole(tmp_path):
 
 
 def test_schema_verb_prints_json_schema(capsys):
-    assert main(["schema"]) == 0
-    schema = json.loads(capsys.readouterr().out)
+    res = build_py("schema")
+    assert res.rc == 0
+    schema = json.loads(res.out)
     assert "variants" in schema["properties"] and schema["additionalProperties"] is False
 
 
@@ -252,27 +242,28 @@ def _snapshot(out: Path) -> dict:
     return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*")}
 
 
-def test_rerender_writes_only_what_changed(tmp_path, capsys):
+def test_rerender_writes_only_what_changed(tmp_path):
     out = tmp_path / "build"
     argv = ["render", "--matrix", str(ROOT / "matrix.local.yaml"), "--out", str(out)]
-    assert main(argv) == 0
+    assert build_py(*argv).rc == 0
     names = sorted(BY_NAME[n].name for n in BY_NAME if BY_NAME[n].matrix.endswith("matrix.local.yaml"))
     assert sorted(json.loads((out / "rendered.json").read_text())["variants"]) == names
-    capsys.readouterr()
     one, *others = names
     staged = out / one / "context" / "artifacts" / "nccl.whl"  # what build stages: kept while unchanged
     staged.write_bytes(b"wheel")
     before = _snapshot(out)
-    assert main(argv) == 0
-    assert capsys.readouterr().out.split().count("unchanged") == len(names)
+    res = build_py(*argv)
+    assert res.rc == 0
+    assert res.out.split().count("unchanged") == len(names)
     assert _snapshot(out) == before  # not one file or folder rewritten: same inodes, same mtimes
 
     dockerfile_path = out / one / "Dockerfile"
     text = dockerfile_path.read_bytes()
     dockerfile_path.write_bytes(text[:-2] + bytes([text[-2] ^ 1]) + text[-1:])  # same size, one bit off
     (out / others[0] / "context" / "validators" / "stray.py").write_text("import os\n")
-    assert main(argv) == 0
-    lines = capsys.readouterr().out.splitlines()
+    res = build_py(*argv)
+    assert res.rc == 0
+    lines = res.out.splitlines()
     assert sorted(line.split()[0] for line in lines) == ["rendered"] * 2 + ["unchanged"] * (len(names) - 2)
     assert dockerfile_path.read_bytes() == text and not staged.exists()
     assert not (out / others[0] / "context" / "validators" / "stray.py").exists()
@@ -283,7 +274,7 @@ def test_rerender_writes_only_what_changed(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("stray", ["symlink", "folder", "fifo", "exec-bit"])
-def test_rerender_rewrites_a_folder_holding_anything_render_did_not_write(tmp_path, capsys, stray):
+def test_rerender_rewrites_a_folder_holding_anything_render_did_not_write(tmp_path, stray):
     v = BY_NAME["local-debian-nccl2.27"]
     rendered = render_all([v], str(ROOT))
     assert [w.changed for w in write(str(tmp_path), rendered)] == [True]
@@ -312,7 +303,7 @@ def test_build_picks_the_variants_of_the_last_render_even_when_unchanged(tmp_pat
 
     out = tmp_path / "build"
     matrix = str(ROOT / "matrix.local.yaml")
-    assert main(["render", "--matrix", matrix, "--out", str(out)]) == 0
+    assert build_py("render", "--matrix", matrix, "--out", str(out)).rc == 0
     (out / "old-variant").mkdir()
     (out / "old-variant" / "variant.lock.json").write_text("{}")  # from an older matrix: not rebuilt
     # a re-render with nothing changed: every folder keeps its mtime, and still every one is selected

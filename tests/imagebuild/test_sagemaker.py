@@ -21,6 +21,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.stub import Stubber
+from cli import build_py
 from services import Fault, FaultProxy
 
 from imagebuild import sagemaker as smk
@@ -285,18 +286,18 @@ def test_ctrl_c_while_waiting_stops_the_job(aws, tmp_path, capsys):
     assert not Path(tmp_path / f"{job}.json").exists()
 
 
-def test_build_py_preflight_sagemaker_dry_run(capsys, monkeypatch):
+def test_build_py_preflight_sagemaker_dry_run(monkeypatch):
     """Through the real CLI: `build.py preflight --sagemaker --dry-run` prints the request, exit 0;
     a bad flag is exit 2."""
-    from imagebuild.cli import main
-
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     argv = ["preflight", "--sagemaker", "--dry-run", "--image", IMAGE, "--instance-type", "p5.48xlarge",
             "--nodes", "2", "--role-arn", ROLE, "--output-s3", "s3://h6-out/x",
             "--max-run", "1800"]  # fmt: skip
-    assert main(argv) == 0
-    req = json.loads(capsys.readouterr().out)
+    res = build_py(*argv)
+    assert res.rc == 0
+    req = json.loads(res.out)
     assert req["StoppingCondition"]["MaxRuntimeInSeconds"] == 1800
     assert req["ResourceConfig"]["InstanceType"] == "ml.p5.48xlarge"
-    assert main([*argv[:-2], "--max-run", "0"]) == 2
-    assert "--max-run" in capsys.readouterr().err
+    res = build_py(*argv[:-2], "--max-run", "0")
+    assert res.rc == 2
+    assert "--max-run" in res.err

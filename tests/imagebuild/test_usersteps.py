@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from cli import build_py
 
-from imagebuild.cli import main
 from imagebuild.errors import UserError
 from imagebuild.matrix import load
 from imagebuild.render import dockerfile
@@ -75,10 +75,11 @@ def test_scan_refuses_what_the_requirements_stage_cannot_do(text, line, words):
     assert words in err.value.message
 
 
-def test_bad_requirements_exit_2_naming_file_and_line(tmp_path, capsys):
+def test_bad_requirements_exit_2_naming_file_and_line(tmp_path):
     path = project(tmp_path, "six==1.16.0\n-r more.txt\n")
-    rc = main(["render", "--matrix", str(path), "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    rc = res.rc
+    err = res.err
     assert rc == 2 and "Traceback" not in err
     assert f"{tmp_path / 'training' / 'requirements.txt'}:2" in err and "key 'training.requirements'" in err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
@@ -92,14 +93,15 @@ def test_bad_requirements_exit_2_naming_file_and_line(tmp_path, capsys):
         ('"  "', "empty build step"),
     ],
 )
-def test_bad_build_step_exit_2_with_line_and_key(tmp_path, capsys, step, words):
+def test_bad_build_step_exit_2_with_line_and_key(tmp_path, step, words):
     path = project(tmp_path, "six==1.16.0\n")
     text = path.read_text().replace(
         "      - python3 -c 'import six; print(six.__version__)' > /opt/six-version", f"      - {step}"
     )
     path.write_text(text)
-    rc = main(["render", "--matrix", str(path), "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    rc = res.rc
+    err = res.err
     assert rc == 2 and "Traceback" not in err
     assert f"{path}:9" in err and "key 'variants[0].build_steps[0]'" in err and words in err, err
 
@@ -162,7 +164,7 @@ def cleanup(docker_client):
 
 
 def _build(path: Path, out: Path) -> int:
-    return main(["build", "--matrix", str(path), "--out", str(out), "--builder", "classic", "--plain"])
+    return build_py("build", "--matrix", str(path), "--out", str(out), "--builder", "classic", "--plain").rc
 
 
 def test_build_installs_hashed_requirements_and_code_change_keeps_the_pip_layer(

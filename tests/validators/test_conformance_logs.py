@@ -8,12 +8,11 @@ The logs are never copied into the project.
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli import validators_process
 from conftest import corpus_missing
 from paths import ROOT
 
@@ -163,21 +162,7 @@ def test_cli_agrees_with_library(nccl_logs_dir, name, tmp_path):
     """The CLI's exit code is the verdict's, and its JSON is the library's report."""
     meta, report = _load(nccl_logs_dir, name)
     out = tmp_path / "r.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "validators",
-            "parse",
-            str(nccl_logs_dir / (name + ".log")),
-            "--json",
-            str(out),
-        ],
-        cwd=str(ROOT),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = validators_process("parse", nccl_logs_dir / (name + ".log"), "--json", out, timeout=120)
     assert proc.returncode == {"pass": 0, "fail": 1, "unknown": 3}[report["verdict"]], proc.stderr
     cli = json.loads(out.read_text())
     assert (cli["efa"], cli["gdr"], cli["verdict"]) == (report["efa"], report["gdr"], report["verdict"])

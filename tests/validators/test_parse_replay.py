@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+from cli import validators_process
 from preflight_util import GOOD_EFA
 
 from validators.analyze import analyze, analyze_paths
@@ -40,8 +41,7 @@ def test_parse_of_a_saved_replay_is_marked_replay(tmp_path):
 def test_parse_cli_of_a_tagged_saved_replay(tmp_path):
     path = _saved_replay(tmp_path, "[1,0]<stdout>:")
     out = tmp_path / "r.json"
-    argv = [sys.executable, "-m", "validators", "parse", path, "--json", str(out)]
-    subprocess.run(argv, capture_output=True, check=False)
+    validators_process("parse", path, "--json", out)
     report = json.loads(out.read_text())
     assert report["replay"] is True
     assert [f["id"] for f in report["findings"]][:1] == ["replay"]
