@@ -24,7 +24,7 @@ from imagebuild.variant import (
     Training,
     Variant,
 )
-from imagebuild.versions import Version
+from imagebuild.versions import Version, is_version
 from imagebuild.yamlsrc import MDict, file_of, line_of
 
 _METHODS = {
@@ -274,6 +274,10 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
         packages = tuple(source.apt or ())
         dev_packages = tuple(source.apt_dev or ())
         upstream = _apt_upstream(packages[0]) if packages else None
+        if upstream is not None and not is_version(upstream):
+            raise ctx.error(
+                f"the apt pin {packages[0]!r} holds no upstream version number", f"{key}.source.apt"
+            )
         if upstream and Version(upstream) != Version(version):
             raise ctx.error(
                 f"version {version} but the apt pin {packages[0]} is {upstream}", f"{key}.version"

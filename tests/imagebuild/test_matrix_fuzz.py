@@ -105,6 +105,17 @@ def test_mutated_text_never_crashes(at, cut, insert):
     _check(GOOD[:at] + insert + GOOD[at + cut :])
 
 
+def test_an_apt_pin_without_an_upstream_version_is_a_user_error():
+    """Found by the mutation test above: `libfabric1=.17.0-3` reached Version() and raised ValueError."""
+    bad = GOOD.replace("libfabric1=1.17.0-3", "libfabric1=.17.0-3", 1)
+    assert bad != GOOD
+    with tempfile.TemporaryDirectory(prefix="h2fuzz") as d:
+        path = Path(d) / "m.yaml"
+        path.write_text(bad)
+        with pytest.raises(UserError, match="no upstream version"):
+            load(str(path))
+
+
 def test_alias_bomb_is_refused(tmp_path):
     bomb = (
         "a: &a [x, x, x, x, x, x, x, x, x]\n"
