@@ -23,6 +23,24 @@ def corpus_required() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("REQUIRE_DOCKER") == "1"
 
 
+def needed(what: str, hint: str) -> None:
+    """A tool or package a test needs is missing: skip on a developer's machine, fail in CI (.ci/run installs
+    every one of them, so a missing one there is a broken setup, not a reason to pass on skips)."""
+    if corpus_required():
+        pytest.fail(f"{what} missing in CI: {hint}")
+    pytest.skip(f"{what} missing ({hint})")
+
+
+def import_or_fail(module: str, hint: str):
+    """pytest.importorskip, except that CI fails instead of skipping."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        needed(f"python module {module}", hint)
+
+
 def corpus_missing(message: str) -> None:
     """Skip a corpus test on a developer clone without ../shared/nccl-logs; fail it in CI."""
     if corpus_required():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from conftest import needed
 from services import REGISTRY_BIN, MotoServer, Registry, build_small_image, small_lock
 
 
@@ -16,7 +17,7 @@ from services import REGISTRY_BIN, MotoServer, Registry, build_small_image, smal
 def registry() -> Registry:
     """A real registry without auth."""
     if not os.path.exists(REGISTRY_BIN):
-        pytest.skip(f"{REGISTRY_BIN} missing (apt install docker-registry)")
+        needed(REGISTRY_BIN, "apt install docker-registry")
     reg = Registry().start()
     yield reg
     reg.stop()
@@ -26,7 +27,7 @@ def registry() -> Registry:
 def auth_registry() -> Registry:
     """A real registry with htpasswd (bcrypt) auth: user h6user."""
     if not os.path.exists(REGISTRY_BIN):
-        pytest.skip(f"{REGISTRY_BIN} missing (apt install docker-registry)")
+        needed(REGISTRY_BIN, "apt install docker-registry")
     reg = Registry(user="h6user", password="h6-Secret-pw-9271").start()
     yield reg
     reg.stop()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -267,21 +266,6 @@ def test_plugin_promised_but_absent_fails_the_plugin_checks(
     report = check_image(docker_client, ref)
     assert "plugin-present" in _failed(report) and _failed(report) <= PLUGIN_CHECKS
     assert "no libnccl-net" in next(c["detail"] for c in report.checks if c["name"] == "plugin-present")
-
-
-@pytest.mark.docker
-def test_plugin_removed_from_a_source_built_image(docker_client, derive_image):
-    """With a real aws-ofi-nccl image (the developer's source build; EFA_SOURCE_IMAGE=ref): rm the plugin."""
-    source = os.environ.get("EFA_SOURCE_IMAGE")
-    if not source:
-        pytest.skip(
-            "set EFA_SOURCE_IMAGE to an image built with aws-ofi-nccl from source (see docs/build.md)"
-        )
-    good = check_image(docker_client, source)
-    assert _statuses(good)["plugin-present"] == "pass" and _statuses(good)["plugin-discoverable"] == "pass"
-    ref = derive_image("plugin-removed", "RUN find / -xdev -name 'libnccl-net*.so*' -delete", base=source)
-    failed = _failed(check_image(docker_client, ref)) - _failed(good)
-    assert "plugin-present" in failed and failed <= PLUGIN_CHECKS
 
 
 @pytest.mark.docker

@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 import pytest
 from cli import build_py
+from conftest import import_or_fail
 from paths import assert_golden
 
 from imagebuild.matrix import load
@@ -222,7 +223,7 @@ def test_schema_verb_prints_json_schema(capsys):
 
 
 def test_exported_schema_accepts_the_committed_matrices_and_refuses_unknown_keys():
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = import_or_fail("jsonschema", "pip install -e '.[test]'")
     import yaml
 
     from imagebuild.schema import json_schema

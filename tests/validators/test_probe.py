@@ -12,12 +12,13 @@ from pathlib import Path
 
 import cli
 import pytest
+from conftest import import_or_fail
 from paths import ROOT
 from preflight_util import assert_none_left, finding, load, run_cli
 
 from validators import probe_torch
 
-torch = pytest.importorskip("torch")
+torch = import_or_fail("torch", "pip install -e '.[test,torch]' (make test does)")
 TORCHRUN = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
 
 
