@@ -13,7 +13,7 @@ import sys
 from typing import List, Optional
 
 from imagebuild.errors import ChecksFailed, UserError, redact
-from validators.cli import quiet_broken_pipe
+from validators.cli import flushed, quiet_broken_pipe
 
 # (command, module, help line), in the order shown in --help; it follows the pipeline. --help lists every
 # command from this table; a command's module (and what it imports: pydantic, jinja2, docker, boto3) is
@@ -140,9 +140,4 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def entry() -> int:
     """`build.py` itself: main, then the final flush, where `| head` shows up as a broken pipe."""
-    try:
-        rc = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        return quiet_broken_pipe()
-    return rc
+    return flushed(main)

@@ -44,10 +44,15 @@ def main(argv=None):
 
 
 def entry():
-    """`python -m validators`: main, then the final flush; a reader that went away (`| head`) ends it
-    quietly with 141 (128 + SIGPIPE, as `cat` does), not with a traceback."""
+    """`python -m validators`: main, then the final flush, where `| head` shows up as a broken pipe."""
+    return flushed(main)
+
+
+def flushed(run) -> int:
+    """run(), then the final flush; a reader that went away (`| head`) ends it quietly with 141 (128 +
+    SIGPIPE, as `cat` does), not with a traceback. Both CLIs end this way."""
     try:
-        rc = main()
+        rc = run()
         sys.stdout.flush()
     except BrokenPipeError:
         return quiet_broken_pipe()

@@ -45,6 +45,14 @@ def _processes(container, word):
     return [line for line in out if word in line and " Z" not in line and "ps -eo" not in line]
 
 
+def _processes_after(container, word, seconds: float):
+    """_processes once they are gone, or when `seconds` have passed (a remote side ends asynchronously)."""
+    deadline = time.monotonic() + seconds
+    while _processes(container, word) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return _processes(container, word)
+
+
 def _start(client, image, name, network=None, command=None):
     kwargs = dict(
         name=name,
@@ -152,10 +160,7 @@ def test_remote_rank_hang_is_ended_on_both_nodes(ssh_pair):
     assert report["run"]["duration_s"] < 30
     assert _processes(a, "validators.replay") == [], a.name
     # the remote rank is ended by Open MPI's daemon on b once mpirun is gone: asynchronous, so bounded
-    deadline = time.monotonic() + 20
-    while _processes(b, "validators.replay") and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _processes(b, "validators.replay") == [], b.name
+    assert _processes_after(b, "validators.replay", 20) == [], b.name
 
 
 def test_srun_through_the_runner_labels_ranks(slurm_node):
@@ -204,10 +209,5 @@ def test_srun_hang_is_ended_and_job_gone(slurm_node):
     proc = _run(slurm_node, ["--idle-timeout", "2", "--timeout", "60", "--"] + cmd)
     report = _report(proc)
     assert proc.returncode == 1 and any(f["id"] == "hang" for f in report["findings"])
-    import time
-
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and _processes(slurm_node, "validators.replay"):
-        time.sleep(0.5)
-    assert _processes(slurm_node, "validators.replay") == []
+    assert _processes_after(slurm_node, "validators.replay", 15) == []
     assert _exec(slurm_node, ["squeue", "-h"]).stdout.strip() == ""
