@@ -11,6 +11,7 @@ PACKAGES=(
   openssh-server openssh-client              # mpirun across containers
   slurm-wlm munge                            # srun through the runner
   iproute2 ca-certificates git gnupg
+  jq                                         # the CI examples' checks of build/summary.json
 )
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

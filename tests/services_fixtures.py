@@ -62,3 +62,22 @@ def small_images(docker_client, local_base):
             docker_client.images.remove(image.id, force=True)
         except Exception:  # noqa: BLE001 - already gone is fine
             pass
+
+
+@pytest.fixture
+def ecr_token_registry(aws) -> Registry:
+    """A real registry whose htpasswd user is `AWS` with moto's ECR token as password: `aws ecr
+    get-login-password | docker login --username AWS --password-stdin` against it checks the token the CLI
+    got, not only that the commands ran. moto's token is fixed per account, so it is read before the start."""
+    import base64
+
+    import boto3
+
+    if not os.path.exists(REGISTRY_BIN):
+        needed(REGISTRY_BIN, "apt install docker-registry")
+    ecr = boto3.client("ecr", endpoint_url=aws.endpoint_url, region_name="us-east-1")
+    token = ecr.get_authorization_token()["authorizationData"][0]["authorizationToken"]
+    user, _, password = base64.b64decode(token).decode().partition(":")
+    reg = Registry(user=user, password=password).start()
+    yield reg
+    reg.stop()

@@ -22,7 +22,8 @@ def _commands(text: str):
         line = m.group(1)
         line = re.sub(r"\$\{\{[^}]*\}\}", "1", line)  # GitHub expressions (a number fits any flag)
         line = line.replace('"${args[@]}"', "").replace("$args", "")
-        line = line.replace('"${dest[@]}"', "--ecr")  # where images go: --ecr or --registry HOST
+        for dest in ('"${dest[@]}"', '"$@"'):  # where images go: --ecr or --registry HOST
+            line = line.replace(dest, "--ecr")
         line = line.replace('--image "$image"', "--image x/y@sha256:" + "0" * 64)
         line = line.replace('"${ref%:*}@${digest}"', "x/y@sha256:" + "0" * 64)
         line = re.sub(r"\$\{?[A-Za-z_][A-Za-z_0-9]*\}?", "X", line)  # shell variables
