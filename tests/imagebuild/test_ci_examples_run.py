@@ -175,7 +175,8 @@ def _codebuild_script(doc: dict, done: Path) -> tuple:
         assert set(spec.get("runtime-versions") or {}) <= RUNTIMES, spec["runtime-versions"]
         for command in spec.get("commands") or []:
             i = len(names)
-            names.append(f"{phase}: {command.strip().splitlines()[0]}")
+            lines = [s.strip() for s in command.splitlines() if s.strip() and s.strip() != "set -e"]
+            names.append(f"{phase} command {i + 1} ({lines[0][:60]}...)")
             parts.append(
                 f'{command.rstrip()}\n__cb_rc=$?\n[ "$__cb_rc" -eq 0 ] || exit "$__cb_rc"\n'
                 f"echo {i} >> {shlex.quote(str(done))}\n"
@@ -243,10 +244,22 @@ def _check_reports(doc: dict, src: Path) -> None:
                 assert ET.parse(path).getroot().tag in ("testsuites", "testsuite"), path
 
 
+@pytest.fixture
+def image_registry(auth_registry, docker_client):
+    """IMAGE_REGISTRY for the CodeBuild runs: this session's namespace in the htpasswd registry. Afterwards
+    the engine's tags for it (push tags the local image) are removed; the image stays under its own tags."""
+    where = f"{auth_registry.host}/efa-cb-{RUN}"
+    yield where
+    for image in docker_client.images.list():
+        for tag in image.tags:
+            if tag.startswith(where + "/"):
+                docker_client.images.remove(tag)
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_codebuild_buildspec_runs_as_written(
-    docker_client, local_base, auth_registry, ecr_token_registry, aws, tmp_path
+    docker_client, local_base, auth_registry, image_registry, ecr_token_registry, aws, tmp_path
 ):
     """The batch build of the local variant (MODE=build), then the release build over its combined
     artifacts (MODE=release): every command runs and passes, the image is pushed to IMAGE_REGISTRY, and the
@@ -283,7 +296,6 @@ def test_codebuild_buildspec_runs_as_written(
         DOCKER_CONFIG=str(tmp_path / "docker-config"),  # the docker login lands here, never in ~/.docker
         CODEBUILD_RESOLVED_SOURCE_VERSION=sha,
     )
-    image_registry = f"{auth_registry.host}/efa-cb-{RUN}"
     build_id = f"efa_images_{RUN}_1"  # the batch build's identifier: its folder in the combined artifacts
 
     # 1. the batch's build of one variant
