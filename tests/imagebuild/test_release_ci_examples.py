@@ -74,3 +74,18 @@ def test_codebuild_matrix_lists_the_matrix_variants(project_root):
     assert set(listed) <= names, f"buildspec lists variants not in matrix.yaml: {set(listed) - names}"
     assert doc["reports"]["efa-image-checks"]["file-format"] == "JUNITXML"
     assert doc["batch"]["combine-artifacts"] is True
+
+
+def test_codebuild_goes_to_ecr_unless_image_registry_is_set(project_root):
+    """The run test (test_ci_examples_run.py) takes the IMAGE_REGISTRY branch: moto's ECR has no registry
+    to push to. This pins the other one: by default build and push go to ECR, and the release is --ecr."""
+    doc = yaml.safe_load((project_root / "examples" / "ci" / "buildspec.yml").read_text())
+    assert doc["env"]["variables"]["IMAGE_REGISTRY"] == ""
+    (build,) = doc["phases"]["build"]["commands"]
+    assert 'set -- --ecr --region "$AWS_REGION"' in build.split("else", 1)[1]
+    joined = re.sub(r"\\\n\s*", " ", build)
+    for verb in ("build", "push"):
+        (line,) = [m for m in re.findall(r"python build\.py (\S+) ([^\n]*)", joined) if m[0] == verb]
+        assert line[1].endswith('"$@"'), f"{verb} does not take the destination flags: {line[1]}"
+    (release,) = re.findall(r"python build\.py release ([^\n]*)", joined)
+    assert "--ecr" in release
