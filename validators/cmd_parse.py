@@ -6,12 +6,12 @@ report exists (temp file + rename), so a bad input never leaves a half-written r
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
-from typing import Iterable, Iterator, List
+from typing import Callable, List, Union
 
+from validators import jsonout
 from validators.runreport import EXIT_BY_VERDICT
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -106,26 +106,30 @@ def _analyze(args) -> dict:
         raise InputError(str(err)) from None
 
 
-def _json_chunks(report: dict) -> Iterator[str]:
-    """The JSON report in pieces, as `json.dumps(indent=2)` would print it whole: written piece by piece,
-    a report of 16k ranks costs no ~50 MiB string and list of parts at its peak (issue 15)."""
-    yield from json.JSONEncoder(indent=2, sort_keys=True, default=str).iterencode(report)
-    yield "\n"
+def _json_text(report: dict) -> Callable[[Callable[[str], object]], None]:
+    """The JSON report as `json.dumps(indent=2, sort_keys=True)` prints it, written in pieces by `_write`:
+    a report of 16k ranks costs no ~50 MiB string at its peak (issue 15)."""
+
+    def write_to(write: Callable[[str], object]) -> None:
+        jsonout.dump(report, write)
+        write("\n")
+
+    return write_to
 
 
-def _write(target: str, text: Iterable[str]) -> None:
-    """Write `text` (a string or its pieces) to `target` ('-': stdout), a file only once all is written."""
-    if isinstance(text, str):
-        text = (text,)
+def _write(target: str, text: Union[str, Callable[[Callable[[str], object]], None]]) -> None:
+    """Write `text` (a string, or a function that writes its pieces) to `target` ('-': stdout), a file
+    only once all is written."""
+    emit = text if callable(text) else (lambda write: write(text))
     if target == "-":
-        sys.stdout.writelines(text)
+        emit(sys.stdout.write)
         sys.stdout.flush()
         return
     parent = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(prefix=".report-", dir=parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.writelines(text)
+            emit(fh.write)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
@@ -140,7 +144,7 @@ def run_parse(args) -> int:
     report = _analyze(args)
     outputs = []
     if args.json:
-        outputs.append((args.json, _json_chunks(report)))
+        outputs.append((args.json, _json_text(report)))
     if args.junit:
         outputs.append((args.junit, to_junit(report)))
     if args.markdown:

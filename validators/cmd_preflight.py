@@ -7,13 +7,12 @@ Exit codes as `parse`: 0 pass, 1 fail (a hang is a fail), 2 usage (a launcher th
 
 import argparse
 import datetime
-import json
 import os
 import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-from validators import launchcheck, pairwise, runreport, sagemaker_env
+from validators import jsonout, launchcheck, pairwise, runreport, sagemaker_env
 from validators.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
 
 EXIT_USAGE = 2
@@ -381,16 +380,16 @@ def _label(label: Dict[str, Any]) -> str:
 
 
 def _write_json(report: Dict[str, Any], dest: Optional[str]) -> None:
-    """Streamed (json.dump), not built as one string first: at 8192 ranks the text is megabytes."""
+    """Streamed (validators.jsonout), not built as one string first: at 8192 ranks the text is megabytes."""
     if not dest:
         return
     if dest == "-":
-        json.dump(report, sys.stdout, indent=2, sort_keys=True, default=str)
+        jsonout.dump(report, sys.stdout.write)
         sys.stdout.write("\n")
         return
     tmp = dest + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=2, sort_keys=True, default=str)
+        jsonout.dump(report, fh.write)
         fh.write("\n")
     os.replace(tmp, dest)
 

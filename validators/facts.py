@@ -7,7 +7,8 @@ lines of each kind. Memory grows with ranks and channels, never with lines, and 
 result does not depend on the order ranks interleave their output.
 """
 
-from typing import Dict, List, Optional, Set, Tuple
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from validators.signatures import is_efa_provider
 
@@ -585,10 +586,34 @@ class Facts:
                     break
 
     # ------------------------------------------------------------------ reading
+    _memo = None  # type: Optional[Dict[str, Any]]
+
+    @contextmanager
+    def reading(self) -> Iterator["Facts"]:
+        """While a report is built nothing is folded: the sorted views and the verdicts the checks ask
+        for again and again are computed once (at 8192 ranks they were sorted ten times; issue 15)."""
+        self._memo = {}
+        try:
+            yield self
+        finally:
+            self._memo = None
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`, once per `reading()`; outside one, every time."""
+        memo = self._memo
+        if memo is None:
+            return compute()
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
     def evidence_of(self, kind: str) -> List[dict]:
         return list(self.evidence.get(kind, ()))
 
     def all_ranks(self) -> List[Tuple[Proc, Rank]]:
+        return list(self.memo("all_ranks", self._all_ranks))
+
+    def _all_ranks(self) -> List[Tuple[Proc, Rank]]:
         out = [(p, r) for p in self.procs.values() for r in p.ranks.values()]
         out.sort(
             key=lambda pr: (pr[1].rank is None, pr[1].rank or 0, pr[0].host, _int(pr[0].pid) or 0, pr[1].dev)
@@ -600,6 +625,9 @@ class Facts:
 
     def efa_verdict(self) -> Tuple[Optional[bool], str]:
         """True only with positive evidence everywhere, False on counter-evidence, else None."""
+        return self.memo("efa", self._efa_of_all)
+
+    def _efa_of_all(self) -> Tuple[Optional[bool], str]:
         for p in self._sorted_procs():
             why = p.counter_efa()
             if why is not None:
@@ -629,6 +657,9 @@ class Facts:
         )
 
     def _silent(self) -> Optional[Tuple[Proc, Rank]]:
+        return self.memo("silent", self._first_silent)
+
+    def _first_silent(self) -> Optional[Tuple[Proc, Rank]]:
         for p, r in self.all_ranks():
             if not r.net and not p.on_efa_evidence():
                 return p, r
@@ -662,6 +693,9 @@ class Facts:
         return self._gdr()[1]
 
     def _gdr(self) -> Tuple[Optional[bool], str]:
+        return self.memo("gdr", self._gdr_of_all)
+
+    def _gdr_of_all(self) -> Tuple[Optional[bool], str]:
         for p in self._sorted_procs():
             if p.gdr_disabled:
                 return False, f"GDR disabled in {p.host}:{p.pid}"
@@ -709,7 +743,9 @@ class Facts:
         return self.world_nranks, len(self.world_ranks)
 
     def _sorted_procs(self) -> List[Proc]:
-        return sorted(self.procs.values(), key=lambda p: (p.host, _int(p.pid) or 0))
+        return list(
+            self.memo("procs", lambda: sorted(self.procs.values(), key=lambda p: (p.host, _int(p.pid) or 0)))
+        )
 
 
 def _merge(into: Proc, src: Proc) -> None:

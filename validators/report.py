@@ -24,6 +24,13 @@ def build_report(
 ) -> dict:
     """Assemble the report dict from folded facts and nccl-tests objects."""
     facts.finalize()
+    with facts.reading():
+        return _build(facts, tests, inputs, instance_type, nodes)
+
+
+def _build(
+    facts: Facts, tests: List[dict], inputs: List[dict], instance_type: Optional[str], nodes: Optional[int]
+) -> dict:
     with_rows = [t for t in tests if t.get("rows")]
     nccl_tests = (with_rows or tests or [None])[0]
     decided = decide(facts, nccl_tests, instance_type, nodes, get_profile, judge)
@@ -112,7 +119,7 @@ def _hosts(facts: Facts) -> List[dict]:
         entry["gdr_channels"] = sum(r.net_gdr for r in ranks)
         entry["non_gdr_channels"] = sum(r.net_nogdr for r in ranks)
         effs = [p.efa_for(r) for p in procs for r in p.ranks.values() if r.net] or [None]
-        bad = [p.counter_efa() for p in procs if p.counter_efa()]
+        bad = [why for why in (p.counter_efa() for p in procs) if why]
         entry["efa"] = False if bad or False in effs else (True if all(e is True for e in effs) else None)
         gdrs = [r.gdr() for r in ranks if r.net] or [None]
         if any(p.gdr_disabled for p in procs) or False in gdrs:

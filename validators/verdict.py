@@ -35,7 +35,12 @@ def _tri(value: Optional[bool]) -> str:
 
 
 def host_table(facts: Facts) -> Dict[str, Dict[str, set]]:
-    """{host: {fact: set of values}} from every process seen on that host."""
+    """{host: {fact: set of values}} from every process seen on that host (read, never changed: it is
+    computed once per report, `Facts.reading`)."""
+    return facts.memo("host_table", lambda: _host_table(facts))
+
+
+def _host_table(facts: Facts) -> Dict[str, Dict[str, set]]:
     out = {}  # type: Dict[str, Dict[str, set]]
     for p in facts.procs.values():
         h = out.setdefault(p.host, {name: set() for name, _ in HOST_FACTS})
