@@ -8,12 +8,18 @@ Line numbers come from counting newlines between hits, also in C. Memory is one 
 plus one carried partial line, whatever the size of the log.
 """
 
-from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Tuple
+from itertools import accumulate, chain, compress, repeat
+from operator import and_, eq, methodcaller, rshift, sub
+from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from validators.memsearch import finder
 
 CHUNK = 4 << 20
 MAX_LINE = 1 << 16  # a "line" longer than this is cut: junk or a binary blob
+NEAR = 1024  # bytes.find looks this far for the next hit before memmem is called
+_DECODE = methodcaller("decode", "utf-8", "replace")
+
+Line = Tuple[int, str, bool, int]
 
 
 class Region:
@@ -48,7 +54,7 @@ def scan(
     chunk_size: int = CHUNK,
     stats: Optional[dict] = None,
     region: Optional[Region] = None,
-) -> Iterator[Tuple[int, str, bool, int]]:
+) -> Iterator[Line]:
     """Yield (line number from 1, decoded line without EOL, cut, flags) for lines holding a needle.
 
     `needles` are bytes, or (bytes, flag) pairs: `flags` is the OR of the flags of the needles
@@ -58,7 +64,15 @@ def scan(
     A line is its first MAX_LINE bytes everywhere (needles, region tests), so the output does
     not depend on chunk boundaries: a byte range that starts on a line can be scanned alone.
     `stats`, when given, receives "lines" and "bytes" totals when the scan ends.
+    The lines of a chunk come out of C iterators (chain, zip, map): no Python frame runs per line.
     """
+    return chain.from_iterable(_chunks(stream, needles, chunk_size, stats, region))
+
+
+def _chunks(
+    stream: BinaryIO, needles: Sequence, chunk_size: int, stats: Optional[dict], region: Optional[Region]
+) -> Iterator[Iterable[Line]]:
+    """The lines of `scan`, one iterable per chunk."""
     merged = {}  # type: dict
     for n in needles:
         b, f = (n, 1) if isinstance(n, bytes) else n
@@ -82,33 +96,44 @@ def scan(
                 continue
             block = block[nl:]  # the head, then this newline: the line as every over-long one is seen
             skipping = False
-        buf = carry + block if carry else block
-        end = buf.rfind(b"\n")
-        if end < 0:
+        end = block.rfind(b"\n") + 1
+        if not end:
+            buf = carry + block
             if len(buf) > MAX_LINE:
                 carry = buf[: MAX_LINE + 1]
                 skipping = True
             else:
                 carry = buf
             continue
-        carry = buf[end + 1 :]
-        lineno += yield from _scan_body(buf[: end + 1] if carry else buf, needles, lineno, region)
+        if carry or end < len(block):  # one copy: the carried head, then the block up to its last newline
+            body = b"".join((carry, memoryview(block)[:end]))
+        else:
+            body = block
+        carry = block[end:]
+        count, lines = _scan_body(body, needles, lineno, region)
+        yield lines
+        lineno += count
     if carry:
         lineno += 1
         if _has_needle(carry[:MAX_LINE], needles):
-            yield lineno, _decode(carry[:MAX_LINE]), True, allflags
+            yield ((lineno, _decode(carry[:MAX_LINE]), True, allflags),)
     if stats is not None:
         stats["lines"] = lineno
         stats["bytes"] = nbytes
 
 
-def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] = None):
-    """Lines of `body` (which ends with a newline) holding a needle, in order; returns its line count.
+def _scan_body(
+    body: bytes, needles: Tuple, base: int, region: Optional[Region] = None
+) -> Tuple[int, Iterable[Line]]:
+    """(line count of `body`, which ends with a newline; its lines holding a needle, in order).
 
-    Hot path: one C search pass per needle (memmem where it can be had); Python work is per line
-    of interest only. Each line of interest is one dict entry, line start -> (line end << shift)
-    | flags. A line is its first MAX_LINE bytes: a needle further on does not count, so what a
-    line yields does not depend on where chunks happen to fall.
+    Hot path: one C search pass per needle. memmem skips the long stretches without a hit, but
+    a ctypes call costs ~1.5 us, so the next hit is first looked for with `bytes.find` within
+    NEAR bytes (on NCCL-dense content it is a line or two on). Python work is per hit only: each
+    line of interest is one dict entry, line start -> (line end << shift) | flags. A line is its
+    first MAX_LINE bytes: a needle further on does not count, so what a line yields does not
+    depend on where chunks happen to fall. Line numbers, text and flags are then made by C
+    iterators over the sorted line starts.
     """
     allflags = 0
     for _, flag in needles:
@@ -120,50 +145,66 @@ def _scan_body(body: bytes, needles: Tuple, base: int, region: Optional[Region] 
     hits = {}  # type: dict
     get = hits.get
     n = len(body)
-    find = finder(body)
-    nl_find = body.find
+    far = finder(body)
+    find = body.find
     rfind = body.rfind
     for needle, flag in needles:
         over = len(needle) - MAX_LINE  # a hit at i counts if i + over <= its line start
-        i = find(needle, 0, n)
+        i = far(needle, 0, n)
         while i >= 0:
             ls = rfind(b"\n", 0, i) + 1
             v = get(ls)
             if v is None:
-                le = nl_find(b"\n", i)
+                le = find(b"\n", i)
                 if i + over <= ls:
                     hits[ls] = (le << shift) | flag
             else:
                 le = v >> shift
                 if i + over <= ls:
                     hits[ls] = v | flag
-            i = find(needle, le, n)
+            i = find(needle, le, le + NEAR)
+            if i < 0:
+                i = far(needle, le, n)
     if region is not None:
         _add_region(body, hits, shift, region)
-    count = body.count
     if not hits:
-        return count(b"\n")
-    prev = 0
-    lineno = base + 1  # number of the line starting at offset `prev`
-    for ls, v in sorted(hits.items()):
-        lineno += count(b"\n", prev, ls)
-        prev = ls
-        le = v >> shift
+        return body.count(b"\n"), ()
+    starts = sorted(hits)
+    vals = list(map(hits.__getitem__, starts))
+    ends = list(map(rshift, vals, repeat(shift)))
+    gaps = list(map(body.count, repeat(b"\n"), chain((0,), starts), starts))  # newlines since the last
+    count = sum(gaps) + body.count(b"\n", starts[-1])
+    gaps[0] += base + 1
+    if max(map(sub, ends, starts)) > MAX_LINE:  # an over-long line: cut, one line at a time
+        return count, _cut_lines(body, starts, ends, vals, accumulate(gaps), mask)
+    if b"\r" in body:  # a CR before the newline is not part of the line (one, as _decode)
+        ends = list(map(sub, ends, map(eq, map(body.__getitem__, map(sub, ends, repeat(1))), repeat(13))))
+    if body.isascii():  # one decode for the chunk, then str slices
+        text = body.decode("ascii")
+        texts = map(text.__getitem__, map(slice, starts, ends))  # type: Iterable[str]
+    else:
+        texts = map(_DECODE, map(body.__getitem__, map(slice, starts, ends)))
+    return count, zip(accumulate(gaps), texts, repeat(False), map(and_, vals, repeat(mask)))
+
+
+def _cut_lines(
+    body: bytes, starts: List[int], ends: List[int], vals: List[int], linenos: Iterable[int], mask: int
+):
+    """The lines of a chunk that holds an over-long one (rare: one Python step per line)."""
+    for ls, le, v, lineno in zip(starts, ends, vals, linenos):
         if le - ls > MAX_LINE:
             yield lineno, _decode(body[ls : ls + MAX_LINE]), True, v & mask
         else:
-            if body[le - 1 : le] == b"\r":
-                le -= 1
-            yield lineno, body[ls:le].decode("utf-8", "replace"), False, v & mask
-    return lineno - base - 1 + count(b"\n", prev)
+            yield lineno, _decode(body[ls:le]), False, v & mask
 
 
 def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
     """Add the lines of regions: from a start line (or this chunk's head, when one is open) to an end line."""
-    marks = sorted(hits)  # the needle hits; region start lines are among them
+    start, end, rflag, stop, sflags = region.start, region.end, region.flag, region.stop, region.start_flags
+    # the needle hits that may start a region (with start_flags, picked in C: few on NCCL-dense content)
+    marks = sorted(compress(hits, map(and_, hits.values(), repeat(sflags))) if sflags else hits)
     n = len(body)
     find = body.find
-    start, end, rflag, stop, sflags = region.start, region.end, region.flag, region.stop, region.start_flags
     get = hits.get
     pos = 0 if region.left else None
     left = region.left
