@@ -8,15 +8,17 @@ Line numbers come from counting newlines between hits, also in C. Memory is one 
 plus one carried partial line, whatever the size of the log.
 """
 
-from itertools import accumulate, chain, compress, repeat
-from operator import and_, eq, methodcaller, rshift, sub
+from bisect import bisect_left
+from itertools import accumulate, chain, compress, count, repeat
+from operator import add, and_, contains, eq, methodcaller, rshift, sub
 from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from validators.memsearch import finder
+from validators.memsearch import Finder, finder
 
 CHUNK = 4 << 20
 MAX_LINE = 1 << 16  # a "line" longer than this is cut: junk or a binary blob
 NEAR = 1024  # bytes.find looks this far for the next hit before memmem is called
+DENSE = 512  # a needle with more hits in a chunk than one per this many bytes is tested line by line
 _DECODE = methodcaller("decode", "utf-8", "replace")
 
 Line = Tuple[int, str, bool, int]
@@ -110,9 +112,9 @@ def _chunks(
         else:
             body = block
         carry = block[end:]
-        count, lines = _scan_body(body, needles, lineno, region)
+        nlines, lines = _scan_body(body, needles, lineno, region)
         yield lines
-        lineno += count
+        lineno += nlines
     if carry:
         lineno += 1
         if _has_needle(carry[:MAX_LINE], needles):
@@ -127,13 +129,10 @@ def _scan_body(
 ) -> Tuple[int, Iterable[Line]]:
     """(line count of `body`, which ends with a newline; its lines holding a needle, in order).
 
-    Hot path: one C search pass per needle. memmem skips the long stretches without a hit, but
-    a ctypes call costs ~1.5 us, so the next hit is first looked for with `bytes.find` within
-    NEAR bytes (on NCCL-dense content it is a line or two on). Python work is per hit only: each
-    line of interest is one dict entry, line start -> (line end << shift) | flags. A line is its
-    first MAX_LINE bytes: a needle further on does not count, so what a line yields does not
-    depend on where chunks happen to fall. Line numbers, text and flags are then made by C
-    iterators over the sorted line starts.
+    Hot path: one C search pass per needle (_find_lines); Python work is per hit only. A needle
+    with a hit every DENSE bytes or more often (NET on NCCL channel setup: most lines) is looked for
+    line by line instead, in C (_dense_lines), where the chunk allows it. Line numbers, text and
+    flags are then made by C iterators over the sorted lines.
     """
     allflags = 0
     for _, flag in needles:
@@ -143,28 +142,22 @@ def _scan_body(
     shift = allflags.bit_length()
     mask = (1 << shift) - 1
     hits = {}  # type: dict
-    get = hits.get
     n = len(body)
     far = finder(body)
-    find = body.find
-    rfind = body.rfind
+    budget = n // DENSE
+    dense = []  # (needle, flag, the hit to go on from) of the needles that ran out of budget
     for needle, flag in needles:
-        over = len(needle) - MAX_LINE  # a hit at i counts if i + over <= its line start
         i = far(needle, 0, n)
-        while i >= 0:
-            ls = rfind(b"\n", 0, i) + 1
-            v = get(ls)
-            if v is None:
-                le = find(b"\n", i)
-                if i + over <= ls:
-                    hits[ls] = (le << shift) | flag
-            else:
-                le = v >> shift
-                if i + over <= ls:
-                    hits[ls] = v | flag
-            i = find(needle, le, le + NEAR)
-            if i < 0:
-                i = far(needle, le, n)
+        if i >= 0:
+            i = _find_lines(body, far, needle, flag, i, budget, hits, shift)
+            if i >= 0:
+                dense.append((needle, flag, i))
+    if dense:
+        found = _dense_lines(body, dense, hits, mask, base, region)
+        if found is not None:
+            return found
+        for needle, flag, i in dense:
+            _find_lines(body, far, needle, flag, i, -1, hits, shift)
     if region is not None:
         _add_region(body, hits, shift, region)
     if not hits:
@@ -173,10 +166,10 @@ def _scan_body(
     vals = list(map(hits.__getitem__, starts))
     ends = list(map(rshift, vals, repeat(shift)))
     gaps = list(map(body.count, repeat(b"\n"), chain((0,), starts), starts))  # newlines since the last
-    count = sum(gaps) + body.count(b"\n", starts[-1])
+    total = sum(gaps) + body.count(b"\n", starts[-1])
     gaps[0] += base + 1
     if max(map(sub, ends, starts)) > MAX_LINE:  # an over-long line: cut, one line at a time
-        return count, _cut_lines(body, starts, ends, vals, accumulate(gaps), mask)
+        return total, _cut_lines(body, starts, ends, vals, accumulate(gaps), mask)
     if b"\r" in body:  # a CR before the newline is not part of the line (one, as _decode)
         ends = list(map(sub, ends, map(eq, map(body.__getitem__, map(sub, ends, repeat(1))), repeat(13))))
     if body.isascii():  # one decode for the chunk, then str slices
@@ -184,7 +177,90 @@ def _scan_body(
         texts = map(text.__getitem__, map(slice, starts, ends))  # type: Iterable[str]
     else:
         texts = map(_DECODE, map(body.__getitem__, map(slice, starts, ends)))
-    return count, zip(accumulate(gaps), texts, repeat(False), map(and_, vals, repeat(mask)))
+    return total, zip(accumulate(gaps), texts, repeat(False), map(and_, vals, repeat(mask)))
+
+
+def _find_lines(
+    body: bytes, far: Finder, needle: bytes, flag: int, i: int, budget: int, hits: dict, shift: int
+) -> int:
+    """Add the lines holding `needle`, from its hit at `i` on, to `hits`: line start -> (line end
+    << shift) | flags. Returns -1 at the end of `body`, or the next hit once `budget` lines are
+    added (-1: no budget).
+
+    memmem skips the long stretches without a hit, but a ctypes call costs ~1.5 us, so the next
+    hit is first looked for with `bytes.find` within NEAR bytes. A line is its first MAX_LINE bytes:
+    a needle further on does not count, so what a line yields does not depend on chunk bounds.
+    """
+    n = len(body)
+    find = body.find
+    rfind = body.rfind
+    get = hits.get
+    over = len(needle) - MAX_LINE  # a hit at i counts if i + over <= its line start
+    while i >= 0:
+        if not budget:
+            return i
+        budget -= 1
+        ls = rfind(b"\n", 0, i) + 1
+        v = get(ls)
+        if v is None:
+            le = find(b"\n", i)
+            if i + over <= ls:
+                hits[ls] = (le << shift) | flag
+        else:
+            le = v >> shift
+            if i + over <= ls:
+                hits[ls] = v | flag
+        i = find(needle, le, le + NEAR)
+        if i < 0:
+            i = far(needle, le, n)
+    return -1
+
+
+def _dense_lines(
+    body: bytes, dense: List[tuple], hits: dict, mask: int, base: int, region: Optional[Region]
+) -> Optional[Tuple[int, Iterable[Line]]]:
+    """`_scan_body`'s answer made from all the chunk's lines, or None where the chunk does not allow it.
+
+    Why: where most lines hold a needle, Python costs ~1 us per hit (three C calls to place it,
+    then a count for its number); splitting the chunk into lines costs ~0.3 us a line, and the
+    dense needles are then tested on every line by C (`in` through map), line numbers are list
+    indexes. Only for ASCII without CR and no line over MAX_LINE (text and needle tests are then
+    the lines themselves), and no table region that could start or is open here.
+    """
+    if region is not None:
+        sflags = region.start_flags
+        if region.left or not sflags or any(map(and_, hits.values(), repeat(sflags))):
+            return None
+        if any(flag & sflags for _, flag, _ in dense):
+            return None
+    if not body.isascii() or b"\r" in body:
+        return None
+    lines = body.decode("ascii").split("\n")  # the last is "": body ends with a newline
+    if max(map(len, lines)) > MAX_LINE:
+        return None
+    flags = {}  # type: dict  # line index -> flags
+    for needle, flag, _ in dense:
+        _merge(
+            flags,
+            dict.fromkeys(compress(count(), map(contains, lines, repeat(needle.decode("ascii")))), flag),
+        )
+    if hits:  # the other needles' lines (and the dense ones' first): line start -> index
+        starts = list(accumulate(map(add, map(len, lines), repeat(1)), initial=0))
+        _merge(
+            flags, dict(zip(map(bisect_left, repeat(starts), hits), map(and_, hits.values(), repeat(mask))))
+        )
+    order = sorted(flags)
+    numbers = map(add, order, repeat(base + 1))
+    return len(lines) - 1, zip(
+        numbers, map(lines.__getitem__, order), repeat(False), map(flags.__getitem__, order)
+    )
+
+
+def _merge(dst: dict, new: dict) -> None:
+    """OR the flags of `new` into `dst` (C does the bulk; Python only the keys both hold)."""
+    for k in new.keys() & dst.keys():
+        new[k] |= dst[k]
+    dst.update(new)
 
 
 def _cut_lines(

@@ -18,7 +18,19 @@ from validators import linescan, memsearch
 from validators.linescan import Region, scan
 
 POOL = (b"NET", b"NE", b"ET", b"WARN", b"#", b"busbw", b"error", b"\xc3\xa9", b"rank ")
-FRAGMENTS = POOL + (b"N", b"x", b"yy", b" ", b"\n", b"\n", b"\n", b"\r\n", b"\r", b"\xff", b"S", b"E!", b"q")
+ASCII = tuple(f for f in POOL if f.isascii()) + (
+    b"N",
+    b"x",
+    b"yy",
+    b" ",
+    b"\n",
+    b"\n",
+    b"\n",
+    b"S",
+    b"E!",
+    b"q",
+)
+FRAGMENTS = ASCII + (b"\xc3\xa9", b"\r\n", b"\r", b"\xff")
 TESTS = 4
 
 
@@ -66,6 +78,8 @@ def reference(data: bytes, needles: List[Tuple[bytes, int]], region: Optional[Re
 
 
 def random_body(rng: random.Random) -> bytes:
+    """Half the bodies ASCII without CR: what NCCL-dense chunks are (the line-by-line path takes them)."""
+    fragments = rng.choice((ASCII, FRAGMENTS))
     parts = []
     for _ in range(rng.randrange(0, 300)):
         r = rng.random()
@@ -74,7 +88,7 @@ def random_body(rng: random.Random) -> bytes:
         elif r < 0.06:
             parts.append(b"NET" * rng.randrange(5, 40))  # many hits in one line
         else:
-            parts.append(rng.choice(FRAGMENTS))
+            parts.append(rng.choice(fragments))
     return b"".join(parts)
 
 
@@ -107,9 +121,18 @@ def test_scan_is_the_line_by_line_contract(monkeypatch, seed, memmem):
     if not memmem:
         monkeypatch.setattr(memsearch, "_LIB", None)
     monkeypatch.setattr(linescan, "MAX_LINE", 48)
+    dense_lines, taken = linescan._dense_lines, []
+
+    def counted(*args):
+        found = dense_lines(*args)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(linescan, "_dense_lines", counted)
     rng = random.Random(seed)
     for case in range(150):
         monkeypatch.setattr(linescan, "NEAR", rng.choice((1, 4, 16, 1024)))
+        monkeypatch.setattr(linescan, "DENSE", rng.choice((1, 16, 512)))
         data = random_body(rng)
         needles = [(n, rng.choice((1, 2, TESTS, 8))) for n in rng.sample(POOL, rng.randrange(1, 6))]
         region = random_region(rng)
@@ -120,6 +143,7 @@ def test_scan_is_the_line_by_line_contract(monkeypatch, seed, memmem):
                 region.left, region.head = state
             got = run_scan(data, needles, region, chunk)
             assert got == want, (seed, case, chunk, data, needles)
+    assert True in taken and False in taken  # both ways through a dense chunk were crossed
 
 
 def test_dense_and_sparse_needles_in_one_chunk_at_real_sizes():
