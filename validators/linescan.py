@@ -18,7 +18,8 @@ from validators.memsearch import Finder, finder
 CHUNK = 4 << 20
 MAX_LINE = 1 << 16  # a "line" longer than this is cut: junk or a binary blob
 NEAR = 1024  # bytes.find looks this far for the next hit before memmem is called
-DENSE = 512  # a needle with more hits in a chunk than one per this many bytes is tested line by line
+DENSE = 512  # a needle whose first PROBE lines in a chunk have a hit every DENSE bytes or more often
+PROBE = 256  # is tested on every line of the chunk (_dense_lines)
 _DECODE = methodcaller("decode", "utf-8", "replace")
 
 Line = Tuple[int, str, bool, int]
@@ -130,9 +131,9 @@ def _scan_body(
     """(line count of `body`, which ends with a newline; its lines holding a needle, in order).
 
     Hot path: one C search pass per needle (_find_lines); Python work is per hit only. A needle
-    with a hit every DENSE bytes or more often (NET on NCCL channel setup: most lines) is looked for
-    line by line instead, in C (_dense_lines), where the chunk allows it. Line numbers, text and
-    flags are then made by C iterators over the sorted lines.
+    whose first PROBE lines have a hit every DENSE bytes or more often (NET on NCCL channel setup:
+    most lines) is looked for line by line instead, in C (_dense_lines), where the chunk allows it.
+    Line numbers, text and flags are then made by C iterators over the sorted lines.
     """
     allflags = 0
     for _, flag in needles:
@@ -144,14 +145,16 @@ def _scan_body(
     hits = {}  # type: dict
     n = len(body)
     far = finder(body)
-    budget = n // DENSE
-    dense = []  # (needle, flag, the hit to go on from) of the needles that ran out of budget
+    dense = []  # (needle, flag, the hit to go on from) of the needles dense here
     for needle, flag in needles:
-        i = far(needle, 0, n)
-        if i >= 0:
-            i = _find_lines(body, far, needle, flag, i, budget, hits, shift)
-            if i >= 0:
-                dense.append((needle, flag, i))
+        first = far(needle, 0, n)
+        if first >= 0:
+            i = _find_lines(body, far, needle, flag, first, PROBE, hits, shift)
+            if i - first < PROBE * DENSE:  # (-1: the needle had fewer lines)
+                if i >= 0:
+                    dense.append((needle, flag, i))
+            else:
+                _find_lines(body, far, needle, flag, i, -1, hits, shift)
     if dense:
         found = _dense_lines(body, dense, hits, mask, base, region)
         if found is not None:
