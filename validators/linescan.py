@@ -8,7 +8,6 @@ Line numbers come from counting newlines between hits, also in C. Memory is one 
 plus one carried partial line, whatever the size of the log.
 """
 
-from bisect import bisect_left
 from itertools import accumulate, chain, compress, count, repeat
 from operator import add, and_, contains, eq, methodcaller, rshift, sub
 from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -19,7 +18,8 @@ CHUNK = 4 << 20
 MAX_LINE = 1 << 16  # a "line" longer than this is cut: junk or a binary blob
 NEAR = 1024  # bytes.find looks this far for the next hit before memmem is called
 DENSE = 512  # a needle whose first PROBE lines in a chunk have a hit every DENSE bytes or more often
-PROBE = 256  # is tested on every line of the chunk (_dense_lines)
+PROBE = 64  # and across the chunk (_dense) is tested on every line of the chunk (_dense_lines)
+SAMPLES, WINDOW = 8, 8192
 _DECODE = methodcaller("decode", "utf-8", "replace")
 
 Line = Tuple[int, str, bool, int]
@@ -150,13 +150,12 @@ def _scan_body(
         first = far(needle, 0, n)
         if first >= 0:
             i = _find_lines(body, far, needle, flag, first, PROBE, hits, shift)
-            if i - first < PROBE * DENSE:  # (-1: the needle had fewer lines)
-                if i >= 0:
-                    dense.append((needle, flag, i))
-            else:
+            if i >= 0 and i - first < PROBE * DENSE and _dense(body, needle):
+                dense.append((needle, flag, i))
+            elif i >= 0:
                 _find_lines(body, far, needle, flag, i, -1, hits, shift)
     if dense:
-        found = _dense_lines(body, dense, hits, mask, base, region)
+        found = _dense_lines(body, dense, hits, shift, base, region)
         if found is not None:
             return found
         for needle, flag, i in dense:
@@ -219,39 +218,49 @@ def _find_lines(
     return -1
 
 
+def _dense(body: bytes, needle: bytes) -> bool:
+    """Whether `needle` has a hit every DENSE bytes or more often across `body` (its first hits
+    may be a cluster): counted in SAMPLES windows of WINDOW bytes spread over it."""
+    n = len(body)
+    if n <= SAMPLES * WINDOW:
+        return body.count(needle) * DENSE >= n
+    step = n // SAMPLES
+    found = sum(map(body.count, repeat(needle), range(0, n, step), range(WINDOW, n + WINDOW, step)))
+    return found * DENSE >= len(range(0, n, step)) * WINDOW
+
+
 def _dense_lines(
-    body: bytes, dense: List[tuple], hits: dict, mask: int, base: int, region: Optional[Region]
+    body: bytes, dense: List[tuple], hits: dict, shift: int, base: int, region: Optional[Region]
 ) -> Optional[Tuple[int, Iterable[Line]]]:
     """`_scan_body`'s answer made from all the chunk's lines, or None where the chunk does not allow it.
 
     Why: where most lines hold a needle, Python costs ~1 us per hit (three C calls to place it,
-    then a count for its number); splitting the chunk into lines costs ~0.3 us a line, and the
-    dense needles are then tested on every line by C (`in` through map), line numbers are list
-    indexes. Only for ASCII without CR and no line over MAX_LINE (text and needle tests are then
-    the lines themselves), and no table region that could start or is open here.
+    then a count for its number); decoding and splitting the chunk costs ~0.3 us a line, the dense
+    needles are then tested on every line by C (`in` through map) and line numbers are list indexes.
+    The chunk is decoded whole: UTF-8 decoding (bad bytes replaced) never crosses a newline, and an
+    ASCII needle is in a line's text exactly where it is in its bytes. Not for a chunk with a CR or
+    a line that may be over MAX_LINE bytes (a char is at most 4), nor a non-ASCII dense needle, nor
+    a region start a dense needle could make; regions go by the line starts, as in the other path.
     """
     if region is not None:
         sflags = region.start_flags
-        if region.left or not sflags or any(map(and_, hits.values(), repeat(sflags))):
+        if not sflags or any(flag & sflags for _, flag, _ in dense):
             return None
-        if any(flag & sflags for _, flag, _ in dense):
-            return None
-    if not body.isascii() or b"\r" in body:
+    if b"\r" in body or not all(needle.isascii() for needle, _, _ in dense):
         return None
-    lines = body.decode("ascii").split("\n")  # the last is "": body ends with a newline
-    if max(map(len, lines)) > MAX_LINE:
+    ascii = body.isascii()
+    lines = body.decode("utf-8", "replace").split("\n")  # the last is "": body ends with a newline
+    if max(map(len, lines)) > (MAX_LINE if ascii else MAX_LINE // 4):
         return None
+    if region is not None:
+        _add_region(body, hits, shift, region, tuple((needle, flag) for needle, flag, _ in dense))
     flags = {}  # type: dict  # line index -> flags
     for needle, flag, _ in dense:
-        _merge(
-            flags,
-            dict.fromkeys(compress(count(), map(contains, lines, repeat(needle.decode("ascii")))), flag),
-        )
-    if hits:  # the other needles' lines (and the dense ones' first): line start -> index
-        starts = list(accumulate(map(add, map(len, lines), repeat(1)), initial=0))
-        _merge(
-            flags, dict(zip(map(bisect_left, repeat(starts), hits), map(and_, hits.values(), repeat(mask))))
-        )
+        _merge(flags, dict.fromkeys(compress(count(), map(contains, lines, repeat(needle.decode()))), flag))
+    if hits:  # the other needles' lines, the dense ones' first, region lines: line start -> index
+        starts = sorted(hits)
+        numbers = accumulate(map(body.count, repeat(b"\n"), chain((0,), starts), starts))
+        _merge(flags, dict(zip(numbers, map(and_, map(hits.__getitem__, starts), repeat((1 << shift) - 1)))))
     order = sorted(flags)
     numbers = map(add, order, repeat(base + 1))
     return len(lines) - 1, zip(
@@ -277,8 +286,11 @@ def _cut_lines(
             yield lineno, _decode(body[ls:le]), False, v & mask
 
 
-def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
-    """Add the lines of regions: from a start line (or this chunk's head, when one is open) to an end line."""
+def _add_region(body: bytes, hits: dict, shift: int, region: Region, more: Tuple = ()) -> None:
+    """Add the lines of regions: from a start line (or this chunk's head, when one is open) to an end line.
+
+    `more`: (needle, flag) of needles whose lines are not in `hits` (_dense_lines): a region line
+    holding one is a needle line too (never asked `stop`)."""
     start, end, rflag, stop, sflags = region.start, region.end, region.flag, region.stop, region.start_flags
     # the needle hits that may start a region (with start_flags, picked in C: few on NCCL-dense content)
     marks = sorted(compress(hits, map(and_, hits.values(), repeat(sflags))) if sflags else hits)
@@ -307,11 +319,18 @@ def _add_region(body: bytes, hits: dict, shift: int, region: Region) -> None:
             v = get(pos)
             if v is None:
                 le = find(b"\n", pos)
-                if stop is not None and stop(region.head, _head(body, pos, le)):
+                line = _head(body, pos, le)
+                v = (le << shift) | rflag
+                held = False
+                for needle, flag in more:
+                    if needle in line:
+                        v |= flag
+                        held = True
+                if not held and stop is not None and stop(region.head, line):
                     left = 0
                     pos = le + 1
                     break
-                hits[pos] = (le << shift) | rflag
+                hits[pos] = v
             else:
                 le = v >> shift
                 hits[pos] = v | rflag

@@ -30,7 +30,8 @@ ASCII = tuple(f for f in POOL if f.isascii()) + (
     b"E!",
     b"q",
 )
-FRAGMENTS = ASCII + (b"\xc3\xa9", b"\r\n", b"\r", b"\xff")
+FRAGMENTS = ASCII + (b"\xc3\xa9", b"\xe2\x82", b"\xed\xa0", b"\xf0\x90\x80", b"\xff")  # bad: cut, surrogate
+CR = FRAGMENTS + (b"\r\n", b"\r")
 TESTS = 4
 
 
@@ -78,8 +79,8 @@ def reference(data: bytes, needles: List[Tuple[bytes, int]], region: Optional[Re
 
 
 def random_body(rng: random.Random) -> bytes:
-    """Half the bodies ASCII without CR: what NCCL-dense chunks are (the line-by-line path takes them)."""
-    fragments = rng.choice((ASCII, FRAGMENTS))
+    """A third ASCII, a third UTF-8 (good and bad) without CR: the line-by-line path takes those."""
+    fragments = rng.choice((ASCII, FRAGMENTS, CR))
     long_runs = rng.choice((0, 0.03))
     parts = []
     for _ in range(rng.randrange(0, 300)):
