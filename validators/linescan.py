@@ -113,9 +113,11 @@ def _chunks(
         else:
             body = block
         carry = block[end:]
+        del block  # memory: one chunk's bytes and lines held at a time, not two
         nlines, lines = _scan_body(body, needles, lineno, region)
         yield lines
         lineno += nlines
+        del body, lines
     if carry:
         lineno += 1
         if _has_needle(carry[:MAX_LINE], needles):
