@@ -162,3 +162,43 @@ def test_dense_and_sparse_needles_in_one_chunk_at_real_sizes():
     assert len(want[0]) == 6003 and [n for n, _, cut, _ in want[0] if cut] == [8003, 11004]
     for chunk in (4096, 1 << 16, 1 << 22):
         assert run_scan(data, needles, None, chunk) == want, chunk
+
+
+def test_nccl_dense_utf8_content_with_a_table_goes_line_by_line(monkeypatch):
+    """NET on most lines (channel setup), a non-ASCII line and an nccl-tests table in the same chunk:
+    the line-by-line path takes it (the speed of issue 15 rests on that) and yields the contract."""
+    from validators.analyze import _scan_needles, _table_region
+
+    lines = []
+    for r in range(300):
+        head = f"[1,{r}]<stdout>:h-{r}:1:2 [0] NCCL INFO "
+        lines += [
+            head + f"Channel {c:02d}/0 : {r}[0] -> {r + 1}[0] [send] via NET/Libfabric/0/GDRDMA"
+            for c in range(32)
+        ]
+        lines += [head + "NCCL version 2.26.2+cuda12.2", head + "comm 0x1 rank 3 nranks 8 caf\u00e9"]
+        if r == 150:
+            lines += [
+                "[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw"
+            ]
+            lines += [
+                f"[1,0]<stdout>:{8 << k:>12} {2 << k:>13}     float     sum      -1    10.0   1.00   1.88"
+                for k in range(9)
+            ]
+            lines.insert(-4, "[1,0]<stdout>:NET/Plugin x")  # a needle line: the region goes on past it
+            lines += ["[1,0]<stdout>:Training starts", "[1,0]<stdout>:# Avg bus bandwidth    : 1.88"]
+    data = "\n".join(lines).encode() + b"\n"
+    dense_lines, taken = linescan._dense_lines, []
+
+    def counted(*args):
+        found = dense_lines(*args)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(linescan, "_dense_lines", counted)
+    want = reference(data, _scan_needles(), _table_region())
+    tests_lines = [n for n, _, _, flags in want[0] if flags & TESTS]
+    assert len(tests_lines) == 12  # the header, 9 rows, the NET line among them, the footer
+    for chunk in (1 << 16, 1 << 22):
+        assert run_scan(data, _scan_needles(), _table_region(), chunk) == want, chunk
+    assert taken and all(taken)
