@@ -14,7 +14,15 @@ from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence
 from validators import signatures
 from validators.facts import Facts, NetRun
 from validators.linescan import MAX_LINE, Region, scan
-from validators.nccllog import NEEDLES, Event, channel_line, parse_text
+from validators.nccllog import (
+    NEEDLES,
+    NET_CHANNEL_CLEAN,
+    Event,
+    channel_line,
+    classify,
+    clean_net_tail,
+    parse_text,
+)
 from validators.parscan import default_workers, scan_prepared
 from validators.prefix import strip_prefix
 from validators.report import build_report
@@ -98,6 +106,27 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
     (lineno, cut, flags, source, text, events as (kind, head, text, data, cut, spliced), signature ids,
     replay mark seen); None when the line yields nothing."""
     replay = bool(flags & REPLAY) and _replay_mark() in raw  # a cut last line comes with every flag set
+    if flags & NCCL and raw[-1:] not in _EOL:
+        m = _HEADED(raw)
+        if m is not None and raw.find(" NCCL ", m.end()) < 0:  # one INFO head: as parse_text reads it
+            msg = raw[m.end() :]
+            text = raw[m.start(2) :]
+            tag = m.group(1)
+            head = m.group(2, 3, 4, 5) + ("INFO",)
+            ev, err = classify(msg)
+            events = tuple([(kind, head, text, data, False, False) for kind, data in ev])
+            if err:
+                events += (("error", head, text, {"message": msg}, False, False),)
+            return (
+                lineno,
+                cut,
+                flags,
+                None if tag is None else "mpi:" + tag,
+                text,
+                events,
+                match_line(text),
+                replay,
+            )
     source, text = strip_prefix(raw)
     if not text:
         return (lineno, cut, flags, source, text, (), [], True) if replay else None
@@ -120,18 +149,40 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
 # `host:pid:tid [dev] NCCL INFO ` at the start of a line, behind an optional mpirun tag: a head that
 # prefix.strip_prefix and nccllog._split_head read exactly so (a host that starts with a letter and holds
 # no space, colon, bracket or bar; digits; a device with no space or bracket), checked in one C match
-_FAST_HEAD = re.compile(
-    r"(?:\[\d+,\d+\]<(?:stdout|stderr)>:)?([a-z][^\s:\[\]|]{0,200}):(\d{1,20}):(\d{1,20}) "
-    r"\[([^\s\[\]]{0,64})\] NCCL INFO "
+_HEAD = r"([a-z][^\s:\[\]|]{0,200}):(\d{1,20}):(\d{1,20}) \[([^\s\[\]]{0,64})\] NCCL INFO "
+_FAST_HEAD = re.compile(r"(?:\[\d+,\d+\]<(?:stdout|stderr)>:)?" + _HEAD)
+_HEADED = re.compile(r"(?:\[\d+,(\d+)\]<(?:stdout|stderr)>:)?" + _HEAD).match  # the tag's rank: the source
+_EOL = ("\r", "\n")  # strip_prefix drops these: such a line takes the general path
+# a whole NET channel message with a clean tail, read after a _FAST_HEAD: its groups are the tail's
+_NET_MSG = re.compile(NET_CHANNEL_CLEAN).match
+_TAILS = {}  # type: dict  # (name, proxy, gdr, pci) as matched -> (net, gdr, proxy, pci), or False: no run
+_SIG_NEEDLES = tuple(signatures.line_needles())
+# A line read by _FAST_HEAD and _NET_MSG has as free text its host, device and network name; the rest is
+# written in these characters and decimal digits. A needle that holds a character outside them, and no
+# ':', '[', ']' or '/' (what bounds the free fields), can only lie inside a free field: then a line whose
+# host, device and name hold no needle matches no signature (`match_line` is [] without being run).
+# Checked here, for any catalog.
+_NET_SKELETON = frozenset(
+    "ChannelRingsendreceiveviaNETGDRDMAPCISharedNCCLINFO0123456789abcdefABCDEFx:.[]/()-> "
 )
-_TAILS = {}  # type: dict  # (net, gdr, proxy, pci) -> one shared dict: what Facts reads of a NET line
+_FIELDS_DECIDE = all(
+    not any(c in n for c in ":[]/") and any(c not in _NET_SKELETON and not c.isdecimal() for c in n)
+    for n in _SIG_NEEDLES
+)
+
+
+def _holds_needle(*fields: str) -> bool:
+    """Whether a signature needle is in one of `fields` (or fields cannot decide, see _FIELDS_DECIDE)."""
+    return not _FIELDS_DECIDE or any(n in f for f in fields for n in _SIG_NEEDLES)
 
 
 def _net_channel(raw: str) -> Optional[tuple]:
-    """((host, pid, dev), text, tail) for a whole NET channel line whose only fact is that channel; else None.
+    """((host, pid, dev), text, (net, gdr, proxy, pci)) for a whole NET channel line whose only fact is that
+    channel; else None.
 
     Such a line folds as `Facts.add` would fold its one channel event (no error text, no signature,
-    no second head), so a run of them folds without an Event per line (Facts.add_net_run)."""
+    no second head), so a run of them folds without an Event per line (Facts.add_net_run). The lines
+    _NET_MSG misses (a tail with more after it, a cut tail) are read here with the general parse."""
     if raw[-1:] == "\r":
         return None
     m = _FAST_HEAD.match(raw)
@@ -146,13 +197,23 @@ def _net_channel(raw: str) -> Optional[tuple]:
     text = raw[m.start(1) :]
     if match_line(text):
         return None
-    key = (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci"))
-    tail = _TAILS.get(key)
-    if tail is None:
-        if len(_TAILS) >= 4096:
-            _TAILS.clear()
-        tail = _TAILS[key] = dict(zip(("net", "gdr", "proxy", "pci"), key))
-    return (m.group(1), m.group(2), m.group(4)), text, tail
+    return (
+        (m.group(1), m.group(2), m.group(4)),
+        text,
+        (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci")),
+    )
+
+
+def _tail_key(groups: tuple):
+    """The run tail of a _NET_MSG match's groups; False where the line is no sure run's (an error line,
+    a second head or a signature needle inside the network name: the only free text after the head)."""
+    key = clean_net_tail(*groups)
+    if key is None or " NCCL " in groups[0] or _holds_needle(groups[0]):
+        key = False
+    if len(_TAILS) >= 4096:
+        _TAILS.clear()
+    _TAILS[groups] = key
+    return key
 
 
 def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
@@ -161,20 +222,42 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
 
     `parse` False: other lines stay as they came ((lineno, raw, cut, flags): `apply` prepares them).
     Pure and order-keeping."""
-    key = None
+    key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
     run = []  # type: list
+    head = hk = None  # the last _FAST_HEAD read (the line's start, up to 'NCCL INFO '): its (host, pid, dev)
+    at = 0  # where its host starts
+    fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
     for lineno, raw, cut, flags in lines:
-        fast = None
         if not cut and not flags & REPLAY and "via NET/" in raw:
-            fast = _net_channel(raw)
-        if fast is not None:
-            k, text, tail = fast
-            if k != key:
-                if run:
-                    yield key, NetRun(run)
-                key, run = k, []
-            run.append((lineno, text, tail))
-            continue
+            fast = None
+            # a head is read so whatever follows it (each of its fields ends at a character it cannot hold):
+            # a line that starts with the last head read has that head
+            if head is None or not raw.startswith(head):
+                h = fast_head(raw)
+                head = None if h is None else raw[: h.end()]
+                if h is not None:
+                    hk, at = h.group(1, 2, 4), h.start(1)
+            m = None if head is None else net_msg(raw, len(head))
+            if m is not None:
+                groups = m.groups()
+                tail = tails.get(groups)
+                if tail is None:
+                    tail = _tail_key(groups)
+                if tail:
+                    if hk != clean and not _holds_needle(hk[0], hk[2]):
+                        clean = hk
+                    if hk == clean:
+                        fast = (hk, raw[at:], tail)
+            if fast is None:  # the general reading of a NET line (a tail with more after it, a needle)
+                fast = _net_channel(raw)
+            if fast is not None:
+                k, text, tail = fast
+                if k != key:
+                    if run:
+                        yield key, NetRun(run)
+                    key, run = k, []
+                run.append((lineno, text, tail))
+                continue
         if run:
             yield key, NetRun(run)
             key, run = None, []

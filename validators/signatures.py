@@ -258,6 +258,11 @@ def needles() -> List[str]:
 _LINE_CHECKS = tuple((p.needle, p.regex.search, p.sig) for p in _LINE_PATTERNS)
 
 
+def line_needles() -> List[str]:
+    """The substrings `match_line` looks for first: a text that holds none of them matches no signature."""
+    return sorted({needle for needle, _, _ in _LINE_CHECKS})
+
+
 def match_line(text: str) -> List[str]:
     """Ids of the signatures whose text pattern this line shows.
 

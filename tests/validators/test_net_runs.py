@@ -23,6 +23,9 @@ TAILS = [
     "NET/Libfabric/0/GDRDMA extra words",
     "NET/Libfabric/",
     "NET/AWS Libfabric/0/GDRDMA NCCL error",  # an error line: never a run
+    "NET/Libfabric NCCL error/0/GDRDMA",  # the same inside the network name
+    "NET/No eligible providers/0",  # a signature in the network name
+    "NET/Lib NCCL INFO x/0",  # a second head's text in the network name
     "P2P/CUMEM/read",
 ]
 HOSTS = ["gpu-a", "gpu-b", "10.0.0.7", "rdma-read-host", "Upper"]  # a digit, a signature needle, a capital
@@ -31,7 +34,7 @@ HOSTS = ["gpu-a", "gpu-b", "10.0.0.7", "rdma-read-host", "Upper"]  # a digit, a 
 def _line(rng: random.Random) -> str:
     host = rng.choice(HOSTS)
     pid = rng.choice((100, 101))
-    dev = rng.choice("0123")
+    dev = rng.choice(("0", "1", "2", "3", "fi_getinfo"))  # a needle in the device
     prefix = rng.choice(("", "[1,%d]<stdout>:" % rng.randrange(8), "[1,3]<stderr>:", "  ", "| 1718638989 | "))
     head = "%s:%d:%d [%s] NCCL %s " % (host, pid, pid + 5, dev, rng.choice(("INFO", "INFO", "INFO", "WARN")))
     c = rng.randrange(32)
@@ -77,6 +80,15 @@ def test_runs_fold_as_lines_do_on_random_logs():
     assert runs > 100  # the fast path was taken, not only the slow one
 
 
+def test_the_catalog_lets_a_net_line_skip_the_signature_search():
+    """Every signature needle can only lie in a NET line's host, device or network name (_FIELDS_DECIDE):
+    else every NET line would take the general path, and a fast path that is never taken tests nothing."""
+    from validators import analyze
+
+    assert analyze._FIELDS_DECIDE
+    assert analyze._holds_needle("gpu-a", "0", "rdma-read-x") and not analyze._holds_needle("gpu-a", "0")
+
+
 def test_runs_fold_as_lines_do_on_the_real_logs(nccl_logs_dir):
     logs = sorted(nccl_logs_dir.glob("*.log"))
     assert len(logs) >= 10  # the real corpus (../shared/nccl-logs) must be there: no silent pass without it
@@ -91,20 +103,20 @@ def _reference(lines: list, cut: bool) -> dict:
     """The per-line NET fold as Facts._net did it before runs (round 4), written out as the oracle."""
     out = {"counts": dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr",
                                     "net_unclear"), 0), "names": [], "firsts": {}, "keeps": {}}  # fmt: skip
-    for lineno, text, d in lines:
+    for lineno, text, (net, gdr, proxy, pci) in lines:
         c = out["counts"]
-        gdr = None if cut and d["gdr"] is False else d["gdr"]
+        gdr = None if cut and gdr is False else gdr
         c["net"] += 1
-        if d["net"]:
-            out["names"] += [] if d["net"] in out["names"] else [d["net"]]
+        if net:
+            out["names"] += [] if net in out["names"] else [net]
         else:
             c["net_unnamed"] += 1
-        c["net_proxied"] += d["proxy"] is not None
+        c["net_proxied"] += proxy is not None
         kind = {True: "gdr", False: "nogdr"}.get(gdr, "unclear")
         c["net_" + kind] += 1
-        c["net_pci"] += bool(gdr is True and d["pci"])
+        c["net_pci"] += bool(gdr is True and pci)
         out["firsts"].setdefault("ev_" + kind, (lineno, text))
-        kinds = ["channel_" + kind] + ([] if is_libfabric_net(d["net"]) else ["channel_other_net"])
+        kinds = ["channel_" + kind] + ([] if is_libfabric_net(net) else ["channel_other_net"])
         for k in kinds:
             n, ev = out["keeps"].get(k, (0, []))
             out["keeps"][k] = (n + 1, ev + [(lineno, text, k == "channel_unclear")][: 5 - len(ev)])
@@ -118,8 +130,7 @@ def test_a_run_sums_up_what_one_fold_per_line_did():
         for i in range(rng.randrange(1, 40)):
             net = rng.choice(("Libfabric", "AWS Libfabric", "IB", "", None))
             gdr, proxy, pci = rng.choice((True, False, None)), rng.choice((None, 0, 1)), rng.random() < 0.5
-            d = {"net": net, "gdr": gdr, "proxy": proxy, "pci": pci}
-            lines.append((i + 1, "line %d" % i, d))
+            lines.append((i + 1, "line %d" % i, (net, gdr, proxy, pci)))
         cut = rng.random() < 0.2
         run, want = NetRun(lines, cut), _reference(lines, cut)
         assert run.counts == want["counts"] and run.names == want["names"] and run.firsts == want["firsts"]
