@@ -111,22 +111,14 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
         if m is not None and raw.find(" NCCL ", m.end()) < 0:  # one INFO head: as parse_text reads it
             msg = raw[m.end() :]
             text = raw[m.start(2) :]
-            tag = m.group(1)
-            head = m.group(2, 3, 4, 5) + ("INFO",)
+            tag, host, pid, tid, dev = m.groups()
+            head = host, pid, tid, dev, "INFO"
             ev, err = classify(msg)
             events = tuple([(kind, head, text, data, False, False) for kind, data in ev])
             if err:
                 events += (("error", head, text, {"message": msg}, False, False),)
-            return (
-                lineno,
-                cut,
-                flags,
-                None if tag is None else "mpi:" + tag,
-                text,
-                events,
-                match_line(text),
-                replay,
-            )
+            source = None if tag is None else "mpi:" + tag
+            return lineno, cut, flags, source, text, events, match_line(text), replay
     source, text = strip_prefix(raw)
     if not text:
         return (lineno, cut, flags, source, text, (), [], True) if replay else None
@@ -162,18 +154,29 @@ _SIG_NEEDLES = tuple(signatures.line_needles())
 # ':', '[', ']' or '/' (what bounds the free fields), can only lie inside a free field: then a line whose
 # host, device and name hold no needle matches no signature (`match_line` is [] without being run).
 # Checked here, for any catalog.
-_NET_SKELETON = frozenset(
-    "ChannelRingsendreceiveviaNETGDRDMAPCISharedNCCLINFO0123456789abcdefABCDEFx:.[]/()-> "
-)
+_SKELETON = frozenset("ChannelRingsendreceiveviaNETGDRDMAPCISharedNCCLINFO0123456789abcdefABCDEFx:.[]/()-> ")
 _FIELDS_DECIDE = all(
-    not any(c in n for c in ":[]/") and any(c not in _NET_SKELETON and not c.isdecimal() for c in n)
+    not any(c in n for c in ":[]/") and any(c not in _SKELETON and not c.isdecimal() for c in n)
     for n in _SIG_NEEDLES
 )
+_FREE = {}  # type: dict  # a head's (host, pid, dev) -> no needle in its host and device
 
 
 def _holds_needle(*fields: str) -> bool:
     """Whether a signature needle is in one of `fields` (or fields cannot decide, see _FIELDS_DECIDE)."""
     return not _FIELDS_DECIDE or any(n in f for f in fields for n in _SIG_NEEDLES)
+
+
+def _free(hk: tuple) -> bool:
+    """No signature needle in the host and device of a head's (host, pid, dev), kept (a rank's lines
+    interleave with other ranks')."""
+    free = _FREE.get(hk)
+    if free is None:
+        free = not _holds_needle(hk[0], hk[2])
+        if len(_FREE) >= 8192:
+            _FREE.clear()
+        _FREE[hk] = free
+    return free
 
 
 def _net_channel(raw: str) -> Optional[tuple]:
@@ -223,7 +226,7 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
     `parse` False: other lines stay as they came ((lineno, raw, cut, flags): `apply` prepares them).
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
-    run = []  # type: list
+    run = {}  # type: dict  # the run's lines by tail (facts.NetRun)
     head = hk = None  # the last _FAST_HEAD read (the line's start, up to 'NCCL INFO '): its (host, pid, dev)
     at = 0  # where its host starts
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
@@ -244,23 +247,27 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
                 if tail is None:
                     tail = _tail_key(groups)
                 if tail:
-                    if hk != clean and not _holds_needle(hk[0], hk[2]):
+                    if hk is not clean and _free(hk):
                         clean = hk
-                    if hk == clean:
+                    if hk is clean:
                         fast = (hk, raw[at:], tail)
             if fast is None:  # the general reading of a NET line (a tail with more after it, a needle)
                 fast = _net_channel(raw)
             if fast is not None:
                 k, text, tail = fast
-                if k != key:
+                if k is not key and k != key:
                     if run:
                         yield key, NetRun(run)
-                    key, run = k, []
-                run.append((lineno, text, tail))
+                    key, run = k, {}
+                g = run.get(tail)
+                if g is None:
+                    run[tail] = [(lineno, text)]
+                else:
+                    g.append((lineno, text))
                 continue
         if run:
             yield key, NetRun(run)
-            key, run = None, []
+            key, run = None, {}
         if not parse:
             yield lineno, raw, cut, flags
             continue

@@ -65,19 +65,11 @@ class NetRun:
 
     __slots__ = ("first", "counts", "names", "firsts", "keeps")
 
-    def __init__(self, lines: list, cut: bool = False) -> None:
-        """`lines`: [(lineno, text, (net, gdr, proxy, pci))] in line order; `cut`: lines truncated.
-
-        The lines are grouped by their tail first (a rank's channels share one or two), so the per-line
-        work is one dict look-up; each group then counts as a whole."""
-        self.first = lines[0][:2]
-        groups = {}  # type: Dict[tuple, list]  # tail -> its lines, groups in the order of their first line
-        for line in lines:
-            g = groups.get(line[2])
-            if g is None:
-                groups[line[2]] = [line]
-            else:
-                g.append(line)
+    def __init__(self, groups: dict, cut: bool = False) -> None:
+        """`groups`: {(net, gdr, proxy, pci): [(lineno, text)] in line order}, in the order of their first
+        lines (a rank's channels share one or two tails: each group counts as a whole); `cut`: lines
+        truncated."""
+        self.first = next(iter(groups.values()))[0]
         counts = dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr"), 0)
         counts["net_unclear"] = 0
         names = []  # type: List[str]
@@ -106,18 +98,26 @@ class NetRun:
             else:
                 counts["net_unclear"] += n
                 kind, attr, marked = "channel_unclear", "ev_unclear", True
-            firsts.setdefault(attr, group[0][:2])
+            firsts.setdefault(attr, group[0])
             _count(keeps, kind, n, group, marked)
             if not is_libfabric_net(net):
                 _count(keeps, "channel_other_net", n, group, False)
         self.counts, self.names, self.firsts = counts, names, firsts
         self.keeps = list(keeps.values())
 
+    @classmethod
+    def of(cls, lines: list, cut: bool = False) -> "NetRun":
+        """The run of `lines`: [(lineno, text, (net, gdr, proxy, pci))] in line order."""
+        groups = {}  # type: Dict[tuple, list]
+        for lineno, text, tail in lines:
+            groups.setdefault(tail, []).append((lineno, text))
+        return cls(groups, cut)
+
 
 def _count(keeps: dict, kind: str, n: int, group: list, cut: bool) -> None:
     """Add a group of `n` lines to `kind`'s count and first lines (kept in line order across groups)."""
     k = keeps.get(kind)
-    first = [(lineno, text, cut) for lineno, text, _ in group[:EVIDENCE_PER_KIND]]
+    first = [(lineno, text, cut) for lineno, text in group[:EVIDENCE_PER_KIND]]
     if k is None:
         keeps[kind] = [kind, n, first]
         return
@@ -522,7 +522,7 @@ class Facts:
     def _net(self, p: Proc, r: Rank, event, d: dict, cut: bool) -> None:
         """Fold one NET channel line: a run of one (a cut line's missing '/GDRDMA' leaves GDR unclear)."""
         tail = (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci"))
-        self._fold_run(p, r, event.file, 0, NetRun([(event.lineno, event.text, tail)], cut))
+        self._fold_run(p, r, event.file, 0, NetRun({tail: [(event.lineno, event.text)]}, cut))
 
     def add_net_run(
         self, host: str, pid: str, dev: str, file: Optional[str], base: int, run: "NetRun"

@@ -75,10 +75,9 @@ _NET_TAIL = re.compile(
     r"(?P<name>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>-?\d+)\))?(?P<gdr>/GDRDMA)?(?P<pci>\(PCI\))?"
     r"(?P<shared>/Shared)?(?P<rest>.*)$"
 )
-_COMM = re.compile(
-    r"comm (0x[0-9a-fA-F]+) rank (\d+) n[Rr]anks (\d+)(?: (?:cudaDev (\d+)|nNodes (\d+)))?"
-    r"(?:.*?busId ([0-9a-fA-F]+))?"
-)
+_COMM = re.compile(r"comm (0x[0-9a-fA-F]+) rank (\d+) n[Rr]anks (\d+)(?: (?:cudaDev (\d+)|nNodes (\d+)))?")
+# the first `busId <hex>` after _COMM's match (a literal search; a lazy `.*?` tried each position)
+_BUSID = re.compile(r"busId ([0-9a-fA-F]+)")
 _INIT_PHASE = re.compile(r"Init (COMPLETE|START)")
 _SOCKET_IF = re.compile(r"NET/Socket : Using (.*)")
 _IB_USING = re.compile(r"NET/IB ?: ?Using \[\d")
@@ -299,7 +298,8 @@ def classify(msg: str) -> tuple:
                 ev = [("channel", _channel_data(m, msg[m.end() :]))]
         if ev is None:
             ev = _classify_msg(msg, True)
-        hit = (tuple(ev) if ev else (), _ERROR_LINE.search(msg) is not None)
+        err = ("rror" in msg or "failure" in msg) and _ERROR_LINE.search(msg) is not None  # see channel_line
+        hit = (tuple(ev) if ev else (), err)
         if len(_msg_cache) >= _CACHE_MAX:
             _msg_cache.clear()
         _msg_cache[msg] = hit
@@ -361,6 +361,8 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         m = _COMM.search(msg)
         if m:
             p = _INIT_PHASE.search(msg)
+            nl = msg.find("\n", m.end())
+            bus = _BUSID.search(msg, m.end(), len(msg) if nl < 0 else nl)
             return [
                 (
                     "comm",
@@ -370,7 +372,7 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
                         "nranks": int(m.group(3)),
                         "cudadev": m.group(4),
                         "nnodes": int(m.group(5)) if m.group(5) else None,
-                        "busid": m.group(6),
+                        "busid": bus and bus.group(1),
                         "phase": p.group(1) if p else None,
                     },
                 )

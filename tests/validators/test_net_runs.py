@@ -132,7 +132,7 @@ def test_a_run_sums_up_what_one_fold_per_line_did():
             gdr, proxy, pci = rng.choice((True, False, None)), rng.choice((None, 0, 1)), rng.random() < 0.5
             lines.append((i + 1, "line %d" % i, (net, gdr, proxy, pci)))
         cut = rng.random() < 0.2
-        run, want = NetRun(lines, cut), _reference(lines, cut)
+        run, want = NetRun.of(lines, cut), _reference(lines, cut)
         assert run.counts == want["counts"] and run.names == want["names"] and run.firsts == want["firsts"]
         assert [(k, n, ev) for k, n, ev in run.keeps] == [(k, n, ev) for k, (n, ev) in want["keeps"].items()]
 
