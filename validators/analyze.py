@@ -105,20 +105,22 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
     """The part of a line's work that depends on the line alone, as plain data (a worker can do it):
     (lineno, cut, flags, source, text, events as (kind, head, text, data, cut, spliced), signature ids,
     replay mark seen); None when the line yields nothing."""
-    replay = bool(flags & REPLAY) and _replay_mark() in raw  # a cut last line comes with every flag set
     if flags & NCCL and raw[-1:] not in _EOL:
-        m = _HEADED(raw)
-        if m is not None and raw.find(" NCCL ", m.end()) < 0:  # one INFO head: as parse_text reads it
-            msg = raw[m.end() :]
-            text = raw[m.start(2) :]
-            tag, host, pid, tid, dev = m.groups()
-            head = host, pid, tid, dev, "INFO"
+        h = _headed(raw)
+        if h is not None:  # one INFO head: what _prep_general reads of it, without its search for heads
+            replay = bool(flags & REPLAY) and _replay_mark() in raw
+            source, text, head, msg = h
             ev, err = classify(msg)
             events = tuple([(kind, head, text, data, False, False) for kind, data in ev])
             if err:
                 events += (("error", head, text, {"message": msg}, False, False),)
-            source = None if tag is None else "mpi:" + tag
             return lineno, cut, flags, source, text, events, match_line(text), replay
+    return _prep_general(lineno, raw, cut, flags)
+
+
+def _prep_general(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
+    """`prep_line` for any line: its prefixes stripped and its text parsed as nccllog.parse_text does."""
+    replay = bool(flags & REPLAY) and _replay_mark() in raw  # a cut last line comes with every flag set
     source, text = strip_prefix(raw)
     if not text:
         return (lineno, cut, flags, source, text, (), [], True) if replay else None
@@ -145,6 +147,31 @@ _HEAD = r"([a-z][^\s:\[\]|]{0,200}):(\d{1,20}):(\d{1,20}) \[([^\s\[\]]{0,64})\] 
 _FAST_HEAD = re.compile(r"(?:\[\d+,\d+\]<(?:stdout|stderr)>:)?" + _HEAD)
 _HEADED = re.compile(r"(?:\[\d+,(\d+)\]<(?:stdout|stderr)>:)?" + _HEAD).match  # the tag's rank: the source
 _EOL = ("\r", "\n")  # strip_prefix drops these: such a line takes the general path
+_LAST = [None, None]  # the last head _HEADED read (the line's start, up to 'NCCL INFO ') and what it holds
+
+
+def _headed(raw: str) -> Optional[tuple]:
+    """(source, text, head as parse_text gives it, message) of a line with one INFO head, else None.
+
+    A head is read so whatever follows it (each field ends at a character it cannot hold): a line that
+    starts with the last head read has that head (a thread prints its lines in a row) and shares its tuple."""
+    head = _LAST[0]
+    if head is not None and raw.startswith(head):
+        end = len(head)
+        source, at, fields = _LAST[1]
+    else:
+        m = _HEADED(raw)
+        if m is None:
+            return None
+        end = m.end()
+        tag, host, pid, tid, dev = m.groups()
+        source, at, fields = None if tag is None else "mpi:" + tag, m.start(2), (host, pid, tid, dev, "INFO")
+        _LAST[0], _LAST[1] = raw[:end], (source, at, fields)
+    if raw.find(" NCCL ", end) >= 0:  # a second head: parse_text cuts the line there
+        return None
+    return source, raw[at:], fields, raw[end:]
+
+
 # a whole NET channel message with a clean tail, read after a _FAST_HEAD: its groups are the tail's
 _NET_MSG = re.compile(NET_CHANNEL_CLEAN).match
 _TAILS = {}  # type: dict  # (name, proxy, gdr, pci) as matched -> (net, gdr, proxy, pci), or False: no run

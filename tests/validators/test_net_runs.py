@@ -153,3 +153,49 @@ def test_split_parse_gives_one_report_whatever_the_workers(tmp_path):
     reports = [json.dumps(analyze_paths([str(log)], workers=w), sort_keys=True) for w in (1, 2, 3)]
     assert reports[0] == reports[1] == reports[2]
     assert json.loads(reports[0])["nranks"] == 1088
+
+
+def _any_line(rng: random.Random) -> str:
+    """A line of a shape prep_line's one-head path reads (most), or one near it that it must leave alone."""
+    near = rng.random() < 0.3  # one field off: a host, tid, device, level, prefix or end it must not take
+    off = rng.randrange(6) if near else -1
+    host = rng.choice(
+        ["h|x", "é-host", "a" * 205, "Upper"] if off == 0 else ["gpu-a", "gpu-b", "rdma-read-host"]
+    )
+    tid = "x" if off == 1 else rng.choice(("7", "12"))
+    dev = rng.choice(("a b", "[1]")) if off == 2 else rng.choice(("0", "1", ""))
+    level = rng.choice(("WARN", "INFOX")) if off == 3 else "INFO"
+    prefix = (
+        rng.choice(("3: ", " ", "[default0]:"))
+        if off == 4
+        else rng.choice(("", "[1,2]<stderr>:", "[1,5]<stdout>:"))
+    )
+    end = rng.choice(("\r", " gpu-b:1:2 [0] NCCL INFO Using network Socket")) if off == 5 else ""
+    msg = rng.choice((
+        "NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)",
+        "NCCL version 2.26.2+cuda12.2", "cudaDriverVersion 12080", "Using network Libfabric",
+        "comm 0x1 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",
+        "ncclCommInitRankConfig comm 0x2 rank 1 nranks 8 cudaDev 1 busId 53000 commId 0x7 - Init START",
+        "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA", "NET/OFI No eligible providers",
+        "misc/socket.cc:50 NCCL error: unhandled system error", "NET/IB : Using [0]mlx5_0:1/IB",
+        "NCCL_PROTO set by environment to simple", "NET/Plugin: Loaded net plugin Libfabric (v10)",
+    ))  # fmt: skip
+    return "%s%s:%d:%s [%s] NCCL %s %s%s" % (prefix, host, rng.choice((100, 101)), tid, dev, level, msg, end)
+
+
+def test_one_head_lines_read_as_the_general_path_reads_them():
+    """analyze.prep_line's one-head path (a regex, the last head kept) gives what strip_prefix and parse_text
+    give, line by line, on runs of lines that share heads and on lines that almost take the path."""
+    from validators.analyze import NCCL, SIGNATURE, TESTS, _headed, _prep_general, prep_line
+
+    rng = random.Random(7)
+    taken = left = 0
+    for _ in range(3000):
+        one = _any_line(rng)
+        for raw in [one] * rng.randrange(1, 3):
+            flags = rng.choice((NCCL, NCCL | SIGNATURE, NCCL | TESTS, TESTS))
+            cut = rng.random() < 0.1
+            assert prep_line(5, raw, cut, flags) == _prep_general(5, raw, cut, flags), raw
+            fast = _headed(raw) is not None
+            taken, left = taken + fast, left + (not fast)
+    assert taken > 2000 and left > 500  # both paths were taken
