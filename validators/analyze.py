@@ -255,7 +255,7 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
     run = {}  # type: dict  # the run's lines by tail (facts.NetRun)
     head = hk = None  # the last _FAST_HEAD read (the line's start, up to 'NCCL INFO '): its (host, pid, dev)
-    at = 0  # where its host starts
+    at = end = 0  # where its host starts, where it ends
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
     for lineno, raw, cut, flags in lines:
         if not cut and not flags & REPLAY and "via NET/" in raw:
@@ -266,8 +266,8 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
                 h = fast_head(raw)
                 head = None if h is None else raw[: h.end()]
                 if h is not None:
-                    hk, at = h.group(1, 2, 4), h.start(1)
-            m = None if head is None else net_msg(raw, len(head))
+                    hk, at, end = h.group(1, 2, 4), h.start(1), h.end()
+            m = None if head is None else net_msg(raw, end)
             if m is not None:
                 groups = m.groups()
                 tail = tails.get(groups)
@@ -338,11 +338,12 @@ class Analysis:
     def apply(self, base: int, item: tuple) -> None:
         """Fold one item of `prepare` (line numbers count from `base`): the part of a line's work bound
         to the order of lines."""
-        if len(item) == 2:
+        n = len(item)
+        if n == 2:
             (host, pid, dev), run = item
             self.facts.add_net_run(host, pid, dev, self._file, base, run)
             return
-        if len(item) == 4:  # a line as scanned (prepare_runs)
+        if n == 4:  # a line as scanned (prepare_runs)
             item = prep_line(*item)
             if item is None:
                 return
