@@ -553,7 +553,7 @@ def _classify_plain(text: str, lineno: int, file, source) -> List[Event]:
         crash = _crash(text, source)
         if crash is not None:
             out.append(Event("crash", None, lineno, source, file, text, crash))
-    if _ERROR_LINE.search(text):
+    if ("rror" in text or "failure" in text) and _ERROR_LINE.search(text):  # see channel_line
         out.append(Event("error", None, lineno, source, file, text, {"message": text}))
     return out
 
