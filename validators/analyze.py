@@ -147,7 +147,9 @@ _HEAD = r"([a-z][^\s:\[\]|]{0,200}):(\d{1,20}):(\d{1,20}) \[([^\s\[\]]{0,64})\] 
 _FAST_HEAD = re.compile(r"(?:\[\d+,\d+\]<(?:stdout|stderr)>:)?" + _HEAD)
 _HEADED = re.compile(r"(?:\[\d+,(\d+)\]<(?:stdout|stderr)>:)?" + _HEAD).match  # the tag's rank: the source
 _EOL = ("\r", "\n")  # strip_prefix drops these: such a line takes the general path
-_LAST = [None, None]  # the last head _HEADED read (the line's start, up to 'NCCL INFO ') and what it holds
+# the last head _HEADED read: (the line's start, up to 'NCCL INFO ', source, where its host starts, head
+# fields), one tuple replaced whole (a thread that parses beside another reads a consistent one)
+_LAST = [None]  # type: list
 
 
 def _headed(raw: str) -> Optional[tuple]:
@@ -155,10 +157,10 @@ def _headed(raw: str) -> Optional[tuple]:
 
     A head is read so whatever follows it (each field ends at a character it cannot hold): a line that
     starts with the last head read has that head (a thread prints its lines in a row) and shares its tuple."""
-    head = _LAST[0]
-    if head is not None and raw.startswith(head):
+    last = _LAST[0]
+    if last is not None and raw.startswith(last[0]):
+        head, source, at, fields = last
         end = len(head)
-        source, at, fields = _LAST[1]
     else:
         m = _HEADED(raw)
         if m is None:
@@ -166,7 +168,7 @@ def _headed(raw: str) -> Optional[tuple]:
         end = m.end()
         tag, host, pid, tid, dev = m.groups()
         source, at, fields = None if tag is None else "mpi:" + tag, m.start(2), (host, pid, tid, dev, "INFO")
-        _LAST[0], _LAST[1] = raw[:end], (source, at, fields)
+        _LAST[0] = raw[:end], source, at, fields
     if raw.find(" NCCL ", end) >= 0:  # a second head: parse_text cuts the line there
         return None
     return source, raw[at:], fields, raw[end:]
