@@ -14,7 +14,15 @@ from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence
 from validators import signatures
 from validators.facts import Facts, NetRun
 from validators.linescan import MAX_LINE, Region, scan
-from validators.nccllog import NEEDLES, Event, channel_line, parse_text
+from validators.nccllog import (
+    NEEDLES,
+    NET_CHANNEL_CLEAN,
+    Event,
+    channel_line,
+    classify,
+    clean_net_tail,
+    parse_text,
+)
 from validators.parscan import default_workers, scan_prepared
 from validators.prefix import strip_prefix
 from validators.report import build_report
@@ -97,6 +105,21 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
     """The part of a line's work that depends on the line alone, as plain data (a worker can do it):
     (lineno, cut, flags, source, text, events as (kind, head, text, data, cut, spliced), signature ids,
     replay mark seen); None when the line yields nothing."""
+    if flags & NCCL and raw[-1:] not in _EOL:
+        h = _headed(raw)
+        if h is not None:  # one INFO head: what _prep_general reads of it, without its search for heads
+            replay = bool(flags & REPLAY) and _replay_mark() in raw
+            source, text, head, msg = h
+            ev, err = classify(msg)
+            events = tuple([(kind, head, text, data, False, False) for kind, data in ev])
+            if err:
+                events += (("error", head, text, {"message": msg}, False, False),)
+            return lineno, cut, flags, source, text, events, match_line(text), replay
+    return _prep_general(lineno, raw, cut, flags)
+
+
+def _prep_general(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
+    """`prep_line` for any line: its prefixes stripped and its text parsed as nccllog.parse_text does."""
     replay = bool(flags & REPLAY) and _replay_mark() in raw  # a cut last line comes with every flag set
     source, text = strip_prefix(raw)
     if not text:
@@ -120,18 +143,78 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
 # `host:pid:tid [dev] NCCL INFO ` at the start of a line, behind an optional mpirun tag: a head that
 # prefix.strip_prefix and nccllog._split_head read exactly so (a host that starts with a letter and holds
 # no space, colon, bracket or bar; digits; a device with no space or bracket), checked in one C match
-_FAST_HEAD = re.compile(
-    r"(?:\[\d+,\d+\]<(?:stdout|stderr)>:)?([a-z][^\s:\[\]|]{0,200}):(\d{1,20}):(\d{1,20}) "
-    r"\[([^\s\[\]]{0,64})\] NCCL INFO "
+_HEAD = r"([a-z][^\s:\[\]|]{0,200}):(\d{1,20}):(\d{1,20}) \[([^\s\[\]]{0,64})\] NCCL INFO "
+_FAST_HEAD = re.compile(r"(?:\[\d+,\d+\]<(?:stdout|stderr)>:)?" + _HEAD)
+_HEADED = re.compile(r"(?:\[\d+,(\d+)\]<(?:stdout|stderr)>:)?" + _HEAD).match  # the tag's rank: the source
+_EOL = ("\r", "\n")  # strip_prefix drops these: such a line takes the general path
+# the last head _HEADED read: (the line's start, up to 'NCCL INFO ', source, where its host starts, head
+# fields), one tuple replaced whole (a thread that parses beside another reads a consistent one)
+_LAST = [None]  # type: list
+
+
+def _headed(raw: str) -> Optional[tuple]:
+    """(source, text, head as parse_text gives it, message) of a line with one INFO head, else None.
+
+    A head is read so whatever follows it (each field ends at a character it cannot hold): a line that
+    starts with the last head read has that head (a thread prints its lines in a row) and shares its tuple."""
+    last = _LAST[0]
+    if last is not None and raw.startswith(last[0]):
+        head, source, at, fields = last
+        end = len(head)
+    else:
+        m = _HEADED(raw)
+        if m is None:
+            return None
+        end = m.end()
+        tag, host, pid, tid, dev = m.groups()
+        source, at, fields = None if tag is None else "mpi:" + tag, m.start(2), (host, pid, tid, dev, "INFO")
+        _LAST[0] = raw[:end], source, at, fields
+    if raw.find(" NCCL ", end) >= 0:  # a second head: parse_text cuts the line there
+        return None
+    return source, raw[at:], fields, raw[end:]
+
+
+# a whole NET channel message with a clean tail, read after a _FAST_HEAD: its groups are the tail's
+_NET_MSG = re.compile(NET_CHANNEL_CLEAN).match
+_TAILS = {}  # type: dict  # (name, proxy, gdr, pci) as matched -> (net, gdr, proxy, pci), or False: no run
+_SIG_NEEDLES = tuple(signatures.line_needles())
+# A line read by _FAST_HEAD and _NET_MSG has as free text its host, device and network name; the rest is
+# written in these characters and decimal digits. A needle that holds a character outside them, and no
+# ':', '[', ']' or '/' (what bounds the free fields), can only lie inside a free field: then a line whose
+# host, device and name hold no needle matches no signature (`match_line` is [] without being run).
+# Checked here, for any catalog.
+_SKELETON = frozenset("ChannelRingsendreceiveviaNETGDRDMAPCISharedNCCLINFO0123456789abcdefABCDEFx:.[]/()-> ")
+_FIELDS_DECIDE = all(
+    not any(c in n for c in ":[]/") and any(c not in _SKELETON and not c.isdecimal() for c in n)
+    for n in _SIG_NEEDLES
 )
-_TAILS = {}  # type: dict  # (net, gdr, proxy, pci) -> one shared dict: what Facts reads of a NET line
+_FREE = {}  # type: dict  # a head's (host, pid, dev) -> no needle in its host and device
+
+
+def _holds_needle(*fields: str) -> bool:
+    """Whether a signature needle is in one of `fields` (or fields cannot decide, see _FIELDS_DECIDE)."""
+    return not _FIELDS_DECIDE or any(n in f for f in fields for n in _SIG_NEEDLES)
+
+
+def _free(hk: tuple) -> bool:
+    """No signature needle in the host and device of a head's (host, pid, dev), kept (a rank's lines
+    interleave with other ranks')."""
+    free = _FREE.get(hk)
+    if free is None:
+        free = not _holds_needle(hk[0], hk[2])
+        if len(_FREE) >= 8192:
+            _FREE.clear()
+        _FREE[hk] = free
+    return free
 
 
 def _net_channel(raw: str) -> Optional[tuple]:
-    """((host, pid, dev), text, tail) for a whole NET channel line whose only fact is that channel; else None.
+    """((host, pid, dev), text, (net, gdr, proxy, pci)) for a whole NET channel line whose only fact is that
+    channel; else None.
 
     Such a line folds as `Facts.add` would fold its one channel event (no error text, no signature,
-    no second head), so a run of them folds without an Event per line (Facts.add_net_run)."""
+    no second head), so a run of them folds without an Event per line (Facts.add_net_run). The lines
+    _NET_MSG misses (a tail with more after it, a cut tail) are read here with the general parse."""
     if raw[-1:] == "\r":
         return None
     m = _FAST_HEAD.match(raw)
@@ -146,13 +229,23 @@ def _net_channel(raw: str) -> Optional[tuple]:
     text = raw[m.start(1) :]
     if match_line(text):
         return None
-    key = (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci"))
-    tail = _TAILS.get(key)
-    if tail is None:
-        if len(_TAILS) >= 4096:
-            _TAILS.clear()
-        tail = _TAILS[key] = dict(zip(("net", "gdr", "proxy", "pci"), key))
-    return (m.group(1), m.group(2), m.group(4)), text, tail
+    return (
+        (m.group(1), m.group(2), m.group(4)),
+        text,
+        (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci")),
+    )
+
+
+def _tail_key(groups: tuple):
+    """The run tail of a _NET_MSG match's groups; False where the line is no sure run's (an error line,
+    a second head or a signature needle inside the network name: the only free text after the head)."""
+    key = clean_net_tail(*groups)
+    if key is None or " NCCL " in groups[0] or _holds_needle(groups[0]):
+        key = False
+    if len(_TAILS) >= 4096:
+        _TAILS.clear()
+    _TAILS[groups] = key
+    return key
 
 
 def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
@@ -161,23 +254,49 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
 
     `parse` False: other lines stay as they came ((lineno, raw, cut, flags): `apply` prepares them).
     Pure and order-keeping."""
-    key = None
-    run = []  # type: list
+    key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
+    run = {}  # type: dict  # the run's lines by tail (facts.NetRun)
+    head = hk = None  # the last _FAST_HEAD read (the line's start, up to 'NCCL INFO '): its (host, pid, dev)
+    at = end = 0  # where its host starts, where it ends
+    fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
     for lineno, raw, cut, flags in lines:
-        fast = None
         if not cut and not flags & REPLAY and "via NET/" in raw:
-            fast = _net_channel(raw)
-        if fast is not None:
-            k, text, tail = fast
-            if k != key:
-                if run:
-                    yield key, NetRun(run)
-                key, run = k, []
-            run.append((lineno, text, tail))
-            continue
+            fast = None
+            # a head is read so whatever follows it (each of its fields ends at a character it cannot hold):
+            # a line that starts with the last head read has that head
+            if head is None or not raw.startswith(head):
+                h = fast_head(raw)
+                head = None if h is None else raw[: h.end()]
+                if h is not None:
+                    hk, at, end = h.group(1, 2, 4), h.start(1), h.end()
+            m = None if head is None else net_msg(raw, end)
+            if m is not None:
+                groups = m.groups()
+                tail = tails.get(groups)
+                if tail is None:
+                    tail = _tail_key(groups)
+                if tail:
+                    if hk is not clean and _free(hk):
+                        clean = hk
+                    if hk is clean:
+                        fast = (hk, raw[at:], tail)
+            if fast is None:  # the general reading of a NET line (a tail with more after it, a needle)
+                fast = _net_channel(raw)
+            if fast is not None:
+                k, text, tail = fast
+                if k is not key and k != key:
+                    if run:
+                        yield key, NetRun(run)
+                    key, run = k, {}
+                g = run.get(tail)
+                if g is None:
+                    run[tail] = [(lineno, text)]
+                else:
+                    g.append((lineno, text))
+                continue
         if run:
             yield key, NetRun(run)
-            key, run = None, []
+            key, run = None, {}
         if not parse:
             yield lineno, raw, cut, flags
             continue
@@ -221,11 +340,12 @@ class Analysis:
     def apply(self, base: int, item: tuple) -> None:
         """Fold one item of `prepare` (line numbers count from `base`): the part of a line's work bound
         to the order of lines."""
-        if len(item) == 2:
+        n = len(item)
+        if n == 2:
             (host, pid, dev), run = item
             self.facts.add_net_run(host, pid, dev, self._file, base, run)
             return
-        if len(item) == 4:  # a line as scanned (prepare_runs)
+        if n == 4:  # a line as scanned (prepare_runs)
             item = prep_line(*item)
             if item is None:
                 return

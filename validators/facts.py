@@ -66,53 +66,65 @@ class NetRun:
 
     __slots__ = ("first", "counts", "names", "firsts", "keeps")
 
-    def __init__(self, lines: list, cut: bool = False) -> None:
-        """`lines`: [(lineno, text, tail)], tail a dict with net, gdr, proxy, pci; `cut`: lines truncated."""
-        self.first = lines[0][:2]
+    def __init__(self, groups: dict, cut: bool = False) -> None:
+        """`groups`: {(net, gdr, proxy, pci): [(lineno, text)] in line order}, in the order of their first
+        lines (a rank's channels share one or two tails: each group counts as a whole); `cut`: lines
+        truncated."""
+        self.first = next(iter(groups.values()))[0]
         counts = dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr"), 0)
         counts["net_unclear"] = 0
         names = []  # type: List[str]
         firsts = {}  # type: Dict[str, Tuple[int, str]]
-        keeps = {}  # type: Dict[str, list]  # kind -> [kind, count, first lines]; insertion order kept
-        for lineno, text, d in lines:
-            counts["net"] += 1
-            net = d.get("net")
+        keeps = {}  # type: Dict[str, list]  # kind -> [kind, count, first lines]; in the order first seen
+        for (net, gdr, proxy, pci), group in groups.items():
+            n = len(group)
+            counts["net"] += n
             if net:
                 if net not in names:
                     names.append(net)
             else:
-                counts["net_unnamed"] += 1
-            if d.get("proxy") is not None:
-                counts["net_proxied"] += 1
-            gdr = d.get("gdr")
+                counts["net_unnamed"] += n
+            if proxy is not None:
+                counts["net_proxied"] += n
             if cut and gdr is False:
                 gdr = None  # the '/GDRDMA' suffix may be what was cut off
             if gdr is True:
-                counts["net_gdr"] += 1
-                if d.get("pci"):
-                    counts["net_pci"] += 1
+                counts["net_gdr"] += n
+                if pci:
+                    counts["net_pci"] += n
                 kind, attr, marked = "channel_gdr", "ev_gdr", False
             elif gdr is False:
-                counts["net_nogdr"] += 1
+                counts["net_nogdr"] += n
                 kind, attr, marked = "channel_nogdr", "ev_nogdr", False
             else:
-                counts["net_unclear"] += 1
+                counts["net_unclear"] += n
                 kind, attr, marked = "channel_unclear", "ev_unclear", True
-            firsts.setdefault(attr, (lineno, text))
-            _count(keeps, kind, lineno, text, marked)
+            firsts.setdefault(attr, group[0])
+            _count(keeps, kind, n, group, marked)
             if not is_libfabric_net(net):
-                _count(keeps, "channel_other_net", lineno, text, False)
+                _count(keeps, "channel_other_net", n, group, False)
         self.counts, self.names, self.firsts = counts, names, firsts
         self.keeps = list(keeps.values())
 
+    @classmethod
+    def of(cls, lines: list, cut: bool = False) -> "NetRun":
+        """The run of `lines`: [(lineno, text, (net, gdr, proxy, pci))] in line order."""
+        groups = {}  # type: Dict[tuple, list]
+        for lineno, text, tail in lines:
+            groups.setdefault(tail, []).append((lineno, text))
+        return cls(groups, cut)
 
-def _count(keeps: dict, kind: str, lineno: int, text: str, cut: bool) -> None:
+
+def _count(keeps: dict, kind: str, n: int, group: list, cut: bool) -> None:
+    """Add a group of `n` lines to `kind`'s count and first lines (kept in line order across groups)."""
     k = keeps.get(kind)
+    first = [(lineno, text, cut) for lineno, text in group[:EVIDENCE_PER_KIND]]
     if k is None:
-        k = keeps[kind] = [kind, 0, []]
-    k[1] += 1
-    if len(k[2]) < EVIDENCE_PER_KIND:
-        k[2].append((lineno, text, cut))
+        keeps[kind] = [kind, n, first]
+        return
+    k[1] += n
+    if first[0][0] < k[2][-1][0] or len(k[2]) < EVIDENCE_PER_KIND:
+        k[2] = sorted(k[2] + first)[:EVIDENCE_PER_KIND]
 
 
 def is_libfabric_net(name: Optional[str]) -> bool:
@@ -510,7 +522,8 @@ class Facts:
 
     def _net(self, p: Proc, r: Rank, event, d: dict, cut: bool) -> None:
         """Fold one NET channel line: a run of one (a cut line's missing '/GDRDMA' leaves GDR unclear)."""
-        self._fold_run(p, r, event.file, 0, NetRun([(event.lineno, event.text, d)], cut))
+        tail = (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci"))
+        self._fold_run(p, r, event.file, 0, NetRun({tail: [(event.lineno, event.text)]}, cut))
 
     def add_net_run(
         self, host: str, pid: str, dev: str, file: Optional[str], base: int, run: "NetRun"

@@ -65,14 +65,19 @@ _CHANNEL_FRONT = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/(\d+))? : (-?\d+)(?:\[[0-9a-fA-Fx:.]*\])? -> (-?\d+)"
     r"(?:\[[0-9a-fA-Fx:.]*\])?(?: \[(send|receive)\])? via "
 )
+# a whole NET channel message with nothing after its tail: its network name, proxy, /GDRDMA and (PCI) as the
+# only groups (the front's groups made non-capturing: captures cost), read as `channel_line` reads it, in
+# one C match (analyze.prepare); any other message takes `channel_line`
+NET_CHANNEL_CLEAN = re.sub(r"(?<!\\)\((?!\?)", "(?:", _CHANNEL_FRONT.pattern) + (
+    r"NET/([^/]+)/\d+(?:\((-?\d+)\))?(/GDRDMA)?(\(PCI\))?(?:/Shared)?\Z"
+)
 _NET_TAIL = re.compile(
     r"(?P<name>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>-?\d+)\))?(?P<gdr>/GDRDMA)?(?P<pci>\(PCI\))?"
     r"(?P<shared>/Shared)?(?P<rest>.*)$"
 )
-_COMM = re.compile(
-    r"comm (0x[0-9a-fA-F]+) rank (\d+) n[Rr]anks (\d+)(?: (?:cudaDev (\d+)|nNodes (\d+)))?"
-    r"(?:.*?busId ([0-9a-fA-F]+))?"
-)
+_COMM = re.compile(r"comm (0x[0-9a-fA-F]+) rank (\d+) n[Rr]anks (\d+)(?: (?:cudaDev (\d+)|nNodes (\d+)))?")
+# the first `busId <hex>` after _COMM's match (a literal search; a lazy `.*?` tried each position)
+_BUSID = re.compile(r"busId ([0-9a-fA-F]+)")
 _INIT_PHASE = re.compile(r"Init (COMPLETE|START)")
 _SOCKET_IF = re.compile(r"NET/Socket : Using (.*)")
 _IB_USING = re.compile(r"NET/IB ?: ?Using \[\d")
@@ -261,7 +266,7 @@ def _parse_one(text: str, lineno: int, file, source, spliced: bool, out: List[Ev
                 out.append(Event(kind, None, lineno, source, file, text, data, cut, spliced))
         out.extend(_classify_plain(text, lineno, file, source))
     else:
-        ev, err = _classify(msg)
+        ev, err = classify(msg)
         for kind, data in ev:
             out.append(Event(kind, head, lineno, source, file, text, data, cut, spliced))
         if head[4] in ("WARN", "ABORT"):
@@ -277,7 +282,7 @@ def _parse_one(text: str, lineno: int, file, source, spliced: bool, out: List[Ev
     return rest
 
 
-def _classify(msg: str) -> tuple:
+def classify(msg: str) -> tuple:
     """Message of a headed line -> ([(kind, data)], is an error line), cached: the same message
     is printed by every rank, and by every new communicator (channel lines included).
 
@@ -293,7 +298,8 @@ def _classify(msg: str) -> tuple:
                 ev = [("channel", _channel_data(m, msg[m.end() :]))]
         if ev is None:
             ev = _classify_msg(msg, True)
-        hit = (tuple(ev) if ev else (), _ERROR_LINE.search(msg) is not None)
+        err = ("rror" in msg or "failure" in msg) and _ERROR_LINE.search(msg) is not None  # see channel_line
+        hit = (tuple(ev) if ev else (), err)
         if len(_msg_cache) >= _CACHE_MAX:
             _msg_cache.clear()
         _msg_cache[msg] = hit
@@ -355,6 +361,8 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         m = _COMM.search(msg)
         if m:
             p = _INIT_PHASE.search(msg)
+            nl = msg.find("\n", m.end())
+            bus = _BUSID.search(msg, m.end(), len(msg) if nl < 0 else nl)
             return [
                 (
                     "comm",
@@ -364,7 +372,7 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
                         "nranks": int(m.group(3)),
                         "cudadev": m.group(4),
                         "nnodes": int(m.group(5)) if m.group(5) else None,
-                        "busid": m.group(6),
+                        "busid": bus and bus.group(1),
                         "phase": p.group(1) if p else None,
                     },
                 )
@@ -412,7 +420,7 @@ def channel_tail(via: str) -> Dict[str, object]:
 
 
 def channel_line(msg: str) -> Optional[Dict[str, object]]:
-    """The ` via ` tail of a headed message that `_classify` reads as one channel event and not an
+    """The ` via ` tail of a headed message that `classify` reads as one channel event and not an
     error line, else None: the same answer without building the event (analyze.prepare's NET runs)."""
     m = _CHANNEL_FRONT.match(msg)
     if m is None:
@@ -420,6 +428,16 @@ def channel_line(msg: str) -> Optional[Dict[str, object]]:
     if ("rror" in msg or "failure" in msg) and _ERROR_LINE.search(msg):  # every _ERROR_LINE word holds one
         return None
     return channel_tail(msg[m.end() :])
+
+
+def clean_net_tail(
+    name: str, proxy: Optional[str], gdr: Optional[str], pci: Optional[str]
+) -> Optional[tuple]:
+    """(net, gdr, proxy, pci) as `channel_tail` reads them, for the groups of a NET_CHANNEL_CLEAN match;
+    None where `channel_line` would read no channel (an error line: only the name is free text)."""
+    if ("rror" in name or "failure" in name) and _ERROR_LINE.search(name):
+        return None
+    return name, gdr is not None, None if proxy is None else int(proxy), pci is not None
 
 
 def _channel_data(m, via: str) -> Dict[str, object]:
@@ -535,7 +553,7 @@ def _classify_plain(text: str, lineno: int, file, source) -> List[Event]:
         crash = _crash(text, source)
         if crash is not None:
             out.append(Event("crash", None, lineno, source, file, text, crash))
-    if _ERROR_LINE.search(text):
+    if ("rror" in text or "failure" in text) and _ERROR_LINE.search(text):  # see channel_line
         out.append(Event("error", None, lineno, source, file, text, {"message": text}))
     return out
 

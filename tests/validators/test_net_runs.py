@@ -23,6 +23,9 @@ TAILS = [
     "NET/Libfabric/0/GDRDMA extra words",
     "NET/Libfabric/",
     "NET/AWS Libfabric/0/GDRDMA NCCL error",  # an error line: never a run
+    "NET/Libfabric NCCL error/0/GDRDMA",  # the same inside the network name
+    "NET/No eligible providers/0",  # a signature in the network name
+    "NET/Lib NCCL INFO x/0",  # a second head's text in the network name
     "P2P/CUMEM/read",
 ]
 HOSTS = ["gpu-a", "gpu-b", "10.0.0.7", "rdma-read-host", "Upper"]  # a digit, a signature needle, a capital
@@ -31,7 +34,7 @@ HOSTS = ["gpu-a", "gpu-b", "10.0.0.7", "rdma-read-host", "Upper"]  # a digit, a 
 def _line(rng: random.Random) -> str:
     host = rng.choice(HOSTS)
     pid = rng.choice((100, 101))
-    dev = rng.choice("0123")
+    dev = rng.choice(("0", "1", "2", "3", "fi_getinfo"))  # a needle in the device
     prefix = rng.choice(("", "[1,%d]<stdout>:" % rng.randrange(8), "[1,3]<stderr>:", "  ", "| 1718638989 | "))
     head = "%s:%d:%d [%s] NCCL %s " % (host, pid, pid + 5, dev, rng.choice(("INFO", "INFO", "INFO", "WARN")))
     c = rng.randrange(32)
@@ -77,6 +80,15 @@ def test_runs_fold_as_lines_do_on_random_logs():
     assert runs > 100  # the fast path was taken, not only the slow one
 
 
+def test_the_catalog_lets_a_net_line_skip_the_signature_search():
+    """Every signature needle can only lie in a NET line's host, device or network name (_FIELDS_DECIDE):
+    else every NET line would take the general path, and a fast path that is never taken tests nothing."""
+    from validators import analyze
+
+    assert analyze._FIELDS_DECIDE
+    assert analyze._holds_needle("gpu-a", "0", "rdma-read-x") and not analyze._holds_needle("gpu-a", "0")
+
+
 def test_runs_fold_as_lines_do_on_the_real_logs(nccl_logs_dir):
     logs = sorted(nccl_logs_dir.glob("*.log"))
     assert len(logs) >= 10  # the real corpus (../shared/nccl-logs) must be there: no silent pass without it
@@ -91,20 +103,20 @@ def _reference(lines: list, cut: bool) -> dict:
     """The per-line NET fold as Facts._net did it before runs (round 4), written out as the oracle."""
     out = {"counts": dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr",
                                     "net_unclear"), 0), "names": [], "firsts": {}, "keeps": {}}  # fmt: skip
-    for lineno, text, d in lines:
+    for lineno, text, (net, gdr, proxy, pci) in lines:
         c = out["counts"]
-        gdr = None if cut and d["gdr"] is False else d["gdr"]
+        gdr = None if cut and gdr is False else gdr
         c["net"] += 1
-        if d["net"]:
-            out["names"] += [] if d["net"] in out["names"] else [d["net"]]
+        if net:
+            out["names"] += [] if net in out["names"] else [net]
         else:
             c["net_unnamed"] += 1
-        c["net_proxied"] += d["proxy"] is not None
+        c["net_proxied"] += proxy is not None
         kind = {True: "gdr", False: "nogdr"}.get(gdr, "unclear")
         c["net_" + kind] += 1
-        c["net_pci"] += bool(gdr is True and d["pci"])
+        c["net_pci"] += bool(gdr is True and pci)
         out["firsts"].setdefault("ev_" + kind, (lineno, text))
-        kinds = ["channel_" + kind] + ([] if is_libfabric_net(d["net"]) else ["channel_other_net"])
+        kinds = ["channel_" + kind] + ([] if is_libfabric_net(net) else ["channel_other_net"])
         for k in kinds:
             n, ev = out["keeps"].get(k, (0, []))
             out["keeps"][k] = (n + 1, ev + [(lineno, text, k == "channel_unclear")][: 5 - len(ev)])
@@ -118,10 +130,9 @@ def test_a_run_sums_up_what_one_fold_per_line_did():
         for i in range(rng.randrange(1, 40)):
             net = rng.choice(("Libfabric", "AWS Libfabric", "IB", "", None))
             gdr, proxy, pci = rng.choice((True, False, None)), rng.choice((None, 0, 1)), rng.random() < 0.5
-            d = {"net": net, "gdr": gdr, "proxy": proxy, "pci": pci}
-            lines.append((i + 1, "line %d" % i, d))
+            lines.append((i + 1, "line %d" % i, (net, gdr, proxy, pci)))
         cut = rng.random() < 0.2
-        run, want = NetRun(lines, cut), _reference(lines, cut)
+        run, want = NetRun.of(lines, cut), _reference(lines, cut)
         assert run.counts == want["counts"] and run.names == want["names"] and run.firsts == want["firsts"]
         assert [(k, n, ev) for k, n, ev in run.keeps] == [(k, n, ev) for k, (n, ev) in want["keeps"].items()]
 
@@ -142,3 +153,49 @@ def test_split_parse_gives_one_report_whatever_the_workers(tmp_path):
     reports = [json.dumps(analyze_paths([str(log)], workers=w), sort_keys=True) for w in (1, 2, 3)]
     assert reports[0] == reports[1] == reports[2]
     assert json.loads(reports[0])["nranks"] == 1088
+
+
+def _any_line(rng: random.Random) -> str:
+    """A line of a shape prep_line's one-head path reads (most), or one near it that it must leave alone."""
+    near = rng.random() < 0.3  # one field off: a host, tid, device, level, prefix or end it must not take
+    off = rng.randrange(6) if near else -1
+    host = rng.choice(
+        ["h|x", "é-host", "a" * 205, "Upper"] if off == 0 else ["gpu-a", "gpu-b", "rdma-read-host"]
+    )
+    tid = "x" if off == 1 else rng.choice(("7", "12"))
+    dev = rng.choice(("a b", "[1]")) if off == 2 else rng.choice(("0", "1", ""))
+    level = rng.choice(("WARN", "INFOX")) if off == 3 else "INFO"
+    prefix = (
+        rng.choice(("3: ", " ", "[default0]:"))
+        if off == 4
+        else rng.choice(("", "[1,2]<stderr>:", "[1,5]<stdout>:"))
+    )
+    end = rng.choice(("\r", " gpu-b:1:2 [0] NCCL INFO Using network Socket")) if off == 5 else ""
+    msg = rng.choice((
+        "NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)",
+        "NCCL version 2.26.2+cuda12.2", "cudaDriverVersion 12080", "Using network Libfabric",
+        "comm 0x1 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",
+        "ncclCommInitRankConfig comm 0x2 rank 1 nranks 8 cudaDev 1 busId 53000 commId 0x7 - Init START",
+        "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA", "NET/OFI No eligible providers",
+        "misc/socket.cc:50 NCCL error: unhandled system error", "NET/IB : Using [0]mlx5_0:1/IB",
+        "NCCL_PROTO set by environment to simple", "NET/Plugin: Loaded net plugin Libfabric (v10)",
+    ))  # fmt: skip
+    return "%s%s:%d:%s [%s] NCCL %s %s%s" % (prefix, host, rng.choice((100, 101)), tid, dev, level, msg, end)
+
+
+def test_one_head_lines_read_as_the_general_path_reads_them():
+    """analyze.prep_line's one-head path (a regex, the last head kept) gives what strip_prefix and parse_text
+    give, line by line, on runs of lines that share heads and on lines that almost take the path."""
+    from validators.analyze import NCCL, SIGNATURE, TESTS, _headed, _prep_general, prep_line
+
+    rng = random.Random(7)
+    taken = left = 0
+    for _ in range(3000):
+        one = _any_line(rng)
+        for raw in [one] * rng.randrange(1, 3):
+            flags = rng.choice((NCCL, NCCL | SIGNATURE, NCCL | TESTS, TESTS))
+            cut = rng.random() < 0.1
+            assert prep_line(5, raw, cut, flags) == _prep_general(5, raw, cut, flags), raw
+            fast = _headed(raw) is not None
+            taken, left = taken + fast, left + (not fast)
+    assert taken > 2000 and left > 500  # both paths were taken
