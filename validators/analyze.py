@@ -23,7 +23,7 @@ from validators.nccllog import (
     clean_net_tail,
     parse_text,
 )
-from validators.parscan import LINES_IN_FLIGHT, MAX_IN_FLIGHT, default_workers, scan_prepared
+from validators.parscan import default_workers, scan_prepared
 from validators.prefix import strip_prefix
 from validators.report import build_report
 
@@ -468,10 +468,8 @@ def analyze_file(a: Analysis, path: str, workers: Optional[int] = None) -> None:
     apply = a.apply
     # with CPUs to spare the workers parse too and the parent only folds; with 2 the pickled events would
     # cost more CPU than the parse they save (bench/RESULTS-parse.md, round 5)
-    prep, in_flight = (prepare, MAX_IN_FLIGHT) if workers > 2 else (prepare_runs, LINES_IN_FLIGHT)
-    for base, item in scan_prepared(
-        path, _scan_needles(), _table_region, workers, stats, prep, None, in_flight
-    ):
+    prep = prepare if workers > 2 else prepare_runs
+    for base, item in scan_prepared(path, _scan_needles(), _table_region, workers, stats, prep):
         apply(base, item)
     a.end(stats.get("lines", 0), stats.get("bytes"))
 

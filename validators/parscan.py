@@ -28,12 +28,8 @@ from validators.linescan import Region, scan
 # the file) and the ranges in flight bound the memory; smaller ranges cost more in hand-offs.
 # The parent holds at most MAX_IN_FLIGHT ranges' lines (packed: one string and an array per range),
 # whatever the worker count: the parse in the parent, not the scan, sets the pace (issue 15).
-# Ranges sent as scanned lines and NET runs (`scan_prepared(..., in_flight=LINES_IN_FLIGHT)`) are small
-# enough to let the workers run further ahead: with 3 in flight the parent of a 2-worker parse of an
-# 8192-rank log waited 0.8 s of its 2.5 s for them, with 10 0.3 s (+5 MiB; bench/RESULTS-parse.md round 6).
 RANGE = 4 << 20
 MAX_IN_FLIGHT = 3
-LINES_IN_FLIGHT = 10
 MAX_WORKERS = 8
 
 Line = Tuple[int, str, bool, int]
@@ -223,20 +219,17 @@ def scan_prepared(
     stats: dict,
     prep: Callable[[Iterable[Line]], Iterable],
     range_size: Optional[int] = None,
-    in_flight: int = MAX_IN_FLIGHT,
 ) -> Iterator[Tuple[int, object]]:
     """(line number base, item) for each item `prep` makes of the scan's lines, in order: with workers,
     each range's lines are prepared in its worker (the per-line parse leaves the parent; issue 15).
     `prep` must be a module-level function, must keep the lines' order and may number items only by the
     lines' own numbers, which count from the range's start: add `base`."""
-    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep, in_flight):
+    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep):
         for item in items:
             yield base, item
 
 
-def _ranges(
-    path, needles, make_region, workers, stats, range_size, prep, in_flight=MAX_IN_FLIGHT
-) -> Iterator[Tuple[int, Iterable]]:
+def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Iterator[Tuple[int, Iterable]]:
     """(line number base, the lines or prepared items of one range) in order; serial: (0, everything)."""
     size = os.path.getsize(path)
     range_size = range_size or RANGE
@@ -255,7 +248,7 @@ def _ranges(
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    window = in_flight  # ranges in flight (a split has 2+ workers): bounds what the parent holds
+    window = min(workers + 1, MAX_IN_FLIGHT)  # ranges in flight: bounds what the parent holds
     lines_before = nbytes = 0
     carried = (0, b"")
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
