@@ -38,7 +38,6 @@ HEADLESS_KINDS = frozenset(
 CRASHES_MAX = 32
 _SHARED = {}  # type: Dict[frozenset, frozenset]  # Proc.put: one copy of each distinct set
 _SHARED_MAX = 4096
-_NOT_HELD = object()
 
 
 def _ev(event, cut: bool = False) -> dict:
@@ -263,12 +262,7 @@ class Proc:
         return self.using_network or self.channel_nets
 
     def counter_efa(self) -> Optional[str]:
-        """Why this process is positively not on EFA, or None (`Facts.reading` holds it while a report
-        is built: the report asks once per rank and per host)."""
-        held = self.__dict__.get("_counter_held", _NOT_HELD)
-        return self._counter_efa() if held is _NOT_HELD else held
-
-    def _counter_efa(self) -> Optional[str]:
+        """Why this process is positively not on EFA, or None."""
         for n in sorted(self.networks()):
             if not is_libfabric_net(n):
                 return f"network {n}"
@@ -612,15 +606,10 @@ class Facts:
         """While a report is built nothing is folded: the sorted views and the verdicts the checks ask
         for again and again are computed once (at 8192 ranks they were sorted ten times; issue 15)."""
         self._memo = {}
-        procs = list(self.procs.values()) + [self.headless]
-        for p in procs:
-            p._counter_held = p._counter_efa()
         try:
             yield self
         finally:
             self._memo = None
-            for p in procs:
-                del p._counter_held
 
     def memo(self, key: str, compute: Callable[[], Any]) -> Any:
         """`compute()`, once per `reading()`; outside one, every time."""
