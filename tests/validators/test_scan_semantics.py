@@ -117,12 +117,8 @@ def run_scan(data, needles, region, chunk):
     return lines, stats, (region.left, region.head) if region else (0, b"")
 
 
-@pytest.mark.parametrize("memmem", [True, False])
-@pytest.mark.parametrize("seed", range(4))
-def test_scan_is_the_line_by_line_contract(monkeypatch, seed, memmem):
-    if not memmem:
-        monkeypatch.setattr(memsearch, "_LIB", None)
-    monkeypatch.setattr(linescan, "MAX_LINE", 48)
+def _watch_dense_path(monkeypatch) -> list:
+    """A list that gets True each time a chunk takes the split-lines path, False when it declines."""
     dense_lines, taken = linescan._dense_lines, []
 
     def counted(*args):
@@ -131,6 +127,16 @@ def test_scan_is_the_line_by_line_contract(monkeypatch, seed, memmem):
         return found
 
     monkeypatch.setattr(linescan, "_dense_lines", counted)
+    return taken
+
+
+@pytest.mark.parametrize("memmem", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_scan_is_the_line_by_line_contract(monkeypatch, seed, memmem):
+    if not memmem:
+        monkeypatch.setattr(memsearch, "_LIB", None)
+    monkeypatch.setattr(linescan, "MAX_LINE", 48)
+    taken = _watch_dense_path(monkeypatch)
     rng = random.Random(seed)
     for case in range(150):
         monkeypatch.setattr(linescan, "NEAR", rng.choice((1, 4, 16, 1024)))
@@ -188,14 +194,7 @@ def test_nccl_dense_utf8_content_with_a_table_goes_line_by_line(monkeypatch):
             lines.insert(-4, "[1,0]<stdout>:NET/Plugin x")  # a needle line: the region goes on past it
             lines += ["[1,0]<stdout>:Training starts", "[1,0]<stdout>:# Avg bus bandwidth    : 1.88"]
     data = "\n".join(lines).encode() + b"\n"
-    dense_lines, taken = linescan._dense_lines, []
-
-    def counted(*args):
-        found = dense_lines(*args)
-        taken.append(found is not None)
-        return found
-
-    monkeypatch.setattr(linescan, "_dense_lines", counted)
+    taken = _watch_dense_path(monkeypatch)
     want = reference(data, _scan_needles(), _table_region())
     tests_lines = [n for n, _, _, flags in want[0] if flags & TESTS]
     assert len(tests_lines) == 12  # the header, 9 rows, the NET line among them, the footer
