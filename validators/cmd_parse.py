@@ -8,10 +8,9 @@ report exists (temp file + rename), so a bad input never leaves a half-written r
 import argparse
 import os
 import sys
-import tempfile
-from typing import Callable, List, Union
+from typing import List
 
-from validators import jsonout
+from validators import jsonout, outfile
 from validators.runreport import EXIT_BY_VERDICT
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -106,35 +105,12 @@ def _analyze(args) -> dict:
         raise InputError(str(err)) from None
 
 
-def _json_text(report: dict) -> Callable[[Callable[[str], object]], None]:
-    """The JSON report as `json.dumps(indent=2, sort_keys=True)` prints it, written in pieces by `_write`:
-    a report of 16k ranks costs no ~50 MiB string at its peak (issue 15)."""
-
-    def write_to(write: Callable[[str], object]) -> None:
-        jsonout.dump(report, write)
-        write("\n")
-
-    return write_to
-
-
-def _write(target: str, text: Union[str, Callable[[Callable[[str], object]], None]]) -> None:
-    """Write `text` (a string, or a function that writes its pieces) to `target` ('-': stdout), a file
-    only once all is written."""
-    emit = text if callable(text) else (lambda write: write(text))
+def _write(target: str, text: outfile.Text) -> None:
+    """Write `text` to `target` ('-': stdout), a file only once all is written."""
     if target == "-":
-        emit(sys.stdout.write)
-        sys.stdout.flush()
-        return
-    parent = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=".report-", dir=parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            emit(fh.write)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        outfile.to_stdout(text)
+    else:
+        outfile.write_whole(target, text)
 
 
 def run_parse(args) -> int:
@@ -144,7 +120,7 @@ def run_parse(args) -> int:
     report = _analyze(args)
     outputs = []
     if args.json:
-        outputs.append((args.json, _json_text(report)))
+        outputs.append((args.json, jsonout.document(report)))
     if args.junit:
         outputs.append((args.junit, to_junit(report)))
     if args.markdown:

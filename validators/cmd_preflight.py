@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-from validators import jsonout, launchcheck, pairwise, runreport, sagemaker_env
+from validators import jsonout, launchcheck, outfile, pairwise, runreport, sagemaker_env
 from validators.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
 
 EXIT_USAGE = 2
@@ -384,18 +384,13 @@ def _write_json(report: Dict[str, Any], dest: Optional[str]) -> None:
     if not dest:
         return
     if dest == "-":
-        jsonout.dump(report, sys.stdout.write)
-        sys.stdout.write("\n")
-        return
-    tmp = dest + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        jsonout.dump(report, fh.write)
-        fh.write("\n")
-    os.replace(tmp, dest)
+        outfile.to_stdout(jsonout.document(report))
+    else:
+        outfile.write_whole(dest, jsonout.document(report))
 
 
 def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:
-    """JSON, JUnit and Markdown, each written whole (temp file, then rename): never half a report."""
+    """JSON, JUnit and Markdown, each written whole (validators.outfile): never half a report."""
     _write_json(report, args.json)
     if not (args.junit or args.markdown):
         return
@@ -403,10 +398,7 @@ def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:
 
     for path, render in ((args.junit, "to_junit"), (args.markdown, "to_markdown")):
         if path:
-            tmp = path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(getattr(writers, render)(report))
-            os.replace(tmp, path)
+            outfile.write_whole(path, getattr(writers, render)(report))
 
 
 def _metric_lines(report: Dict[str, Any]) -> List[str]:

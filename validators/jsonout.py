@@ -104,3 +104,13 @@ def dump(obj: Any, write: Callable[[str], Any], default: Callable[[Any], Any] = 
 
     enc(obj, "\n")
     flush()
+
+
+def document(obj: Any) -> Callable[[Callable[[str], Any]], None]:
+    """`obj` as a JSON document (the text and a newline), for validators.outfile to write."""
+
+    def write_to(write: Callable[[str], Any]) -> None:
+        dump(obj, write)
+        write("\n")
+
+    return write_to
