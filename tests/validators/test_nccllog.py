@@ -358,3 +358,18 @@ def test_scan_region_is_bounded():
     region = Region(lambda ln: b"size" in ln, lambda ln: False, 4, 10)
     got = list(scan(io.BytesIO(data), [(b"#", 1)], region=region))
     assert len(got) == 11
+
+
+def test_every_error_phrase_passes_the_substring_prefilter():
+    """nccllog._is_error_text runs _ERROR_LINE only on text holding 'rror' or 'failure': a phrase added
+    without either would never be seen."""
+    import re
+
+    from validators import nccllog
+
+    phrases = re.split(r"\|(?![^(]*\))", nccllog._ERROR_LINE.pattern)  # top-level alternatives
+    assert len(phrases) >= 8
+    for phrase in phrases:
+        assert "rror" in phrase or "failure" in phrase, phrase
+        example = re.sub(r"\(\?:(\w+)\|[^)]*\)", r"\1", phrase)  # one spelling of a (?:a|b) group
+        assert nccllog._is_error_text("x " + example + " y"), example
