@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from imagebuild.errors import UserError
 from imagebuild.metrics import metric_definitions
-from validators.runreport import EXIT_BY_VERDICT
+from validators.cli import EXIT_BY_VERDICT
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds (API reference)

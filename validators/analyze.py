@@ -77,7 +77,7 @@ def needles() -> List[str]:
 def needle_groups() -> List[tuple]:
     """(needle, flag) pairs: which parser a line holding the needle can feed.
 
-    The replay stand-in's mark (validators.runner.REPLAY_MARK, as `validators run` detects it) is
+    The replay stand-in's mark (validators.replay.REPLAY_MARK, as `validators run` detects it) is
     looked for too, so a saved replay log parsed later is marked REPLAY as the run's report was.
     """
     return (
@@ -89,7 +89,7 @@ def needle_groups() -> List[tuple]:
 
 
 def _replay_mark() -> str:
-    from validators.runner import REPLAY_MARK  # here: the runner's imports cost a parse of a small log
+    from validators.replay import REPLAY_MARK
 
     return REPLAY_MARK
 

@@ -11,9 +11,7 @@ import sys
 from typing import List
 
 from validators import jsonout, outfile
-from validators.runreport import EXIT_BY_VERDICT
-
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
+from validators.cli import EXIT_BY_VERDICT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN
 
 
 def _positive_int(text: str) -> int:

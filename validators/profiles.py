@@ -12,8 +12,7 @@ holds the two relations the judgement needs:
   A single node (k = 1) sends nothing over EFA, so it has no wire speed at all.
 """
 
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from validators import profile_data
 
@@ -21,8 +20,9 @@ from validators import profile_data
 WIRE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
 
-@dataclass(frozen=True)
-class Reference:
+# NamedTuples, not dataclasses: immutable all the same, and `dataclasses` (with `inspect`) costs ~10 ms to
+# import in every `validators parse`
+class Reference(NamedTuple):
     """One published bandwidth figure: all_reduce busbw at `size` bytes on `nodes` nodes."""
 
     nodes: int
@@ -32,8 +32,7 @@ class Reference:
     measured_on: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     """What one instance type has; see profile_data for the sources."""
 
     name: str
@@ -42,7 +41,7 @@ class Profile:
     efa_devices: Optional[int]  # None: no source we hold gives it (the nics check is then unknown)
     efa_gbps: int
     gdr_required: bool
-    references: Tuple[Reference, ...] = field(default_factory=tuple)
+    references: Tuple[Reference, ...] = ()
     notes: str = ""
     source: str = profile_data.HARDWARE_SOURCE
     gdr_source: str = profile_data.GDR_SOURCE
@@ -64,7 +63,7 @@ class Profile:
             "efa_devices": self.efa_devices,
             "efa_gbps": self.efa_gbps,
             "gdr_required": self.gdr_required,
-            "references": [r.__dict__.copy() for r in self.references],
+            "references": [r._asdict() for r in self.references],
             "notes": self.notes,
             "source": self.source,
             "arch": self.arch,
@@ -137,8 +136,7 @@ def wire_busbw(profile: Profile, collective: Optional[str], nodes: int, ranks: i
     return per_rank * (ranks - 1) / float(nodes - 1)
 
 
-@dataclass(frozen=True)
-class Expected:
+class Expected(NamedTuple):
     """The expected plateau for one run, and how it was obtained (a sentence people can check)."""
 
     busbw: float

@@ -32,8 +32,10 @@ _TAGS = (
 )
 _RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK", "PMI_RANK")
 _SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE", "PMI_SIZE")
-# matched by validators.runner.REPLAY_MARK; holds none of the parser's needles (validators.analyze)
-MARK = "validators.replay: REPLAY of a recorded log by the stand-in, not output of this cluster"
+# what `validators run` and `validators parse` look for (a saved replay log is marked REPLAY too); holds
+# none of the parser's other needles (validators.analyze)
+REPLAY_MARK = "validators.replay: REPLAY"
+MARK = REPLAY_MARK + " of a recorded log by the stand-in, not output of this cluster"
 
 
 def my_rank_and_size(env: Optional[dict] = None) -> Tuple[int, int]:

@@ -22,6 +22,7 @@ import time
 from typing import IO, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from validators import launchers, reaper
+from validators.replay import REPLAY_MARK  # the stand-in's first line: the output is a recording
 from validators.watchdog import Watchdog, end_all
 
 MAX_LINE = 64 * 1024  # a longer line without a newline is cut here (kept, marked)
@@ -35,8 +36,6 @@ MAX_CLAIM_HOSTS = 16384  # hosts remembered from the log's NCCL line heads
 MAX_PIDS_PER_HOST = 256
 MAX_HEADS = 1 << 17
 WATCHDOG_ABORT = "abort"
-# the replay stand-in's first line (validators/replay.py): the output is a recording, not this cluster
-REPLAY_MARK = "validators.replay: REPLAY"
 _NCCL_HEAD = re.compile(r"([^\s:\[\]]+):(\d+):\d+ \[\d+\] NCCL (?:INFO|WARN)")
 _END = object()
 

@@ -8,17 +8,17 @@ output proves (a `sleep` that exits 0 proves nothing: unknown).
 from typing import Any, Dict, List, Optional, Tuple
 
 from validators import launchcheck
+from validators.cli import EXIT_BY_VERDICT
 from validators.launchcheck import few as names
+from validators.report import SCHEMA
 from validators.runner import RunResult
 
-SCHEMA = "efa-image-build/report/v1"
 HANG_REMEDY = (
     "find the node by elimination: `python -m validators run --pairwise HOST... -- mpirun -H {hosts} ...`; "
     "check security groups allow all traffic to themselves (bootstrap works, then a hang),"
     " and run nccl-tests "
     "with -T/--timeout so ranks report the collective that stalled"
 )
-EXIT_BY_VERDICT = {"pass": 0, "fail": 1, "unknown": 3}
 REPORT_TAILS = 64  # ranks whose last lines the report carries (the quietest first): bounded at any scale
 EVIDENCE_RANKS = 16  # ranks whose last lines are a finding's evidence
 LIST_CAP = 64  # rank numbers listed in a finding; the rest are counted and given as ranges

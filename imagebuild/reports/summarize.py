@@ -18,8 +18,7 @@ from imagebuild.errors import UserError
 from imagebuild.reports.markdown import mark_replay
 from imagebuild.reports.plot import plot_busbw, temp_beside
 from imagebuild.safefile import read_text
-from validators.report import to_markdown
-from validators.runreport import SCHEMA
+from validators.report import SCHEMA, to_markdown
 
 
 @dataclass(frozen=True)
