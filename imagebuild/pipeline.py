@@ -123,6 +123,7 @@ class BuildRequest:
     plain: bool = False
     force: bool = False
     no_cache: bool = False
+    trust_local_base: bool = False  # base registry unreachable: hash the engine's copy's digest (recorded)
 
 
 def build(req: BuildRequest) -> List[Any]:
@@ -160,6 +161,7 @@ def build(req: BuildRequest) -> List[Any]:
         cache_from=list(req.cache_from),
         cache_to=list(req.cache_to),
         remote_lookup=content_lookup(req.target, req.repository_prefix) if req.target else None,
+        trust_local_base=req.trust_local_base,
     )
     print(f"builder: {chosen.reason}")
     reporter = builder.make_reporter([d.name for d in dirs], plain=True if req.plain else None)
