@@ -188,7 +188,7 @@ class BuildOptions:
         """The lock's base resolved (`resolve_base`), asked once per run and ref."""
         ref = base_ref(lock, self.build_args)
         if ref is None:
-            return lock_base_unknown(lock)
+            return base_without_ref(lock)
         with self.bases_lock:
             if ref not in self.bases:
                 self.bases[ref] = resolve_base(client, ref, self.trust_local_base)
@@ -288,7 +288,7 @@ class BaseIdentity:
         return self.identity if self.source in (PINNED, REGISTRY_DIGEST, TRUSTED_LOCAL) else None
 
 
-def lock_base_unknown(lock: dict) -> BaseIdentity:
+def base_without_ref(lock: dict) -> BaseIdentity:
     """No ref to resolve: no base in the lock (nothing to hash), or its registry build arg was not given."""
     base = lock.get("base") or {}
     if not base.get("image"):
@@ -309,7 +309,9 @@ def _repo_digests(image, name: str) -> List[str]:
     return [d.split("@", 1)[1] for d in image.attrs.get("RepoDigests") or [] if d.split("@", 1)[0] == repo]
 
 
-def resolve_base(client, ref: str, trust_local: bool = False, ask=None) -> BaseIdentity:
+def resolve_base(
+    client, ref: str, trust_local: bool = False, ask: Optional[Callable[[object, str], str]] = None
+) -> BaseIdentity:
     """The identity of base `ref` now, for the content hash.
 
     A pinned `@sha256:` as written (no look-up). A base the engine has with no manifest digest for its
