@@ -317,11 +317,12 @@ def resolve_base(
     A pinned `@sha256:` as written (no look-up). A base the engine has with no manifest digest for its
     repository (imported or built here, `build.py base`) by its engine image id: a re-created local base
     is a new id, and no network is used. Otherwise the base comes from a registry, and the engine's copy may
-    be stale, so the registry is asked what the tag names now (`ask`, default registry.current_digest: one
+    be stale, so the registry is asked what the tag names now (`ask`, default current_digest: one
     request, no pull). When it cannot answer, the base is unconfirmed (fail closed), unless `trust_local`
     and the engine holds a copy pulled from that repository: then that copy's digest is used, and said.
     """
-    from imagebuild.registry import BaseUnconfirmed, current_digest
+    from imagebuild.adapters.docker_engine import current_digest
+    from imagebuild.registry import BaseUnconfirmed
 
     name, _, pinned = ref.partition("@")
     if pinned:

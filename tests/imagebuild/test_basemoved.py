@@ -18,6 +18,7 @@ from cli import build_py
 from services import REGISTRY_BIN, RUN, Registry, free_port
 
 from imagebuild import builder, registry
+from imagebuild.adapters import docker_engine
 
 pytest_plugins = ["services_fixtures"]
 
@@ -41,7 +42,7 @@ def _push(client, ref: str) -> str:
     repo, tag = ref.rsplit(":", 1)
     for chunk in client.images.push(repo, tag, stream=True, decode=True):
         assert "error" not in chunk, chunk
-    return registry.current_digest(client, ref)
+    return docker_engine.current_digest(client, ref)
 
 
 def _variant(out: Path, name: str, image: str, registry_arg: str = "") -> Path:
@@ -237,5 +238,5 @@ def test_an_unreachable_base_registry_fails_closed_unless_told_to_trust_the_loca
 @pytest.mark.docker
 def test_a_registry_that_refuses_says_so_without_a_secret(docker_client, auth_registry):
     with pytest.raises(registry.BaseUnconfirmed) as err:
-        registry.current_digest(docker_client, f"{auth_registry.host}/{NS}/private:1")
+        docker_engine.current_digest(docker_client, f"{auth_registry.host}/{NS}/private:1")
     assert "refused access" in str(err.value) and auth_registry.password not in str(err.value)
