@@ -318,8 +318,9 @@ def resolve_base(
     repository (imported or built here, `build.py base`) by its engine image id: a re-created local base
     is a new id, and no network is used. Otherwise the base comes from a registry, and the engine's copy may
     be stale, so the registry is asked what the tag names now (`ask`, default current_digest: one
-    request, no pull). When it cannot answer, the base is unconfirmed (fail closed), unless `trust_local`
-    and the engine holds a copy pulled from that repository: then that copy's digest is used, and said.
+    request, no pull). When it cannot answer (or no engine, `client` None, can be asked), the base is
+    unconfirmed (fail closed), unless `trust_local` and the engine holds a copy pulled from that
+    repository: then that copy's digest is used, and said.
     """
     from imagebuild.adapters.docker_engine import current_digest
     from imagebuild.registry import BaseUnconfirmed
@@ -327,6 +328,8 @@ def resolve_base(
     name, _, pinned = ref.partition("@")
     if pinned:
         return BaseIdentity(ref, pinned, PINNED)
+    if client is None:  # `bake` where no engine answers: nothing can say what the tag names
+        return BaseIdentity(ref, None, None, problem="no docker engine could be reached to look it up")
     image = find_image(client, ref)
     local = next(iter(_repo_digests(image, name)), None) if image is not None else None
     if image is not None and local is None:
@@ -341,11 +344,30 @@ def resolve_base(
     return BaseIdentity(ref, None, None, problem=f"{reason}; {held}")
 
 
-def unconfirmed_message(base: BaseIdentity) -> str:
-    """Why a variant is neither skipped nor built: names the base and the reason (never a credential)."""
+def pinned_ref(base: BaseIdentity) -> Optional[str]:
+    """`repo@digest` of a base hashed by its registry digest (or a trusted local one): what a builder that
+    does not use this engine must build from. None for a pin as written (the FROM is already that), an
+    engine id (no registry holds it) or no base."""
+    if base.source not in (REGISTRY_DIGEST, TRUSTED_LOCAL) or not base.ref or not base.identity:
+        return None
+    return f"{_split_ref(base.ref)[0]}@{base.identity}"
+
+
+def base_labels(base: BaseIdentity) -> Dict[str, str]:
+    """The base labels `bake` can give without pulling: the manifest digest, or a local base's image id."""
+    labels = {
+        BASE_DIGEST_LABEL: base.digest,
+        BASE_ID_LABEL: base.identity if base.source == ENGINE_ID else None,
+    }
+    return {k: v for k, v in labels.items() if v}
+
+
+def unconfirmed_message(base: BaseIdentity, outcome: str = "Not skipped and not built") -> str:
+    """Why a variant is neither skipped nor built (or baked): names the base and the reason (never a
+    credential)."""
     return (
-        f"base {base.ref}: its current identity could not be confirmed: {base.problem}. Not skipped and not "
-        "built: a content tag must name the base it was built from"
+        f"base {base.ref}: its current identity could not be confirmed: {base.problem}. {outcome}: a "
+        "content tag must name the base it was built from"
         "\n  hint: make the registry reachable (`docker login HOST` where it needs a login), pin the base "
         "by digest (image@sha256:...), or pass --trust-local-base to hash the digest of the copy the engine "
         "pulled before"
@@ -575,8 +597,8 @@ def _ensure_base(client, base: BaseIdentity, log) -> None:
     if image is not None and base.identity in _repo_digests(image, base.ref):
         return
     repo, tag = _split_ref(base.ref)
-    log(f"base {base.ref}: the engine's copy is not {base.identity}; pull {repo}@{base.identity}")
-    client.images.pull(f"{repo}@{base.identity}").tag(repo, tag)
+    log(f"base {base.ref}: the engine's copy is not {base.identity}; pull {pinned_ref(base)}")
+    client.images.pull(pinned_ref(base)).tag(repo, tag)
 
 
 def build_labels(
