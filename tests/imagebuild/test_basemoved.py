@@ -69,6 +69,14 @@ def _build(out: Path, *extra: str):
     return build_py(*argv, "--plain", *extra)
 
 
+def _bake(out: Path, *extra: str):
+    return build_py("bake", "--no-render", "--out", str(out), "--cache", str(out / ".cache"), *extra)
+
+
+def _targets(out: Path) -> dict:
+    return json.loads((out / "docker-bake.json").read_text())["target"]
+
+
 def _entry(out: Path, name: str) -> dict:
     return {e["variant"]: e for e in json.loads((out / "summary.json").read_text())["variants"]}[name]
 
@@ -104,6 +112,30 @@ def test_a_missing_registry_build_arg_is_unconfirmed_not_ignored():
     base = builder.BuildOptions(cache=None).base_of(None, lock)  # type: ignore[arg-type]
     assert base.identity is None and "--build-arg BASE_REGISTRY=HOST" in base.problem
     assert builder.BuildOptions(cache=None).base_of(None, {}).problem is None  # type: ignore[arg-type]
+
+
+def test_bake_without_an_engine_confirms_only_a_pinned_base(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    out, pin = tmp_path / "out", "sha256:" + "ab" * 32
+    _variant(out, "pinned", f"{NS}/somewhere/base@{pin}")
+    res = _bake(out)
+    assert res.rc == 0, res.out + res.err
+    assert f"pinned {pin} in the content hash" in res.out and "only bases pinned by digest" in res.out
+    target = _targets(out)["pinned"]
+    assert "contexts" not in target  # the FROM is already the digest
+    assert target["labels"][builder.BASE_DIGEST_LABEL] == pin
+    # a base by tag: nothing can say what the tag names now, so no file at all (not one without it)
+    (out / "docker-bake.json").unlink()
+    _variant(out, "tagged", f"{NS}/somewhere/base:1")
+    for extra in ((), ("--trust-local-base",)):
+        res = _bake(out, *extra)
+        said = "tagged: base basemoved-"
+        assert (
+            res.rc == 1
+            and said in res.out + res.err
+            and "no docker engine could be reached" in res.out + res.err
+        )
+        assert not (out / "docker-bake.json").exists() and "Traceback" not in res.out + res.err
 
 
 # ---------------------------------------------------------------- on the engine and a registry
@@ -194,6 +226,52 @@ def test_a_registry_base_pushed_again_misses_the_registry_skip(
 
 
 @pytest.mark.docker
+def test_bake_gives_the_tags_build_gives_and_pins_a_registry_base(
+    docker_client, local_base, registry, tmp_path, cleanup
+):
+    out, image, local = tmp_path / "out", f"{NS}/bake:1", f"{NS}/bakelocal:1"
+    ref = f"{registry.host}/{image}"
+    arg = ["--build-arg", f"BASE_REGISTRY={registry.host}"]
+    cleanup.append(_make_base(docker_client, ref))
+    old_digest = _push(docker_client, ref)
+    cleanup.append(_make_base(docker_client, local))
+    _variant(out, "reg", image, "BASE_REGISTRY")
+    _variant(out, "loc", local)
+    assert _build(out, *arg).rc == 0
+    built = {n: _entry(out, n) for n in ("reg", "loc")}
+    assert {e["status"] for e in built.values()} == {"built"}
+    res = _bake(out, *arg)
+    assert res.rc == 0, res.out + res.err
+    baked = _targets(out)
+    for name, entry in built.items():
+        assert baked[name]["tags"] == entry["tags"]
+        assert baked[name]["labels"][builder.HASH_LABEL] == entry["context_hash"]
+    pin = f"{registry.host}/{NS}/bake@{old_digest}"
+    assert baked["reg"]["contexts"] == {ref: f"docker-image://{pin}"}
+    assert baked["reg"]["labels"][builder.BASE_DIGEST_LABEL] == old_digest
+    assert "contexts" not in baked["loc"]  # an engine id: no registry holds it (docs/build.md)
+    assert baked["loc"]["labels"][builder.BASE_ID_LABEL] == built["loc"]["base_hashed"]
+    # the registry base moves under its tag: bake's tag and pin move with it, and build agrees
+    cleanup.append(_make_base(docker_client, ref))
+    new_digest = _push(docker_client, ref)
+    assert new_digest != old_digest and _bake(out, *arg).rc == 0
+    moved = _targets(out)
+    assert moved["reg"]["tags"][0] != baked["reg"]["tags"][0] and moved["loc"]["tags"] == baked["loc"]["tags"]
+    assert moved["reg"]["contexts"] == {ref: f"docker-image://{registry.host}/{NS}/bake@{new_digest}"}
+    assert _build(out, *arg, "--variant", "reg").rc == 0
+    rebuilt = _entry(out, "reg")
+    assert rebuilt["status"] == "built" and rebuilt["tags"] == moved["reg"]["tags"]
+    # where buildx exists, bake itself reads the file; where not, the command says the schema check was all
+    from imagebuild.buildkit import detect
+
+    res = _bake(out, *arg)
+    if detect("auto").kind == "buildx":
+        assert "docker buildx bake --print accepted" in res.out
+    else:
+        assert "checked against bake's schema (no buildx here:" in res.out
+
+
+@pytest.mark.docker
 def test_an_unreachable_base_registry_fails_closed_unless_told_to_trust_the_local_copy(
     docker_client, local_base, tmp_path, cleanup
 ):
@@ -226,6 +304,14 @@ def test_an_unreachable_base_registry_fails_closed_unless_told_to_trust_the_loca
     assert res.rc == 0 and trusted["status"] == "skipped" and trusted["tags"] == first["tags"]
     assert (trusted["base_source"], trusted["base_hashed"]) == ("trusted-local-digest", digest)
     assert "--trust-local-base: the local copy" in Path(trusted["log"]).read_text()
+    # bake: the same refusal and the same opt-in, the local copy's digest pinned in the target
+    res = _bake(out, *arg, "--variant", "gone")
+    assert res.rc == 1 and "could not be confirmed" in res.out + res.err and "Traceback" not in res.err
+    assert not (out / "docker-bake.json").exists()
+    assert _bake(out, *arg, "--variant", "gone", "--trust-local-base").rc == 0
+    target = _targets(out)["gone"]
+    assert target["tags"] == first["tags"]
+    assert target["contexts"] == {ref: f"docker-image://{ref.rsplit(':', 1)[0]}@{digest}"}
     # a base in neither the engine nor a reachable registry: --trust-local-base has nothing to trust
     dead = f"127.0.0.1:{free_port()}"
     _variant(out, "nowhere", image, "BASE_REGISTRY")
