@@ -17,15 +17,16 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 SCHEMA_SOURCE = "docker/buildx bake/bake.go type Target (json names), docs.docker.com/build/bake/reference"
 TARGET_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
-# attribute -> JSON shape: "str", "bool", "list" (of strings), "map" (string -> string), "cache" (list of
-# strings or objects), as bake.go declares them. Only the attributes bake knows are accepted.
+# attribute -> JSON shape: "str", "bool", "list" (of strings), "map" (string -> string or null), "strmap"
+# (string -> string), "cache" (list of strings or objects), as bake.go declares them. Only the attributes
+# bake knows are accepted.
 TARGET_ATTRS: Dict[str, str] = {
     "description": "str",
     "inherits": "list",
     "annotations": "list",
     "attest": "cache",
     "context": "str",
-    "contexts": "map",
+    "contexts": "strmap",  # map[string]string: unlike args and labels (map[string]*string), no null
     "dockerfile": "str",
     "dockerfile-inline": "str",
     "args": "map",
@@ -76,8 +77,10 @@ def bake_target(
     cache_from: Sequence[str] = (),
     cache_to: Sequence[str] = (),
     description: Optional[str] = None,
+    contexts: Optional[Mapping[str, str]] = None,
 ) -> Dict[str, Any]:
-    """One target: the staged context of a rendered variant, its Dockerfile beside it, tags and labels."""
+    """One target: the staged context of a rendered variant, its Dockerfile beside it, tags and labels;
+    `contexts` named contexts (`base_context`)."""
     target: Dict[str, Any] = {
         "context": context,
         "dockerfile": "../Dockerfile",
@@ -89,8 +92,22 @@ def bake_target(
         target["args"] = dict(args)
     if description:
         target["description"] = description
+    if contexts:
+        target["contexts"] = dict(contexts)
     target.update(cache_specs(cache_from, cache_to))
     return target
+
+
+def base_context(from_ref: str, pinned: str) -> Dict[str, str]:
+    """The named context that makes `FROM from_ref` build from `pinned` (`repo@sha256:...`), the base whose
+    digest is in the content hash, whatever the tag names when a remote builder runs the file later.
+
+    A named context overrides a FROM of the same name (docs.docker.com/build/bake/contexts, "Pinning alpine
+    image"); buildx and BuildKit both compare the names in their familiar form without `:latest`
+    (docker/buildx parseContextNames, moby/buildkit frontend/dockerui NamedContext), so the ref as written
+    matches the FROM once its build args are filled in.
+    """
+    return {from_ref: f"docker-image://{pinned}"}
 
 
 def bake_file(targets: Mapping[str, Dict[str, Any]]) -> Dict[str, Any]:
@@ -106,9 +123,10 @@ def _shape_ok(kind: str, value: Any) -> bool:
         return isinstance(value, bool)
     if kind == "list":
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if kind == "map":
+    if kind in ("map", "strmap"):
         return isinstance(value, dict) and all(
-            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()
+            isinstance(k, str) and (isinstance(v, str) or (v is None and kind == "map"))
+            for k, v in value.items()
         )
     return isinstance(value, list) and all(isinstance(v, (str, dict)) for v in value)
 

@@ -42,8 +42,9 @@ BASE_ID_LABEL = "org.efa-image-build.base.image-id"  # the base's image id (conf
 DEFAULT_CA = "/etc/ssl/certs/ca-certificates.crt"
 CA_IN_CONTEXT = Path("certs") / "build-ca.crt"
 DOCKERFILE_IN_TAR = ".efa-image-build.Dockerfile"
-# Bumped when the labels the builder adds change meaning: an image built under an older scheme is rebuilt.
-HASH_SCHEME = "efa-image-build/context-hash/v3\n"
+# Bumped when the labels the builder adds or what the hash covers change meaning: an image built under an
+# older scheme is rebuilt. v4: the base's identity (registry digest, engine image id or pin) is hashed.
+HASH_SCHEME = "efa-image-build/context-hash/v4\n"
 # Excluded from the content hash: the CA only lets builder stages reach the network through a proxy; it is
 # never in the final image, so an image built behind one proxy is the same image as one built without.
 _UNHASHED_DIRS = ("certs",)
@@ -75,12 +76,18 @@ def _hashed_files(variant_dir: Path) -> List[Tuple[str, Path]]:
     return sorted(out)
 
 
-def context_hash(variant_dir: Path, memo: Optional[Dict[str, list]] = None) -> str:
-    """sha256 over (path, exec bit, content sha256) of each file: what docker would see, in a stable order.
+def context_hash(
+    variant_dir: Path, memo: Optional[Dict[str, list]] = None, base: Optional[str] = None
+) -> str:
+    """sha256 over (path, exec bit, content sha256) of each file: what docker would see, in a stable order,
+    and over `base`, what the FROM's tag names now (`resolve_base`): the Dockerfile names the base by tag,
+    so without it a base re-published under the same tag would keep the old content tag.
 
     `memo` maps path -> [size, mtime_ns, ino, sha] so an unchanged 300 MB wheel is not re-read on a no-op.
     """
     top = hashlib.sha256(HASH_SCHEME.encode())
+    if base:
+        top.update(f"base\0{base}\n".encode())
     for name, path in _hashed_files(variant_dir):
         if not path.exists() and name == "variant.lock.json":
             continue
@@ -171,6 +178,21 @@ class BuildOptions:
     remote_lookup: Optional[Callable[[str, str], Optional[RemoteHit]]] = None
     # docker CLI builds in flight: ended on Ctrl-C, so no BuildKit build runs on after the tool exits
     children: set = field(default_factory=set)
+    # --trust-local-base: when the base's registry cannot be asked, hash the local copy's digest instead
+    trust_local_base: bool = False
+    # base ref -> what it resolved to, once per run: variants on one base share one look-up and one answer
+    bases: Dict[str, BaseIdentity] = field(default_factory=dict)
+    bases_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def base_of(self, client, lock: dict) -> BaseIdentity:
+        """The lock's base resolved (`resolve_base`), asked once per run and ref."""
+        ref = base_ref(lock, self.build_args)
+        if ref is None:
+            return base_without_ref(lock)
+        with self.bases_lock:
+            if ref not in self.bases:
+                self.bases[ref] = resolve_base(client, ref, self.trust_local_base)
+            return self.bases[ref]
 
 
 @dataclass
@@ -188,12 +210,11 @@ class VariantResult:
     pushed: List[str] = field(default_factory=list)
     builder: Optional[str] = None  # buildx | buildkit | classic (built only)
     found_in: Optional[str] = None  # engine | registry (skipped only)
-    base_digest: Optional[str] = (
-        None  # what the base tag resolved to: manifest digest (pinned or the engine's)
-    )
-    base_image_id: Optional[str] = (
-        None  # and its image id in the engine (a local, never-pushed base has no digest)
-    )
+    base_digest: Optional[str] = None  # the base's manifest digest (pinned, the registry's); in the labels
+    base_image_id: Optional[str] = None  # and its image id in the engine (a local base has no digest)
+    base_ref: Optional[str] = None  # the FROM the lock names (build args filled in)
+    base_hashed: Optional[str] = None  # the identity that went into the content hash
+    base_source: Optional[str] = None  # how it was learned: BASE_SOURCES
 
 
 class Reporter:
@@ -239,10 +260,118 @@ def base_identity(client, ref: Optional[str]) -> Tuple[Optional[str], Optional[s
     image = find_image(client, ref)
     if image is None:
         return (pinned or None), None
+    digests = _repo_digests(image, name)
+    return (pinned or (digests[0] if digests else None)), image.id
+
+
+# How the base's identity was learned (VariantResult.base_source, docs/build.md "Content hash").
+PINNED, ENGINE_ID, REGISTRY_DIGEST = "pinned", "engine-id", "registry-digest"
+TRUSTED_LOCAL = "trusted-local-digest"  # only with --trust-local-base
+BASE_SOURCES = (PINNED, ENGINE_ID, REGISTRY_DIGEST, TRUSTED_LOCAL)
+
+
+@dataclass(frozen=True)
+class BaseIdentity:
+    """What the base's tag names now: `identity` goes into the content hash, `source` says how it was learned
+    (BASE_SOURCES; None with no base in the lock). `identity` None with a `problem`: it could not be
+    confirmed, and the variant is neither skipped nor built. `note`: why a fallback was taken."""
+
+    ref: Optional[str]
+    identity: Optional[str]
+    source: Optional[str]
+    problem: Optional[str] = None
+    note: Optional[str] = None
+
+    @property
+    def digest(self) -> Optional[str]:
+        """The manifest digest, where the identity is one (an engine id is the config digest)."""
+        return self.identity if self.source in (PINNED, REGISTRY_DIGEST, TRUSTED_LOCAL) else None
+
+
+def base_without_ref(lock: dict) -> BaseIdentity:
+    """No ref to resolve: no base in the lock (nothing to hash), or its registry build arg was not given."""
+    base = lock.get("base") or {}
+    if not base.get("image"):
+        return BaseIdentity(None, None, None)
+    arg = base.get("registry_arg")
+    return BaseIdentity(
+        f"${{{arg}}}/{base['image']}",
+        None,
+        None,
+        problem=f"its registry is the build arg {arg}, not given (--build-arg {arg}=HOST)",
+    )
+
+
+def _repo_digests(image, name: str) -> List[str]:
+    """The manifest digests the engine recorded for the repository of `name` (`[host/]repo[:tag]`)."""
     last = name.rsplit("/", 1)[-1]
     repo = name[: len(name) - len(last)] + last.split(":", 1)[0]
-    digests = [d.split("@", 1)[1] for d in image.attrs.get("RepoDigests") or [] if d.split("@", 1)[0] == repo]
-    return (pinned or (digests[0] if digests else None)), image.id
+    return [d.split("@", 1)[1] for d in image.attrs.get("RepoDigests") or [] if d.split("@", 1)[0] == repo]
+
+
+def resolve_base(
+    client, ref: str, trust_local: bool = False, ask: Optional[Callable[[object, str], str]] = None
+) -> BaseIdentity:
+    """The identity of base `ref` now, for the content hash.
+
+    A pinned `@sha256:` as written (no look-up). A base the engine has with no manifest digest for its
+    repository (imported or built here, `build.py base`) by its engine image id: a re-created local base
+    is a new id, and no network is used. Otherwise the base comes from a registry, and the engine's copy may
+    be stale, so the registry is asked what the tag names now (`ask`, default current_digest: one
+    request, no pull). When it cannot answer (or no engine, `client` None, can be asked), the base is
+    unconfirmed (fail closed), unless `trust_local` and the engine holds a copy pulled from that
+    repository: then that copy's digest is used, and said.
+    """
+    from imagebuild.adapters.docker_engine import current_digest
+    from imagebuild.registry import BaseUnconfirmed
+
+    name, _, pinned = ref.partition("@")
+    if pinned:
+        return BaseIdentity(ref, pinned, PINNED)
+    if client is None:  # `bake` where no engine answers: nothing can say what the tag names
+        return BaseIdentity(ref, None, None, problem="no docker engine could be reached to look it up")
+    image = find_image(client, ref)
+    local = next(iter(_repo_digests(image, name)), None) if image is not None else None
+    if image is not None and local is None:
+        return BaseIdentity(ref, image.id, ENGINE_ID)
+    try:
+        return BaseIdentity(ref, (ask or current_digest)(client, ref), REGISTRY_DIGEST)
+    except BaseUnconfirmed as err:
+        reason = str(err)
+    if trust_local and local:
+        return BaseIdentity(ref, local, TRUSTED_LOCAL, note=f"{reason}; --trust-local-base: the local copy")
+    held = f"the engine's copy ({local}) may be stale" if local else "the engine has no copy of it"
+    return BaseIdentity(ref, None, None, problem=f"{reason}; {held}")
+
+
+def pinned_ref(base: BaseIdentity) -> Optional[str]:
+    """`repo@digest` of a base hashed by its registry digest (or a trusted local one): what a builder that
+    does not use this engine must build from. None for a pin as written (the FROM is already that), an
+    engine id (no registry holds it) or no base."""
+    if base.source not in (REGISTRY_DIGEST, TRUSTED_LOCAL) or not base.ref or not base.identity:
+        return None
+    return f"{_split_ref(base.ref)[0]}@{base.identity}"
+
+
+def base_labels(base: BaseIdentity) -> Dict[str, str]:
+    """The base labels `bake` can give without pulling: the manifest digest, or a local base's image id."""
+    labels = {
+        BASE_DIGEST_LABEL: base.digest,
+        BASE_ID_LABEL: base.identity if base.source == ENGINE_ID else None,
+    }
+    return {k: v for k, v in labels.items() if v}
+
+
+def unconfirmed_message(base: BaseIdentity, outcome: str = "Not skipped and not built") -> str:
+    """Why a variant is neither skipped nor built (or baked): names the base and the reason (never a
+    credential)."""
+    return (
+        f"base {base.ref}: its current identity could not be confirmed: {base.problem}. {outcome}: a "
+        "content tag must name the base it was built from"
+        "\n  hint: make the registry reachable (`docker login HOST` where it needs a login), pin the base "
+        "by digest (image@sha256:...), or pass --trust-local-base to hash the digest of the copy the engine "
+        "pulled before"
+    )
 
 
 # A RUN instruction's BuildKit-only cache mount flag, with the blanks after it.
@@ -347,15 +476,18 @@ def hash_memo_path(variant_dir: Path) -> Path:
     return variant_dir.parent / ".hash-memo" / f"{variant_dir.name}.json"
 
 
-def stage_variant(variant_dir: Path, opts: BuildOptions, log) -> Tuple[dict, str, List[str]]:
-    """Stage the artifacts (and CA) into the context, hash it: (lock, context hash, tags)."""
+def stage_variant(
+    variant_dir: Path, opts: BuildOptions, log, base: Optional[str] = None
+) -> Tuple[dict, str, List[str]]:
+    """Stage the artifacts (and CA) into the context, hash it with the base's identity `base`:
+    (lock, context hash, tags)."""
     lock = read_lock(variant_dir)
     _prepare_context(variant_dir, lock, opts, log)
-    chash = memo_hash(variant_dir)
+    chash = memo_hash(variant_dir, base)
     return lock, chash, image_tags(lock, chash)
 
 
-def memo_hash(variant_dir: Path) -> str:
+def memo_hash(variant_dir: Path, base: Optional[str] = None) -> str:
     """context_hash with its memo read from and written back to hash_memo_path."""
     memo_path = hash_memo_path(variant_dir)
     try:
@@ -364,7 +496,7 @@ def memo_hash(variant_dir: Path) -> str:
         memo = {}
     if not isinstance(memo, dict):
         memo = {}
-    chash = context_hash(variant_dir, memo)
+    chash = context_hash(variant_dir, memo, base)
     memo_path.parent.mkdir(exist_ok=True)
     memo_path.write_text(json.dumps(memo))
     return chash
@@ -383,8 +515,13 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
             logf.write(line.rstrip("\n") + "\n")
 
         try:
+            base = opts.base_of(client, read_lock(variant_dir))
+            result.base_ref, result.base_hashed, result.base_source = base.ref, base.identity, base.source
+            if base.problem:
+                raise BuildFailed(unconfirmed_message(base))
+            log(base_line(base))
             report.event(name, "staging", "artifacts")
-            lock, chash, tags = stage_variant(variant_dir, opts, log)
+            lock, chash, tags = stage_variant(variant_dir, opts, log, base.identity)
             result.context_hash, result.tags = chash, tags
             log(f"context hash {chash}; tags {' '.join(tags)}")
             existing = find_image(client, tags[0])
@@ -395,26 +532,28 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                 for ref in tags[1:]:
                     existing.tag(*_split_ref(ref))
                 result.status, result.image_id, result.found_in = "skipped", existing.id, "engine"
-                result.base_digest = existing.labels.get(BASE_DIGEST_LABEL)
+                result.base_digest = existing.labels.get(BASE_DIGEST_LABEL) or base.digest
                 result.base_image_id = existing.labels.get(BASE_ID_LABEL)
                 log(f"skipped: {tags[0]} already built from this content ({existing.id})")
                 report.event(name, "skipped", tags[0])
             elif remote is not None:
                 result.status, result.image_id, result.found_in = "skipped", remote.image_id, "registry"
                 result.digest, result.pushed = remote.digest, [f"{remote.ref}@{remote.digest}"]
+                result.base_digest = base.digest
+                result.base_image_id = base.identity if base.source == ENGINE_ID else None
                 log(f"skipped: the registry holds {remote.ref}@{remote.digest} built from this content")
                 report.event(name, "skipped", f"{remote.ref} (in the registry)")
             else:
                 report.event(name, "building", f"sending context ({opts.builder.kind})")
                 result.builder = opts.builder.kind
-                ref = base_ref(lock, opts.build_args)
-                result.base_digest, result.base_image_id = base_identity(client, ref)
-                base = {BASE_DIGEST_LABEL: result.base_digest, BASE_ID_LABEL: result.base_image_id}
-                image_id = _docker_build(
-                    client, variant_dir, lock, chash, opts, log, report, {k: v for k, v in base.items() if v}
-                )
-                if result.base_image_id is None:  # pulled by the build: the engine has it now
-                    result.base_digest, result.base_image_id = base_identity(client, ref)
+                ref = base.ref
+                _ensure_base(client, base, log)
+                result.base_digest, result.base_image_id = base.digest, base_identity(client, ref)[1]
+                labels = {BASE_DIGEST_LABEL: result.base_digest, BASE_ID_LABEL: result.base_image_id}
+                labels = {k: v for k, v in labels.items() if v}
+                image_id = _docker_build(client, variant_dir, lock, chash, opts, log, report, labels)
+                if ref and result.base_image_id is None:  # pulled by the build: the engine has it now
+                    result.base_image_id = base_identity(client, ref)[1]
                 log(f"base {ref}: digest {result.base_digest}, image id {result.base_image_id}")
                 if opts.cancel.is_set():
                     raise BuildFailed("interrupted: built but not tagged")
@@ -439,6 +578,27 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
 
 class BuildFailed(Exception):
     """docker said the build failed; the message is its error, the log has the rest."""
+
+
+def base_line(base: BaseIdentity) -> str:
+    """The build log's line on what went into the hash for the base, and how it was learned."""
+    if base.ref is None:
+        return "base: none in the lock; nothing of it in the content hash"
+    note = f" ({base.note})" if base.note else ""
+    return f"base {base.ref}: {base.source} {base.identity} in the content hash{note}"
+
+
+def _ensure_base(client, base: BaseIdentity, log) -> None:
+    """Make the engine's tag of a registry base name the digest that was hashed, before building from it:
+    a build uses the engine's copy of a tag when it has one, which may be from before the base moved."""
+    if base.source != REGISTRY_DIGEST or not base.ref or not base.identity:
+        return
+    image = find_image(client, base.ref)
+    if image is not None and base.identity in _repo_digests(image, base.ref):
+        return
+    repo, tag = _split_ref(base.ref)
+    log(f"base {base.ref}: the engine's copy is not {base.identity}; pull {pinned_ref(base)}")
+    client.images.pull(pinned_ref(base)).tag(repo, tag)
 
 
 def build_labels(

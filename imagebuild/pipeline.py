@@ -123,6 +123,7 @@ class BuildRequest:
     plain: bool = False
     force: bool = False
     no_cache: bool = False
+    trust_local_base: bool = False  # base registry unreachable: hash the engine's copy's digest (recorded)
 
 
 def build(req: BuildRequest) -> List[Any]:
@@ -160,6 +161,7 @@ def build(req: BuildRequest) -> List[Any]:
         cache_from=list(req.cache_from),
         cache_to=list(req.cache_to),
         remote_lookup=content_lookup(req.target, req.repository_prefix) if req.target else None,
+        trust_local_base=req.trust_local_base,
     )
     print(f"builder: {chosen.reason}")
     reporter = builder.make_reporter([d.name for d in dirs], plain=True if req.plain else None)
@@ -188,12 +190,15 @@ class BakeRequest:
     platforms: Sequence[str] = ()
     cache_from: Sequence[str] = ()
     cache_to: Sequence[str] = ()
+    trust_local_base: bool = False  # as BuildRequest's
 
 
 def bake(req: BakeRequest) -> Path:
-    """Stage each variant as `build` does and write a docker-bake file of them; its path."""
+    """Stage and hash each variant as `build` does, its base included, and write a docker-bake file of
+    them; its path. A base that cannot be confirmed writes nothing (ChecksFailed, exit 1)."""
     from imagebuild import bake as bakefile
     from imagebuild import builder, platforms
+    from imagebuild.adapters import docker_engine
     from imagebuild.jsonfile import write_json_atomic
     from imagebuild.shard import parse_shard
 
@@ -205,20 +210,40 @@ def bake(req: BakeRequest) -> Path:
         raise UserError(f"no variant falls in shard {req.select.shard}", key="--shard")
     cache = req.stage.artifact_cache()
     builder.check_offline(cache, dirs)
-    opts = builder.BuildOptions(cache=cache, build_ca=builder.resolve_ca(req.stage.build_ca), out=out)
-    targets = {}
+    try:  # the engine `build` would use: it says what each base tag names now
+        client = docker_engine.connect()
+    except UserError as err:
+        client = None
+        print(f"bake: {err.message} ({err.key}); only bases pinned by digest can be confirmed")
+    opts = builder.BuildOptions(
+        cache=cache,
+        build_ca=builder.resolve_ca(req.stage.build_ca),
+        build_args=build_args,
+        out=out,
+        trust_local_base=req.trust_local_base,
+    )
+    targets, unconfirmed = {}, []
     for vdir in dirs:
-        lock, chash, tags = builder.stage_variant(vdir, opts, lambda _line: None)
+        base = opts.base_of(client, builder.read_lock(vdir))
+        if base.problem:
+            unconfirmed.append(f"{vdir.name}: {builder.unconfirmed_message(base, 'No target written')}")
+            continue
+        print(f"{vdir.name}: {builder.base_line(base)}")
+        lock, chash, tags = builder.stage_variant(vdir, opts, lambda _line: None, base.identity)
+        pinned = builder.pinned_ref(base)
         targets[bakefile.target_name(vdir.name)] = bakefile.bake_target(
             os.path.relpath(vdir / "context"),
             tags,
-            builder.build_labels(vdir, lock, chash),
+            builder.build_labels(vdir, lock, chash, builder.base_labels(base)),
             build_args,
             list(req.platforms) or [lock.get("platform") or platforms.DEFAULT],
             list(req.cache_from),
             list(req.cache_to),
             description=vdir.name,
+            contexts=bakefile.base_context(base.ref, pinned) if base.ref and pinned else None,
         )
+    if unconfirmed:  # nothing half-written: a file without these targets would look complete
+        raise ChecksFailed("no bake file written:\n" + "\n".join(unconfirmed))
     doc = bakefile.bake_file(targets)
     problems = bakefile.validate(doc)
     if problems:  # a bug here, not the user's input: say what bake would refuse

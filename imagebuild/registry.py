@@ -545,3 +545,8 @@ def content_lookup(
         return RemoteHit(str(target), found.digest, found.config_digest)
 
     return look
+
+
+# -- the base's current digest (adapters.docker_engine.current_digest asks the registry) -----------------
+class BaseUnconfirmed(Exception):
+    """The registry could not say what a base tag names now; the message is the reason (no credential)."""

@@ -1,6 +1,7 @@
 """The docker engine through the docker SDK: the one client factory (`connect`) and the look-ups the
 pipeline needs by image id (`find_image`, `missing_image`, `ensure_local`, `image_labels`) and the
-logins of a docker config (`config_login`). Builds,
+logins of a docker config (`config_login`), what a base tag names in its registry now
+(`current_digest`). Builds,
 containers and imports go through the client `connect` returns."""
 
 from __future__ import annotations
@@ -97,3 +98,36 @@ def config_login(registry: str, docker_config: Optional[str] = None) -> Dict[str
     if path and os.path.isdir(path):
         path = os.path.join(path, "config.json")
     return docker.auth.load_config(path).resolve_authconfig(registry) or {}
+
+
+def current_digest(client: Any, ref: str) -> str:
+    """The manifest digest `ref` (`[host/]repo:tag`) names in its registry now, without pulling anything.
+
+    One request through the engine's distribution endpoint (docker SDK `images.get_registry_data`): the
+    engine speaks to the registry as a pull would (its insecure-registry and TLS settings) with the login
+    the client's docker config holds for that host (credential helpers included), so DLC bases behind
+    `docker login` and unqualified names are looked up the same way the build will pull them. For a
+    multi-platform tag this is the index digest, the one `docker pull` records in RepoDigests.
+    """
+    import docker
+    import requests
+
+    from imagebuild.errors import redact
+    from imagebuild.registry import BaseUnconfirmed, classify_push_error
+
+    try:
+        return str(client.images.get_registry_data(ref).id)
+    except docker.errors.NotFound as err:
+        raise BaseUnconfirmed(f"the registry has no such tag ({redact(_engine_reason(err))})") from None
+    except docker.errors.APIError as err:
+        reason = redact(_engine_reason(err))
+        if classify_push_error(reason) == "auth":
+            raise BaseUnconfirmed(f"the registry refused access, check `docker login` ({reason})") from None
+        raise BaseUnconfirmed(f"the registry could not be asked ({reason})") from None
+    except (docker.errors.DockerException, requests.RequestException) as err:
+        raise BaseUnconfirmed(f"the engine could not ask the registry ({redact(str(err))})") from None
+
+
+def _engine_reason(err: Any) -> str:
+    text = err.explanation if isinstance(getattr(err, "explanation", None), str) else str(err)
+    return " ".join(text.split())[:300]

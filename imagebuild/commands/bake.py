@@ -1,7 +1,8 @@
 """`build.py bake`: write a docker-bake JSON file of the rendered variants, for `docker buildx bake`.
 
 Each target is a variant's staged context (artifacts fetched and verified, as `build` does) with its
-Dockerfile, the same content-hash tags and labels `build` gives, platforms, build args and cache settings.
+Dockerfile, the same content-hash tags `build` gives (the base's identity asked of the engine the same
+way), the base pinned by digest where it came from a registry, platforms, build args and cache settings.
 Hand the file to `docker buildx bake -f FILE` on a remote builder; run it from this directory (contexts are
 relative to it). The file is checked against bake's schema, and with `docker buildx bake --print` where
 buildx is installed.
@@ -18,6 +19,7 @@ from imagebuild.artifacts import DEFAULT_CACHE
 def register(sub) -> None:
     from imagebuild.builder import DEFAULT_CA
     from imagebuild.cli import add_matrix_args
+    from imagebuild.commands.build import add_trust_local_base
 
     p = sub.add_parser(
         "bake",
@@ -45,6 +47,7 @@ def register(sub) -> None:
     p.add_argument("--mirror", metavar="BASE_URL", help="fetch url/git artifacts from BASE_URL/<host>/<path>")
     p.add_argument("--build-ca", nargs="?", const=DEFAULT_CA, metavar="PATH", help="CA for builder stages")
     p.add_argument("--build-arg", action="append", default=[], metavar="K=V", help="build arg (repeatable)")
+    add_trust_local_base(p)
     p.set_defaults(func=run)
 
 
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         platforms=tuple(args.platform),
         cache_from=tuple(args.cache_from),
         cache_to=tuple(args.cache_to),
+        trust_local_base=args.trust_local_base,
     )
     pipeline.bake(request)
     return 0

@@ -74,7 +74,18 @@ def register(sub) -> None:
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     p.add_argument("--force", action="store_true", help="build even when an image of this content exists")
     p.add_argument("--no-cache", action="store_true", help="with --force: do not use docker's layer cache")
+    add_trust_local_base(p)
     p.set_defaults(func=run)
+
+
+def add_trust_local_base(p) -> None:
+    """--trust-local-base, as `build` and `bake` both take it."""
+    p.add_argument(
+        "--trust-local-base",
+        action="store_true",
+        help="when a base's registry cannot be asked, hash the digest of the copy the engine pulled before "
+        "(recorded as base_source trusted-local-digest) instead of failing the variant",
+    )
 
 
 def stage_options(args: argparse.Namespace) -> StageOptions:
@@ -115,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         plain=args.plain,
         force=args.force,
         no_cache=args.no_cache,
+        trust_local_base=args.trust_local_base,
     )
     results = pipeline.build(request)
     return EXIT_FAILED if any(r.status == "failed" for r in results) else 0

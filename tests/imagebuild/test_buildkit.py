@@ -14,6 +14,7 @@ from pathlib import Path
 import cli
 import pytest
 from cli import build_py
+from conftest import LOCAL_BASE
 from paths import ROOT
 from test_builder import REPO, _summary, _variant
 
@@ -95,22 +96,32 @@ def test_bake_validation_refuses_what_bake_would():
     problems = " | ".join(bake.validate(bad))
     assert "name must match" in problems and "unknown attribute 'tag'" in problems
     assert "platforms is not a list" in problems and "names unknown target 'a_b'" in problems
+    pinned = bake.base_context("h:5000/dlc:1", "h:5000/dlc@sha256:" + "a" * 64)
+    assert pinned == {"h:5000/dlc:1": "docker-image://h:5000/dlc@sha256:" + "a" * 64}
+    good["target"]["a_b"]["contexts"] = pinned
+    assert bake.validate(good) == []
+    good["target"]["a_b"]["contexts"] = {"h:5000/dlc:1": None}  # map[string]string: no null, unlike args
+    assert bake.validate(good) == ["target 'a_b': contexts is not a strmap"]
 
 
-def test_bake_writes_every_variant_with_the_tags_build_gives(tmp_path):
+@pytest.mark.docker
+def test_bake_writes_every_variant_with_the_tags_build_gives(
+    docker_client, local_base, mirror, tmp_path, cleanup
+):
     out = tmp_path / "out"
     argv = ["bake", "--matrix", str(ROOT / "matrix.local.yaml"), "--out", str(out)]
     argv += ["--variant", "local-debian-nccl2.27", "--cache", str(ROOT / ".cache" / "artifacts")]
     argv += ["--cache-from", "reg.invalid/c:1", "--build-arg", "BASE_REGISTRY=x"]
-    assert build_py(*argv).rc == 0
+    res = build_py(*argv)
+    assert res.rc == 0, res.out + res.err
     doc = json.loads((out / "docker-bake.json").read_text())
     assert bake.validate(doc) == [] and doc["group"]["default"]["targets"] == ["local-debian-nccl2_27"]
     target = doc["target"]["local-debian-nccl2_27"]
     vdir = out / "local-debian-nccl2.27"
-    chash = builder.context_hash(vdir)
-    lock = builder.read_lock(vdir)
-    assert target["tags"] == builder.image_tags(lock, chash)
-    assert target["labels"][builder.HASH_LABEL] == chash
+    base_id = docker_client.images.get(builder.read_lock(vdir)["base"]["image"]).id  # a local base
+    assert f"engine-id {base_id} in the content hash" in res.out and "contexts" not in target
+    assert target["labels"][builder.BASE_ID_LABEL] == base_id
+    assert target["tags"][0].endswith("-" + target["labels"][builder.HASH_LABEL][:12])
     assert (Path.cwd() / target["context"]).resolve() == (vdir / "context").resolve()
     assert (vdir / "context" / target["dockerfile"]).resolve() == (vdir / "Dockerfile").resolve()
     assert any((vdir / "context" / "artifacts").iterdir())  # staged: bake needs nothing else
@@ -118,6 +129,21 @@ def test_bake_writes_every_variant_with_the_tags_build_gives(tmp_path):
         "type=inline"
     ]
     assert target["args"] == {"BASE_REGISTRY": "x"} and target["platforms"] == ["linux/amd64"]
+    # the tags and labels `build` really gives (a small variant on the local base: built, not recomputed)
+    small, cache = tmp_path / "small", tmp_path / "cache"
+    svdir = _variant(small, "bk-bake")
+    lock = builder.read_lock(svdir)
+    lock["base"] = {"image": LOCAL_BASE, "registry_arg": None}
+    (svdir / "variant.lock.json").write_text(json.dumps(lock, sort_keys=True))
+    assert _build(small, cache, mirror, "--builder", "classic").rc == 0
+    built = _summary(small)["bk-bake"]
+    assert built["status"] == "built" and built["base_hashed"] == docker_client.images.get(LOCAL_BASE).id
+    argv = ["bake", "--no-render", "--out", str(small), "--cache", str(cache), "--mirror", str(mirror)]
+    assert build_py(*argv).rc == 0
+    baked = json.loads((small / "docker-bake.json").read_text())["target"]["bk-bake"]
+    assert baked["tags"] == built["tags"] and baked["labels"][builder.HASH_LABEL] == built["context_hash"]
+    image_labels = docker_client.images.get(built["image_id"]).labels
+    assert {k: image_labels.get(k) for k in baked["labels"]} == baked["labels"]
 
 
 # ---------------------------------------------------------------- real builds
