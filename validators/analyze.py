@@ -6,6 +6,7 @@ in binary and filtered with validators.linescan (fast, bounded memory); live lin
 through the same filter line by line.
 """
 
+import functools
 import os
 import re
 import sys
@@ -314,11 +315,43 @@ def prepare_runs(lines: Iterable) -> Iterator[tuple]:
     return prepare(lines, parse=False)
 
 
-class Analysis:
-    """Feed lines from one or more inputs, then `report()`; holds only folded facts."""
+class Partial:
+    """What a scan worker makes of its range (`fold_range`): the range's facts (Facts.export of a partial),
+    whether a line held the replay mark, and the lines for the nccl-tests reader as (lineno, text): that
+    reader stays in the parent, as its tables cross ranges (they are few lines). Line numbers count from
+    the range's start; `Analysis.merge` adds it to the fold of the ranges before."""
 
-    def __init__(self) -> None:
-        self.facts = Facts()
+    __slots__ = ("facts", "replay", "tests")
+
+    def __init__(self, facts: tuple, replay: bool, tests: list) -> None:
+        self.facts, self.replay, self.tests = facts, replay, tests
+
+
+class _TestsLines(list):
+    """Stands in for the nccl-tests reader in a worker: keeps what it would be fed, in order."""
+
+    def feed(self, text: str, lineno: int, file: Optional[str]) -> None:
+        self.append((lineno, text))
+
+
+def fold_range(file: str, lines: Iterable) -> Iterator[Partial]:
+    """The one Partial of a range's scanned lines: `prepare` and `Analysis.apply` done in the worker."""
+    a = Analysis(partial=True)
+    a._file = file
+    a._parser = tests = _TestsLines()
+    apply = a.apply
+    for item in prepare(lines):
+        apply(0, item)
+    yield Partial(a.facts.export(), a.replay, list(tests))
+
+
+class Analysis:
+    """Feed lines from one or more inputs, then `report()`; holds only folded facts.
+
+    `partial`: the fold of one range of a file (fold_range), not to be reported: see facts.Facts."""
+
+    def __init__(self, partial: bool = False) -> None:
+        self.facts = Facts(partial)
         self.inputs = []  # type: List[dict]
         self.tests = []  # type: List[dict]
         self._parser = None
@@ -366,6 +399,16 @@ class Analysis:
             parser = self._parser
             if parser is not None and "NCCL INFO" not in text and "NCCL WARN" not in text:
                 parser.feed(text, lineno, file)
+
+    def merge(self, base: int, part: Partial) -> None:
+        """Add a range's Partial (its line numbers count from `base`), in the order of ranges."""
+        self.facts.merge(part.facts, base)
+        if part.replay:
+            self.replay = True
+        parser, file = self._parser, self._file
+        if parser is not None:
+            for lineno, text in part.tests:
+                parser.feed(text, base + lineno, file)
 
     def end(self, lines: int, nbytes: Optional[int]) -> None:
         if self.inputs:
@@ -459,18 +502,25 @@ def analyze_stream(a: Analysis, stream: BinaryIO, name: str) -> None:
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
 
-def analyze_file(a: Analysis, path: str, workers: Optional[int] = None) -> None:
-    """Add one regular file, its scan split across `workers` processes (default: the CPUs)."""
+def analyze_file(
+    a: Analysis, path: str, workers: Optional[int] = None, range_size: Optional[int] = None
+) -> None:
+    """Add one regular file, its scan split across `workers` processes (default: the CPUs) in ranges of
+    `range_size` bytes (default parscan.RANGE)."""
     a.begin(path)
     stats = {}  # type: dict
     if workers is None:
         workers = default_workers()
-    apply = a.apply
-    # with CPUs to spare the workers parse too and the parent only folds; with 2 the pickled events would
-    # cost more CPU than the parse they save (bench/RESULTS-parse.md, round 5)
-    prep = prepare if workers > 2 else prepare_runs
-    for base, item in scan_prepared(path, _scan_needles(), _table_region, workers, stats, prep):
-        apply(base, item)
+    apply, merge = a.apply, a.merge
+    # split: each worker parses and folds its range, the parent merges the folds in order (issue 15);
+    # serial: the lines are parsed and folded as they are scanned
+    fold = functools.partial(fold_range, path)
+    needles, region = _scan_needles(), _table_region
+    for base, item in scan_prepared(path, needles, region, workers, stats, fold, range_size, prepare):
+        if type(item) is Partial:
+            merge(base, item)
+        else:
+            apply(base, item)
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
 

@@ -14,6 +14,7 @@ that dies (the OOM killer, a signal) costs speed, not the report: the parent sca
 left itself.
 """
 
+import gc
 import io
 import math
 import os
@@ -189,9 +190,11 @@ def _task(args):
 
 def _worker_init() -> None:
     """Ctrl-C is the parent's to handle (it ends the pool); a worker printing its own traceback is noise."""
+    import gc
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.disable()  # a worker lives for one parse and makes no cycles; see _ranges
 
 
 def scan_file(
@@ -219,18 +222,23 @@ def scan_prepared(
     stats: dict,
     prep: Callable[[Iterable[Line]], Iterable],
     range_size: Optional[int] = None,
+    serial: Optional[Callable[[Iterable[Line]], Iterable]] = None,
 ) -> Iterator[Tuple[int, object]]:
     """(line number base, item) for each item `prep` makes of the scan's lines, in order: with workers,
     each range's lines are prepared in its worker (the per-line parse leaves the parent; issue 15).
     `prep` must be a module-level function, must keep the lines' order and may number items only by the
-    lines' own numbers, which count from the range's start: add `base`."""
-    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep):
+    lines' own numbers, which count from the range's start: add `base`. `serial`: what prepares the lines
+    where the file is not split (default `prep`)."""
+    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep, serial):
         for item in items:
             yield base, item
 
 
-def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Iterator[Tuple[int, Iterable]]:
-    """(line number base, the lines or prepared items of one range) in order; serial: (0, everything)."""
+def _ranges(
+    path, needles, make_region, workers, stats, range_size, prep, serial=None
+) -> Iterator[Tuple[int, Iterable]]:
+    """(line number base, the lines or prepared items of one range) in order; serial: (0, everything),
+    prepared by `serial` if given."""
     size = os.path.getsize(path)
     range_size = range_size or RANGE
     ctx = _fork_context() if can_split(size, workers, range_size) else None
@@ -238,6 +246,7 @@ def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Ite
         region = make_region()
         with open(path, "rb") as fh:
             lines = scan(fh, needles, stats=stats, region=region)
+            prep = serial or prep
             yield 0, (lines if prep is None else prep(lines))
         return
     with open(path, "rb") as fh:
@@ -253,6 +262,10 @@ def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Ite
     carried = (0, b"")
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
     pending = deque()  # type: deque
+    # what the ranges bring is tens of thousands of objects each (a worker's fold, unpickled here), none
+    # in a cycle: the cyclic collector, run again and again over all of them, took half the unpickling
+    gc_was = gc.isenabled()
+    gc.disable()
     try:
         pending.extend(pool.submit(_task, t) for t in tasks[:window])
         for k, task in enumerate(tasks):
@@ -278,5 +291,7 @@ def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Ite
         for f in pending:
             f.cancel()
         pool.shutdown(wait=True)
+        if gc_was:
+            gc.enable()
     stats["lines"] = lines_before
     stats["bytes"] = nbytes
