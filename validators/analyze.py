@@ -249,11 +249,9 @@ def _tail_key(groups: tuple):
     return key
 
 
-def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
+def prepare(lines: Iterable) -> Iterator[tuple]:
     """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
     whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
-
-    `parse` False: other lines stay as they came ((lineno, raw, cut, flags): `apply` prepares them).
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
     run = {}  # type: dict  # the run's lines by tail (facts.NetRun)
@@ -298,21 +296,11 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
         if run:
             yield key, NetRun(run)
             key, run = None, {}
-        if not parse:
-            yield lineno, raw, cut, flags
-            continue
         item = prep_line(lineno, raw, cut, flags)
         if item is not None:
             yield item
     if run:
         yield key, NetRun(run)
-
-
-def prepare_runs(lines: Iterable) -> Iterator[tuple]:
-    """What a scan worker sends: NET runs summed up, other lines as scanned. Their parse stays in the
-    parent: its events, sent as objects, cost more to pickle and unpickle than to parse there (the real-log
-    corpus: +50 % CPU), while a run of 32 lines is one small object."""
-    return prepare(lines, parse=False)
 
 
 class Partial:
@@ -373,15 +361,10 @@ class Analysis:
     def apply(self, base: int, item: tuple) -> None:
         """Fold one item of `prepare` (line numbers count from `base`): the part of a line's work bound
         to the order of lines."""
-        n = len(item)
-        if n == 2:
+        if len(item) == 2:
             (host, pid, dev), run = item
             self.facts.add_net_run(host, pid, dev, self._file, base, run)
             return
-        if n == 4:  # a line as scanned (prepare_runs)
-            item = prep_line(*item)
-            if item is None:
-                return
         lineno, cut, flags, source, text, events, hits, replay = item
         if replay:
             self.replay = True
