@@ -8,6 +8,7 @@ result does not depend on the order ranks interleave their output.
 """
 
 from contextlib import contextmanager
+from operator import attrgetter
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from validators.signatures import is_efa_provider
@@ -187,15 +188,7 @@ class Rank:
     def state(self, comms: Sequence[tuple] = ()) -> tuple:
         """This rank as plain data for `_merge` (a worker's partial pickles it several times faster than the
         object); `comms`: its comm lines not folded yet (Facts.comms)."""
-        return (
-            self.dev,
-            tuple([getattr(self, n) for n in self.COUNTERS]),
-            self.net_names,
-            self.intra_paths,
-            tuple([getattr(self, n) for n in self.FIRSTS]),
-            tuple([getattr(self, n) for n in self.COMM]),
-            comms,
-        )
+        return (self.dev, _COUNTS(self), self.net_names, self.intra_paths, _FIRSTS(self), _COMM(self), comms)
 
     def gdr(self) -> Optional[bool]:
         if self.net_nogdr:
@@ -230,6 +223,9 @@ class Rank:
                 :2
             ],
         }
+
+
+_COUNTS, _FIRSTS, _COMM = attrgetter(*Rank.COUNTERS), attrgetter(*Rank.FIRSTS), attrgetter(*Rank.COMM)
 
 
 class Proc:

@@ -239,17 +239,18 @@ sys.path.insert(0, sys.argv[1])
 from validators import parscan
 from validators.analyze import Analysis, analyze_file
 out = []
-for path, rs, workers in json.loads(sys.argv[2]):
+for paths, rs, workers in json.loads(sys.argv[2]):
     reports = []
     for w in (1, workers):
         a = Analysis()
-        analyze_file(a, path, w, rs)
+        for path in paths:  # several files: one Facts, each file's lines numbered from its start
+            analyze_file(a, path, w, rs)
         r = a.report()
         r["replay"] = a.replay
         reports.append(json.dumps(r))
-    with open(path, "rb") as fh:
-        ranges = len(parscan.boundaries(fh, parscan.os.path.getsize(path), rs))
-    out.append({"path": path, "same": reports[0] == reports[1], "ranges": ranges})
+    with open(paths[0], "rb") as fh:
+        ranges = len(parscan.boundaries(fh, parscan.os.path.getsize(paths[0]), rs))
+    out.append({"paths": paths, "same": reports[0] == reports[1], "ranges": ranges})
 print(json.dumps(out))
 """
 
@@ -257,8 +258,9 @@ print(json.dumps(out))
 def test_split_parse_with_tiny_ranges_reports_as_one_fold(tmp_path):
     """The real split: worker processes fold ranges of a few KiB, the parent merges them (and folds the
     ranges an open nccl-tests table crosses itself)."""
-    cases = [(str(p), 2048, 3) for p in _inputs(tmp_path)]
-    cases += [(cases[-1][0], 64 << 10, 2), (cases[-2][0], 5000, 2)]
+    inputs = [str(p) for p in _inputs(tmp_path)]
+    cases = [([p], 2048, 3) for p in inputs]
+    cases += [([inputs[-1]], 64 << 10, 2), ([inputs[-2]], 5000, 2), (inputs[-4:], 4096, 2)]
     res = subprocess.run(
         [sys.executable, "-c", _SPLIT_REPORTS, str(ROOT), json.dumps(cases)],
         capture_output=True,
