@@ -37,6 +37,8 @@ HEADLESS_KINDS = frozenset(
     )
 )
 CRASHES_MAX = 32
+INTRA_PATHS_MAX = 8  # intra-node transports kept per rank
+WATCHDOG_MAX = 4096  # watchdog ranks kept
 _SHARED = {}  # type: Dict[frozenset, frozenset]  # Proc.put: one copy of each distinct set
 _SHARED_MAX = 4096
 
@@ -181,7 +183,8 @@ class Rank:
         self.ev_gdr = self.ev_nogdr = self.ev_unclear = None  # type: Optional[dict]
         self.first_line = None  # type: Optional[dict]
 
-    # what a rank that adopts another's state takes whole (Facts.merge: the others are added up or kept first)
+    # _merge: a rank new to its process takes COMM from the state it is built from (an existing rank never
+    # does: a partial's comm lines are folded instead); FIRSTS, the first evidence, keep the earlier value
     COMM = ("rank", "nranks", "busid", "nnodes", "init_complete")
     FIRSTS = ("ev_gdr", "ev_nogdr", "ev_unclear", "first_line")
 
@@ -382,7 +385,7 @@ class Facts:
     `partial`: the fold of one range of a log, which `merge` adds to the fold of the lines before it
     (a scan worker folds its range; issue 15). Its evidence records count lines from the range's start
     (`made` lists them all, so `merge` shifts them in one loop) and its comm lines are kept, not folded
-    (`comms`): what they leave depends on the rank's comm lines before them (see `_comm_apply`).
+    (`comms`): what they leave depends on the rank's comm lines before them (see `_comm_fold`).
     """
 
     def __init__(self, partial: bool = False) -> None:
@@ -405,6 +408,7 @@ class Facts:
 
     # ------------------------------------------------------------------ folding
     def _ev(self, event, cut: bool = False) -> dict:
+        """Every evidence record is made here: a partial lists them (`made`) for `merge` to shift."""
         out = _ev(event, cut)
         if self.made is not None:
             self.made.append(out)
@@ -457,7 +461,7 @@ class Facts:
                 self.headless_versions.add((d["version"], d.get("cuda")))
                 self._keep(kind, event)
             elif kind == "watchdog":
-                if d.get("rank") is not None and len(self.watchdog_ranks) < 4096:
+                if d.get("rank") is not None and len(self.watchdog_ranks) < WATCHDOG_MAX:
                     self.watchdog_ranks.add(d["rank"])
                 self._keep(kind, event)
             elif kind == "error":
@@ -571,7 +575,7 @@ class Facts:
         else:
             r.intra += 1
             path = d.get("path")
-            if path and len(r.intra_paths) < 8:
+            if path and len(r.intra_paths) < INTRA_PATHS_MAX:
                 r.intra_paths[path] = None
 
     def _net(self, p: Proc, r: Rank, event, d: dict, cut: bool) -> None:
@@ -681,7 +685,7 @@ class Facts:
         _add_kept(self.counts, self.evidence, counts, evidence)
         _add_kept(self.signature_counts, self.signature_evidence, sig_counts, sig_evidence)
         for rank in watchdog:  # never read; capped as `add` caps it
-            if len(self.watchdog_ranks) >= 4096:
+            if len(self.watchdog_ranks) >= WATCHDOG_MAX:
                 break
             self.watchdog_ranks.add(rank)
         self.crashes.extend(crashes[: CRASHES_MAX - len(self.crashes)])
@@ -926,7 +930,7 @@ def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple],
             mine_paths = mine.intra_paths
             if sequential:
                 for path in paths:
-                    if len(mine_paths) >= 8:
+                    if len(mine_paths) >= INTRA_PATHS_MAX:
                         break
                     mine_paths[path] = None
             else:
