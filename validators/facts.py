@@ -190,8 +190,18 @@ class Rank:
 
     def state(self, comms: Sequence[tuple] = ()) -> tuple:
         """This rank as plain data for `_merge` (a worker's partial pickles it several times faster than the
-        object); `comms`: its comm lines not folded yet (Facts.comms)."""
-        return (self.dev, _COUNTS(self), self.net_names, self.intra_paths, _FIRSTS(self), _COMM(self), comms)
+        object), None for each part still as a new Rank has it; `comms`: its comm lines not folded yet
+        (Facts.comms)."""
+        counts, firsts, comm = _COUNTS(self), _FIRSTS(self), _COMM(self)
+        return (
+            self.dev,
+            counts if any(counts) else None,
+            self.net_names or None,
+            self.intra_paths or None,
+            None if firsts == _NO_FIRSTS else firsts,
+            None if comm == _NO_COMM else comm,
+            comms,
+        )
 
     def gdr(self) -> Optional[bool]:
         if self.net_nogdr:
@@ -229,6 +239,7 @@ class Rank:
 
 
 _COUNTS, _FIRSTS, _COMM = attrgetter(*Rank.COUNTERS), attrgetter(*Rank.FIRSTS), attrgetter(*Rank.COMM)
+_NO_FIRSTS, _NO_COMM = _FIRSTS(Rank("", "", "")), _COMM(Rank("", "", ""))
 
 
 class Proc:
@@ -266,8 +277,8 @@ class Proc:
             self.host,
             self.pid,
             tuple([(n, d[n]) for n in PROC_SETS if n in d]),
-            self.platforms,
-            self.env,
+            self.platforms or None,
+            self.env or None,
             tuple([f for f in PROC_FLAGS if d[f]]),
             self.only_spliced,
             tuple([r.state(comms.get(r, ())) for r in self.ranks.values()]),
@@ -900,14 +911,15 @@ def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple],
             attrs[name] = _shared(values)
         elif not values <= cur:
             attrs[name] = _shared(cur | values)
-    for via, name in platforms.items():
-        into.platforms.setdefault(via, name)
+    if platforms:
+        for via, name in platforms.items():
+            into.platforms.setdefault(via, name)
     for flag in flags:
         attrs[flag] = True
     sequential = comm_fold is not None
-    if sequential:
-        if not only_spliced:
-            into.only_spliced = False
+    if sequential and not only_spliced:
+        into.only_spliced = False
+    if sequential and env:
         mine_env = into.env
         for name, value in env.items():
             if len(mine_env) >= ENV_MAX:
@@ -918,9 +930,10 @@ def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple],
         mine = has.get(dev)
         if mine is None:
             mine = has[dev] = Rank(host, pid, dev)
-            for name, value in zip(Rank.COMM, comm):
-                setattr(mine, name, value)
-        if any(counters):
+            if comm is not None:
+                for name, value in zip(Rank.COMM, comm):
+                    setattr(mine, name, value)
+        if counters is not None:
             for name, n in zip(Rank.COUNTERS, counters):
                 if n:
                     setattr(mine, name, getattr(mine, name) + n)
@@ -935,9 +948,10 @@ def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple],
                     mine_paths[path] = None
             else:
                 mine_paths.update(paths)
-        for name, ev in zip(Rank.FIRSTS, firsts):
-            if ev is not None and getattr(mine, name) is None:
-                setattr(mine, name, ev)
+        if firsts is not None:
+            for name, ev in zip(Rank.FIRSTS, firsts):
+                if ev is not None and getattr(mine, name) is None:
+                    setattr(mine, name, ev)
         if sequential:
             for comm_line in comms:
                 comm_fold(mine, comm_line)
