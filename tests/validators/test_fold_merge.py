@@ -119,7 +119,8 @@ def _merged(path: Path, lines: list, stats: dict, cuts: list) -> tuple:
 def _cut_sets(lines: list, rng: random.Random) -> list:
     """Cut points: random, inside and around NET channel runs, after table headers, after every line."""
     net = [i for i, line in enumerate(lines) if "via NET/" in line[1]]
-    runs = [i for i in net if i + 1 < len(lines) and i + 1 in set(net)]
+    at_net = set(net)
+    runs = [i for i in net if i + 1 in at_net]  # a NET line followed by one: a cut after it splits a run
     heads = [i + 1 for i, line in enumerate(lines) if _table_start(line[1].encode("utf-8", "replace"))]
     n = len(lines)
     sets = [[rng.randrange(n + 1) for _ in range(k)] for k in (1, 3, 9)]
