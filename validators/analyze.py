@@ -10,6 +10,7 @@ import functools
 import os
 import re
 import sys
+from contextlib import closing
 from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence
 
 from validators import signatures
@@ -498,12 +499,13 @@ def analyze_file(
     # split: each worker parses and folds its range, the parent merges the folds in order (issue 15);
     # serial: the lines are parsed and folded as they are scanned
     fold = functools.partial(fold_range, path)
-    needles, region = _scan_needles(), _table_region
-    for base, item in scan_prepared(path, needles, region, workers, stats, fold, range_size, prepare):
-        if type(item) is Partial:
-            merge(base, item)
-        else:
-            apply(base, item)
+    items = scan_prepared(path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare)
+    with closing(items):  # on an error too, the workers end and the garbage collector is back now
+        for base, item in items:
+            if type(item) is Partial:
+                merge(base, item)
+            else:
+                apply(base, item)
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
 

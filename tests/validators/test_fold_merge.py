@@ -305,3 +305,32 @@ def test_a_worker_that_dies_leaves_its_ranges_to_the_parent(tmp_path, seed):
     )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["same"] is True
+
+
+_FAILING = r"""
+import gc, json, multiprocessing, sys
+sys.path.insert(0, sys.argv[1])
+from validators import analyze
+calls = [0]
+def merge(self, base, part):
+    calls[0] += 1
+    if calls[0] == 2:
+        raise ValueError("bad range")
+analyze.Analysis.merge = merge
+try:
+    analyze.analyze_file(analyze.Analysis(), sys.argv[2], 2, 20000)
+    err = None
+except ValueError as e:
+    err, kept = str(e), e  # its traceback holds the parse's frames: nothing may wait for them to go
+print(json.dumps({"err": err, "gc": gc.isenabled(), "children": len(multiprocessing.active_children())}))
+"""
+
+
+def test_an_error_while_merging_ends_the_workers_and_gives_the_collector_back(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_bytes(random_log(random.Random(23), 6000))
+    res = subprocess.run(
+        [sys.executable, "-c", _FAILING, str(ROOT), str(log)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == {"err": "bad range", "gc": True, "children": 0}
