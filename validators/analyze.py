@@ -6,9 +6,11 @@ in binary and filtered with validators.linescan (fast, bounded memory); live lin
 through the same filter line by line.
 """
 
+import functools
 import os
 import re
 import sys
+from contextlib import closing
 from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence
 
 from validators import signatures
@@ -248,11 +250,9 @@ def _tail_key(groups: tuple):
     return key
 
 
-def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
+def prepare(lines: Iterable) -> Iterator[tuple]:
     """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
     whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
-
-    `parse` False: other lines stay as they came ((lineno, raw, cut, flags): `apply` prepares them).
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
     run = {}  # type: dict  # the run's lines by tail (facts.NetRun)
@@ -297,9 +297,6 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
         if run:
             yield key, NetRun(run)
             key, run = None, {}
-        if not parse:
-            yield lineno, raw, cut, flags
-            continue
         item = prep_line(lineno, raw, cut, flags)
         if item is not None:
             yield item
@@ -307,18 +304,43 @@ def prepare(lines: Iterable, parse: bool = True) -> Iterator[tuple]:
         yield key, NetRun(run)
 
 
-def prepare_runs(lines: Iterable) -> Iterator[tuple]:
-    """What a scan worker sends: NET runs summed up, other lines as scanned. Their parse stays in the
-    parent: its events, sent as objects, cost more to pickle and unpickle than to parse there (the real-log
-    corpus: +50 % CPU), while a run of 32 lines is one small object."""
-    return prepare(lines, parse=False)
+class Partial:
+    """What a scan worker makes of its range (`fold_range`): the range's facts (Facts.export of a partial),
+    whether a line held the replay mark, and the lines for the nccl-tests reader as (lineno, text): that
+    reader stays in the parent, as its tables cross ranges (they are few lines). Line numbers count from
+    the range's start; `Analysis.merge` adds it to the fold of the ranges before."""
+
+    __slots__ = ("facts", "replay", "tests")
+
+    def __init__(self, facts: tuple, replay: bool, tests: list) -> None:
+        self.facts, self.replay, self.tests = facts, replay, tests
+
+
+class _TestsLines(list):
+    """Stands in for the nccl-tests reader in a worker: keeps what it would be fed, in order."""
+
+    def feed(self, text: str, lineno: int, file: Optional[str]) -> None:
+        self.append((lineno, text))
+
+
+def fold_range(file: str, lines: Iterable) -> Iterator[Partial]:
+    """The one Partial of a range's scanned lines: `prepare` and `Analysis.apply` done in the worker."""
+    a = Analysis(partial=True)
+    a._file = file
+    a._parser = tests = _TestsLines()
+    apply = a.apply
+    for item in prepare(lines):
+        apply(0, item)
+    yield Partial(a.facts.export(), a.replay, list(tests))
 
 
 class Analysis:
-    """Feed lines from one or more inputs, then `report()`; holds only folded facts."""
+    """Feed lines from one or more inputs, then `report()`; holds only folded facts.
 
-    def __init__(self) -> None:
-        self.facts = Facts()
+    `partial`: the fold of one range of a file (fold_range), not to be reported: see facts.Facts."""
+
+    def __init__(self, partial: bool = False) -> None:
+        self.facts = Facts(partial)
         self.inputs = []  # type: List[dict]
         self.tests = []  # type: List[dict]
         self._parser = None
@@ -340,15 +362,10 @@ class Analysis:
     def apply(self, base: int, item: tuple) -> None:
         """Fold one item of `prepare` (line numbers count from `base`): the part of a line's work bound
         to the order of lines."""
-        n = len(item)
-        if n == 2:
+        if len(item) == 2:
             (host, pid, dev), run = item
             self.facts.add_net_run(host, pid, dev, self._file, base, run)
             return
-        if n == 4:  # a line as scanned (prepare_runs)
-            item = prep_line(*item)
-            if item is None:
-                return
         lineno, cut, flags, source, text, events, hits, replay = item
         if replay:
             self.replay = True
@@ -366,6 +383,16 @@ class Analysis:
             parser = self._parser
             if parser is not None and "NCCL INFO" not in text and "NCCL WARN" not in text:
                 parser.feed(text, lineno, file)
+
+    def merge(self, base: int, part: Partial) -> None:
+        """Add a range's Partial (its line numbers count from `base`), in the order of ranges."""
+        self.facts.merge(part.facts, base)
+        if part.replay:
+            self.replay = True
+        parser, file = self._parser, self._file
+        if parser is not None:
+            for lineno, text in part.tests:
+                parser.feed(text, base + lineno, file)
 
     def end(self, lines: int, nbytes: Optional[int]) -> None:
         if self.inputs:
@@ -459,18 +486,26 @@ def analyze_stream(a: Analysis, stream: BinaryIO, name: str) -> None:
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
 
-def analyze_file(a: Analysis, path: str, workers: Optional[int] = None) -> None:
-    """Add one regular file, its scan split across `workers` processes (default: the CPUs)."""
+def analyze_file(
+    a: Analysis, path: str, workers: Optional[int] = None, range_size: Optional[int] = None
+) -> None:
+    """Add one regular file, its scan split across `workers` processes (default: the CPUs) in ranges of
+    `range_size` bytes (default parscan.RANGE)."""
     a.begin(path)
     stats = {}  # type: dict
     if workers is None:
         workers = default_workers()
-    apply = a.apply
-    # with CPUs to spare the workers parse too and the parent only folds; with 2 the pickled events would
-    # cost more CPU than the parse they save (bench/RESULTS-parse.md, round 5)
-    prep = prepare if workers > 2 else prepare_runs
-    for base, item in scan_prepared(path, _scan_needles(), _table_region, workers, stats, prep):
-        apply(base, item)
+    apply, merge = a.apply, a.merge
+    # split: each worker parses and folds its range, the parent merges the folds in order (issue 15);
+    # serial: the lines are parsed and folded as they are scanned
+    fold = functools.partial(fold_range, path)
+    items = scan_prepared(path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare)
+    with closing(items):  # on an error too, the workers end and the garbage collector is back now
+        for base, item in items:
+            if type(item) is Partial:
+                merge(base, item)
+            else:
+                apply(base, item)
     a.end(stats.get("lines", 0), stats.get("bytes"))
 
 

@@ -8,7 +8,8 @@ result does not depend on the order ranks interleave their output.
 """
 
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from operator import attrgetter
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from validators.signatures import is_efa_provider
 
@@ -36,6 +37,8 @@ HEADLESS_KINDS = frozenset(
     )
 )
 CRASHES_MAX = 32
+INTRA_PATHS_MAX = 8  # intra-node transports kept per rank
+WATCHDOG_MAX = 4096  # watchdog ranks kept
 _SHARED = {}  # type: Dict[frozenset, frozenset]  # Proc.put: one copy of each distinct set
 _SHARED_MAX = 4096
 
@@ -176,9 +179,29 @@ class Rank:
         for name in self.COUNTERS:  # net_unnamed: NET channels whose network name was cut off
             setattr(self, name, 0)
         self.net_names = set()  # type: Set[str]
-        self.intra_paths = set()  # type: Set[str]
+        self.intra_paths = {}  # type: Dict[str, None]  # a set in the order first seen (capped: see _channel)
         self.ev_gdr = self.ev_nogdr = self.ev_unclear = None  # type: Optional[dict]
         self.first_line = None  # type: Optional[dict]
+
+    # _merge: a rank new to its process takes COMM from the state it is built from (an existing rank never
+    # does: a partial's comm lines are folded instead); FIRSTS, the first evidence, keep the earlier value
+    COMM = ("rank", "nranks", "busid", "nnodes", "init_complete")
+    FIRSTS = ("ev_gdr", "ev_nogdr", "ev_unclear", "first_line")
+
+    def state(self, comms: Sequence[tuple] = ()) -> tuple:
+        """This rank as plain data for `_merge` (a worker's partial pickles it several times faster than the
+        object), None for each part still as a new Rank has it; `comms`: its comm lines not folded yet
+        (Facts.comms)."""
+        counts, firsts, comm = _COUNTS(self), _FIRSTS(self), _COMM(self)
+        return (
+            self.dev,
+            counts if any(counts) else None,
+            self.net_names or None,
+            self.intra_paths or None,
+            None if firsts == _NO_FIRSTS else firsts,
+            None if comm == _NO_COMM else comm,
+            comms,
+        )
 
     def gdr(self) -> Optional[bool]:
         if self.net_nogdr:
@@ -215,6 +238,10 @@ class Rank:
         }
 
 
+_COUNTS, _FIRSTS, _COMM = attrgetter(*Rank.COUNTERS), attrgetter(*Rank.FIRSTS), attrgetter(*Rank.COMM)
+_NO_FIRSTS, _NO_COMM = _FIRSTS(Rank("", "", "")), _COMM(Rank("", "", ""))
+
+
 class Proc:
     """One process (host:pid): what the NCCL library and its net plugin printed there.
 
@@ -241,10 +268,21 @@ class Proc:
         that almost always hold the same one value): memory grows with distinct values, not processes."""
         cur = getattr(self, name)
         if value not in cur:
-            new = cur | {value}
-            if len(_SHARED) >= _SHARED_MAX:
-                _SHARED.clear()
-            self.__dict__[name] = _SHARED.setdefault(new, new)
+            self.__dict__[name] = _shared(cur | {value})
+
+    def state(self, comms: Dict[Rank, List[tuple]]) -> tuple:
+        """This process as plain data for `_merge` (see Rank.state); `comms`: Facts.comms."""
+        d = self.__dict__
+        return (
+            self.host,
+            self.pid,
+            tuple([(n, d[n]) for n in PROC_SETS if n in d]),
+            self.platforms or None,
+            self.env or None,
+            tuple([f for f in PROC_FLAGS if d[f]]),
+            self.only_spliced,
+            tuple([r.state(comms.get(r, ())) for r in self.ranks.values()]),
+        )
 
     def plugin_ok(self) -> bool:
         return self.plugin_loaded or bool(self.plugin_versions) or self.ofi
@@ -334,12 +372,34 @@ PROC_SETS = (
 )
 for _name in PROC_SETS:  # the empty default; Proc.put replaces it
     setattr(Proc, _name, frozenset())
+PROC_FLAGS = (
+    "ofi",
+    "plugin_loaded",
+    "plugin_load_failed",
+    "plugin_init_failed",
+    "gdr_disabled",
+    "ib_error",
+    "plugin_net_init_failed",
+)
+
+
+def _shared(values: frozenset) -> frozenset:
+    """The one copy of `values` (Proc.put)."""
+    if len(_SHARED) >= _SHARED_MAX:
+        _SHARED.clear()
+    return _SHARED.setdefault(values, values)
 
 
 class Facts:
-    """Accumulates events from one or more logs; see `add`."""
+    """Accumulates events from one or more logs; see `add`.
 
-    def __init__(self) -> None:
+    `partial`: the fold of one range of a log, which `merge` adds to the fold of the lines before it
+    (a scan worker folds its range; issue 15). Its evidence records count lines from the range's start
+    (`made` lists them all, so `merge` shifts them in one loop) and its comm lines are kept, not folded
+    (`comms`): what they leave depends on the rank's comm lines before them (see `_comm_fold`).
+    """
+
+    def __init__(self, partial: bool = False) -> None:
         self.procs = {}  # type: Dict[Tuple[str, str], Proc]
         self.headless_versions = set()  # type: Set[Tuple[str, Optional[str]]]
         self.counts = {}  # type: Dict[str, int]
@@ -354,8 +414,17 @@ class Facts:
         # NCCL lines pasted without their `host:pid:tid [dev]` head: a process of their own, never a rank,
         # read for the summary values and as counter-evidence, never as evidence for a rank
         self.headless = Proc("", "")
+        self.made = [] if partial else None  # type: Optional[List[dict]]  # every evidence record made
+        self.comms = {} if partial else None  # type: Optional[Dict[Rank, List[tuple]]]  # see _comm_fold
 
     # ------------------------------------------------------------------ folding
+    def _ev(self, event, cut: bool = False) -> dict:
+        """Every evidence record is made here: a partial lists them (`made`) for `merge` to shift."""
+        out = _ev(event, cut)
+        if self.made is not None:
+            self.made.append(out)
+        return out
+
     def _keep(self, kind: str, event, cut: bool = False) -> None:
         counts = self.counts
         counts[kind] = counts.get(kind, 0) + 1
@@ -363,14 +432,14 @@ class Facts:
         if lst is None:
             lst = self.evidence[kind] = []
         if len(lst) < EVIDENCE_PER_KIND:
-            lst.append(_ev(event, cut))
+            lst.append(self._ev(event, cut))
 
     def add_signature_hits(self, ids: List[str], event_like) -> None:
         for sid in ids:
             self.signature_counts[sid] = self.signature_counts.get(sid, 0) + 1
             lst = self.signature_evidence.setdefault(sid, [])
             if len(lst) < EVIDENCE_PER_KIND:
-                lst.append(_ev(event_like))
+                lst.append(self._ev(event_like))
 
     def _proc(self, event) -> Proc:
         key = (event.host, event.pid)
@@ -385,7 +454,7 @@ class Facts:
         r = proc.ranks.get(event.dev)
         if r is None:
             r = proc.ranks[event.dev] = Rank(proc.host, proc.pid, event.dev)
-            r.first_line = _ev(event)
+            r.first_line = self._ev(event)
         return r
 
     def add(self, event, cut: bool = False) -> None:
@@ -395,7 +464,7 @@ class Facts:
         cut = cut or event.cut
         if kind == "crash":
             if len(self.crashes) < CRASHES_MAX:
-                self.crashes.append(dict(d, evidence=_ev(event)))
+                self.crashes.append(dict(d, evidence=self._ev(event)))
             self._keep(kind, event)
             return
         if event.host is None:
@@ -403,7 +472,7 @@ class Facts:
                 self.headless_versions.add((d["version"], d.get("cuda")))
                 self._keep(kind, event)
             elif kind == "watchdog":
-                if d.get("rank") is not None and len(self.watchdog_ranks) < 4096:
+                if d.get("rank") is not None and len(self.watchdog_ranks) < WATCHDOG_MAX:
                     self.watchdog_ranks.add(d["rank"])
                 self._keep(kind, event)
             elif kind == "error":
@@ -517,8 +586,8 @@ class Facts:
         else:
             r.intra += 1
             path = d.get("path")
-            if path and len(r.intra_paths) < 8:
-                r.intra_paths.add(path)
+            if path and len(r.intra_paths) < INTRA_PATHS_MAX:
+                r.intra_paths[path] = None
 
     def _net(self, p: Proc, r: Rank, event, d: dict, cut: bool) -> None:
         """Fold one NET channel line: a run of one (a cut line's missing '/GDRDMA' leaves GDR unclear)."""
@@ -538,7 +607,7 @@ class Facts:
         r = p.ranks.get(dev)
         if r is None:
             r = p.ranks[dev] = Rank(host, pid, dev)
-            r.first_line = _ev(Where(file, base + run.first[0], run.first[1]))
+            r.first_line = self._ev(Where(file, base + run.first[0], run.first[1]))
         self._fold_run(p, r, file, base, run)
 
     def _fold_run(self, p: Proc, r: Rank, file: Optional[str], base: int, run: "NetRun") -> None:
@@ -550,7 +619,7 @@ class Facts:
         for attr, cut in (("ev_gdr", False), ("ev_nogdr", False), ("ev_unclear", True)):
             line = run.firsts.get(attr)
             if line is not None and getattr(r, attr) is None:
-                setattr(r, attr, _ev(Where(file, base + line[0], line[1]), cut))
+                setattr(r, attr, self._ev(Where(file, base + line[0], line[1]), cut))
         counts, evidence = self.counts, self.evidence
         for kind, n, lines in run.keeps:
             counts[kind] = counts.get(kind, 0) + n
@@ -558,24 +627,79 @@ class Facts:
             if lst is None:
                 lst = evidence[kind] = []
             for lineno, text, cut in lines[: EVIDENCE_PER_KIND - len(lst)]:
-                lst.append(_ev(Where(file, base + lineno, text), cut))
+                lst.append(self._ev(Where(file, base + lineno, text), cut))
 
     def _comm(self, p: Proc, event, d: dict) -> None:
         r = self._rank(p, event)
-        n = d["nranks"]
+        comm = (d["nranks"], d["rank"], d.get("busid"), d.get("phase") == "COMPLETE", d.get("nnodes"))
+        self._comm_fold(r, comm)
+
+    def _comm_fold(self, r: Rank, comm: tuple) -> None:
+        """Fold a comm line of rank `r`: (nranks, rank, bus id, init complete, nnodes).
+
+        What it leaves depends on the rank's comm lines before it (the largest communicator wins, its first
+        rank number, the last bus id given with it), so a partial keeps them and `merge` folds them in order,
+        after the lines before them (the world's size and ranks seen do not depend on the order)."""
+        if self.comms is not None:
+            self.comms.setdefault(r, []).append(comm)
+            return
+        n, rank, busid, complete, nnodes = comm
         if r.nranks is None or n > r.nranks or (n == r.nranks and r.rank is None):
-            r.nranks, r.rank = n, d["rank"]
-            if d.get("busid"):
-                r.busid = d["busid"]
-        if d.get("phase") == "COMPLETE" and n == r.nranks:
+            r.nranks, r.rank = n, rank
+            if busid:
+                r.busid = busid
+        if complete and n == r.nranks:
             r.init_complete = True
-        if d.get("nnodes"):
-            self.nnodes.add(d["nnodes"])
+        if nnodes:
+            self.nnodes.add(nnodes)
         if self.world_nranks is None or n > self.world_nranks:
             self.world_nranks = n
             self.world_ranks = set()
         if n == self.world_nranks:
-            self.world_ranks.add(d["rank"])
+            self.world_ranks.add(rank)
+
+    def export(self) -> tuple:
+        """A partial's facts as plain data for `merge` (a scan worker sends it: tuples, dicts and sets
+        pickle several times faster than the objects)."""
+        comms = self.comms or {}
+        return (
+            tuple([p.state(comms) for p in self.procs.values()]),
+            self.headless.state(comms),
+            self.headless_versions,
+            self.counts,
+            self.evidence,
+            self.signature_counts,
+            self.signature_evidence,
+            self.watchdog_ranks,
+            self.crashes,
+            self.made or [],
+        )
+
+    def merge(self, part: tuple, base: int) -> None:
+        """Add `part` (`export` of a partial: the fold of the lines that follow those folded here, its line
+        numbers counted from `base`): the result is the fold of all these lines in one pass. `part` is used
+        up (its evidence records are shifted and taken)."""
+        states, headless, versions, counts, evidence, sig_counts, sig_evidence, watchdog, crashes, made = part
+        for ev in made:  # the one place a partial's line numbers are shifted
+            ev["line"] += base
+        if self.made is not None:
+            self.made.extend(made)
+        procs, fold = self.procs, self._comm_fold
+        for state in states:  # a process first seen there comes after those seen here
+            key = (state[0], state[1])
+            p = procs.get(key)
+            if p is None:
+                p = procs[key] = Proc(*key)
+            _merge(p, state, fold)
+        _merge(self.headless, headless, fold)
+        self.headless_versions |= versions
+        _add_kept(self.counts, self.evidence, counts, evidence)
+        _add_kept(self.signature_counts, self.signature_evidence, sig_counts, sig_evidence)
+        for rank in watchdog:  # never read; capped as `add` caps it
+            if len(self.watchdog_ranks) >= WATCHDOG_MAX:
+                break
+            self.watchdog_ranks.add(rank)
+        self.crashes.extend(crashes[: CRASHES_MAX - len(self.crashes)])
 
     def finalize(self) -> None:
         """Give spliced lines back to their process.
@@ -594,7 +718,7 @@ class Facts:
                     and other.pid == s.pid
                     and s.host.endswith(other.host)
                 ):
-                    _merge(other, s)
+                    _merge(other, s.state({}))
                     del self.procs[key]
                     break
 
@@ -761,36 +885,76 @@ class Facts:
         )
 
 
-def _merge(into: Proc, src: Proc) -> None:
-    for name in PROC_SETS:
-        for val in getattr(src, name):
-            into.put(name, val)
-    for via, name in src.platforms.items():
-        into.platforms.setdefault(via, name)
-    for flag in (
-        "ofi",
-        "plugin_loaded",
-        "plugin_load_failed",
-        "plugin_init_failed",
-        "gdr_disabled",
-        "ib_error",
-        "plugin_net_init_failed",
-    ):
-        if getattr(src, flag):
-            setattr(into, flag, True)
-    for dev, r in src.ranks.items():
-        mine = into.ranks.get(dev)
+def _add_kept(counts: dict, evidence: dict, src_counts: dict, src_evidence: dict) -> None:
+    """Add counts and first lines kept per kind (`Facts._keep`) of later lines: new kinds come after."""
+    for kind, n in src_counts.items():
+        counts[kind] = counts.get(kind, 0) + n
+    for kind, lines in src_evidence.items():
+        lst = evidence.get(kind)
+        if lst is None:
+            lst = evidence[kind] = []
+        lst.extend(lines[: EVIDENCE_PER_KIND - len(lst)])
+
+
+def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple], None]] = None) -> None:
+    """Add a process's facts (Proc.state) to `into`; a rank new to `into` takes the state's whole.
+
+    `comm_fold` (Facts.merge): the state is the fold of the lines after those `into` folded, of the same
+    process; the result is one fold of both: what `add` caps (env, intra-node paths) capped in line order,
+    the state's comm lines folded. Without it (Facts.finalize) the state is a spliced copy of `into`'s
+    process: a rank `into` has keeps its comm state, env and only_spliced stay."""
+    _, _, sets, platforms, env, flags, only_spliced, ranks = state
+    attrs = into.__dict__
+    for name, values in sets:
+        cur = getattr(into, name)
+        if not cur:
+            attrs[name] = _shared(values)
+        elif not values <= cur:
+            attrs[name] = _shared(cur | values)
+    if platforms:
+        for via, name in platforms.items():
+            into.platforms.setdefault(via, name)
+    for flag in flags:
+        attrs[flag] = True
+    sequential = comm_fold is not None
+    if sequential and not only_spliced:
+        into.only_spliced = False
+    if sequential and env:
+        mine_env = into.env
+        for name, value in env.items():
+            if len(mine_env) >= ENV_MAX:
+                break
+            mine_env.setdefault(name, value)
+    host, pid, has = into.host, into.pid, into.ranks
+    for dev, counters, net_names, paths, firsts, comm, comms in ranks:
+        mine = has.get(dev)
         if mine is None:
-            r.host = into.host
-            into.ranks[dev] = r
-            continue
-        for name in Rank.COUNTERS:
-            setattr(mine, name, getattr(mine, name) + getattr(r, name))
-        mine.net_names.update(r.net_names)
-        mine.intra_paths.update(r.intra_paths)
-        for name in ("ev_gdr", "ev_nogdr", "ev_unclear"):
-            if getattr(mine, name) is None:
-                setattr(mine, name, getattr(r, name))
+            mine = has[dev] = Rank(host, pid, dev)
+            if comm is not None:
+                for name, value in zip(Rank.COMM, comm):
+                    setattr(mine, name, value)
+        if counters is not None:
+            for name, n in zip(Rank.COUNTERS, counters):
+                if n:
+                    setattr(mine, name, getattr(mine, name) + n)
+        if net_names:
+            mine.net_names.update(net_names)
+        if paths:
+            mine_paths = mine.intra_paths
+            if sequential:
+                for path in paths:
+                    if len(mine_paths) >= INTRA_PATHS_MAX:
+                        break
+                    mine_paths[path] = None
+            else:
+                mine_paths.update(paths)
+        if firsts is not None:
+            for name, ev in zip(Rank.FIRSTS, firsts):
+                if ev is not None and getattr(mine, name) is None:
+                    setattr(mine, name, ev)
+        if sequential:
+            for comm_line in comms:
+                comm_fold(mine, comm_line)
 
 
 def _one(values):

@@ -14,9 +14,11 @@ that dies (the OOM killer, a signal) costs speed, not the report: the parent sca
 left itself.
 """
 
+import gc
 import io
 import math
 import os
+import pickle
 import threading
 from array import array
 from collections import deque
@@ -24,13 +26,15 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from validators.linescan import Region, scan
 
-# One range's lines wait in memory until their turn, so the range size (fixed, not a share of
-# the file) and the ranges in flight bound the memory; smaller ranges cost more in hand-offs.
-# The parent holds at most MAX_IN_FLIGHT ranges' lines (packed: one string and an array per range),
-# whatever the worker count: the parse in the parent, not the scan, sets the pace (issue 15).
+# One range's result waits in memory until its turn, so the range size (fixed, not a share of the file)
+# and the ranges in flight bound the memory; smaller ranges cost more in hand-offs. Lines wait packed (one
+# string and an array), at most LINES_IN_FLIGHT ranges of them: the parent parses them, and sets the pace.
+# What `prep` made of a range (analyze's fold of it: the parent only merges it) waits pickled, as bytes
+# (~2 MiB at 16384 ranks, ~6x less than the objects), at most MAX_IN_FLIGHT: a range per worker and one.
 RANGE = 4 << 20
-MAX_IN_FLIGHT = 3
 MAX_WORKERS = 8
+LINES_IN_FLIGHT = 3
+MAX_IN_FLIGHT = MAX_WORKERS + 1
 
 Line = Tuple[int, str, bool, int]
 
@@ -184,14 +188,23 @@ class Packed:
 
 
 def _task(args):
-    return scan_range(*args[:5], pack=True, prep=args[5])
+    lines, n, nbytes, state = scan_range(*args[:5], pack=True, prep=args[5])
+    if args[5] is not None:
+        lines = _Pickled(pickle.dumps(lines, pickle.HIGHEST_PROTOCOL))
+    return lines, n, nbytes, state
+
+
+class _Pickled(bytes):
+    """A worker's prepared items, pickled by the worker: the parent unpickles them at their turn."""
 
 
 def _worker_init() -> None:
     """Ctrl-C is the parent's to handle (it ends the pool); a worker printing its own traceback is noise."""
+    import gc
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.disable()  # a worker lives for one parse and makes no cycles; see _ranges
 
 
 def scan_file(
@@ -219,18 +232,24 @@ def scan_prepared(
     stats: dict,
     prep: Callable[[Iterable[Line]], Iterable],
     range_size: Optional[int] = None,
+    serial: Optional[Callable[[Iterable[Line]], Iterable]] = None,
 ) -> Iterator[Tuple[int, object]]:
     """(line number base, item) for each item `prep` makes of the scan's lines, in order: with workers,
     each range's lines are prepared in its worker (the per-line parse leaves the parent; issue 15).
-    `prep` must be a module-level function, must keep the lines' order and may number items only by the
-    lines' own numbers, which count from the range's start: add `base`."""
-    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep):
+    `prep` must be a module-level function (or a functools.partial of one), must keep the lines' order and
+    may number items only by the
+    lines' own numbers, which count from the range's start: add `base`. `serial`: what prepares the lines
+    where the file is not split (default `prep`)."""
+    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep, serial):
         for item in items:
             yield base, item
 
 
-def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Iterator[Tuple[int, Iterable]]:
-    """(line number base, the lines or prepared items of one range) in order; serial: (0, everything)."""
+def _ranges(
+    path, needles, make_region, workers, stats, range_size, prep, serial=None
+) -> Iterator[Tuple[int, Iterable]]:
+    """(line number base, the lines or prepared items of one range) in order; serial: (0, everything),
+    prepared by `serial` if given."""
     size = os.path.getsize(path)
     range_size = range_size or RANGE
     ctx = _fork_context() if can_split(size, workers, range_size) else None
@@ -238,6 +257,7 @@ def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Ite
         region = make_region()
         with open(path, "rb") as fh:
             lines = scan(fh, needles, stats=stats, region=region)
+            prep = serial or prep
             yield 0, (lines if prep is None else prep(lines))
         return
     with open(path, "rb") as fh:
@@ -248,11 +268,16 @@ def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Ite
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    window = min(workers + 1, MAX_IN_FLIGHT)  # ranges in flight: bounds what the parent holds
+    # ranges in flight: bounds what the parent holds
+    window = min(workers + 1, LINES_IN_FLIGHT if prep is None else MAX_IN_FLIGHT)
     lines_before = nbytes = 0
     carried = (0, b"")
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
     pending = deque()  # type: deque
+    # what a range brings is tens of thousands of objects (a worker's fold, unpickled here), none in a
+    # cycle: the cyclic collector, run again and again over all of them, took half the unpickling
+    gc_was = gc.isenabled()
+    gc.disable()
     try:
         pending.extend(pool.submit(_task, t) for t in tasks[:window])
         for k, task in enumerate(tasks):
@@ -270,6 +295,8 @@ def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Ite
             if result is None or carried[0]:
                 result = scan_range(*task[:5], open_region=carried if carried[0] else None, prep=prep)
             lines, n, size_k, state = result
+            if type(lines) is _Pickled:
+                lines = pickle.loads(lines)
             yield lines_before, lines
             lines_before += n
             nbytes += size_k
@@ -278,5 +305,7 @@ def _ranges(path, needles, make_region, workers, stats, range_size, prep) -> Ite
         for f in pending:
             f.cancel()
         pool.shutdown(wait=True)
+        if gc_was:
+            gc.enable()
     stats["lines"] = lines_before
     stats["bytes"] = nbytes
