@@ -138,7 +138,7 @@ def test_a_run_sums_up_what_one_fold_per_line_did():
 
 
 def test_split_parse_gives_one_report_whatever_the_workers(tmp_path):
-    """Above the split size, 2 workers send runs and lines, 3 send parsed items: one report from all."""
+    """Above the split size each worker folds its ranges, the parent merges them: one report, 1-3 workers."""
     import sys
 
     sys.path.insert(0, str(ROOT / "bench"))
