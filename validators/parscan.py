@@ -237,9 +237,8 @@ def scan_prepared(
     """(line number base, item) for each item `prep` makes of the scan's lines, in order: with workers,
     each range's lines are prepared in its worker (the per-line parse leaves the parent; issue 15).
     `prep` must be a module-level function (or a functools.partial of one), must keep the lines' order and
-    may number items only by the
-    lines' own numbers, which count from the range's start: add `base`. `serial`: what prepares the lines
-    where the file is not split (default `prep`)."""
+    may number items only by the lines' own numbers, which count from the range's start: add `base`.
+    `serial`: what prepares the lines where the file is not split (default `prep`)."""
     for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep, serial):
         for item in items:
             yield base, item
