@@ -64,8 +64,8 @@ class NetRun:
     """NET channel lines of one rank in a row, summed up for the fold (`Facts._fold_run`):
     counts, network names, each evidence kind's count and first lines, the rank's first line of each kind.
 
-    Why: a rank prints its NET channels together (32 lines per communicator on p5); the scan workers
-    sum them (analyze.prepare) and the parent folds one NetRun instead of one event per line."""
+    Why: a rank prints its NET channels together (32 lines per communicator on p5); `analyze.prepare`
+    sums them and the fold takes one NetRun instead of one event per line."""
 
     __slots__ = ("first", "counts", "names", "firsts", "keeps")
 
