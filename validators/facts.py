@@ -309,7 +309,20 @@ class Proc:
         return self.using_network or self.channel_nets
 
     def counter_efa(self) -> Optional[str]:
-        """Why this process is positively not on EFA, or None."""
+        """Why this process is positively not on EFA, or None.
+
+        A report asks it several times of every process (8192 of them at 8192 ranks) and processes share
+        their sets (`put`): the answer is kept per value of what it reads (_COUNTER_READS, bounded)."""
+        key = _COUNTER_READS(self)
+        why = _COUNTERS.get(key, _UNKNOWN)
+        if why is _UNKNOWN:
+            why = self._counter_efa()
+            if len(_COUNTERS) >= _SHARED_MAX:
+                _COUNTERS.clear()
+            _COUNTERS[key] = why
+        return why
+
+    def _counter_efa(self) -> Optional[str]:
         for n in sorted(self.networks()):
             if not is_libfabric_net(n):
                 return f"network {n}"
@@ -381,6 +394,23 @@ PROC_SETS = (
 )
 for _name in PROC_SETS:  # the empty default; Proc.put replaces it
     setattr(Proc, _name, frozenset())
+# all that Proc._counter_efa reads (networks(), plugin_missing() and plugin_ok() included): its answer's key
+_COUNTER_READS = attrgetter(
+    "using_network",
+    "channel_nets",
+    "providers",
+    "plugin_init_failed",
+    "plugin_net_init_failed",
+    "ib_error",
+    "plugin_load_failed",
+    "plugin_loaded",
+    "plugin_versions",
+    "ofi",
+    "plugin_deps_missing",
+    "internal_nets",
+)
+_COUNTERS = {}  # type: Dict[tuple, Optional[str]]
+_UNKNOWN = object()
 PROC_FLAGS = (
     "ofi",
     "plugin_loaded",
