@@ -7,14 +7,15 @@ through the same filter line by line.
 """
 
 import functools
+import gc
 import os
 import re
 import sys
-from contextlib import closing
+from contextlib import closing, contextmanager
 from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence
 
 from validators import signatures
-from validators.facts import Facts, NetRun
+from validators.facts import EVIDENCE_PER_KIND, Facts, NetRun
 from validators.linescan import MAX_LINE, Region, scan
 from validators.nccllog import (
     NEEDLES,
@@ -111,13 +112,42 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
         h = _headed(raw)
         if h is not None:  # one INFO head: what _prep_general reads of it, without its search for heads
             replay = bool(flags & REPLAY) and _replay_mark() in raw
-            source, text, head, msg = h
-            ev, err = classify(msg)
-            events = tuple([(kind, head, text, data, False, False) for kind, data in ev])
-            if err:
-                events += (("error", head, text, {"message": msg}, False, False),)
-            return lineno, cut, flags, source, text, events, match_line(text), replay
+            source, text, head, msg, free = h
+            ev, err, msg_free = _read_msg(msg)
+            if len(ev) == 1 and not err:  # most lines: one event, no tuple built in a loop
+                ((kind, data),) = ev
+                events = ((kind, head, text, data, False, False),)  # type: tuple
+            else:
+                events = tuple([(kind, head, text, data, False, False) for kind, data in ev])
+                if err:
+                    events += (("error", head, text, {"message": msg}, False, False),)
+            # no needle in the head nor in the message: none in the line (_SPLIT_DECIDES), no signature
+            hits = [] if free and msg_free else match_line(text)
+            return lineno, cut, flags, source, text, events, hits, replay
     return _prep_general(lineno, raw, cut, flags)
+
+
+_MSGS = {}  # type: dict  # a headed line's message -> (classify's events, error line, no signature needle)
+
+
+def _read_msg(msg: str) -> tuple:
+    """`classify(msg)` and whether `msg` holds no signature needle, kept per message (bounded): the same
+    message is printed by every rank."""
+    hit = _MSGS.get(msg)
+    if hit is None:
+        ev, err = classify(msg)
+        hit = ev, err, _SPLIT_DECIDES and not _holds_sig_needle(msg)
+        if len(_MSGS) >= 4096:
+            _MSGS.clear()
+        _MSGS[msg] = hit
+    return hit
+
+
+def _holds_sig_needle(text: str) -> bool:
+    for n in _SIG_NEEDLES:
+        if n in text:
+            return True
+    return False
 
 
 def _prep_general(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
@@ -155,13 +185,14 @@ _LAST = [None]  # type: list
 
 
 def _headed(raw: str) -> Optional[tuple]:
-    """(source, text, head as parse_text gives it, message) of a line with one INFO head, else None.
+    """(source, text, head as parse_text gives it, message, no signature needle in the text's head) of a
+    line with one INFO head, else None.
 
     A head is read so whatever follows it (each field ends at a character it cannot hold): a line that
     starts with the last head read has that head (a thread prints its lines in a row) and shares its tuple."""
     last = _LAST[0]
     if last is not None and raw.startswith(last[0]):
-        head, source, at, fields = last
+        head, source, at, fields, free = last
         end = len(head)
     else:
         m = _HEADED(raw)
@@ -170,10 +201,11 @@ def _headed(raw: str) -> Optional[tuple]:
         end = m.end()
         tag, host, pid, tid, dev = m.groups()
         source, at, fields = None if tag is None else "mpi:" + tag, m.start(2), (host, pid, tid, dev, "INFO")
-        _LAST[0] = raw[:end], source, at, fields
+        free = not _holds_sig_needle(raw[at:end])
+        _LAST[0] = raw[:end], source, at, fields, free
     if raw.find(" NCCL ", end) >= 0:  # a second head: parse_text cuts the line there
         return None
-    return source, raw[at:], fields, raw[end:]
+    return source, raw[at:], fields, raw[end:], free
 
 
 # a whole NET channel message with a clean tail, read after a _FAST_HEAD: its groups are the tail's
@@ -187,15 +219,30 @@ _SIG_NEEDLES = tuple(signatures.line_needles())
 # Checked here, for any catalog.
 _SKELETON = frozenset("ChannelRingsendreceiveviaNETGDRDMAPCISharedNCCLINFO0123456789abcdefABCDEFx:.[]/()-> ")
 _FIELDS_DECIDE = all(
-    not any(c in n for c in ":[]/") and any(c not in _SKELETON and not c.isdecimal() for c in n)
+    not any(c in n for c in ":[]/\n") and any(c not in _SKELETON and not c.isdecimal() for c in n)
     for n in _SIG_NEEDLES
 )
 _FREE = {}  # type: dict  # a head's (host, pid, dev) -> no needle in its host and device
+# A needle is in a headed line's text (`host:pid:tid [dev] NCCL INFO msg`) iff it is in the head or in the
+# message, unless it can lie across the two: a start of it would end the head, which always ends so.
+_HEAD_END = "] NCCL INFO "
+_SPLIT_DECIDES = not any(
+    (_HEAD_END.endswith(n[:k]) if k <= len(_HEAD_END) else n[:k].endswith(_HEAD_END))
+    for n in _SIG_NEEDLES
+    for k in range(1, len(n))
+)
 
 
 def _holds_needle(*fields: str) -> bool:
-    """Whether a signature needle is in one of `fields` (or fields cannot decide, see _FIELDS_DECIDE)."""
-    return not _FIELDS_DECIDE or any(n in f for f in fields for n in _SIG_NEEDLES)
+    """Whether a signature needle is in one of `fields` (or fields cannot decide, see _FIELDS_DECIDE).
+    The fields are tested joined by a newline, which no needle holds (a plain loop: once per rank)."""
+    if not _FIELDS_DECIDE:
+        return True
+    joined = "\n".join(fields)
+    for n in _SIG_NEEDLES:
+        if n in joined:
+            return True
+    return False
 
 
 def _free(hk: tuple) -> bool:
@@ -255,13 +302,13 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
     whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
-    run = {}  # type: dict  # the run's lines by tail (facts.NetRun)
+    run = {}  # type: dict  # the run's lines by tail (facts.NetRun: the first KEEP as (lineno, text))
     head = hk = None  # the last _FAST_HEAD read (the line's start, up to 'NCCL INFO '): its (host, pid, dev)
     at = end = 0  # where its host starts, where it ends
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
+    keep = EVIDENCE_PER_KIND
     for lineno, raw, cut, flags in lines:
         if not cut and not flags & REPLAY and "via NET/" in raw:
-            fast = None
             # a head is read so whatever follows it (each of its fields ends at a character it cannot hold):
             # a line that starts with the last head read has that head
             if head is None or not raw.startswith(head):
@@ -275,13 +322,21 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                 tail = tails.get(groups)
                 if tail is None:
                     tail = _tail_key(groups)
-                if tail:
-                    if hk is not clean and _free(hk):
-                        clean = hk
-                    if hk is clean:
-                        fast = (hk, raw[at:], tail)
-            if fast is None:  # the general reading of a NET line (a tail with more after it, a needle)
-                fast = _net_channel(raw)
+                if tail and (hk is clean or _free(hk)):
+                    clean = hk
+                    if hk is not key and hk != key:
+                        if run:
+                            yield key, NetRun(run)
+                        key, run = hk, {}
+                    g = run.get(tail)  # per line: a count past the first KEEP lines (no text cut out)
+                    if g is None:
+                        run[tail] = [(lineno, raw[at:])]
+                    elif len(g) < keep:
+                        g.append((lineno, raw[at:]))
+                    else:
+                        g.append(lineno)
+                    continue
+            fast = _net_channel(raw)  # the general reading (a tail with more after it, a needle in a field)
             if fast is not None:
                 k, text, tail = fast
                 if k is not key and k != key:
@@ -291,8 +346,10 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                 g = run.get(tail)
                 if g is None:
                     run[tail] = [(lineno, text)]
-                else:
+                elif len(g) < keep:
                     g.append((lineno, text))
+                else:
+                    g.append(lineno)
                 continue
         if run:
             yield key, NetRun(run)
@@ -537,6 +594,29 @@ def analyze_paths(
     Large regular files are scanned by `workers` processes (default: the CPUs; 1: serial);
     the report is the same either way.
     """
+    with _collector_paused():
+        return _analyze_paths(paths, instance_type, nodes, workers)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for one parse and its report, as it was after.
+
+    Why: a parse allocates a few objects per line (items, events, evidence), none in a cycle, so reference
+    counting frees them all; the collector, run every few hundred allocations and again and again over the
+    growing fold, cost ~10 % of r8192's CPU (issue 15). The scan workers run without it already (parscan)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _analyze_paths(
+    paths: Sequence[str], instance_type: Optional[str], nodes: Optional[int], workers: Optional[int]
+) -> dict:
     a = Analysis()
     for path in paths:
         if path == "-":

@@ -41,6 +41,7 @@ INTRA_PATHS_MAX = 8  # intra-node transports kept per rank
 WATCHDOG_MAX = 4096  # watchdog ranks kept
 _SHARED = {}  # type: Dict[frozenset, frozenset]  # Proc.put: one copy of each distinct set
 _SHARED_MAX = 4096
+_GROWN = {}  # type: Dict[tuple, frozenset]  # Proc.put: (a shared set, a value) -> the shared set with it
 
 
 def _ev(event, cut: bool = False) -> dict:
@@ -72,7 +73,8 @@ class NetRun:
     def __init__(self, groups: dict, cut: bool = False) -> None:
         """`groups`: {(net, gdr, proxy, pci): [(lineno, text)] in line order}, in the order of their first
         lines (a rank's channels share one or two tails: each group counts as a whole); `cut`: lines
-        truncated."""
+        truncated. Only a group's first EVIDENCE_PER_KIND entries are read as (lineno, text): past them an
+        entry only counts (analyze.prepare puts the line number there, not cutting the line's text out)."""
         self.first = next(iter(groups.values()))[0]
         counts = dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr"), 0)
         counts["net_unclear"] = 0
@@ -268,7 +270,14 @@ class Proc:
         that almost always hold the same one value): memory grows with distinct values, not processes."""
         cur = getattr(self, name)
         if value not in cur:
-            self.__dict__[name] = _shared(cur | {value})
+            key = (cur, value)
+            grown = _GROWN.get(key)  # each new process adds the same values to the same sets: made once
+            if grown is None:
+                grown = _shared(cur | {value})
+                if len(_GROWN) >= _SHARED_MAX:
+                    _GROWN.clear()
+                _GROWN[key] = grown
+            self.__dict__[name] = grown
 
     def state(self, comms: Dict[Rank, List[tuple]]) -> tuple:
         """This process as plain data for `_merge` (see Rank.state); `comms`: Facts.comms."""
@@ -300,7 +309,20 @@ class Proc:
         return self.using_network or self.channel_nets
 
     def counter_efa(self) -> Optional[str]:
-        """Why this process is positively not on EFA, or None."""
+        """Why this process is positively not on EFA, or None.
+
+        A report asks it several times of every process (8192 of them at 8192 ranks) and processes share
+        their sets (`put`): the answer is kept per value of what it reads (_COUNTER_READS, bounded)."""
+        key = _COUNTER_READS(self)
+        why = _COUNTERS.get(key, _UNKNOWN)
+        if why is _UNKNOWN:
+            why = self._counter_efa()
+            if len(_COUNTERS) >= _SHARED_MAX:
+                _COUNTERS.clear()
+            _COUNTERS[key] = why
+        return why
+
+    def _counter_efa(self) -> Optional[str]:
         for n in sorted(self.networks()):
             if not is_libfabric_net(n):
                 return f"network {n}"
@@ -372,6 +394,23 @@ PROC_SETS = (
 )
 for _name in PROC_SETS:  # the empty default; Proc.put replaces it
     setattr(Proc, _name, frozenset())
+# all that Proc._counter_efa reads (networks(), plugin_missing() and plugin_ok() included): its answer's key
+_COUNTER_READS = attrgetter(
+    "using_network",
+    "channel_nets",
+    "providers",
+    "plugin_init_failed",
+    "plugin_net_init_failed",
+    "ib_error",
+    "plugin_load_failed",
+    "plugin_loaded",
+    "plugin_versions",
+    "ofi",
+    "plugin_deps_missing",
+    "internal_nets",
+)
+_COUNTERS = {}  # type: Dict[tuple, Optional[str]]
+_UNKNOWN = object()
 PROC_FLAGS = (
     "ofi",
     "plugin_loaded",
@@ -441,15 +480,6 @@ class Facts:
             if len(lst) < EVIDENCE_PER_KIND:
                 lst.append(self._ev(event_like))
 
-    def _proc(self, event) -> Proc:
-        key = (event.host, event.pid)
-        p = self.procs.get(key)
-        if p is None:
-            p = self.procs[key] = Proc(event.host, event.pid)
-        if not event.spliced:
-            p.only_spliced = False
-        return p
-
     def _rank(self, proc: Proc, event) -> Rank:
         r = proc.ranks.get(event.dev)
         if r is None:
@@ -480,7 +510,12 @@ class Facts:
             elif kind in HEADLESS_KINDS:
                 self._fold(self.headless, kind, d, event, cut)
             return
-        p = self._proc(event)
+        key = (event.host, event.pid)  # its process (every headed event: inline)
+        p = self.procs.get(key)
+        if p is None:
+            p = self.procs[key] = Proc(event.host, event.pid)
+        if p.only_spliced and not event.spliced:
+            p.only_spliced = False
         if kind == "channel":
             self._channel(p, event, d, cut)
         elif kind == "comm":

@@ -334,3 +334,33 @@ def test_an_error_while_merging_ends_the_workers_and_gives_the_collector_back(tm
     )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == {"err": "bad range", "gc": True, "children": 0}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_paused_for_a_parse_and_left_as_it_was(monkeypatch, enabled):
+    """analyze_paths parses and builds the report with the cyclic collector off (issue 15: ~10 % of the CPU
+    on r8192), and leaves it on or off as it found it, on an error too."""
+    import gc
+
+    from validators import analyze
+
+    seen = []
+    real = analyze.build_report
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(analyze, "build_report", spy)
+    log = ROOT / "tests" / "fixtures" / "logs" / "gdr-disabled-p4d.log"
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        report = analyze.analyze_paths([str(log)], workers=1)
+        assert gc.isenabled() is enabled
+        with pytest.raises(OSError):
+            analyze.analyze_paths([str(log) + ".missing"], workers=1)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False] and report["verdict"]

@@ -87,6 +87,9 @@ def test_the_catalog_lets_a_net_line_skip_the_signature_search():
 
     assert analyze._FIELDS_DECIDE
     assert analyze._holds_needle("gpu-a", "0", "rdma-read-x") and not analyze._holds_needle("gpu-a", "0")
+    # and no needle can lie across a headed line's head and message (_SPLIT_DECIDES): else every such line
+    # would run the signature search (prep_line), and that skip would be tested by nothing
+    assert analyze._SPLIT_DECIDES
 
 
 def test_runs_fold_as_lines_do_on_the_real_logs(nccl_logs_dir):
