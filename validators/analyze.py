@@ -594,13 +594,14 @@ def analyze_paths(
     Large regular files are scanned by `workers` processes (default: the CPUs; 1: serial);
     the report is the same either way.
     """
-    with _collector_paused():
+    with collector_paused():
         return _analyze_paths(paths, instance_type, nodes, workers)
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for one parse and its report, as it was after.
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for one parse and its report (`validators parse`: and the writing
+    of it), as it was after.
 
     Why: a parse allocates a few objects per line (items, events, evidence), none in a cycle, so reference
     counting frees them all; the collector, run every few hundred allocations and again and again over the

@@ -112,19 +112,21 @@ def _write(target: str, text: outfile.Text) -> None:
 
 
 def run_parse(args) -> int:
+    from validators.analyze import collector_paused
     from validators.report import metric_lines, to_junit, to_markdown
 
     _check_outputs(args)
-    report = _analyze(args)
-    outputs = []
-    if args.json:
-        outputs.append((args.json, jsonout.document(report)))
-    if args.junit:
-        outputs.append((args.junit, to_junit(report)))
-    if args.markdown:
-        outputs.append((args.markdown, to_markdown(report)))
-    for target, text in outputs:
-        _write(target, text)
+    with collector_paused():  # the report's writing too: it walks the whole report (see collector_paused)
+        report = _analyze(args)
+        outputs = []
+        if args.json:
+            outputs.append((args.json, jsonout.document(report)))
+        if args.junit:
+            outputs.append((args.junit, to_junit(report)))
+        if args.markdown:
+            outputs.append((args.markdown, to_markdown(report)))
+        for target, text in outputs:
+            _write(target, text)
     stream = sys.stderr if args.json == "-" else sys.stdout
     for line in metric_lines(report):
         print(line, file=stream)
