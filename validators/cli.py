@@ -14,7 +14,7 @@ EXIT_BY_VERDICT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "unknown": EXIT_UNKNOWN
 
 VERB_MODULES = {
     "validators.cmd_parse": ("parse", "explain"),
-    "validators.cmd_preflight": ("node-check", "run", "probe"),
+    "validators.cmd_preflight": ("node-check", "run"),
 }
 
 

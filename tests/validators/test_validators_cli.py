@@ -165,3 +165,24 @@ def test_in_process_call_matches_the_real_process():
         == validators_process("parse", "--no-such-flag").returncode
         == 2
     )
+
+
+def test_each_verb_is_registered_by_the_module_cli_names_for_it():
+    """`python -m validators VERB` imports only VERB's module (validators.cli.VERB_MODULES): a verb listed
+    under the wrong module, or not listed, would not parse."""
+    import argparse
+    import importlib
+
+    from validators import cli
+
+    for name, verbs in cli.VERB_MODULES.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(name).register(sub)
+        assert tuple(sorted(sub.choices)) == tuple(sorted(verbs)), name
+    for verb in (v for verbs in cli.VERB_MODULES.values() for v in verbs):
+        assert cli.make_parser(verb).parse_args([verb] + _minimal_args(verb)).verb == verb
+
+
+def _minimal_args(verb: str) -> list:
+    """Arguments that make `verb` parse (the positional ones it needs)."""
+    return {"parse": ["x.log"], "explain": ["x.log"], "run": ["--", "true"]}.get(verb, [])
