@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import _nccl_logs_dir, corpus_missing
 from paths import ROOT
-from test_split_scan import random_log
+from test_split_scan import random_log, run_json
 
 from validators.analyze import (
     NCCL,
@@ -262,14 +261,7 @@ def test_split_parse_with_tiny_ranges_reports_as_one_fold(tmp_path):
     inputs = [str(p) for p in _inputs(tmp_path)]
     cases = [([p], 2048, 3) for p in inputs]
     cases += [([inputs[-1]], 64 << 10, 2), ([inputs[-2]], 5000, 2), (inputs[-4:], 4096, 2)]
-    res = subprocess.run(
-        [sys.executable, "-c", _SPLIT_REPORTS, str(ROOT), json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    out = run_json(_SPLIT_REPORTS, json.dumps(cases), timeout=600)
     assert [r for r in out if not r["same"]] == []
     assert sum(r["ranges"] > 5 for r in out) >= 10  # the split really happened
 
@@ -300,11 +292,7 @@ print(json.dumps({"same": reports[0] == reports[1]}))
 def test_a_worker_that_dies_leaves_its_ranges_to_the_parent(tmp_path, seed):
     log = tmp_path / "a.log"
     log.write_bytes(random_log(random.Random(seed), 6000))
-    res = subprocess.run(
-        [sys.executable, "-c", _DYING, str(ROOT), str(log)], capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["same"] is True
+    assert run_json(_DYING, str(log), timeout=120)["same"] is True
 
 
 _FAILING = r"""
@@ -329,11 +317,7 @@ print(json.dumps({"err": err, "gc": gc.isenabled(), "children": len(multiprocess
 def test_an_error_while_merging_ends_the_workers_and_gives_the_collector_back(tmp_path):
     log = tmp_path / "a.log"
     log.write_bytes(random_log(random.Random(23), 6000))
-    res = subprocess.run(
-        [sys.executable, "-c", _FAILING, str(ROOT), str(log)], capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout) == {"err": "bad range", "gc": True, "children": 0}
+    assert run_json(_FAILING, str(log), timeout=120) == {"err": "bad range", "gc": True, "children": 0}
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -179,15 +179,18 @@ print(json.dumps(out))
 """
 
 
-def _split_check(cases) -> list:
+def run_json(script: str, *args: str, timeout: float = 300):
+    """What `script` prints as JSON, run as a whole process (`python -c`; its argv[1] is the repository
+    root): the split needs a fresh interpreter (fork, no threads) and the tests a bound on a hang."""
     res = subprocess.run(
-        [sys.executable, "-c", _SPLIT, str(ROOT), json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-c", script, str(ROOT), *args], capture_output=True, text=True, timeout=timeout
     )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
+
+
+def _split_check(cases) -> list:
+    return run_json(_SPLIT, json.dumps(cases))
 
 
 def test_split_scan_equals_the_serial_scan_on_random_logs(tmp_path):
@@ -255,11 +258,7 @@ def test_a_worker_that_dies_costs_speed_not_the_report(tmp_path):
     log = tmp_path / "a.log"
     data = random_log(random.Random(21), 6000)
     log.write_bytes(data)
-    res = subprocess.run(
-        [sys.executable, "-c", _DYING, str(ROOT), str(log)], capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    out = run_json(_DYING, str(log), timeout=120)
     assert out["same"] and out["n"] > 100
     assert out["lines"] == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
@@ -306,11 +305,7 @@ def test_analyze_paths_reports_the_same_with_any_worker_count(tmp_path):
     data = unit * (2 * parscan.RANGE // len(unit) + 2)
     log = tmp_path / "big.log"
     log.write_bytes(data)
-    res = subprocess.run(
-        [sys.executable, "-c", _REPORTS, str(ROOT), str(log)], capture_output=True, text=True, timeout=300
-    )
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    out = run_json(_REPORTS, str(log))
     assert out["split"] is True
     assert out["three"] == out["one"]
     assert out["one"]["inputs"][0]["lines"] == data.count(b"\n")
