@@ -1,8 +1,10 @@
 """Answers Facts keeps per value of what they read (issue 15) equal the answers computed afresh."""
 
+import inspect
 import random
+import re
 
-from validators.facts import PROC_FLAGS, Proc
+from validators.facts import COUNTER_READS, PROC_FLAGS, Proc
 
 _VALUES = {
     "using_network": ["Libfabric", "AWS Libfabric", "Socket", "IB"],
@@ -41,3 +43,20 @@ def test_counter_efa_kept_per_value_equals_it_computed_afresh():
         assert why == "provider tcp" or why.startswith("network ")
         p.plugin_init_failed = not p.plugin_init_failed
         assert p.counter_efa() == p._counter_efa()
+
+
+def test_the_key_holds_every_attribute_counter_efa_reads():
+    """The kept answer is keyed by COUNTER_READS: an attribute _counter_efa reads (itself or through the
+    Proc methods it calls) that the key lacks would hand one process another's answer."""
+    read, methods, todo = set(), set(), ["_counter_efa"]
+    while todo:
+        name = todo.pop()
+        methods.add(name)
+        for attr, call in re.findall(r"self\.(\w+)(\()?", inspect.getsource(getattr(Proc, name))):
+            if call:
+                if attr not in methods:
+                    todo.append(attr)
+            else:
+                read.add(attr)
+    assert methods >= {"_counter_efa", "networks", "plugin_missing", "plugin_ok"}
+    assert read <= set(COUNTER_READS), sorted(read - set(COUNTER_READS))
