@@ -135,18 +135,19 @@ def _grep(path: str, pats) -> tuple:
 
 
 _CHILD = r"""
-import json, resource, sys, time
+import contextlib, json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 import validators.analyze as an
 path, workers = sys.argv[2], int(sys.argv[3])
 t = time.perf_counter()
 a = an.Analysis()
-if hasattr(an, "analyze_file"):
-    an.analyze_file(a, path, workers)
-else:  # a checkout from before the split scan: one process
-    with open(path, "rb") as fh:
-        an.analyze_stream(a, fh, path)
-r = a.report()
+with getattr(an, "collector_paused", contextlib.nullcontext)():  # as analyze_paths parses
+    if hasattr(an, "analyze_file"):
+        an.analyze_file(a, path, workers)
+    else:  # a checkout from before the split scan: one process
+        with open(path, "rb") as fh:
+            an.analyze_stream(a, fh, path)
+    r = a.report()
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                   "worker_maxrss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,

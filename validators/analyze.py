@@ -236,13 +236,7 @@ _SPLIT_DECIDES = not any(
 def _holds_needle(*fields: str) -> bool:
     """Whether a signature needle is in one of `fields` (or fields cannot decide, see _FIELDS_DECIDE).
     The fields are tested joined by a newline, which no needle holds (a plain loop: once per rank)."""
-    if not _FIELDS_DECIDE:
-        return True
-    joined = "\n".join(fields)
-    for n in _SIG_NEEDLES:
-        if n in joined:
-            return True
-    return False
+    return not _FIELDS_DECIDE or _holds_sig_needle("\n".join(fields))
 
 
 def _free(hk: tuple) -> bool:
@@ -557,7 +551,7 @@ def analyze_file(
     # serial: the lines are parsed and folded as they are scanned
     fold = functools.partial(fold_range, path)
     items = scan_prepared(path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare)
-    with closing(items):  # on an error too, the workers end and the garbage collector is back now
+    with closing(items):  # on an error too, the workers end now
         for base, item in items:
             if type(item) is Partial:
                 merge(base, item)
@@ -605,7 +599,8 @@ def collector_paused() -> Iterator[None]:
 
     Why: a parse allocates a few objects per line (items, events, evidence), none in a cycle, so reference
     counting frees them all; the collector, run every few hundred allocations and again and again over the
-    growing fold, cost ~10 % of r8192's CPU (issue 15). The scan workers run without it already (parscan)."""
+    growing fold, cost ~10 % of r8192's CPU (issue 15), and half of the unpickling of the workers' folds.
+    The scan workers run without it (parscan)."""
     was = gc.isenabled()
     gc.disable()
     try:

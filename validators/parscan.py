@@ -14,7 +14,6 @@ that dies (the OOM killer, a signal) costs speed, not the report: the parent sca
 left itself.
 """
 
-import gc
 import io
 import math
 import os
@@ -204,7 +203,7 @@ def _worker_init() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    gc.disable()  # a worker lives for one parse and makes no cycles; see _ranges
+    gc.disable()  # a worker lives for one parse and makes no cycles (analyze.collector_paused)
 
 
 def scan_file(
@@ -273,10 +272,6 @@ def _ranges(
     carried = (0, b"")
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
     pending = deque()  # type: deque
-    # what a range brings is tens of thousands of objects (a worker's fold, unpickled here), none in a
-    # cycle: the cyclic collector, run again and again over all of them, took half the unpickling
-    gc_was = gc.isenabled()
-    gc.disable()
     try:
         pending.extend(pool.submit(_task, t) for t in tasks[:window])
         for k, task in enumerate(tasks):
@@ -304,7 +299,5 @@ def _ranges(
         for f in pending:
             f.cancel()
         pool.shutdown(wait=True)
-        if gc_was:
-            gc.enable()
     stats["lines"] = lines_before
     stats["bytes"] = nbytes

@@ -298,26 +298,31 @@ def test_a_worker_that_dies_leaves_its_ranges_to_the_parent(tmp_path, seed):
 _FAILING = r"""
 import gc, json, multiprocessing, sys
 sys.path.insert(0, sys.argv[1])
-from validators import analyze
-calls = [0]
+from validators import analyze, parscan
+parscan.RANGE = 20000  # ranges of a few KiB: analyze_paths splits the small log
+calls, paused = [0], []
 def merge(self, base, part):
     calls[0] += 1
+    paused.append(not gc.isenabled())
     if calls[0] == 2:
         raise ValueError("bad range")
 analyze.Analysis.merge = merge
 try:
-    analyze.analyze_file(analyze.Analysis(), sys.argv[2], 2, 20000)
+    analyze.analyze_paths([sys.argv[2]], workers=2)
     err = None
 except ValueError as e:
     err, kept = str(e), e  # its traceback holds the parse's frames: nothing may wait for them to go
-print(json.dumps({"err": err, "gc": gc.isenabled(), "children": len(multiprocessing.active_children())}))
+print(json.dumps({"err": err, "paused": paused, "gc": gc.isenabled(),
+                  "children": len(multiprocessing.active_children())}))
 """
 
 
 def test_an_error_while_merging_ends_the_workers_and_gives_the_collector_back(tmp_path):
     log = tmp_path / "a.log"
     log.write_bytes(random_log(random.Random(23), 6000))
-    assert run_json(_FAILING, str(log), timeout=120) == {"err": "bad range", "gc": True, "children": 0}
+    out = run_json(_FAILING, str(log), timeout=120)
+    # the collector was off while the workers' folds were merged (collector_paused), and is back after
+    assert out == {"err": "bad range", "paused": [True, True], "gc": True, "children": 0}
 
 
 @pytest.mark.parametrize("enabled", [True, False])
