@@ -30,7 +30,7 @@ from validators.parscan import default_workers, scan_prepared
 from validators.prefix import strip_prefix
 from validators.report import build_report
 
-match_line = signatures.match_line
+match_line, holds_line_needle = signatures.match_line, signatures.holds_line_needle
 
 # lines nccl-tests prints: comments/headers ('#'), rows (their type column), the binary name
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
@@ -137,18 +137,11 @@ def _read_msg(msg: str) -> tuple:
     hit = _MSGS.get(msg)
     if hit is None:
         ev, err = classify(msg)
-        hit = ev, err, _SPLIT_DECIDES and not _holds_sig_needle(msg)
+        hit = ev, err, _SPLIT_DECIDES and not holds_line_needle(msg)
         if len(_MSGS) >= 4096:
             _MSGS.clear()
         _MSGS[msg] = hit
     return hit
-
-
-def _holds_sig_needle(text: str) -> bool:
-    for n in _SIG_NEEDLES:
-        if n in text:
-            return True
-    return False
 
 
 def _prep_general(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
@@ -202,7 +195,7 @@ def _headed(raw: str) -> Optional[tuple]:
         end = m.end()
         tag, host, pid, tid, dev = m.groups()
         source, at, fields = None if tag is None else "mpi:" + tag, m.start(2), (host, pid, tid, dev, "INFO")
-        free = not _holds_sig_needle(raw[at:end])
+        free = not holds_line_needle(raw[at:end])
         _LAST[0] = raw[:end], source, at, fields, free
     if raw.find(" NCCL ", end) >= 0:  # a second head: parse_text cuts the line there
         return None
@@ -237,7 +230,7 @@ _SPLIT_DECIDES = not any(
 def _holds_needle(*fields: str) -> bool:
     """Whether a signature needle is in one of `fields` (or fields cannot decide, see _FIELDS_DECIDE).
     The fields are tested joined by a newline, which no needle holds (a plain loop: once per rank)."""
-    return not _FIELDS_DECIDE or _holds_sig_needle("\n".join(fields))
+    return not _FIELDS_DECIDE or holds_line_needle("\n".join(fields))
 
 
 def _free(hk: tuple) -> bool:

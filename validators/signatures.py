@@ -266,16 +266,21 @@ def line_needles() -> List[str]:
     return list(_NEEDLES)
 
 
+def holds_line_needle(text: str) -> bool:
+    """One of `line_needles()` is in `text` (a plain loop: no tuple unpacked per needle)."""
+    for needle in _NEEDLES:
+        if needle in text:
+            return True
+    return False
+
+
 def match_line(text: str) -> List[str]:
     """Ids of the signatures whose text pattern this line shows.
 
-    Hot path (runs on every line handed on): the substring tests reject nearly every line (a plain
-    loop over the needles first: no tuple unpacked per needle), so the list is built only on a hit.
+    Hot path (runs on every line handed on): the substring tests reject nearly every line
+    (`holds_line_needle` first), so the list is built only on a hit.
     """
-    for needle in _NEEDLES:
-        if needle in text:
-            break
-    else:
+    if not holds_line_needle(text):
         return []
     hits = None
     for needle, search, sig in _LINE_CHECKS:
