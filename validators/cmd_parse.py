@@ -103,14 +103,6 @@ def _analyze(args) -> dict:
         raise InputError(str(err)) from None
 
 
-def _write(target: str, text: outfile.Text) -> None:
-    """Write `text` to `target` ('-': stdout), a file only once all is written."""
-    if target == "-":
-        outfile.to_stdout(text)
-    else:
-        outfile.write_whole(target, text)
-
-
 def run_parse(args) -> int:
     from validators.analyze import collector_paused
     from validators.report import metric_lines, to_junit, to_markdown
@@ -126,7 +118,7 @@ def run_parse(args) -> int:
         if args.markdown:
             outputs.append((args.markdown, to_markdown(report)))
         for target, text in outputs:
-            _write(target, text)
+            outfile.write(target, text)
     stream = sys.stderr if args.json == "-" else sys.stdout
     for line in metric_lines(report):
         print(line, file=stream)

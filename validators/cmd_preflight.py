@@ -381,12 +381,8 @@ def _label(label: Dict[str, Any]) -> str:
 
 def _write_json(report: Dict[str, Any], dest: Optional[str]) -> None:
     """Streamed (validators.jsonout), not built as one string first: at 8192 ranks the text is megabytes."""
-    if not dest:
-        return
-    if dest == "-":
-        outfile.to_stdout(jsonout.document(report))
-    else:
-        outfile.write_whole(dest, jsonout.document(report))
+    if dest:
+        outfile.write(dest, jsonout.document(report))
 
 
 def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:

@@ -34,3 +34,11 @@ def write_whole(target: str, text: Text) -> None:
 def to_stdout(text: Text) -> None:
     _emitter(text)(sys.stdout.write)
     sys.stdout.flush()
+
+
+def write(target: str, text: Text) -> None:
+    """`text` to `target`: '-' is stdout, anything else a file written whole (`write_whole`)."""
+    if target == "-":
+        to_stdout(text)
+    else:
+        write_whole(target, text)
