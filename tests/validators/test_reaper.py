@@ -141,10 +141,13 @@ def test_without_proc_the_launchers_group_is_still_ended(monkeypatch):
     reaper.set_subreaper(True)
     try:
         launcher = subprocess.Popen(["sh", "-c", "sleep %s & wait" % nap], start_new_session=True)
+        # the launcher's own command line holds the nap too: wait for the forked sleep itself, or a slow
+        # fork leaves it out of `sleeps`, unreaped, and its zombie keeps the group alive past the grace
         deadline = time.monotonic() + 5
-        while not pids_with(nap) and time.monotonic() < deadline:
+        sleeps = []  # type: list
+        while not sleeps and time.monotonic() < deadline:
             time.sleep(0.05)
-        sleeps = pids_with(nap)
+            sleeps = [pid for pid in pids_with(nap) if pid != launcher.pid]
         assert sleeps, "the launcher's sleep did not start"
 
         def reap() -> None:
