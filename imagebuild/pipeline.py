@@ -195,7 +195,27 @@ class BakeRequest:
 
 def bake(req: BakeRequest) -> Path:
     """Stage and hash each variant as `build` does, its base included, and write a docker-bake file of
-    them; its path. A base that cannot be confirmed writes nothing (ChecksFailed, exit 1)."""
+    them; its path. A base that cannot be confirmed writes nothing (ChecksFailed, exit 1), and a bake file
+    an earlier run left at that path is removed: a script that ignored the exit code would bake it."""
+    path = Path(req.file) if req.file else Path(req.select.out) / "docker-bake.json"
+    try:
+        return _bake(req, path)
+    except BaseException:
+        if _is_bake_file(path):  # never a file of another kind that --file happened to name
+            path.unlink()
+            print(f"bake: removed {path}, an earlier run's file: it does not describe this matrix")
+        raise
+
+
+def _is_bake_file(path: Path) -> bool:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("target"), dict)
+
+
+def _bake(req: BakeRequest, path: Path) -> Path:
     from imagebuild import bake as bakefile
     from imagebuild import builder, platforms
     from imagebuild.adapters import docker_engine
@@ -248,7 +268,6 @@ def bake(req: BakeRequest) -> Path:
     problems = bakefile.validate(doc)
     if problems:  # a bug here, not the user's input: say what bake would refuse
         raise UserError("the bake file breaks bake's schema: " + "; ".join(problems), key="bake")
-    path = Path(req.file) if req.file else out / "docker-bake.json"
     write_json_atomic(path, doc)
     print(f"bake: {len(targets)} target(s) -> {path}")
     bakefile.buildx_print(path)

@@ -124,10 +124,11 @@ def test_bake_without_an_engine_confirms_only_a_pinned_base(tmp_path, monkeypatc
     target = _targets(out)["pinned"]
     assert "contexts" not in target  # the FROM is already the digest
     assert target["labels"][builder.BASE_DIGEST_LABEL] == pin
-    # a base by tag: nothing can say what the tag names now, so no file at all (not one without it)
-    (out / "docker-bake.json").unlink()
+    # a base by tag: nothing can say what the tag names now, so no file at all (not one without it), and
+    # the file the run above wrote is removed: it would look like this run's
     _variant(out, "tagged", f"{NS}/somewhere/base:1")
     for extra in ((), ("--trust-local-base",)):
+        existed = (out / "docker-bake.json").exists()
         res = _bake(out, *extra)
         said = "tagged: base basemoved-"
         assert (
@@ -136,6 +137,11 @@ def test_bake_without_an_engine_confirms_only_a_pinned_base(tmp_path, monkeypatc
             and "no docker engine could be reached" in res.out + res.err
         )
         assert not (out / "docker-bake.json").exists() and "Traceback" not in res.out + res.err
+        assert ("an earlier run's file" in res.out) == existed
+    assert not existed  # the second round found the file gone, so both outcomes were seen
+    other = out / "notes.json"  # --file naming a file of another kind: a failed bake leaves it alone
+    other.write_text('{"mine": 1}')
+    assert _bake(out, "--file", str(other)).rc == 1 and other.read_text() == '{"mine": 1}'
 
 
 # ---------------------------------------------------------------- on the engine and a registry
