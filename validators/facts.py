@@ -732,7 +732,7 @@ class Facts:
         self.headless_versions |= versions
         _add_kept(self.counts, self.evidence, counts, evidence)
         _add_kept(self.signature_counts, self.signature_evidence, sig_counts, sig_evidence)
-        for rank in watchdog:  # never read; capped as `add` caps it
+        for rank in watchdog:  # capped as `add` caps it (past the cap nothing reads which ranks)
             if len(self.watchdog_ranks) >= WATCHDOG_MAX:
                 break
             self.watchdog_ranks.add(rank)
@@ -911,6 +911,12 @@ class Facts:
             if p.ranks:
                 out[p.host] = out.get(p.host, 0) + sum(r.net_gdr for r in p.ranks.values())
         return out
+
+    def timed_out_ranks(self) -> Tuple[Optional[Set[int]], int]:
+        """(ranks that printed a torch watchdog timeout, the cap): None past the cap, where which ranks
+        were kept depends on how the log was split, not on its order."""
+        ranks = self.watchdog_ranks
+        return (None if len(ranks) >= WATCHDOG_MAX else ranks), WATCHDOG_MAX
 
     def coverage(self) -> Tuple[Optional[int], int]:
         """(world size as printed, how many of its ranks printed their init line)."""

@@ -18,6 +18,7 @@ import os
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from validators import launchers
+from validators.shortlist import few
 
 # processes that can put ranks on other hosts: their presence in a plain command's tree allows it
 REMOTE_STARTERS = frozenset(
@@ -252,8 +253,3 @@ def compare(
     if bad:
         return "fail", bad, good
     return ("pass" if good else "unknown"), [], good
-
-
-def few(items: Sequence[str], cap: int = 4) -> str:
-    """`a, b, c, d and 7 more`: a list that stays one short line at any length."""
-    return ", ".join(items[:cap]) + (" and %d more" % (len(items) - cap) if len(items) > cap else "")

@@ -9,9 +9,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from validators import launchcheck
 from validators.cli import EXIT_BY_VERDICT
-from validators.launchcheck import few as names
 from validators.report import SCHEMA
 from validators.runner import RunResult
+from validators.shortlist import few as names
+from validators.shortlist import ranges
 
 HANG_REMEDY = (
     "find the node by elimination: `python -m validators run --pairwise HOST... -- mpirun -H {hosts} ...`; "
@@ -105,19 +106,6 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         "rank_output": ranks,
         "ranks_tailed": len(tailed),
     }
-
-
-def ranges(numbers: List[int], cap: int = 8) -> str:
-    """`0-3, 8, 10-12`: sorted runs, at most `cap` of them, then how many numbers are left out."""
-    runs = []  # type: List[List[int]]
-    for n in sorted(set(numbers)):
-        if runs and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    text = ", ".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in runs[:cap])
-    rest = sum(b - a + 1 for a, b in runs[cap:])
-    return text + (" and %d more" % rest if rest else "")
 
 
 def run_findings(result: RunResult) -> List[Dict[str, Any]]:

@@ -10,6 +10,8 @@ Facts from the fold are in validators/facts.py; predicates are at the bottom of 
 import re
 from typing import List, Optional
 
+from validators.shortlist import ranges
+
 # sources: files in public repositories (owner/name path); the commits read are in docs/validators.md
 _NCCL_PLUGIN = (
     "NVIDIA/nccl src/plugin/plugin_open.cc, src/plugin/net.cc (src/net.cc before 2.23); "
@@ -444,10 +446,24 @@ def _stalled(facts, tests):
 
 
 def _watchdog(facts, tests):
+    """Which ranks timed out, and (the world size known) which printed no timeout: where to look."""
     ev = facts.evidence_of("watchdog")
     if not facts.counts.get("watchdog"):
         return None
-    return "%d watchdog timeout line(s)" % facts.counts["watchdog"], ev
+    text = "%d watchdog timeout line(s)" % facts.counts["watchdog"]
+    timed_out, cap = facts.timed_out_ranks()
+    if timed_out is None:
+        return text + " from %d or more ranks" % cap, ev
+    if timed_out:
+        text += " from rank(s) %s" % ranges(timed_out)
+        world = facts.world_nranks
+        if world is not None and world <= cap and max(timed_out) < world:
+            quiet = [r for r in range(world) if r not in timed_out]
+            if quiet:
+                text += "; rank(s) %s printed none" % ranges(quiet)
+            else:
+                text += "; all %d ranks printed one" % world
+    return text, ev
 
 
 def _driver_older_than_runtime(facts, tests):

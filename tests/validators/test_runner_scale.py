@@ -12,7 +12,7 @@ import threading
 from preflight_util import GOOD_EFA, assert_none_left, marker
 
 from validators import report as report_mod
-from validators import runreport
+from validators import runreport, shortlist
 from validators.runner import RankState, RunResult, run_command
 
 PRODUCED = 8 << 20  # 8 MiB: over a hundred pipe buffers, many times the parser queue
@@ -122,7 +122,7 @@ def test_quiet_ranks_are_given_as_ranges_and_hosts():
         in hang["message"]
     )
     assert hang["ranks"] == [3, 4, 5, 17]
-    assert runreport.ranges(list(range(0, 40, 2)), cap=3) == "0, 2, 4 and 17 more"
+    assert shortlist.ranges(list(range(0, 40, 2)), cap=3) == "0, 2, 4 and 17 more"
 
 
 class _CountingProcs(dict):

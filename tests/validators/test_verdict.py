@@ -187,3 +187,32 @@ def test_ranks_and_hosts_lists():
         ("node-1", 4, "1.7.1-aws", "p4d.24xlarge"),
         ("node-2", 4, "1.7.1-aws", None),
     ]
+
+
+def _watchdog_log(world: int, timed_out) -> str:
+    init = [
+        "node-%d:%d:%d [0] NCCL INFO comm 0x7f%02x rank %d nranks %d cudaDev 0 busId 101c0 - Init COMPLETE"
+        % (r, 100 + r, 130 + r, r, r, world)
+        for r in range(world)
+    ]
+    wd = [
+        "[rank%d]:[E ProcessGroupNCCL.cpp:616] [Rank %d] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=812, OpType=ALLREDUCE) ran for 600088 milliseconds before timing out." % (r, r)
+        for r in timed_out
+    ]
+    return "\n".join(init + wd) + "\n"
+
+
+def _watchdog_message(text: str) -> str:
+    return next(f["message"] for f in analyze(text.splitlines())["findings"] if f["id"] == "watchdog-timeout")
+
+
+def test_a_watchdog_timeout_names_the_ranks_that_timed_out_and_those_that_did_not():
+    """The rank that printed no timeout is where a user looks first: the finding names both sides."""
+    said = _watchdog_message(_watchdog_log(8, [0, 1, 2, 4, 5, 6, 7]))
+    assert said == "7 watchdog timeout line(s) from rank(s) 0-2, 4-7; rank(s) 3 printed none"
+    said = _watchdog_message(_watchdog_log(4, [3, 0, 2, 1]))
+    assert said.endswith("from rank(s) 0-3; all 4 ranks printed one")
+    # past the cap the kept ranks depend on how the log was split: only how many is said
+    said = _watchdog_message(_watchdog_log(1, range(5000)))
+    assert said == "5000 watchdog timeout line(s) from 4096 or more ranks"
