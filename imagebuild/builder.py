@@ -353,12 +353,15 @@ def pinned_ref(base: BaseIdentity) -> Optional[str]:
     return f"{_split_ref(base.ref)[0]}@{base.identity}"
 
 
-def base_labels(base: BaseIdentity) -> Dict[str, str]:
-    """The base labels `bake` can give without pulling: the manifest digest, or a local base's image id."""
-    labels = {
-        BASE_DIGEST_LABEL: base.digest,
-        BASE_ID_LABEL: base.identity if base.source == ENGINE_ID else None,
-    }
+def known_image_id(base: BaseIdentity) -> Optional[str]:
+    """The base's image id as known without asking the engine: a local base is hashed by it."""
+    return base.identity if base.source == ENGINE_ID else None
+
+
+def base_labels(digest: Optional[str], image_id: Optional[str]) -> Dict[str, str]:
+    """The labels that say what the image was built from: the base's manifest digest and image id, where
+    known (`bake` pulls nothing, so it knows a registry base's digest only; `build` asks its engine)."""
+    labels = {BASE_DIGEST_LABEL: digest, BASE_ID_LABEL: image_id}
     return {k: v for k, v in labels.items() if v}
 
 
@@ -477,14 +480,13 @@ def hash_memo_path(variant_dir: Path) -> Path:
 
 
 def stage_variant(
-    variant_dir: Path, opts: BuildOptions, log, base: Optional[str] = None
-) -> Tuple[dict, str, List[str]]:
-    """Stage the artifacts (and CA) into the context, hash it with the base's identity `base`:
-    (lock, context hash, tags)."""
-    lock = read_lock(variant_dir)
+    variant_dir: Path, lock: dict, opts: BuildOptions, log, base: Optional[str] = None
+) -> Tuple[str, List[str]]:
+    """Stage the artifacts (and CA) of `lock` into the context, hash it with the base's identity `base`:
+    (context hash, tags)."""
     _prepare_context(variant_dir, lock, opts, log)
     chash = memo_hash(variant_dir, base)
-    return lock, chash, image_tags(lock, chash)
+    return chash, image_tags(lock, chash)
 
 
 def memo_hash(variant_dir: Path, base: Optional[str] = None) -> str:
@@ -515,13 +517,14 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
             logf.write(line.rstrip("\n") + "\n")
 
         try:
-            base = opts.base_of(client, read_lock(variant_dir))
+            lock = read_lock(variant_dir)
+            base = opts.base_of(client, lock)
             result.base_ref, result.base_hashed, result.base_source = base.ref, base.identity, base.source
             if base.problem:
                 raise BuildFailed(unconfirmed_message(base))
             log(base_line(base))
             report.event(name, "staging", "artifacts")
-            lock, chash, tags = stage_variant(variant_dir, opts, log, base.identity)
+            chash, tags = stage_variant(variant_dir, lock, opts, log, base.identity)
             result.context_hash, result.tags = chash, tags
             log(f"context hash {chash}; tags {' '.join(tags)}")
             existing = find_image(client, tags[0])
@@ -540,7 +543,7 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                 result.status, result.image_id, result.found_in = "skipped", remote.image_id, "registry"
                 result.digest, result.pushed = remote.digest, [f"{remote.ref}@{remote.digest}"]
                 result.base_digest = base.digest
-                result.base_image_id = base.identity if base.source == ENGINE_ID else None
+                result.base_image_id = known_image_id(base)
                 log(f"skipped: the registry holds {remote.ref}@{remote.digest} built from this content")
                 report.event(name, "skipped", f"{remote.ref} (in the registry)")
             else:
@@ -549,8 +552,7 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                 ref = base.ref
                 _ensure_base(client, base, log)
                 result.base_digest, result.base_image_id = base.digest, base_identity(client, ref)[1]
-                labels = {BASE_DIGEST_LABEL: result.base_digest, BASE_ID_LABEL: result.base_image_id}
-                labels = {k: v for k, v in labels.items() if v}
+                labels = base_labels(result.base_digest, result.base_image_id)
                 image_id = _docker_build(client, variant_dir, lock, chash, opts, log, report, labels)
                 if ref and result.base_image_id is None:  # pulled by the build: the engine has it now
                     result.base_image_id = base_identity(client, ref)[1]

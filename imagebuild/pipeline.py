@@ -244,17 +244,19 @@ def _bake(req: BakeRequest, path: Path) -> Path:
     )
     targets, unconfirmed = {}, []
     for vdir in dirs:
-        base = opts.base_of(client, builder.read_lock(vdir))
+        lock = builder.read_lock(vdir)
+        base = opts.base_of(client, lock)
         if base.problem:
             unconfirmed.append(f"{vdir.name}: {builder.unconfirmed_message(base, 'No target written')}")
             continue
         print(f"{vdir.name}: {builder.base_line(base)}")
-        lock, chash, tags = builder.stage_variant(vdir, opts, lambda _line: None, base.identity)
+        chash, tags = builder.stage_variant(vdir, lock, opts, lambda _line: None, base.identity)
         pinned = builder.pinned_ref(base)
+        labels = builder.base_labels(base.digest, builder.known_image_id(base))
         targets[bakefile.target_name(vdir.name)] = bakefile.bake_target(
             os.path.relpath(vdir / "context"),
             tags,
-            builder.build_labels(vdir, lock, chash, builder.base_labels(base)),
+            builder.build_labels(vdir, lock, chash, labels),
             build_args,
             list(req.platforms) or [lock.get("platform") or platforms.DEFAULT],
             list(req.cache_from),
