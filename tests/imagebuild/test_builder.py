@@ -66,12 +66,16 @@ def _variant(out: Path, name: str, run: str = "true", sha: str = "", training: s
     return vdir
 
 
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("mirror")
+def make_mirror(root: Path) -> Path:
+    """A --mirror folder holding the payload every test variant's artifact pins."""
     (root / "downloads.invalid" / "pkg").mkdir(parents=True)
     (root / "downloads.invalid" / "pkg" / "payload.txt").write_bytes(PAYLOAD)
     return root
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory) -> Path:
+    return make_mirror(tmp_path_factory.mktemp("mirror"))
 
 
 @pytest.fixture(scope="module")

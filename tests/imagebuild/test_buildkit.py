@@ -16,7 +16,7 @@ import pytest
 from cli import build_py
 from conftest import LOCAL_BASE
 from paths import ROOT
-from test_builder import REPO, _summary, _variant
+from test_builder import REPO, _summary, _variant, make_mirror
 
 from imagebuild import bake, builder, buildkit, shard
 from imagebuild.errors import UserError
@@ -151,12 +151,7 @@ def test_bake_writes_every_variant_with_the_tags_build_gives(
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory) -> Path:
-    from test_builder import PAYLOAD
-
-    root = tmp_path_factory.mktemp("mirror")
-    (root / "downloads.invalid" / "pkg").mkdir(parents=True)
-    (root / "downloads.invalid" / "pkg" / "payload.txt").write_bytes(PAYLOAD)
-    return root
+    return make_mirror(tmp_path_factory.mktemp("mirror"))
 
 
 @pytest.fixture
