@@ -7,7 +7,8 @@ same table, so the two can never disagree. Standard library only: it ships in ev
 Every figure names its source, a file in a public repository (repo, path, commit) or a public page:
 `sources` per profile says where GPUs, EFA device count, EFA Gbps and gdr_required come from. A figure no
 such source gives is None (unknown), never a guess: an unknown EFA device count makes the `nics` check
-unknown, not a pass. Bandwidth references are nccl-tests all_reduce_perf results other people published,
+unknown, not a pass. Bandwidth references are all_reduce busbw figures other people published (nccl-tests
+all_reduce_perf, or for p6-b200 a torch.distributed benchmark that computes busbw the nccl-tests way),
 at the message size and node count they were measured; `measured_on` says when a figure was measured on a
 sibling type with the same network, which is why it is used for this one.
 Edit here, not in code.
@@ -39,7 +40,12 @@ _ADT_TOPO = (
     "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/slurm/topology-aware-nccl-tests/"
     "README.md (commit 7217859f), 16-node p5en.48xlarge example output"
 )
-_ML_ENG = "stas00/ml-engineering network benchmarks (4 x p6-b200.48xlarge all_reduce_perf)"
+_ML_ENG = (
+    "stas00/ml-engineering network/README.md (commit 744d01e), table under 'Inter-node speed depends "
+    "on intra-node speed', 4 x p6-b200.48xlarge: 381.80 GB/s at 16 GiB. Measured with torch.distributed "
+    "all_reduce (network/benchmarks/all_reduce_bench.py; torch 2.9.1, NCCL 2.27.7), not all_reduce_perf: "
+    "busbw as nccl-tests defines it, GB/s = 1e9 B/s"
+)
 
 GIB = 1 << 30
 
@@ -173,7 +179,7 @@ PROFILES = {
         "efa_gbps": 3200,
         "gdr_required": True,
         "references": [
-            {"nodes": 4, "size": 16 * GIB, "busbw": 382.0, "source": _ML_ENG, "measured_on": None},
+            {"nodes": 4, "size": 16 * GIB, "busbw": 381.8, "source": _ML_ENG, "measured_on": None},
         ],
         "notes": "Only a 4-node figure is published; other node counts are derived from it (profiles.py).",
     },
