@@ -27,7 +27,10 @@ _OFI_NO_GDR = (
     "aws/aws-ofi-nccl src/platform-aws.cpp (commit 2daf7d30): gdr_required false (or no platform entry), "
     "the plugin runs EFA without GPUDirect RDMA there by design"
 )
-_SPECS = "tsaol/aws-gpu data/{}_instances.js (instances.vantage.sh data): GPU model and count, network Gbps"
+_SPECS = (
+    "tsaol/aws-gpu data/{}_instances.js (commit 77fcd9f; instances.vantage.sh data): GPU model and count "
+    "(gpuCount), network Gbps (network)"
+)
 
 HARDWARE_SOURCE = "per profile: see `sources` (GPU/EFA counts, EFA Gbps, gdr_required)"
 GDR_SOURCE = _OFI_PLATFORM
@@ -255,9 +258,10 @@ PROFILES = {
         "rdma_read": True,
         "cuda_arch": "100",
         "sources": _sources(
-            _SPECS.format("p6e-gb200") + " (u-p6e-gb200x72: 72 GPUs, 28800 Gbps over 18 instances)",
+            _SPECS.format("p6e-gb200") + " (p6e-gb200.36xlarge: gpuCount 4)",
             None,
-            _SPECS.format("p6e-gb200") + " (28800 Gbps / 18 instances)",
+            _SPECS.format("p6e-gb200") + " ('1600 Gbps EFAv4'; data/u-p6e-gb200x72_instances.js agrees: "
+            "28800 Gbps over its 18 instances)",
             _OFI_PLATFORM + " ('p-series' entry; include/platform-aws.h PLATFORM_NAME_P6E_GB200)",
         ),
         "gpus": 4,
@@ -266,7 +270,9 @@ PROFILES = {
         "efa_gbps": 1600,
         "gdr_required": True,
         "references": [],
-        "notes": "Grace (arm64) host with 4 GPUs; no published nccl-tests figure yet: bandwidth not judged.",
+        "notes": "Grace (arm64) host with 4 GPUs; no published nccl-tests figure yet: bandwidth not judged. "
+        "EFA Gbps disagrees between sources: 1600 (tsaol/aws-gpu) against 3200 (stas00/ml-engineering "
+        "network/README.md, commit 744d01e, quoting AWS's network specifications page).",
     },
 }
 
