@@ -32,6 +32,14 @@ _SPECS = (
     "(gpuCount), network Gbps (network)"
 )
 
+_GB200_EFA_UNKNOWN = (
+    "unknown, no public source read states it: awsome-distributed-training instance-profiles.conf and "
+    "1.architectures/efa-cheatsheet.md (commit 7217859f), tsaol/aws-gpu (77fcd9f), stas00/ml-engineering "
+    "network/README.md (744d01e), aws/aws-ofi-nccl src/platform-aws.cpp (2daf7d30), AWS EC2 user guide "
+    "efa-acc-inst-types. The plugin also drops NICs with no GPU at their PCI level on p6e-gb200 "
+    "(platform-aws.cpp sets SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL), so a count it logs need not be the "
+    "instance's"
+)
 HARDWARE_SOURCE = "per profile: see `sources` (GPU/EFA counts, EFA Gbps, gdr_required)"
 GDR_SOURCE = _OFI_PLATFORM
 
@@ -259,7 +267,7 @@ PROFILES = {
         "cuda_arch": "100",
         "sources": _sources(
             _SPECS.format("p6e-gb200") + " (p6e-gb200.36xlarge: gpuCount 4)",
-            None,
+            _GB200_EFA_UNKNOWN,
             _SPECS.format("p6e-gb200") + " ('1600 Gbps EFAv4'; data/u-p6e-gb200x72_instances.js agrees: "
             "28800 Gbps over its 18 instances)",
             _OFI_PLATFORM + " ('p-series' entry; include/platform-aws.h PLATFORM_NAME_P6E_GB200)",
