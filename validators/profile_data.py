@@ -7,7 +7,8 @@ same table, so the two can never disagree. Standard library only: it ships in ev
 Every figure names its source, a file in a public repository (repo, path, commit) or a public page:
 `sources` per profile says where GPUs, EFA device count, EFA Gbps and gdr_required come from. A figure no
 such source gives is None (unknown), never a guess: an unknown EFA device count makes the `nics` check
-unknown, not a pass. Bandwidth references are nccl-tests all_reduce_perf results other people published,
+unknown, not a pass. Bandwidth references are all_reduce busbw figures other people published (nccl-tests
+all_reduce_perf, or for p6-b200 a torch.distributed benchmark that computes busbw the nccl-tests way),
 at the message size and node count they were measured; `measured_on` says when a figure was measured on a
 sibling type with the same network, which is why it is used for this one.
 Edit here, not in code.
@@ -26,8 +27,19 @@ _OFI_NO_GDR = (
     "aws/aws-ofi-nccl src/platform-aws.cpp (commit 2daf7d30): gdr_required false (or no platform entry), "
     "the plugin runs EFA without GPUDirect RDMA there by design"
 )
-_SPECS = "tsaol/aws-gpu data/{}_instances.js (instances.vantage.sh data): GPU model and count, network Gbps"
+_SPECS = (
+    "tsaol/aws-gpu data/{}_instances.js (commit 77fcd9f; instances.vantage.sh data): GPU model and count "
+    "(gpuCount), network Gbps (network)"
+)
 
+_GB200_EFA_UNKNOWN = (
+    "unknown, no public source read states it: awsome-distributed-training instance-profiles.conf and "
+    "1.architectures/efa-cheatsheet.md (commit 7217859f), tsaol/aws-gpu (77fcd9f), stas00/ml-engineering "
+    "network/README.md (744d01e), aws/aws-ofi-nccl src/platform-aws.cpp (2daf7d30), AWS EC2 user guide "
+    "efa-acc-inst-types. The plugin also drops NICs with no GPU at their PCI level on p6e-gb200 "
+    "(platform-aws.cpp sets SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL), so a count it logs need not be the "
+    "instance's"
+)
 HARDWARE_SOURCE = "per profile: see `sources` (GPU/EFA counts, EFA Gbps, gdr_required)"
 GDR_SOURCE = _OFI_PLATFORM
 
@@ -39,7 +51,12 @@ _ADT_TOPO = (
     "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/slurm/topology-aware-nccl-tests/"
     "README.md (commit 7217859f), 16-node p5en.48xlarge example output"
 )
-_ML_ENG = "stas00/ml-engineering network benchmarks (4 x p6-b200.48xlarge all_reduce_perf)"
+_ML_ENG = (
+    "stas00/ml-engineering network/README.md (commit 744d01e), table under 'Inter-node speed depends "
+    "on intra-node speed', 4 x p6-b200.48xlarge: 381.80 GB/s at 16 GiB. Measured with torch.distributed "
+    "all_reduce (network/benchmarks/all_reduce_bench.py; torch 2.9.1, NCCL 2.27.7), not all_reduce_perf: "
+    "busbw as nccl-tests defines it, GB/s = 1e9 B/s"
+)
 
 GIB = 1 << 30
 
@@ -173,7 +190,7 @@ PROFILES = {
         "efa_gbps": 3200,
         "gdr_required": True,
         "references": [
-            {"nodes": 4, "size": 16 * GIB, "busbw": 382.0, "source": _ML_ENG, "measured_on": None},
+            {"nodes": 4, "size": 16 * GIB, "busbw": 381.8, "source": _ML_ENG, "measured_on": None},
         ],
         "notes": "Only a 4-node figure is published; other node counts are derived from it (profiles.py).",
     },
@@ -249,9 +266,10 @@ PROFILES = {
         "rdma_read": True,
         "cuda_arch": "100",
         "sources": _sources(
-            _SPECS.format("p6e-gb200") + " (u-p6e-gb200x72: 72 GPUs, 28800 Gbps over 18 instances)",
-            None,
-            _SPECS.format("p6e-gb200") + " (28800 Gbps / 18 instances)",
+            _SPECS.format("p6e-gb200") + " (p6e-gb200.36xlarge: gpuCount 4)",
+            _GB200_EFA_UNKNOWN,
+            _SPECS.format("p6e-gb200") + " ('1600 Gbps EFAv4'; data/u-p6e-gb200x72_instances.js agrees: "
+            "28800 Gbps over its 18 instances)",
             _OFI_PLATFORM + " ('p-series' entry; include/platform-aws.h PLATFORM_NAME_P6E_GB200)",
         ),
         "gpus": 4,
@@ -260,7 +278,9 @@ PROFILES = {
         "efa_gbps": 1600,
         "gdr_required": True,
         "references": [],
-        "notes": "Grace (arm64) host with 4 GPUs; no published nccl-tests figure yet: bandwidth not judged.",
+        "notes": "Grace (arm64) host with 4 GPUs; no published nccl-tests figure yet: bandwidth not judged. "
+        "EFA Gbps disagrees between sources: 1600 (tsaol/aws-gpu) against 3200 (stas00/ml-engineering "
+        "network/README.md, commit 744d01e, quoting AWS's network specifications page).",
     },
 }
 
