@@ -96,10 +96,14 @@ def timed(argv: list, env: dict, cwd: str = ROOT) -> dict:
     }
 
 
+def grep_pattern() -> str:
+    """The parser's needles as one extended regex: what grep looks for is what the parser looks for."""
+    return "|".join(re.escape(p).replace("\\ ", " ") for p in needles())
+
+
 def grep(path: str, repeat: int) -> dict:
-    pattern = "|".join(re.escape(p).replace("\\ ", " ") for p in needles())
     env = dict(os.environ, LC_ALL="C")
-    return best(repeat, ["grep", "-cE", pattern, path], env)
+    return best(repeat, ["grep", "-cE", grep_pattern(), path], env)
 
 
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
