@@ -151,6 +151,11 @@ def test_installer_openmpi5_sets_prefix_and_version(tmp_path):
     with pytest.raises(UserError) as err:
         load(str(path))
     assert "bundles openmpi 4.1.7, not 4.1.5" in str(err.value) and err.value.line == 7
+    # installer 1.32.0 bundles Open MPI 5.0.2 too (aws-parallelcluster-cookbook commit 3c033553, CHANGELOG)
+    path.write_text(path.read_text().replace('version: "4.1.5", ', "").replace('"1.41.0"', '"1.32.0"'))
+    m4, m5 = load(str(path))
+    assert (m4.version_of("openmpi"), m5.version_of("openmpi")) == ("4.1.6", "5.0.2")
+    assert m5.component("openmpi").prefix == "/opt/amazon/openmpi5"
 
 
 def test_plugin_before_117_does_not_build_with_cuda13():
