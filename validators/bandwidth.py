@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from validators import profiles
 from validators.nccltests import PLATEAU_MIN_BYTES
+from validators.shortlist import few
 
 Check = Dict[str, Any]
 Finding = Dict[str, Any]
@@ -43,7 +44,7 @@ def judge(
                 "id": "nccl-tests-node-count-mismatch",
                 "severity": "warning",
                 "message": f"{nodes} nodes were expected but nccl-tests ran on {len(hosts)} host(s): "
-                + ", ".join(hosts[:8]),
+                + few(hosts, 8),
                 "evidence": [_rank_ev(r) for r in (nt["ranks"][0], nt["ranks"][-1])]
                 if nt.get("ranks")
                 else [],

@@ -10,7 +10,7 @@ Facts from the fold are in validators/facts.py; predicates are at the bottom of 
 import re
 from typing import List, Optional
 
-from validators.shortlist import ranges
+from validators.shortlist import few, ranges
 
 # sources: files in public repositories (owner/name path); the commits read are in docs/validators.md
 _NCCL_PLUGIN = (
@@ -557,10 +557,7 @@ def _is_socket(name: str) -> bool:
 
 
 def _hosts(procs) -> str:
-    hosts = sorted({p.host or "(no NCCL head)" for p in procs})
-    if len(hosts) > 4:
-        return "%s and %d more" % (", ".join(hosts[:4]), len(hosts) - 4)
-    return ", ".join(hosts)
+    return few(sorted({p.host or "(no NCCL head)" for p in procs}))
 
 
 def _vkey(v: str):

@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional
 
 from validators import signatures
 from validators.facts import Facts, is_libfabric_net
+from validators.shortlist import few
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 
@@ -66,7 +67,7 @@ def host_differences(facts: Facts) -> List[dict]:
         ]
         message = "{} differs between hosts: {}".format(
             name,
-            "; ".join("{} on {}".format(s["value"], ", ".join(s["hosts"][:8])) for s in sides),
+            "; ".join("{} on {}".format(s["value"], few(s["hosts"], 8)) for s in sides),
         )
         findings.append(
             {

@@ -22,6 +22,19 @@ def check(report, name):
     return found[0]
 
 
+def test_hosts_differ_says_how_many_hosts_it_leaves_out():
+    """At cluster scale a side holds hundreds of hosts: eight are named, and the count of the rest."""
+    lines = ["node-%03d:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4" % i for i in range(20)]
+    lines.append("odd-1:1:1 [0] NCCL INFO NCCL version 2.18.3+cuda12.2")
+    findings = analyze(lines)["findings"]
+    (diff,) = [f for f in findings if f["id"] == "hosts-differ" and f["fact"] == "nccl_version"]
+    assert diff["message"] == (
+        "nccl_version differs between hosts: 2.21.5 on node-000, node-001, node-002, node-003, node-004, "
+        "node-005, node-006, node-007 and 12 more; 2.18.3 on odd-1"
+    )
+    assert len(diff["groups"][0]["hosts"]) == 20  # the data keeps every host
+
+
 @pytest.mark.parametrize(
     "name, efa, gdr",
     [
