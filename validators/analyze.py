@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from contextlib import closing, contextmanager
-from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence
+from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence
 
 from validators import signatures
 from validators.facts import EVIDENCE_PER_KIND, Facts, NetRun
@@ -31,6 +31,7 @@ from validators.prefix import strip_prefix
 from validators.report import build_report
 
 match_line, holds_line_needle = signatures.match_line, signatures.holds_line_needle
+Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): validators.progress
 
 # lines nccl-tests prints: comments/headers ('#'), rows (their type column), the binary name
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
@@ -532,12 +533,18 @@ def analyze_stream(a: Analysis, stream: BinaryIO, name: str) -> None:
 
 
 def analyze_file(
-    a: Analysis, path: str, workers: Optional[int] = None, range_size: Optional[int] = None
+    a: Analysis,
+    path: str,
+    workers: Optional[int] = None,
+    range_size: Optional[int] = None,
+    progress: Optional[Progress] = None,
 ) -> None:
     """Add one regular file, its scan split across `workers` processes (default: the CPUs) in ranges of
-    `range_size` bytes (default parscan.RANGE)."""
+    `range_size` bytes (default parscan.RANGE). `progress(path, bytes done, size)` is called after each
+    range is merged (a split parse only: a file too small to split is quick)."""
     a.begin(path)
     stats = {}  # type: dict
+    size = os.path.getsize(path) if progress is not None else 0
     if workers is None:
         workers = default_workers()
     apply, merge = a.apply, a.merge
@@ -549,6 +556,8 @@ def analyze_file(
         for base, item in items:
             if type(item) is Partial:
                 merge(base, item)
+                if progress is not None:
+                    progress(path, stats.get("bytes", 0), size)
             else:
                 apply(base, item)
     a.end(stats.get("lines", 0), stats.get("bytes"))
@@ -576,14 +585,15 @@ def analyze_paths(
     instance_type: Optional[str] = None,
     nodes: Optional[int] = None,
     workers: Optional[int] = None,
+    progress: Optional[Progress] = None,
 ) -> dict:
     """Report for files ('-' is stdin). Raises OSError / ValueError for unreadable inputs.
 
     Large regular files are scanned by `workers` processes (default: the CPUs; 1: serial);
-    the report is the same either way.
+    the report is the same either way. `progress`: see analyze_file.
     """
     with collector_paused():
-        return _analyze_paths(paths, instance_type, nodes, workers)
+        return _analyze_paths(paths, instance_type, nodes, workers, progress)
 
 
 @contextmanager
@@ -605,7 +615,11 @@ def collector_paused() -> Iterator[None]:
 
 
 def _analyze_paths(
-    paths: Sequence[str], instance_type: Optional[str], nodes: Optional[int], workers: Optional[int]
+    paths: Sequence[str],
+    instance_type: Optional[str],
+    nodes: Optional[int],
+    workers: Optional[int],
+    progress: Optional[Progress],
 ) -> dict:
     a = Analysis()
     for path in paths:
@@ -623,7 +637,7 @@ def _analyze_paths(
             with open(path, "rb") as fh:
                 analyze_stream(a, fh, path)
             continue
-        analyze_file(a, path, workers)
+        analyze_file(a, path, workers, progress=progress)
     report = a.report(instance_type, nodes)
     if a.replay:  # as `validators run` marks a replay's report (validators.runreport)
         from validators.runreport import replay_finding

@@ -93,14 +93,20 @@ def _check_outputs(args) -> None:
 def _analyze(args) -> dict:
     from validators.analyze import analyze_paths
     from validators.cli import InputError
+    from validators.progress import on_terminal
 
     _check_inputs(args.logs)
+    progress = on_terminal(sys.stderr)
     try:
-        return analyze_paths(args.logs, args.instance_type, args.nodes, getattr(args, "workers", None))
+        workers = getattr(args, "workers", None)
+        return analyze_paths(args.logs, args.instance_type, args.nodes, workers, progress)
     except OSError as err:
         raise InputError("{}: {}".format(err.filename or "input", err.strerror or err)) from None
     except ValueError as err:  # nccl-tests JSON that is not that format (names file and key)
         raise InputError(str(err)) from None
+    finally:
+        if progress is not None:
+            progress.close()
 
 
 def run_parse(args) -> int:

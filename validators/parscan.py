@@ -291,9 +291,10 @@ def _ranges(
             lines, n, size_k, state = result
             if type(lines) is _Pickled:
                 lines = pickle.loads(lines)
+            nbytes += size_k
+            stats["bytes"] = nbytes  # read as the ranges come: how far the parse is (analyze's progress)
             yield lines_before, lines
             lines_before += n
-            nbytes += size_k
             carried = state
     finally:
         for f in pending:
