@@ -8,16 +8,9 @@ import pty
 import random
 
 from test_split_scan import random_log, run_json
+from test_watchdog import Clock
 
 from validators.progress import ProgressLine, on_terminal
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_the_line_waits_then_is_rewritten_in_place_at_most_every_half_second_and_is_cleared():
