@@ -8,6 +8,7 @@ says what was *not* checked, and a skipped check is never counted as a pass.
 
 from __future__ import annotations
 
+import shlex
 from typing import List
 
 from imagebuild import components
@@ -24,6 +25,15 @@ CREDENTIAL_PATTERNS = (
     r"(?i)-----BEGIN [A-Z ]*PRIVATE KEY-----",
 )
 CREDENTIAL_FILES = ("/root/.aws/credentials", "/root/.docker/config.json", "/root/.netrc")
+
+# exits 1 naming the validators modules without bytecode the image's interpreter would load
+_EVERY_MODULE_COMPILED = (
+    "import importlib.util as u, os, sys, validators; d = os.path.dirname(validators.__file__); "
+    "missing = [f for f in sorted(os.listdir(d)) if f.endswith('.py') "
+    "and not os.path.exists(u.cache_from_source(os.path.join(d, f)))]; "
+    "print('not compiled: ' + ' '.join(missing) if missing else 'all compiled'); "
+    "sys.exit(1 if missing else 0)"
+)
 
 
 def derive(lock: dict) -> List[Expectation]:
@@ -72,6 +82,13 @@ def derive(lock: dict) -> List[Expectation]:
         "find_absent",
         "the build host's CA bundle is for builder stages only: never in the final image",
         {"patterns": ["build-ca.crt"]},
+    )
+    add(
+        "validators-compiled",
+        "command",
+        "every validators module has its bytecode: a read-only image would compile them at each start "
+        "(before validators-import, whose run could write some)",
+        {"command": f"{python} -c {shlex.quote(_EVERY_MODULE_COMPILED)}", "expect_rc": 0},
     )
     add(
         "validators-import",

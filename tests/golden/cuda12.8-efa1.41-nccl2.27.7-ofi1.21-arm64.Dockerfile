@@ -165,6 +165,7 @@ ENV PATH="/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:/opt/nccl-tests/bin:${PATH
 # validators: `/usr/bin/python3 -m validators --help`
 COPY validators /opt/efa-image-build/validators
 RUN /usr/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
+ && /usr/bin/python3 -m compileall -q /opt/efa-image-build/validators \
  && /usr/bin/python3 -c 'import validators'
 # training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
 COPY training /opt/ml/code

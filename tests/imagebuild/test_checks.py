@@ -200,6 +200,7 @@ def test_local_image_passes_every_check_that_applies(good_report):
     for name in ("nccl-version-ctypes", "nccl-version-header", "single-libnccl", "single-libfabric"):
         assert st[name] == "pass"
     assert st["mpirun-as-root"] == "pass" and st["validators-import"] == "pass"
+    assert st["validators-compiled"] == "pass"
     assert all(st[n] == "skip" for n in PLUGIN_CHECKS)  # no plugin in this variant: skipped, never passed
     assert report.passed and sum(1 for s in st.values() if s == "pass") >= 12
 
@@ -220,6 +221,17 @@ def test_second_libfabric_fails_single_libfabric(docker_client, derive_image, go
     assert _failed(report) == {"single-libfabric"}
     detail = next(c["detail"] for c in report.checks if c["name"] == "single-libfabric")
     assert "2 different libfabric.so.1" in detail and "/opt/stray/lib/libfabric.so.1" in detail
+
+
+@pytest.mark.docker
+def test_validators_without_bytecode_fail_validators_compiled(docker_client, derive_image, good_report):
+    ref = derive_image(
+        "no-bytecode", "RUN rm -rf /opt/efa-image-build/validators/__pycache__", base=good_report[0]
+    )
+    report = check_image(docker_client, ref)
+    assert _failed(report) == {"validators-compiled"}
+    detail = next(c["detail"] for c in report.checks if c["name"] == "validators-compiled")
+    assert "watchdog.py" in detail  # the last module named (the detail keeps the end of the output)
 
 
 @pytest.mark.docker
