@@ -446,7 +446,7 @@ def _stalled(facts, tests):
 
 
 def _watchdog(facts, tests):
-    """Which ranks timed out, and (the world size known) which printed no timeout: where to look."""
+    """Which ranks timed out, and (the world size known) which no timeout line names: where to look."""
     ev = facts.evidence_of("watchdog")
     if not facts.counts.get("watchdog"):
         return None
@@ -459,10 +459,11 @@ def _watchdog(facts, tests):
         world = facts.world_nranks
         if world is not None and world <= cap and max(timed_out) < world:
             quiet = [r for r in range(world) if r not in timed_out]
+            # said as the log says it: a rank number in a timeout line may be a subgroup's rank
             if quiet:
-                text += "; rank(s) %s printed none" % ranges(quiet)
+                text += "; no timeout line names rank(s) %s" % ranges(quiet)
             else:
-                text += "; all %d ranks printed one" % world
+                text += "; every rank of %d is named" % world
     return text, ev
 
 

@@ -221,11 +221,11 @@ def _watchdog_message(text: str) -> str:
 
 
 def test_a_watchdog_timeout_names_the_ranks_that_timed_out_and_those_that_did_not():
-    """The rank that printed no timeout is where a user looks first: the finding names both sides."""
+    """A rank no timeout line names is where a user looks first: the finding names both sides."""
     said = _watchdog_message(_watchdog_log(8, [0, 1, 2, 4, 5, 6, 7]))
-    assert said == "7 watchdog timeout line(s) from rank(s) 0-2, 4-7; rank(s) 3 printed none"
+    assert said == "7 watchdog timeout line(s) from rank(s) 0-2, 4-7; no timeout line names rank(s) 3"
     said = _watchdog_message(_watchdog_log(4, [3, 0, 2, 1]))
-    assert said.endswith("from rank(s) 0-3; all 4 ranks printed one")
+    assert said.endswith("from rank(s) 0-3; every rank of 4 is named")
     # past the cap the kept ranks depend on how the log was split: only how many is said
     said = _watchdog_message(_watchdog_log(1, range(5000)))
     assert said == "5000 watchdog timeout line(s) from 4096 or more ranks"
