@@ -352,10 +352,16 @@ def _new_key(home: Path, uid: str) -> str:
 
 @pytest.fixture(scope="module")
 def gpg_keys(tmp_path_factory):
+    """Two signing keys, each in its own home. Making a key starts a gpg-agent there; it is ended after."""
     home = tmp_path_factory.mktemp("gnupg")
-    good = _new_key(home / "good", "Release Signer <rel@t.invalid>")
-    other = _new_key(home / "other", "Someone Else <else@t.invalid>")
-    return home, good, other
+    try:
+        good = _new_key(home / "good", "Release Signer <rel@t.invalid>")
+        other = _new_key(home / "other", "Someone Else <else@t.invalid>")
+        yield home, good, other
+    finally:
+        for name in ("good", "other"):
+            if (home / name).is_dir():
+                subprocess.run(["gpgconf", "--homedir", str(home / name), "--kill", "gpg-agent"], timeout=30)
 
 
 def _signed(root: Path, home: Path, data: bytes, signer: str, keys_from: list):
