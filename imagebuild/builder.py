@@ -251,17 +251,11 @@ def base_ref(lock: dict, build_args: Dict[str, str]) -> Optional[str]:
     return image
 
 
-def base_identity(client, ref: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
-    """(manifest digest, image id) of the base: a pinned `@sha256:` wins; else the engine's RepoDigests for
-    that repository (none for an imported, never-pushed image); (None, None) where the engine lacks it."""
-    if not ref:
-        return None, None
-    name, _, pinned = ref.partition("@")
-    image = find_image(client, ref)
-    if image is None:
-        return (pinned or None), None
-    digests = _repo_digests(image, name)
-    return (pinned or (digests[0] if digests else None)), image.id
+def engine_image_id(client, ref: Optional[str]) -> Optional[str]:
+    """The engine's image id of the base (its label beside the digest `resolve_base` hashed); None where the
+    engine lacks it."""
+    image = find_image(client, ref) if ref else None
+    return image.id if image is not None else None
 
 
 # How the base's identity was learned (VariantResult.base_source, docs/build.md "Content hash").
@@ -551,11 +545,11 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                 result.builder = opts.builder.kind
                 ref = base.ref
                 _ensure_base(client, base, log)
-                result.base_digest, result.base_image_id = base.digest, base_identity(client, ref)[1]
+                result.base_digest, result.base_image_id = base.digest, engine_image_id(client, ref)
                 labels = base_labels(result.base_digest, result.base_image_id)
                 image_id = _docker_build(client, variant_dir, lock, chash, opts, log, report, labels)
-                if ref and result.base_image_id is None:  # pulled by the build: the engine has it now
-                    result.base_image_id = base_identity(client, ref)[1]
+                if result.base_image_id is None:  # pulled by the build: the engine has it now
+                    result.base_image_id = engine_image_id(client, ref)
                 log(f"base {ref}: digest {result.base_digest}, image id {result.base_image_id}")
                 if opts.cancel.is_set():
                     raise BuildFailed("interrupted: built but not tagged")

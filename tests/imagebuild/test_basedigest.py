@@ -71,15 +71,12 @@ def test_base_ref_fills_the_registry_arg():
     assert builder.base_ref({"base": {"image": "a/b:1"}}, {}) == "a/b:1"
 
 
-def test_base_identity_on_the_engine(docker_client, local_base):
-    image = docker_client.images.get(local_base)
-    digest, image_id = builder.base_identity(docker_client, local_base)
-    assert image_id == image.id
-    # an imported base was never pushed: it has no manifest digest unless the engine lists one
-    repo_digests = [d.split("@", 1)[1] for d in image.attrs.get("RepoDigests") or []]
-    assert digest == (repo_digests[0] if repo_digests else None)
-    assert builder.base_identity(docker_client, f"efa-image-build-test/absent@{DIGEST}") == (DIGEST, None)
-    assert builder.base_identity(docker_client, "efa-image-build-test/absent:nothing") == (None, None)
+def test_engine_image_id_of_the_base(docker_client, local_base):
+    """The id in the base label (the digest in the hash is resolve_base's: test_basemoved.py)."""
+    assert builder.engine_image_id(docker_client, local_base) == docker_client.images.get(local_base).id
+    assert builder.engine_image_id(docker_client, f"efa-image-build-test/absent@{DIGEST}") is None
+    assert builder.engine_image_id(docker_client, "efa-image-build-test/absent:nothing") is None
+    assert builder.engine_image_id(docker_client, None) is None
 
 
 def test_release_record_and_notes_carry_the_base_digest(tmp_path):
