@@ -203,7 +203,8 @@ def bake(req: BakeRequest) -> Path:
     except BaseException:
         if _is_bake_file(path):  # never a file of another kind that --file happened to name
             path.unlink()
-            print(f"bake: removed {path}, an earlier run's file: it does not describe this matrix")
+            # an earlier run's, or this run's own when `buildx bake --print` refused it after writing
+            print(f"bake: removed {path}: this run failed, so the file there is not its result")
         raise
 
 

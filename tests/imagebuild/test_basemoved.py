@@ -137,7 +137,7 @@ def test_bake_without_an_engine_confirms_only_a_pinned_base(tmp_path, monkeypatc
             and "no docker engine could be reached" in res.out + res.err
         )
         assert not (out / "docker-bake.json").exists() and "Traceback" not in res.out + res.err
-        assert ("an earlier run's file" in res.out) == existed
+        assert (f"removed {out / 'docker-bake.json'}: this run failed" in res.out) == existed
     assert not existed  # the second round found the file gone, so both outcomes were seen
     other = out / "notes.json"  # --file naming a file of another kind: a failed bake leaves it alone
     other.write_text('{"mine": 1}')
