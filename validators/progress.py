@@ -37,7 +37,7 @@ class ProgressLine:
             done // MIB,
             size // MIB,
             100 * done // size if size else 100,
-            done / MIB / took,
+            done / MIB / took if took > 0 else 0,  # `after` 0 and a coarse clock: no rate yet
         )
         self.stream.write("\r" + text.ljust(self.width))
         self.stream.flush()

@@ -35,6 +35,12 @@ def test_the_line_waits_then_is_rewritten_in_place_at_most_every_half_second_and
     assert out.getvalue().count("\r") == 4
 
 
+def test_no_time_passed_gives_no_rate_rather_than_an_error():
+    out = io.StringIO()
+    ProgressLine(out, after=0, every=0, clock=Clock())("big.log", 1 << 20, 2 << 20)
+    assert out.getvalue() == "\rparse: big.log 1 of 2 MiB (50 %), 0 MiB/s"
+
+
 def test_only_a_terminal_gets_a_progress_line():
     assert on_terminal(io.StringIO()) is None
     parent, child = pty.openpty()
