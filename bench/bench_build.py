@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from imagebuild import builder  # noqa: E402
 from imagebuild.adapters import docker_engine  # noqa: E402
+from imagebuild.build import builder  # noqa: E402
 from imagebuild.cli import main as cli_main  # noqa: E402
 
 

@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from validators.analyze import needles  # noqa: E402
-from validators.parscan import default_workers  # noqa: E402
+from validators.scan.parscan import default_workers  # noqa: E402
 
 HOSTS = ["p5-node-%02d" % i for i in range(8)]
 

@@ -10,7 +10,7 @@ strictly less than the parser, so their speed bounds what any parse written in P
           line), split each head from its message and count heads in a dict: the least per-line work;
   filter  split the bytes into lines and keep those holding any of the parser's needles, tested by one
           compiled alternation in C (no bytecode per line): the same lines found the simplest way;
-  scan    the parser's own scanner (validators/linescan.py) yielding every needle line (and the rows
+  scan    the parser's own scanner (validators/scan/linescan.py) yielding every needle line (and the rows
           after an nccl-tests table header, as the parse reads them), nothing more;
   shape   that scan, plus the minimal shape of a parse per line: split the head into host, pid and
           device, look the process up, classify the message through a cache, count it per process;
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from bench_parse_real import _warm, build_corpus, grep_pattern, timed  # noqa: E402
 
 from validators.analyze import _scan_needles, _table_region  # noqa: E402
-from validators.linescan import scan  # noqa: E402
+from validators.scan.linescan import scan  # noqa: E402
 
 NCCL = re.compile(rb"NCCL")
 

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from bench_runner_scale import generate as generate_ranks  # noqa: E402
 
 from validators.analyze import needles  # noqa: E402
-from validators.parscan import default_workers  # noqa: E402
+from validators.scan.parscan import default_workers  # noqa: E402
 
 SCALING = (16, 64, 256, 1024, 4096, 8192, 16384)
 

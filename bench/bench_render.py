@@ -61,8 +61,8 @@ def run_once(tree: Path, matrix: Path, out: Path) -> Tuple[float, float]:
 
 def breakdown(matrix: Path, out: Path) -> str:
     """load / render / write of one in-process render into `out` (as it stands)."""
-    from imagebuild.matrix import load
-    from imagebuild.render import render_all, write
+    from imagebuild.matrix.load import load
+    from imagebuild.render.folders import render_all, write
 
     t0 = time.perf_counter()
     variants = load(str(matrix))

@@ -17,7 +17,8 @@ from validators.cli import flushed, quiet_broken_pipe
 
 # (command, module, help line), in the order shown in --help; it follows the pipeline. --help lists every
 # command from this table; a command's module (and what it imports: pydantic, jinja2, docker, boto3) is
-# imported only when that command runs. tests/test_cli_help.py pins each line to its module's own help.
+# imported only when that command runs. tests/imagebuild/test_cli_help.py pins each line to its module's own
+# help.
 COMMANDS = [
     ("list", "imagebuild.commands.listing", "list the variants of the matrix (after all checks)"),
     ("render", "imagebuild.commands.render", "render Dockerfile, context and lock of each variant"),

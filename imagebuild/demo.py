@@ -19,10 +19,10 @@ from typing import Dict, List, Sequence, Tuple
 
 from imagebuild import pipeline
 from imagebuild.adapters.docker_engine import connect
-from imagebuild.artifacts import DEFAULT_CACHE, ArtifactCache, artifacts_from_lock
-from imagebuild.builder import DEFAULT_CA, read_lock
+from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache, artifacts_from_lock
+from imagebuild.build.builder import DEFAULT_CA, read_lock
+from imagebuild.build.localbase import DEFAULT_NAME, make_base
 from imagebuild.errors import ChecksFailed, UserError
-from imagebuild.localbase import DEFAULT_NAME, make_base
 from imagebuild.reports.summarize import ReportRequest, summarize
 
 # A recording the project wrote, replayed inside the image by validators.replay (the only stand-in).

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from imagebuild.artifacts import DEFAULT_CACHE, ArtifactCache
-from imagebuild.destinations import Destination, Registries, RegistryTarget, log
+from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache
 from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.release.destinations import Destination, Registries, RegistryTarget, log
 
 # ---------------------------------------------------------------- render
 
@@ -34,8 +34,8 @@ class RenderOptions:
 
 def render(opts: RenderOptions) -> List[Path]:
     """Load and check the matrix, refuse env-linter errors, write each variant's folder; the folders."""
-    from imagebuild.matrix import load
-    from imagebuild.render import render_all, write
+    from imagebuild.matrix.load import load
+    from imagebuild.render.folders import render_all, write
 
     variants = load(opts.matrix, list(opts.variants), platform=opts.platform)
     errors = []
@@ -65,7 +65,7 @@ def rendered_dirs(out: Path, names: Sequence[str]) -> List[Path]:
             if not (d / "variant.lock.json").is_file():
                 raise UserError(f"variant {d.name!r} is not rendered in {out}", key="--variant")
         return dirs
-    from imagebuild.render import rendered_names
+    from imagebuild.render.folders import rendered_names
 
     last = rendered_names(str(out))  # the last render's variants: an older matrix's folders are not built
     found = sorted(p.parent for p in out.glob("*/variant.lock.json") if last is None or p.parent.name in last)
@@ -85,7 +85,7 @@ class Selection:
 
     def dirs(self) -> List[Path]:
         """What `render` just wrote (or what is rendered in `out`), then only this shard's."""
-        from imagebuild.shard import parse_shard, select
+        from imagebuild.build.shard import parse_shard, select
 
         dirs = (
             render(self.render) if self.render is not None else rendered_dirs(Path(self.out), self.variants)
@@ -129,11 +129,11 @@ class BuildRequest:
 def build(req: BuildRequest) -> List[Any]:
     """Render (unless told not to), then build each variant not already built; the summary's
     results (`builder.VariantResult`), also written to <out>/summary.json."""
-    from imagebuild import builder
     from imagebuild.adapters import docker_engine
-    from imagebuild.buildkit import cache_args, detect
-    from imagebuild.destinations import content_lookup
-    from imagebuild.shard import parse_shard
+    from imagebuild.build import builder
+    from imagebuild.build.buildkit import cache_args, detect
+    from imagebuild.build.shard import parse_shard
+    from imagebuild.release.destinations import content_lookup
 
     if req.jobs < 1:
         raise UserError("--jobs must be at least 1", key="--jobs")
@@ -217,11 +217,12 @@ def _is_bake_file(path: Path) -> bool:
 
 
 def _bake(req: BakeRequest, path: Path) -> Path:
-    from imagebuild import bake as bakefile
-    from imagebuild import builder, platforms
     from imagebuild.adapters import docker_engine
+    from imagebuild.build import bake as bakefile
+    from imagebuild.build import builder
+    from imagebuild.build.shard import parse_shard
+    from imagebuild.catalog import platforms
     from imagebuild.jsonfile import write_json_atomic
-    from imagebuild.shard import parse_shard
 
     parse_shard(req.select.shard)
     build_args = builder.parse_build_args(req.stage.build_args)
@@ -325,7 +326,7 @@ def check(req: CheckRequest) -> List[Any]:
     """Static checks of each image in a container of it; the reports (`checks.runner.ImageReport`), also
     written as JSON and JUnit. A variant whose build failed is a failed report, not skipped."""
     from imagebuild.adapters.docker_engine import connect, ensure_local
-    from imagebuild.checks.runner import ImageReport, check_image, merge_junit, write_report
+    from imagebuild.check.runner import ImageReport, check_image, merge_junit, write_report
 
     out = Path(req.out)
     json_path = Path(req.json_path) if req.json_path else out / "test-report.json"
@@ -403,7 +404,7 @@ def _select_built(summary: Dict[str, Any], names: Sequence[str], path: str) -> L
 
 def _target_repository(local_tag: str, prefix: str) -> Tuple[str, Optional[str]]:
     """Repository path and tag of a summary tag, with its registry part (if any) dropped."""
-    from imagebuild.registry import split_ref
+    from imagebuild.adapters.registry import split_ref
 
     ref = split_ref(local_tag, key="tags")
     return prefix + ref.repository, ref.tag
@@ -412,12 +413,15 @@ def _target_repository(local_tag: str, prefix: str) -> Tuple[str, Optional[str]]
 def push(req: PushRequest) -> List[Any]:
     """Push each built variant's image by digest under its tags; the pushes (`registry.PushResult`), also
     recorded in the summary. ChecksFailed when a tag holds another image (unless force)."""
-    from imagebuild import registry as reg
+    from imagebuild.adapters import registry as reg
     from imagebuild.adapters.docker_engine import connect, missing_image
+    from imagebuild.build.summary import load_summary
+    from imagebuild.jsonfile import write_json_atomic
+    from imagebuild.release.push import push_image, record_pushes
 
     policy = req.target.policy()
     summary_path = Path(req.summary)
-    summary = reg.load_summary(summary_path)
+    summary = load_summary(summary_path)
     entries = _select_built(summary, req.variants, str(summary_path))
     for t in req.tags:
         reg.check_tag(t.replace("{variant}", "v"), key="--tag")
@@ -453,7 +457,7 @@ def push(req: PushRequest) -> List[Any]:
             for repo_t, tag_t in dict.fromkeys(wanted):
                 ref = dest.ref(dest.prepare(repo_t), tag_t)
                 results.append(
-                    reg.push_image(
+                    push_image(
                         client,
                         entry["image_id"],
                         ref,
@@ -469,8 +473,8 @@ def push(req: PushRequest) -> List[Any]:
             failures += 1
         finally:
             if results:
-                reg.record_pushes(summary, variant, results)
-                reg.write_json_atomic(summary_path, summary)
+                record_pushes(summary, variant, results)
+                write_json_atomic(summary_path, summary)
         for res in results:
             print(f"{variant}\t{res.ref}\t{res.digest}")
         pushed += results
@@ -499,9 +503,9 @@ class ReleaseRequest:
 def release(req: ReleaseRequest) -> None:
     """Promote the checked digests to the release tags and write the records: all or nothing
     (ChecksFailed, nothing promoted, when any variant or tag is refused)."""
-    from imagebuild import promote
-    from imagebuild import release as rel
-    from imagebuild.registry import load_summary
+    from imagebuild.build.summary import load_summary
+    from imagebuild.release import promote
+    from imagebuild.release import record as rel
 
     policy = req.target.policy()
     summaries = [(p, load_summary(Path(p))) for p in req.summaries]
@@ -539,8 +543,8 @@ def release(req: ReleaseRequest) -> None:
 def _s3_client(req: ReleaseRequest) -> Any:
     if not req.s3:
         return None
-    from imagebuild import release as rel
     from imagebuild.adapters.aws import aws_client
+    from imagebuild.release import record as rel
 
     rel.parse_s3_uri(req.s3)
     return aws_client("s3", req.target.region, req.target.endpoint_url)
@@ -560,7 +564,7 @@ class RecipeRequest:
 
 def recipe(req: RecipeRequest) -> str:
     """The launch recipe that runs the image's validator around nccl-tests on the described cluster."""
-    from imagebuild import recipes
+    from imagebuild.preflight import recipes
 
     lock = _recipe_lock(req)
     require_nccl_tests(lock, req.lock or req.matrix)
@@ -580,7 +584,7 @@ def _recipe_lock(req: RecipeRequest) -> Dict[str, Any]:
         if not isinstance(lock, dict) or "env" not in lock:
             raise UserError("not a variant lock (no 'env')", file=req.lock, key="--lock")
         return lock
-    from imagebuild.matrix import load
+    from imagebuild.matrix.load import load
 
     variants = load(req.matrix, list(req.variants))
     if len(variants) != 1:
@@ -597,7 +601,7 @@ def require_nccl_tests(lock: Dict[str, Any], source: str) -> None:
     from imagebuild.components import nccl_tests
 
     if not (lock.get("components") or {}).get(nccl_tests.NAME):
-        from imagebuild import recipes
+        from imagebuild.preflight import recipes
 
         raise UserError(
             f"variant {lock.get('name')!r} has no nccl_tests component: the recipe would call "

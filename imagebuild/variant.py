@@ -1,8 +1,9 @@
 """The Variant: one fully resolved, immutable image description, and its JSON lock.
 
 Everything downstream (Dockerfile, static checks, recipes, release records) reads a Variant or its lock,
-never the matrix. `to_lock()` is the contract documented in docs/architecture.md; `from_lock()` reads it back
-(for `build.py test IMAGE`, which has only the image label).
+never the matrix. `to_lock()` is the contract documented in docs/architecture.md;
+`imagebuild.components.lock` reads it back (for `build.py test IMAGE`, which has only the image label), in
+the block registry's order.
 """
 
 from __future__ import annotations
@@ -10,11 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
-from imagebuild import components as blocks
-from imagebuild import platforms
-from imagebuild.errors import UserError
+from imagebuild.catalog import platforms
 
 LOCK_SCHEMA = "efa-image-build/lock/v1"
 LOCK_LABEL = "org.efa-image-build.lock"
@@ -37,7 +36,7 @@ def lock_from_labels(labels: Optional[Mapping[str, str]]) -> Optional[Dict[str, 
 @dataclass(frozen=True)
 class Artifact:
     """One file the Dockerfile COPYs from context/artifacts/ (the build host fetches and verifies it);
-    written into the lock by `to_json`, read back by `imagebuild.artifacts.artifacts_from_lock`."""
+    written into the lock by `to_json`, read back by `imagebuild.build.artifacts.artifacts_from_lock`."""
 
     kind: str  # url | git | pypi
     filename: str
@@ -273,91 +272,3 @@ class Variant:
         return json.dumps(self.to_lock(), sort_keys=True, indent=indent, separators=seps) + (
             "\n" if indent else ""
         )
-
-    @classmethod
-    def from_lock(cls, lock: Mapping[str, Any], where: str = "variant.lock.json") -> Variant:
-        """Read a lock back; a malformed lock is a UserError naming the key."""
-        try:
-            return _from_lock(lock)
-        except UserError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise UserError(f"not a valid variant lock: {err!r}", file=where) from None
-
-
-def _from_lock(lock: Mapping[str, Any]) -> Variant:
-    if lock.get("schema") != LOCK_SCHEMA:
-        raise UserError(f"lock schema is {lock.get('schema')!r}, expected {LOCK_SCHEMA!r}", key="schema")
-    comps: List[Component] = []
-    for name, c in dict(lock["components"]).items():
-        arts = tuple(
-            Artifact(
-                kind=a["kind"],
-                filename=a["filename"],
-                sha256=a.get("sha256"),
-                url=a.get("url"),
-                commit=a.get("commit"),
-                requirement=a.get("requirement"),
-                gpg_fingerprint=a.get("gpg_fingerprint"),
-                signature_url=a.get("signature_url"),
-                key_url=a.get("key_url"),
-                signature_file=a.get("signature_file"),
-                key_file=a.get("key_file"),
-            )
-            for a in c.get("artifacts") or []
-        )
-        comps.append(
-            Component(
-                name=name,
-                version=str(c["version"]),
-                method=c["method"],
-                source=c.get("source") or c["method"],
-                prefix=c.get("prefix"),
-                packages=tuple(c.get("packages") or ()),
-                dev_packages=tuple(c.get("dev_packages") or ()),
-                params=tuple(sorted((str(k), str(v)) for k, v in (c.get("params") or {}).items())),
-                artifacts=arts,
-                bundled_by=c.get("bundled_by"),
-            )
-        )
-    comps.sort(key=lambda c: blocks.order_key(c.name))
-    base = lock["base"]
-    tr = lock.get("training")
-    return Variant(
-        name=lock["name"],
-        description=lock.get("description") or "",
-        matrix=lock.get("matrix") or "",
-        axes=tuple(sorted((lock.get("axes") or {}).items())),
-        base=BaseImage(
-            image=base["image"], kind=base["kind"], os=base["os"], registry_arg=base.get("registry_arg")
-        ),
-        cuda=lock.get("cuda"),
-        python=lock["python"],
-        packages=tuple(lock.get("packages") or ()),
-        components=tuple(comps),
-        env=tuple(
-            EnvVar(e["name"], e["value"], e["reason"], e["source"], e.get("origin", "policy"))
-            for e in lock.get("env") or []
-        ),
-        env_forbidden=tuple(
-            ForbiddenEnv(f["name"], f["reason"], f["source"], f.get("severity", "warning"))
-            for f in lock.get("env_forbidden") or []
-        ),
-        labels=tuple(sorted((lock.get("labels") or {}).items())),
-        tags=tuple(lock.get("tags") or ()),
-        instance_types=tuple(lock.get("instance_types") or ()),
-        training=None
-        if not tr
-        else Training(
-            source_dir=tr["source_dir"],
-            entry_point=tr["entry_point"],
-            requirements=tr.get("requirements"),
-            sagemaker=bool(tr.get("sagemaker", True)),
-            code_dir=tr.get("code_dir", "/opt/ml/code"),
-            install_requirements=bool(tr.get("install_requirements", False)),
-            require_hashes=bool(tr.get("require_hashes", False)),
-        ),
-        platform=lock.get("platform") or platforms.DEFAULT,
-        build_steps=tuple(lock.get("build_steps") or ()),
-        options=tuple(sorted((lock.get("options") or {}).items())),
-    )

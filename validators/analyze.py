@@ -2,7 +2,7 @@
 
 Why one entry: the CLI (`python -m validators parse`) and the pre-flight runner (which
 streams launcher output) must reach the same verdict from the same text. Files are read
-in binary and filtered with validators.linescan (fast, bounded memory); live lines go
+in binary and filtered with validators.scan.linescan (fast, bounded memory); live lines go
 through the same filter line by line.
 """
 
@@ -14,10 +14,9 @@ import sys
 from contextlib import closing, contextmanager
 from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence
 
-from validators import signatures
-from validators.facts import EVIDENCE_PER_KIND, Facts, NetRun
-from validators.linescan import MAX_LINE, Region, scan
-from validators.nccllog import (
+from validators.judge import signatures
+from validators.parse.facts import EVIDENCE_PER_KIND, Facts, NetRun
+from validators.parse.nccllog import (
     NEEDLES,
     NET_CHANNEL_CLEAN,
     Event,
@@ -26,12 +25,13 @@ from validators.nccllog import (
     clean_net_tail,
     parse_text,
 )
-from validators.parscan import default_workers, scan_prepared
-from validators.prefix import strip_prefix
-from validators.report import build_report
+from validators.report.assemble import build_report
+from validators.scan.linescan import MAX_LINE, Region, scan
+from validators.scan.parscan import default_workers, scan_prepared
+from validators.scan.prefix import strip_prefix
 
 match_line, holds_line_needle = signatures.match_line, signatures.holds_line_needle
-Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): validators.progress
+Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): validators.scan.progress
 
 # lines nccl-tests prints: comments/headers ('#'), rows (their type column), the binary name
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
@@ -93,14 +93,14 @@ def needle_groups() -> List[tuple]:
 
 
 def _replay_mark() -> str:
-    from validators.replay import REPLAY_MARK
+    from validators.report.contract import REPLAY_MARK
 
     return REPLAY_MARK
 
 
 def _tests_parser():
     """A fresh nccl-tests reader for each input."""
-    from validators.nccltests import NcclTestsParser
+    from validators.parse.nccltests import NcclTestsParser
 
     return NcclTestsParser()
 
@@ -629,7 +629,7 @@ def _analyze_paths(
         if os.path.isdir(path):
             raise IsADirectoryError(21, "is a directory", path)
         if looks_like_json(path):
-            from validators.nccltests import load_json_output
+            from validators.parse.nccltests import load_json_output
 
             a.add_tests_json(path, load_json_output(path))
             continue
@@ -639,8 +639,8 @@ def _analyze_paths(
             continue
         analyze_file(a, path, workers, progress=progress)
     report = a.report(instance_type, nodes)
-    if a.replay:  # as `validators run` marks a replay's report (validators.runreport)
-        from validators.runreport import replay_finding
+    if a.replay:  # as `validators run` marks a replay's report (validators.run.report)
+        from validators.run.report import replay_finding
 
         report["findings"] = [replay_finding([])] + list(report.get("findings") or [])
         report["replay"] = True

@@ -9,8 +9,7 @@ import importlib
 import os
 import sys
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
-EXIT_BY_VERDICT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "unknown": EXIT_UNKNOWN}
+from validators.report.contract import EXIT_USAGE
 
 VERB_MODULES = {
     "validators.cmd_parse": ("parse", "explain"),

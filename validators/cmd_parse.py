@@ -10,8 +10,8 @@ import os
 import sys
 from typing import List
 
-from validators import jsonout, outfile
-from validators.cli import EXIT_BY_VERDICT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN
+from validators.report import jsonout, outfile
+from validators.report.contract import EXIT_BY_VERDICT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN
 
 
 def _positive_int(text: str) -> int:
@@ -93,7 +93,7 @@ def _check_outputs(args) -> None:
 def _analyze(args) -> dict:
     from validators.analyze import analyze_paths
     from validators.cli import InputError
-    from validators.progress import on_terminal
+    from validators.scan.progress import on_terminal
 
     _check_inputs(args.logs)
     progress = on_terminal(sys.stderr)
@@ -111,7 +111,7 @@ def _analyze(args) -> dict:
 
 def run_parse(args) -> int:
     from validators.analyze import collector_paused
-    from validators.report import metric_lines, to_junit, to_markdown
+    from validators.report.formats import metric_lines, to_junit, to_markdown
 
     _check_outputs(args)
     with collector_paused():  # the report's writing too: it walks the whole report (see collector_paused)

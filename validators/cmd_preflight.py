@@ -12,8 +12,10 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-from validators import jsonout, launchcheck, outfile, pairwise, runreport, sagemaker_env
-from validators.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
+from validators.report import jsonout, outfile
+from validators.run import launchcheck, pairwise, sagemaker_env
+from validators.run import report as runreport
+from validators.run.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
 
 EXIT_USAGE = 2
 BACKGROUND_NICE = 10  # reading and parsing yield the CPU to the job's ranks; the watchdog's thread does not
@@ -96,7 +98,7 @@ def register(sub: Any) -> None:
         metavar="FILE",
         default=None,
         help="SageMaker's resource config, for {sm_...} placeholders in COMMAND (default "
-        "/opt/ml/input/config/resourceconfig.json; see validators/sagemaker_env.py)",
+        "/opt/ml/input/config/resourceconfig.json; see validators/run/sagemaker_env.py)",
     )
     run.add_argument(
         "--exit-by",
@@ -113,10 +115,10 @@ def register(sub: Any) -> None:
 
 
 def _node_check(args: argparse.Namespace) -> int:
-    from validators import nodecheck
+    from validators.node import nodecheck
 
     if args.instance_type:
-        from validators.profiles import get_profile, known_instance_types
+        from validators.judge.profiles import get_profile, known_instance_types
 
         if get_profile(args.instance_type) is None:
             print(
@@ -380,17 +382,18 @@ def _label(label: Dict[str, Any]) -> str:
 
 
 def _write_json(report: Dict[str, Any], dest: Optional[str]) -> None:
-    """Streamed (validators.jsonout), not built as one string first: at 8192 ranks the text is megabytes."""
+    """Streamed (validators.report.jsonout), not built as one string first: at 8192 ranks the text is
+    megabytes."""
     if dest:
         outfile.write(dest, jsonout.document(report))
 
 
 def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:
-    """JSON, JUnit and Markdown, each written whole (validators.outfile): never half a report."""
+    """JSON, JUnit and Markdown, each written whole (validators.report.outfile): never half a report."""
     _write_json(report, args.json)
     if not (args.junit or args.markdown):
         return
-    from validators import report as writers
+    from validators.report import formats as writers
 
     for path, render in ((args.junit, "to_junit"), (args.markdown, "to_markdown")):
         if path:
@@ -399,7 +402,7 @@ def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:
 
 def _metric_lines(report: Dict[str, Any]) -> List[str]:
     """The parser's `key=value` lines (SageMaker metric regexes read them)."""
-    from validators.report import metric_lines
+    from validators.report.formats import metric_lines
 
     try:
         return list(metric_lines(report))

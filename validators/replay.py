@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Iterator, Optional, Tuple
 
+from validators.report.contract import REPLAY_MARK
+
 _TAGS = (
     re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:"),  # mpirun --tag-output
     re.compile(r"^\s{0,6}(\d{1,6}): "),  # srun -l
@@ -32,9 +34,6 @@ _TAGS = (
 )
 _RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK", "PMI_RANK")
 _SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE", "PMI_SIZE")
-# what `validators run` and `validators parse` look for (a saved replay log is marked REPLAY too); holds
-# none of the parser's other needles (validators.analyze)
-REPLAY_MARK = "validators.replay: REPLAY"
 MARK = REPLAY_MARK + " of a recorded log by the stand-in, not output of this cluster"
 
 

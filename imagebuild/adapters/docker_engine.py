@@ -7,6 +7,7 @@ containers and imports go through the client `connect` returns."""
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable, Dict, List, Optional
 
 from imagebuild.errors import UserError
@@ -113,7 +114,6 @@ def current_digest(client: Any, ref: str) -> str:
     import requests
 
     from imagebuild.errors import redact
-    from imagebuild.registry import BaseUnconfirmed, classify_push_error
 
     try:
         return str(client.images.get_registry_data(ref).id)
@@ -131,3 +131,31 @@ def current_digest(client: Any, ref: str) -> str:
 def _engine_reason(err: Any) -> str:
     text = err.explanation if isinstance(getattr(err, "explanation", None), str) else str(err)
     return " ".join(text.split())[:300]
+
+
+# -- what a docker engine push error means --------------------------------------------------------------
+_AUTH_WORDS = ("unauthorized", "authentication required", "denied", "no basic auth credentials", "forbidden")
+_DOWN_WORDS = ("connection refused", "no such host", "dial tcp", "i/o timeout", "connection reset", "eof")
+_THROTTLE_RE = re.compile(
+    r"\b(429|5\d\d)\b|toomanyrequests|too many requests|service unavailable|bad gateway"
+)
+_EXISTS_WORDS = ("tag invalid", "immutable", "already exists")
+
+
+def classify_push_error(message: str) -> str:
+    """auth | exists | retry | down | other: what a docker engine push error means for the caller."""
+    low = message.lower()
+    if any(w in low for w in _AUTH_WORDS):
+        return "auth"
+    if any(w in low for w in _EXISTS_WORDS):
+        return "exists"
+    if _THROTTLE_RE.search(low):
+        return "retry"
+    if any(w in low for w in _DOWN_WORDS):
+        return "down"
+    return "other"
+
+
+# -- the base's current digest (adapters.docker_engine.current_digest asks the registry) -----------------
+class BaseUnconfirmed(Exception):
+    """The registry could not say what a base tag names now; the message is the reason (no credential)."""

@@ -14,8 +14,8 @@ import json
 from typing import Any, Callable, Dict, Optional
 
 from imagebuild.adapters.aws import aws_call
+from imagebuild.adapters.registry import Credentials, ImageRef, Refused, RemoteManifest, config_digest_of
 from imagebuild.errors import UserError
-from imagebuild.registry import Credentials, ImageRef, Refused, RemoteManifest, config_digest_of
 from imagebuild.retry import DEFAULT_POLICY, RetryPolicy
 
 

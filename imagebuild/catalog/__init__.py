@@ -1,5 +1,5 @@
 """The knowledge base as data: components, EFA installer contents, env policy; instance profiles come from
-validators/profile_data.py (shared with the validator).
+validators/judge/profile_data.py (shared with the validator).
 
 The YAML files next to this module are the source of truth; this loader only reads and checks their shape
 once (cached), so a broken catalog fails loudly on first use, not half way through a render.
@@ -46,9 +46,9 @@ def efa_installers() -> Dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def instances() -> Dict[str, Dict[str, Any]]:
-    """Instance profiles, read from validators/profile_data.py: the one table the validator judges with
+    """Instance profiles, read from validators/judge/profile_data.py: the one table the validator judges with
     (stdlib only, it ships in every image), so the matrix and the verdict never disagree."""
-    from validators import profile_data
+    from validators.judge import profile_data
 
     out = {}
     for name, raw in profile_data.PROFILES.items():

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from imagebuild.artifacts import DEFAULT_CACHE
+from imagebuild.build.artifacts import DEFAULT_CACHE
 
 
 def register(sub) -> None:
-    from imagebuild.builder import DEFAULT_CA
+    from imagebuild.build.builder import DEFAULT_CA
     from imagebuild.cli import add_matrix_args
     from imagebuild.commands.build import add_trust_local_base
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from imagebuild.dlcbase import DEFAULT_NAME as DLC_NAME
-from imagebuild.localbase import DEFAULT_NAME, make_base
+from imagebuild.build.dlcbase import DEFAULT_NAME as DLC_NAME
+from imagebuild.build.localbase import DEFAULT_NAME, make_base
 
 
 def register(sub) -> None:
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     client, say = connect(), lambda line: print(line, flush=True)
     if args.layout == "dlc":
-        from imagebuild.dlcbase import make_dlc_base
+        from imagebuild.build.dlcbase import make_dlc_base
 
         make_base(client, DEFAULT_NAME, say=say)  # what it starts FROM; nothing to do when it exists
         make_dlc_base(client, args.name or DLC_NAME, DEFAULT_NAME, say=say)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagebuild.artifacts import DEFAULT_CACHE
+from imagebuild.build.artifacts import DEFAULT_CACHE
 
 if TYPE_CHECKING:
     from imagebuild.pipeline import Selection, StageOptions
@@ -15,8 +15,8 @@ EXIT_FAILED = 1
 
 
 def register(sub) -> None:
-    from imagebuild.builder import DEFAULT_CA
-    from imagebuild.buildkit import BUILDERS
+    from imagebuild.build.builder import DEFAULT_CA
+    from imagebuild.build.buildkit import BUILDERS
     from imagebuild.cli import add_matrix_args
     from imagebuild.commands.push import add_registry_args
 

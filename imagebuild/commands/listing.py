@@ -7,7 +7,7 @@ import json
 import sys
 
 from imagebuild.cli import add_matrix_args
-from imagebuild.matrix import load
+from imagebuild.matrix.load import load
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from imagebuild.shard import parse_shard, select
+    from imagebuild.build.shard import parse_shard, select
 
     shard = parse_shard(args.shard)
     variants = load(args.matrix, args.variant)

@@ -1,6 +1,6 @@
 """`build.py preflight`: print the launch recipe that runs the image's validator on a cluster
 (`--print mpirun|sbatch|mpijob --cluster FILE`), or run the pre-flight as a SageMaker job (`--sagemaker`,
-delegated to imagebuild.sagemaker)."""
+delegated to imagebuild.preflight.sagemaker)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from imagebuild.cli import add_matrix_args
 from imagebuild.errors import UserError
 
 if TYPE_CHECKING:
-    from imagebuild.sagemaker import SageMakerOptions
+    from imagebuild.preflight.sagemaker import SageMakerOptions
 
 
 def register(sub) -> None:
@@ -35,7 +35,7 @@ def register(sub) -> None:
 
 def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
     """The options `build.py preflight --sagemaker` needs."""
-    from imagebuild import sagemaker
+    from imagebuild.preflight import sagemaker
 
     g = parser.add_argument_group("SageMaker (with --sagemaker)")
     g.add_argument(
@@ -78,7 +78,7 @@ def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
 
 def sagemaker_options(args: argparse.Namespace) -> SageMakerOptions:
     """The SageMaker flags as data."""
-    from imagebuild.sagemaker import SageMakerOptions
+    from imagebuild.preflight.sagemaker import SageMakerOptions
 
     return SageMakerOptions(
         image=args.image,
@@ -104,7 +104,7 @@ def sagemaker_options(args: argparse.Namespace) -> SageMakerOptions:
 
 def run(args: argparse.Namespace) -> int:
     if args.sagemaker:
-        from imagebuild.sagemaker import run_sagemaker_preflight
+        from imagebuild.preflight.sagemaker import run_sagemaker_preflight
 
         return run_sagemaker_preflight(sagemaker_options(args))
     if not args.recipe:

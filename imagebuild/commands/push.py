@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 from imagebuild.errors import UserError
 
 if TYPE_CHECKING:
-    from imagebuild.destinations import RegistryTarget
+    from imagebuild.release.destinations import RegistryTarget
 
 
 def add_registry_args(p: argparse.ArgumentParser) -> None:
@@ -73,7 +73,7 @@ def read_password(args: argparse.Namespace) -> Optional[str]:
 
 def registry_target(args: argparse.Namespace) -> RegistryTarget:
     """The flags of `add_registry_args` as data (the password read from stdin when asked)."""
-    from imagebuild.destinations import RegistryTarget
+    from imagebuild.release.destinations import RegistryTarget
 
     return RegistryTarget(
         registry=args.registry,

@@ -1,7 +1,8 @@
 """`build.py release`: promote pushed digests to release tags, only if their checks passed for that image.
 
-All or nothing: every selected variant must clear the gate (imagebuild/release.py) and every release tag
-must be free (or already name that digest) before any tag is written (imagebuild/promote.py). Release
+All or nothing: every selected variant must clear the gate
+(imagebuild/release/record.py) and every release tag
+must be free (or already name that digest) before any tag is written (imagebuild/release/promote.py). Release
 tags are never overwritten: there is no --force here. Exit 0 released, 1 refused (gate or tag), 2 bad
 input or unreachable service.
 """

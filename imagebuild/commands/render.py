@@ -7,11 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-from imagebuild import envpolicy, platforms
+from imagebuild.catalog import platforms
 from imagebuild.cli import add_matrix_args
 from imagebuild.errors import UserError
-from imagebuild.matrix import load
-from imagebuild.schema import json_schema
+from imagebuild.matrix import envpolicy
+from imagebuild.matrix.load import load
+from imagebuild.matrix.schema import json_schema
 
 
 def register(sub) -> None:

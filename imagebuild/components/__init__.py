@@ -19,13 +19,12 @@ import importlib
 import pkgutil
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from imagebuild import catalog, platforms
-from imagebuild.checks.expectation import Expectation
-
-if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component, Variant
+from imagebuild import catalog
+from imagebuild.catalog import platforms
+from imagebuild.components.expectation import Expectation
+from imagebuild.variant import Component, Variant
 
 Homes = Dict[str, str]
 
@@ -226,7 +225,7 @@ def layout_dirs(
 
     System prefixes (/usr) and base-image components of unknown place need nothing; a base component with a
     prefix (a DLC's /opt/amazon/..., torch's NCCL) is put on the paths so the image's tools load that one.
-    `{multiarch}` in a block's directory is the platform's (imagebuild.platforms)."""
+    `{multiarch}` in a block's directory is the platform's (imagebuild.catalog.platforms)."""
     fill = platforms.platform(platform).fill
     libdirs: List[str] = []
     bindirs: List[str] = []

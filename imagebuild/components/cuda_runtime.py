@@ -15,12 +15,10 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild.components import Block, Homes
-
-if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component
+from imagebuild.variant import Component
 
 NAME = "cuda_runtime"
 TOOLKIT = "/opt/nvidia/cuda-toolkit"  # builder-only CUDA_HOME: the runtime wheel plus build-only wheels

@@ -16,15 +16,13 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild import catalog
-from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Homes, lock_component, openmpi
+from imagebuild.components.expectation import Expectation
+from imagebuild.variant import Component, Variant
 from imagebuild.versions import Version
-
-if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component, Variant
 
 NAME = "efa_installer"
 

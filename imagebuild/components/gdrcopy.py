@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping
 
-from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, lock_component
+from imagebuild.components.expectation import Expectation
 
 NAME = "gdrcopy"
 

@@ -13,13 +13,11 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping
+from typing import Any, List, Mapping
 
-from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Homes, efa_installer, lock_component
-
-if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component
+from imagebuild.components.expectation import Expectation
+from imagebuild.variant import Component
 
 NAME = "libfabric"
 

@@ -17,14 +17,12 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from imagebuild import catalog
-from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Homes, lock_component
-
-if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component, Variant
+from imagebuild.components.expectation import Expectation
+from imagebuild.variant import Component, Variant
 
 NAME = "nccl"
 

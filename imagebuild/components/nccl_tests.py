@@ -13,13 +13,11 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping
+from typing import Any, List, Mapping
 
-from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Needs, lock_component, nccl, openmpi
-
-if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component
+from imagebuild.components.expectation import Expectation
+from imagebuild.variant import Component
 
 NAME = "nccl_tests"
 BINARIES = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")

@@ -12,13 +12,11 @@ Examples (matrix):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping
+from typing import Any, List, Mapping
 
-from imagebuild.checks.expectation import Expectation
 from imagebuild.components import Block, Homes, lock_component
-
-if TYPE_CHECKING:  # annotations only: the variant module orders its components by this registry
-    from imagebuild.variant import Component
+from imagebuild.components.expectation import Expectation
+from imagebuild.variant import Component
 
 NAME = "openmpi"
 
@@ -30,7 +28,7 @@ class Openmpi(Block):
     bundled = True
     system = True
     # Debian/Ubuntu's libopenmpi-dev keeps mpi.h and the libraries here (MPI_HOME of nccl-tests' make);
-    # {multiarch}: the platform's (imagebuild.platforms), x86_64-linux-gnu or aarch64-linux-gnu
+    # {multiarch}: the platform's (imagebuild.catalog.platforms), x86_64-linux-gnu or aarch64-linux-gnu
     default_homes = {"MPI_HOME": "/usr/lib/{multiarch}/openmpi"}
 
     def installer_key(self, efa_params: Mapping[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """The REPLAY mark on Markdown summaries: a report made from a replayed recording says so first.
 
-The Markdown itself is validators.report.to_markdown (one writer, in the image and on the host).
+The Markdown itself is validators.report.formats.to_markdown (one writer, in the image and on the host).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The validator (inside the image, standard library only) writes JSON; what needs libraries -- the busbw
 plot -- is made here. Bad input is a UserError (exit 2) and nothing is written: every output is made in
 memory or a temporary file first and moved into place only when all inputs were good. The Markdown is
-validators.report.to_markdown, the writer the validator itself uses.
+validators.report.formats.to_markdown, the writer the validator itself uses.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from imagebuild.errors import UserError
 from imagebuild.reports.markdown import mark_replay
 from imagebuild.reports.plot import plot_busbw, temp_beside
 from imagebuild.safefile import read_text
-from validators.report import SCHEMA, to_markdown
+from validators.report.contract import SCHEMA
+from validators.report.formats import to_markdown
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ import yaml
 from paths import ROOT
 from services import RUN
 
-from imagebuild.registry import Credentials, RegistryAPI
+from imagebuild.adapters.registry import Credentials, RegistryAPI
 
 pytest_plugins = ["services_fixtures"]
 VARIANT = "local-debian-nccl2.27"

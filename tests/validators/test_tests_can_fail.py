@@ -15,8 +15,8 @@ import cli
 import pytest
 from paths import ROOT
 
-from validators import profiles
 from validators.analyze import analyze
+from validators.judge import profiles
 
 FIX = ROOT / "tests" / "fixtures" / "logs"
 P5 = (FIX / "p5-2node-efa-gdr-mpirun.log").read_text().splitlines()
@@ -29,7 +29,7 @@ def test_corpus_tests_fail_in_ci_when_the_corpus_is_missing(tmp_path, env):
     clean.update(env, NCCL_LOGS_DIR=str(tmp_path / "absent"), PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/validators/test_conformance_logs.py", "-k", "test_efa_and_gdr_match_meta"],
+         "tests/validators/judge/test_conformance_logs.py", "-k", "test_efa_and_gdr_match_meta"],
         cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     tail = proc.stdout.strip().splitlines()[-1]

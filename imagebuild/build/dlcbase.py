@@ -1,0 +1,155 @@
+"""A local base laid out like the PyTorch DLC, built from Debian packages and one PyPI wheel (no registry).
+
+CI cannot pull a DLC, yet the extend-a-DLC path must be tested on the layout a DLC really has. The PyTorch
+2.7 cu128 DLC (aws/deep-learning-containers pytorch/training/docker/2.7/py3/cu128/Dockerfile.gpu, on
+base/x86_64/gpu/cu128/ubuntu22.04/Dockerfile) has no conda: Python is built into /usr/local (its
+site-packages under /usr/local/lib/pythonX.Y); torch comes from pip, so NCCL is the nvidia-nccl-cu12 wheel
+in site-packages (nvidia/nccl/lib/libnccl.so.2); the EFA installer (scripts/docker/common/install_efa.sh)
+puts libfabric and fi_info under /opt/amazon/efa, Open MPI under /opt/amazon/openmpi (mpirun wrapped with
+--allow-run-as-root), aws-ofi-nccl under /opt/amazon/ofi-nccl, and records /opt/amazon/efa_installed_packages;
+PATH and LD_LIBRARY_PATH name those directories.
+
+This image, FROM the debootstrap base, reproduces that layout with what is reachable here:
+- Python: a venv created at /usr/local (`python3 -m venv /usr/local`). It gives /usr/local/bin/python3 with
+  sys.prefix /usr/local and its own /usr/local/lib/python3.11/site-packages, as the DLC's source-built
+  Python has, without compiling CPython; a symlink set alone would keep Debian's prefix and dist-packages.
+- NCCL: the nvidia-nccl-cu12 wheel, fetched and sha256-verified on the host by the artifact cache (the
+  catalog's pin), pip-installed offline into that site-packages. torch itself is left out (gigabytes).
+- libfabric: Debian's 1.17 library and fi_* tools moved to /opt/amazon/efa/{lib,bin}, so the image holds one
+  libfabric, where the DLC has it. Open MPI: Debian's 4.1 linked in at /opt/amazon/openmpi/{bin,lib}
+  (its prefix is compiled in, so it is linked, not moved), mpirun wrapped as install_efa.sh does.
+- aws-ofi-nccl: left out. No source of it is reachable here and a stand-in would pretend to be a plugin.
+- /opt/amazon/efa_installed_packages in the installer's format, saying that no EFA installer ran.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Callable, Optional
+
+from imagebuild import catalog
+from imagebuild.adapters.docker_engine import find_image
+from imagebuild.build.artifacts import ArtifactCache, ArtifactError, stage
+from imagebuild.build.localbase import DEFAULT_NAME as DEBOOTSTRAP_BASE
+from imagebuild.components import nccl
+from imagebuild.errors import UserError
+from imagebuild.variant import Artifact
+
+DEFAULT_NAME = "localbase/dlc-layout:bookworm"
+NCCL_VERSION = "2.27.7"
+CUDA_MAJOR = 12
+# Debian bookworm pins, as matrix.local.yaml uses them
+APT_PACKAGES = (
+    "ca-certificates=20230311+deb12u1",
+    "python3=3.11.2-1+b1",
+    "python3-venv=3.11.2-1+b1",
+    "libfabric1=1.17.0-3",
+    "libfabric-bin=1.17.0-3",
+    "openmpi-bin=4.1.4-3+b1",
+    "libopenmpi3=4.1.4-3+b1",
+)
+RECORDED = ("libfabric1", "libfabric-bin", "openmpi-bin", "libopenmpi3")
+LAYOUT_LABEL = "org.efa-image-build.layout"
+DOCKER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+Say = Callable[[str], None]
+
+
+def nccl_wheel(version: str = NCCL_VERSION, cuda_major: int = CUDA_MAJOR) -> Artifact:
+    """The catalog's pin of the nvidia-nccl-cuNN wheel (torch's NCCL dependency)."""
+    for w in (catalog.component(nccl.NAME).get("wheels") or {}).get(version) or []:
+        if int(w.get("cuda_major", 0)) == cuda_major and w.get("arch", "x86_64") == "x86_64":
+            return Artifact(
+                component=nccl.NAME,
+                kind="pypi",
+                filename=w["filename"],
+                sha256=w["sha256"],
+                requirement=w["pypi"],
+            )
+    raise UserError(
+        f"the catalog has no nvidia-nccl-cu{cuda_major} wheel pin for NCCL {version}", key=nccl.NAME
+    )
+
+
+def dockerfile(base: str, wheel: str) -> str:
+    """The Dockerfile of the DLC-layout base (pure: golden-testable)."""
+    apt = " \\\n      ".join(APT_PACKAGES)
+    recorded = " ".join(RECORDED)
+    return f"""\
+# A local base laid out like the PyTorch DLC (see imagebuild/build/dlcbase.py for the layout and its sources).
+FROM {base}
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends \\
+      {apt} \\
+ && rm -rf /var/lib/apt/lists/*
+# Python at /usr/local/bin/python3 with its site-packages under /usr/local, as the DLC's.
+RUN python3 -m venv /usr/local \\
+ && /usr/local/bin/python3 -c 'import sys; assert sys.prefix == "/usr/local", sys.prefix'
+# NCCL where torch's wheel dependency puts it: site-packages/nvidia/nccl/lib (sha256-checked, offline).
+COPY artifacts/ /tmp/artifacts/
+RUN cd /tmp/artifacts && sha256sum -c SHA256SUMS \\
+ && /usr/local/bin/python3 -m pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check \\
+      /tmp/artifacts/{shlex.quote(wheel)} \\
+ && rm -rf /tmp/artifacts
+# The EFA installer's layout: libfabric and fi_* under /opt/amazon/efa (moved: one libfabric in the image),
+# Debian's Open MPI linked in at /opt/amazon/openmpi with mpirun wrapped as the DLC's install_efa.sh does.
+# No aws-ofi-nccl: its source is not reachable here, and nothing stands in for it.
+RUN multiarch="/usr/lib/$(uname -m)-linux-gnu" \\
+ && mkdir -p /opt/amazon/efa/lib /opt/amazon/efa/bin /opt/amazon/openmpi/bin \\
+ && mv "$multiarch"/libfabric.so.1* /opt/amazon/efa/lib/ \\
+ && ln -s libfabric.so.1 /opt/amazon/efa/lib/libfabric.so \\
+ && mv /usr/bin/fi_* /opt/amazon/efa/bin/ \\
+ && ln -s "$multiarch/openmpi/lib" /opt/amazon/openmpi/lib \\
+ && for t in ompi_info mpiexec orterun; do ln -s "/usr/bin/$t" "/opt/amazon/openmpi/bin/$t"; done \\
+ && ln -s "$(readlink -f /usr/bin/mpirun)" /opt/amazon/openmpi/bin/mpirun.real \\
+ && printf '%s\\n' '#!/bin/bash' '/opt/amazon/openmpi/bin/mpirun.real --allow-run-as-root "$@"' \\
+      > /opt/amazon/openmpi/bin/mpirun \\
+ && chmod 0755 /opt/amazon/openmpi/bin/mpirun \\
+ && {{ echo '# EFA installer version: none (Debian packages in its layout, by efa-image-build)'; \\
+      echo '# Debug packages installed: no'; \\
+      echo '# Packages installed:'; \\
+      dpkg-query -W -f='${{Package}}_${{Version}}_${{Architecture}} ' {recorded}; echo; }} \\
+      > /opt/amazon/efa_installed_packages \\
+ && ldconfig
+ENV PATH="/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:{DOCKER_PATH}" \\
+    LD_LIBRARY_PATH="/usr/local/lib:/opt/amazon/efa/lib:/opt/amazon/openmpi/lib"
+LABEL {LAYOUT_LABEL}="dlc"
+"""
+
+
+def make_dlc_base(
+    client,
+    name: str = DEFAULT_NAME,
+    base: str = DEBOOTSTRAP_BASE,
+    cache: Optional[ArtifactCache] = None,
+    say: Say = print,
+) -> str:
+    """Build (or refresh from the build cache) `name` FROM `base`; return the image id."""
+    if find_image(client, base) is None:
+        raise UserError(f"base image {base} not found", key="--base", hint="make it: `build.py base`")
+    cache = cache or ArtifactCache(say=say)
+    wheel = nccl_wheel()
+    with tempfile.TemporaryDirectory(prefix="efa-dlc-layout-") as tmp:
+        ctx = Path(tmp)
+        try:
+            stage(cache, [wheel], ctx)
+        except ArtifactError as err:
+            raise UserError(f"cannot fetch the NCCL wheel: {err}", key=nccl.NAME) from None
+        (ctx / "Dockerfile").write_text(dockerfile(base, wheel.filename))
+        say(f"building {name} FROM {base}")
+        image_id = None
+        for chunk in client.api.build(path=tmp, tag=name, rm=True, forcerm=True, decode=True):
+            if "stream" in chunk and chunk["stream"].strip():
+                say("  " + chunk["stream"].rstrip())
+            elif "error" in chunk:
+                raise UserError(f"building {name} failed: {chunk['error'].strip()}", key="build")
+            elif "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+    if not image_id:
+        image_id = client.images.get(name).id
+    say(f"DLC-layout base {name} ready: {image_id}")
+    return image_id

@@ -1,0 +1,182 @@
+"""In-container probe: what the dynamic loader and NCCL would really find. Prints one JSON object.
+
+Copied into a container of the image under test and run by the image's own python, so it must stay
+standard library only and Python 3.8 compatible. It only looks; every fact it cannot see is null.
+Where the loader would look is validators.node.nodecheck's lookup (copied beside this file), the same one
+node-check uses on the cluster.
+
+  python3 inventory.py libs SONAME...   candidates on the library search path, and what dlopen resolves
+  python3 inventory.py nccl-version     ncclGetVersion() through ctypes, and the library it came from
+  python3 inventory.py plugin           the net plugin NCCL's search rules would load
+  python3 inventory.py find NAME...     regular files with these names (globs) anywhere on the root fs
+  python3 inventory.py header FILE      NCCL_MAJOR/MINOR/PATCH macros of an nccl.h
+  python3 inventory.py grep FILE REGEX  first match of a byte regex in a file (version strings in a .so)
+"""
+
+import ctypes
+import fnmatch
+import json
+import os
+import re
+import sys
+
+from validators.node.nodecheck import ldconfig_cache, library_candidates, plugin_names
+
+SKIP_TOP = ("/proc", "/sys", "/dev", "/run", "/tmp/efa-image-build-checks")
+
+
+def _loaded_paths(names):
+    """Files mapped into this process whose basename starts with one of `names`."""
+    found = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and parts[5].startswith("/"):
+                    base = os.path.basename(parts[5])
+                    if any(base.startswith(n) for n in names) and parts[5] not in found:
+                        found.append(parts[5])
+    except OSError:
+        return None
+    return found
+
+
+def _dlopen(name):
+    """(resolved path, error): the file the loader picks for `name`, through its real search rules."""
+    before = set(_loaded_paths([""]) or [])
+    try:
+        ctypes.CDLL(name, mode=getattr(os, "RTLD_LAZY", 1) | getattr(os, "RTLD_LOCAL", 0))
+    except OSError as err:
+        return None, str(err)
+    after = _loaded_paths([""]) or []
+    stem = os.path.basename(name).split(".so")[0]
+    new = [p for p in after if p not in before and os.path.basename(p).startswith(stem)]
+    if not new:  # already loaded earlier in this process (or a symlink name): match by stem
+        new = [p for p in after if os.path.basename(p).startswith(stem)]
+    return (new[0] if new else None), None
+
+
+def libs(sonames):
+    cache = ldconfig_cache()
+    result = {}
+    for soname in sonames:
+        candidates = [
+            {"path": p, "via": via} for p, via in library_candidates(soname, dict(os.environ), cache)
+        ]
+        real = []
+        for c in candidates:
+            c["real"] = os.path.realpath(c["path"])
+            if c["real"] not in real:
+                real.append(c["real"])
+        resolved, error = _dlopen(soname)
+        result[soname] = {
+            "candidates": candidates,
+            "distinct": real,
+            "resolved": resolved,
+            "resolved_real": os.path.realpath(resolved) if resolved else None,
+            "error": error,
+            "ldconfig_seen": cache is not None,
+        }
+    return result
+
+
+def nccl():
+    path, error = _dlopen("libnccl.so.2")
+    if error:
+        return {"path": None, "code": None, "version": None, "error": error}
+    lib = ctypes.CDLL("libnccl.so.2")
+    code = ctypes.c_int(0)
+    rc = lib.ncclGetVersion(ctypes.byref(code))
+    if rc != 0:
+        return {"path": path, "code": None, "version": None, "error": f"ncclGetVersion returned {rc}"}
+    c = code.value
+    # NCCL 2.9 changed the encoding: MAJOR*10000 + MINOR*100 + PATCH (before: MAJOR*1000 + MINOR*100 + PATCH)
+    if c >= 10000:
+        ver = f"{c // 10000}.{(c % 10000) // 100}.{c % 100}"
+    else:
+        ver = f"{c // 1000}.{(c % 1000) // 100}.{c % 100}"
+    return {"path": path, "code": c, "version": ver, "error": None}
+
+
+def plugin():
+    """The library NCCL's plugin search (validators.node.nodecheck.plugin_names) makes the loader open."""
+    env = os.environ.get("NCCL_NET_PLUGIN")
+    tried = []
+    for name in plugin_names(dict(os.environ)):
+        path, error = _dlopen(name)
+        tried.append({"name": name, "resolved": path, "error": error})
+        if path:
+            return {"env": env, "resolved": path, "resolved_real": os.path.realpath(path), "tried": tried}
+    return {"env": env, "resolved": None, "resolved_real": None, "tried": tried}
+
+
+def find(patterns):
+    hits = []
+    for top, dirs, files in os.walk("/"):
+        if top == "/":
+            dirs[:] = [d for d in dirs if "/" + d not in SKIP_TOP]
+        for name in files:
+            if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                p = os.path.join(top, name)
+                if os.path.isfile(p) and not os.path.islink(p):
+                    hits.append(p)
+    return {"files": sorted(hits)}
+
+
+def header(path):
+    out = {"path": path, "major": None, "minor": None, "patch": None, "version": None}
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError as err:
+        out["error"] = str(err)
+        return out
+    for key in ("major", "minor", "patch"):
+        m = re.search(r"^#define\s+NCCL_" + key.upper() + r"\s+(\d+)", text, re.M)
+        out[key] = int(m.group(1)) if m else None
+    if None not in (out["major"], out["minor"], out["patch"]):
+        out["version"] = "{major}.{minor}.{patch}".format(**out)
+    return out
+
+
+def grep(path, regex):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        return {"match": None, "error": str(err)}
+    m = re.search(regex.encode(), data)
+    return {
+        "match": m.group(0).decode("utf-8", "replace") if m else None,
+        "groups": (
+            [g.decode("utf-8", "replace") if g is not None else None for g in m.groups()] if m else []
+        ),
+    }
+
+
+def main(argv):
+    if not argv:
+        print(__doc__)
+        return 2
+    verb, rest = argv[0], argv[1:]
+    if verb == "libs":
+        out = libs(rest)
+    elif verb == "nccl-version":
+        out = nccl()
+    elif verb == "plugin":
+        out = plugin()
+    elif verb == "find":
+        out = find(rest)
+    elif verb == "header":
+        out = header(rest[0])
+    elif verb == "grep":
+        out = grep(rest[0], rest[1])
+    else:
+        print(f"unknown verb {verb!r}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

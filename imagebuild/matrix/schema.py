@@ -1,0 +1,344 @@
+"""The strict schema of matrix.yaml: pydantic v2 models, unknown keys refused, no type coercion.
+
+Nothing from the matrix reaches a Dockerfile without passing these models: every string that ends up in a
+shell line, an ENV, a LABEL or a FROM has a restricted alphabet here (no whitespace, quotes, `$`, `;`,
+backslash or newline where a name or version is expected), and templates shell-quote it again anyway.
+
+Every field is optional in the models because a matrix is built from patches (defaults, templates, axis
+values, includes) merged together; `imagebuild.matrix.load` checks that the merged variant is complete.
+`build.py schema` prints the JSON Schema of `MatrixFile` for editors.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Dict, List, Literal, Optional
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from imagebuild import components as blocks
+from imagebuild.components import efa_installer
+from imagebuild.versions import is_version
+
+COMPONENT_NAMES = blocks.NAMES
+ComponentName = Literal[COMPONENT_NAMES]  # type: ignore[valid-type]  # the registry is the only list
+
+_UNSAFE = "whitespace, quotes, `$`, `;`, backslashes and newlines are not allowed"
+
+
+def _pattern(regex: str, what: str, max_len: int = 200):
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if len(value) > max_len:
+            raise ValueError(f"{what} is longer than {max_len} characters")
+        if not compiled.fullmatch(value):
+            raise ValueError(f"{value!r} is not a valid {what} ({_UNSAFE}; expected {regex})")
+        return value
+
+    return AfterValidator(check)
+
+
+def _version(value: str) -> str:
+    if not re.fullmatch(r"[0-9][0-9A-Za-z.+~_-]*", value) or not is_version(value) or len(value) > 64:
+        raise ValueError(f"{value!r} is not a version number like 1.2.3 ({_UNSAFE})")
+    return value
+
+
+def _https(value: str) -> str:
+    if not value.startswith("https://"):
+        raise ValueError(f"{value!r} is not an https:// URL (plain http and other schemes are refused)")
+    if (
+        not re.fullmatch(r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/+=-]*)?", value)
+        or len(value) > 400
+    ):
+        raise ValueError(f"{value!r} is not a plain https URL ({_UNSAFE}; no query strings)")
+    return value
+
+
+def _image(value: str) -> str:
+    if not re.fullmatch(
+        r"[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+        r"(@sha256:[0-9a-f]{64})?",
+        value,
+    ):
+        raise ValueError(
+            f"{value!r} is not an image reference like repo/name:tag, repo@sha256:<64 hex> or "
+            f"repo:tag@sha256:<64 hex> ({_UNSAFE})"
+        )
+    first = value.split("/")[0]
+    if "/" in value and ("." in first or ":" in first or first == "localhost"):
+        raise ValueError(
+            f"{value!r} names a registry host ({first}); registry hosts are deployment configuration: "
+            "write the repository only and set base.registry_arg (the host is given at build time)"
+        )
+    return value
+
+
+Version = Annotated[str, AfterValidator(_version)]
+HttpsUrl = Annotated[str, AfterValidator(_https)]
+ImageRef = Annotated[str, AfterValidator(_image)]
+Sha256 = Annotated[str, _pattern(r"[0-9a-f]{64}", "sha256 (64 lowercase hex characters)", 64)]
+Commit = Annotated[str, _pattern(r"[0-9a-f]{40}", "git commit (40 lowercase hex characters)", 40)]
+Fingerprint = Annotated[
+    str, _pattern(r"[0-9A-F]{4}( ?[0-9A-F]{4}){9}", "GPG fingerprint (40 hex, groups of 4 may be spaced)", 60)
+]
+NameTemplate = Annotated[
+    str, _pattern(r"[a-z0-9{][a-z0-9._{}-]*", "name template (lowercase, digits, . _ - and {axis})", 120)
+]
+AxisKey = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._+-]*", "axis value key", 64)]
+Identifier = Annotated[str, _pattern(r"[a-z][a-z0-9_]*", "identifier (lowercase, digits, _)", 64)]
+AptPackage = Annotated[
+    str,
+    _pattern(r"[a-z0-9][a-z0-9+.-]*(:[a-z0-9]+)?=[0-9A-Za-z.+~:_-]+", "apt pin name=version", 160),
+]
+OsPackage = Annotated[
+    str,
+    _pattern(r"[a-z0-9][a-z0-9+.-]*(:[a-z0-9]+)?(=[0-9A-Za-z.+~:_-]+)?", "OS package name[=version]", 160),
+]
+Requirement = Annotated[
+    str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][0-9A-Za-z.+_-]*", "pip pin name==version", 160)
+]
+Filename = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._+-]*", "file name", 200)]
+AbsPath = Annotated[str, _pattern(r"/([A-Za-z0-9._+-]+/?)*", "absolute path", 300)]
+RelPath = Annotated[str, _pattern(r"[A-Za-z0-9._-][A-Za-z0-9._+/-]*", "relative path", 300)]
+EnvName = Annotated[str, _pattern(r"[A-Z_][A-Z0-9_]*", "environment variable name", 100)]
+EnvValue = Annotated[str, _pattern(r"[A-Za-z0-9_./:,=+@%-]*", "environment value", 500)]
+LabelKey = Annotated[str, _pattern(r"[a-z0-9][a-z0-9._-]*", "label key", 200)]
+LabelValue = Annotated[
+    str, _pattern(r"[A-Za-z0-9_./:,=+@%()#-][A-Za-z0-9 _./:,=+@%()#-]*", "label value", 500)
+]
+Tag = Annotated[
+    str,
+    _pattern(
+        r"[a-z0-9{][a-z0-9{}._/-]*:[A-Za-z0-9_{][A-Za-z0-9_.{}-]{0,127}",
+        "image tag repo:tag (no registry host; {name} and {axis} allowed)",
+        250,
+    ),
+]
+InstanceType = Annotated[str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "instance type like p5.48xlarge", 40)]
+ParamValue = Annotated[str, _pattern(r"[A-Za-z0-9_./:,=+@%-]*", "parameter value", 300)]
+Platform = Literal["linux/amd64", "linux/arm64"]
+
+
+def _shell_line(value: str) -> str:
+    """A user build step: one shell line, run as it is written (RUN <line>) in the final stage."""
+    if not value.strip():
+        raise ValueError("an empty build step")
+    if len(value) > 2000:
+        raise ValueError("a build step is longer than 2000 characters")
+    if re.search(r"[\x00-\x08\x0a-\x1f\x7f]", value):
+        raise ValueError("a build step is one line: no newlines or control characters (use && to chain)")
+    if value.rstrip().endswith("\\"):
+        raise ValueError(
+            "a build step may not end with a backslash (it would swallow the next Dockerfile line)"
+        )
+    return value
+
+
+ShellLine = Annotated[str, AfterValidator(_shell_line)]
+Text = Annotated[str, _pattern(r"[^\x00-\x1f\"'`$\\;]*", "description (one line, no quotes or $)", 300)]
+
+
+class Strict(BaseModel):
+    """No unknown keys, no coercion (a YAML float 2.27 is not a version string), immutable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class WheelSpec(Strict):
+    """A build-only wheel (e.g. nvcc's headers) unpacked next to a component in the builder stage."""
+
+    pypi: Requirement
+    filename: Filename
+    sha256: Sha256
+
+
+class SourceSpec(Strict):
+    """Where a component comes from: exactly one of url, git, pypi, apt, installer, base."""
+
+    url: Optional[HttpsUrl] = Field(None, description="https download; needs sha256 (or gpg_fingerprint)")
+    sha256: Optional[Sha256] = Field(None, description="sha256 of the downloaded file")
+    filename: Optional[Filename] = Field(
+        None, description="file name in context/artifacts (default: from url)"
+    )
+    gpg_fingerprint: Optional[Fingerprint] = Field(
+        None, description="signing key fingerprint (EFA installer)"
+    )
+    signature_url: Optional[HttpsUrl] = Field(None, description="detached signature (default: url + .sig)")
+    key_url: Optional[HttpsUrl] = Field(None, description="public key whose fingerprint must match")
+    git: Optional[HttpsUrl] = Field(None, description="git repository; needs commit")
+    commit: Optional[Commit] = Field(None, description="40-hex commit: the content address of the source")
+    pypi: Optional[Requirement] = Field(None, description="wheel `name==version`; needs sha256 and filename")
+    build_wheels: Optional[List[WheelSpec]] = Field(
+        None,
+        description="pypi only: more wheels for the builder stage (headers, compilers), not in the image",
+    )
+    apt: Optional[List[AptPackage]] = Field(None, description="OS packages `name=version`")
+    apt_dev: Optional[List[AptPackage]] = Field(
+        None, description="OS packages `name=version` needed only to build against it (builder stage)"
+    )
+    installer: Optional[Literal[efa_installer.NAME]] = Field(None, description="bundled by the EFA installer")
+    base: Optional[bool] = Field(None, description="already in the base image")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SourceSpec:
+        kinds = [
+            k for k in ("url", "git", "pypi", "apt", "installer", "base") if getattr(self, k) is not None
+        ]
+        if len(kinds) != 1:
+            raise ValueError(
+                "a source needs exactly one of url, git, pypi, apt, installer, base"
+                + (f" (got {', '.join(kinds)})" if kinds else "")
+            )
+        kind = kinds[0]
+        if kind == "url" and not (self.sha256 or self.gpg_fingerprint):
+            raise ValueError("a url source needs sha256 (or, for a signed file, gpg_fingerprint)")
+        if kind == "git" and not self.commit:
+            raise ValueError("a git source needs commit (40 hex characters; tags move, commits do not)")
+        if kind == "pypi" and not (self.sha256 and self.filename):
+            raise ValueError("a pypi source needs sha256 and filename of the exact wheel")
+        if kind != "url" and (self.gpg_fingerprint or self.signature_url or self.key_url):
+            raise ValueError("gpg_fingerprint, signature_url and key_url only apply to a url source")
+        if kind != "pypi" and self.build_wheels:
+            raise ValueError("build_wheels only applies to a pypi source")
+        if kind != "apt" and self.apt_dev:
+            raise ValueError("apt_dev only applies to an apt source")
+        if kind in ("apt", "installer", "base") and (self.sha256 or self.filename or self.commit):
+            raise ValueError(f"an {kind} source takes no sha256, filename or commit")
+        if kind == "base" and self.base is not True:
+            raise ValueError("write `base: true`")
+        return self
+
+    @property
+    def kind(self) -> str:
+        for k in ("url", "git", "pypi", "apt", "installer", "base"):
+            if getattr(self, k) is not None:
+                return k
+        return "unknown"
+
+
+class ComponentSpec(Strict):
+    """One component: its version and where it comes from (the catalog can fill the source in)."""
+
+    version: Optional[Version] = Field(None, description="the component's release, e.g. 2.27.7")
+    source: Optional[SourceSpec] = None
+    method: Optional[Literal["apt", "wheel", "packages", "source", "installer", "base"]] = Field(
+        None, description="install method; default from the source kind"
+    )
+    prefix: Optional[AbsPath] = Field(None, description="install prefix in the image")
+    params: Optional[Dict[Identifier, ParamValue]] = Field(
+        None, description="the partial's parameters (see docs/matrix.md)"
+    )
+
+
+class BaseSpec(Strict):
+    """The base image. Registry hosts are never written here: see registry_arg."""
+
+    image: Optional[ImageRef] = Field(
+        None, description="repository:tag, repository@sha256:<digest> or both, without a registry host"
+    )
+    registry_arg: Optional[EnvName] = Field(
+        None, description="build ARG holding the registry host, e.g. BASE_REGISTRY (FROM ${ARG}/image)"
+    )
+    kind: Optional[Literal["local", "dlc", "cuda"]] = None
+    os: Optional[Literal["debian12", "ubuntu20.04", "ubuntu22.04", "ubuntu24.04"]] = None
+    python: Optional[AbsPath] = Field(None, description="python interpreter in the image")
+    local: Optional[bool] = Field(
+        None, description="the image is made on this machine (`build.py base`), never pulled: no registry_arg"
+    )
+
+
+class TrainingSpec(Strict):
+    """The user's training code, installed last at SageMaker's /opt/ml/code."""
+
+    source_dir: Optional[RelPath] = Field(None, description="folder, relative to the matrix file")
+    entry_point: Optional[Filename] = Field(None, description="script SageMaker runs (SAGEMAKER_PROGRAM)")
+    requirements: Optional[Filename] = Field(None, description="requirements file inside source_dir")
+    sagemaker: Optional[bool] = Field(None, description="set SageMaker's env (SAGEMAKER_PROGRAM)")
+
+
+class OptionsSpec(Strict):
+    """Render options."""
+
+    build_ca: Optional[bool] = Field(
+        None, description="builder stages trust context/certs/build-ca.crt (TLS-intercepting proxies)"
+    )
+    cuda_arch: Optional[
+        Annotated[str, _pattern(r"[0-9]{2,3}(;[0-9]{2,3})*", "CUDA archs like 90;100", 60)]
+    ] = Field(None, description="GPU architectures source builds compile for")
+    jobs: Optional[Annotated[int, Field(ge=1, le=256)]] = Field(None, description="make -j")
+
+
+class VariantBody(Strict):
+    """Everything that describes one image; a patch sets some of it."""
+
+    description: Optional[Text] = None
+    base: Optional[BaseSpec] = None
+    cuda: Optional[Version] = Field(None, description="CUDA version of the image, e.g. 12.8")
+    components: Optional[Dict[ComponentName, Optional[ComponentSpec]]] = Field(
+        None, description="component name -> spec; null removes an inherited component"
+    )
+    env: Optional[Dict[EnvName, EnvValue]] = Field(None, description="extra env (the env linter reviews it)")
+    labels: Optional[Dict[LabelKey, LabelValue]] = None
+    tags: Optional[List[Tag]] = None
+    instance_types: Optional[List[InstanceType]] = None
+    training: Optional[TrainingSpec] = None
+    options: Optional[OptionsSpec] = None
+    packages: Optional[List[OsPackage]] = Field(
+        None, description="OS packages of the runtime image, `name=version` (pinned) or `name`"
+    )
+    lint_ignore: Optional[List[EnvName]] = Field(
+        None, description="env names whose linter findings you accept (the reason belongs in a comment)"
+    )
+    platform: Optional[Platform] = Field(None, description="target platform (default linux/amd64)")
+    build_steps: Optional[List[ShellLine]] = Field(
+        None,
+        description="your own shell lines, each a RUN in the final stage after the requirements and before "
+        "the training code (flash-attn, TransformerEngine, ...)",
+    )
+
+
+class TemplateSpec(VariantBody):
+    """A named patch variants can inherit from (like a bake target others extend)."""
+
+    extends: Optional[List[Identifier]] = None
+
+
+class IncludeSpec(Strict):
+    """For combinations whose axis values match `match`, also apply `set`; must match at least one."""
+
+    match: Dict[Identifier, AxisKey]
+    set: VariantBody
+
+
+class GroupSpec(VariantBody):
+    """One entry of `variants:`: a variant, or a family of them when `axes` cross."""
+
+    name: NameTemplate = Field(description="variant name; {axis} is replaced by each axis value key")
+    extends: Optional[List[Identifier]] = Field(None, description="templates applied in order before this")
+    axes: Optional[Dict[Identifier, Dict[AxisKey, VariantBody]]] = Field(
+        None, description="axis -> {value key -> patch}; every combination becomes a variant"
+    )
+    include: Optional[List[IncludeSpec]] = None
+    exclude: Optional[List[Dict[Identifier, AxisKey]]] = None
+
+
+class MatrixFile(Strict):
+    """The whole matrix.yaml."""
+
+    format: Optional[Literal["efa-image-build/matrix/v1"]] = None
+    defaults: Optional[VariantBody] = Field(None, description="inherited by every variant")
+    templates: Optional[Dict[Identifier, TemplateSpec]] = None
+    variants: List[GroupSpec]
+
+
+GROUP_META_KEYS = ("name", "extends", "axes", "include", "exclude")
+
+
+def json_schema() -> dict:
+    """The JSON Schema editors use to complete matrix.yaml."""
+    schema = MatrixFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "efa-image-build matrix"
+    return schema

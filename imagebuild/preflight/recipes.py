@@ -1,0 +1,424 @@
+"""Launch recipes for the pre-flight: an `mpirun` line, a Slurm `sbatch` script and an EKS MPIJob manifest,
+each running nccl-tests under the image's validator (`python -m validators`) inside the image, from a
+variant lock and a cluster description.
+
+Pure functions of (lock, cluster) -> text; every value that enters a shell line is quoted (shlex.quote),
+and the YAML manifest is written with yaml.safe_dump, never by string pasting. The flags follow what AWS
+runs with EFA; each is cited where it is set (docs/preflight.md lists them with their sources).
+
+Cluster description (YAML), every key checked with its line on error:
+    nodes: 2                          # required, >= 1
+    instance_type: p5.48xlarge        # required; GPUs and EFA devices per node come from its profile
+    container_image: repo/name:tag    # required for sbatch (pyxis) and mpijob; a digest ref works too
+    hostfile: /shared/hosts           # mpirun (or hosts: [a, b])
+    partition: gpu                    # sbatch
+    account: team                     # sbatch, optional
+    output_dir: /fsx/preflight        # sbatch: a directory every node sees (default: the job's directory)
+    request_gpus: false               # sbatch: add --gpus-per-node (needs GPUs as Slurm GRES)
+    run_as_root: true                 # mpirun/mpijob: the image runs as root (--allow-run-as-root)
+    namespace: default                # mpijob, optional
+    name: preflight                   # job name, optional
+    timeout: 1800                     # validator total timeout (s), optional
+    idle_timeout: 300                 # validator idle timeout (s), optional
+    test_args: "-b 8 -e 16G -f 2 -g 1"  # nccl-tests flags, optional
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
+
+from imagebuild.components import nccl_tests, openmpi
+from imagebuild.errors import UserError
+
+KEYS = {
+    "nodes",
+    "instance_type",
+    "container_image",
+    "hostfile",
+    "hosts",
+    "partition",
+    "account",
+    "output_dir",
+    "request_gpus",
+    "run_as_root",
+    "namespace",
+    "name",
+    "timeout",
+    "idle_timeout",
+    "test_args",
+    "gpus_per_node",
+    "efa_devices",
+}
+DEFAULT_TEST_ARGS = "-b 8 -e 16G -f 2 -g 1 -c 1 -n 20"
+# env NCCL and libfabric read: the lock's values for these travel with -x to every rank
+NCCL_ENV_PREFIXES = ("NCCL_", "FI_", "RDMAV_", "LD_LIBRARY_PATH", "OFI_NCCL_", "CUDA_", "PATH")
+# Open MPI between containers with EFA. pml: keep MPI's own traffic off libfabric and UCX (DLC
+# test/efa/scripts/nccl_allreduce.sh `--mca pml ^cm`; awsome-distributed-training (ADT)
+# micro-benchmarks/nccl-tests `--mca pml ^ucx`); btl tcp,self and the interfaces to leave out (same two
+# files; `veth_def_agent` is the EKS one, ADT kubernetes/nccl-tests.yaml).
+MPI_MCA = ["--mca", "pml", "^cm,ucx", "--mca", "btl", "tcp,self"]
+TCP_EXCLUDE = "lo,docker0"
+TCP_EXCLUDE_EKS = "lo,docker0,veth_def_agent"
+# PMIx's shared-memory datastore errors in containers (ADT nccl-tests.Dockerfile `PMIX_MCA_gds=hash`,
+# citing open-mpi/ompi#7516)
+PMIX_ENV = ("PMIX_MCA_gds", "hash")
+
+
+def load_cluster(path: str) -> Dict[str, Any]:
+    """The cluster file, checked: unknown keys, missing ones and bad values are UserErrors with lines."""
+    from imagebuild.matrix import yamlsrc
+
+    root = yamlsrc.load_file(path)
+    if not isinstance(root, dict):
+        raise UserError("the cluster description must be a mapping", file=path, line=1)
+    lines = getattr(root, "key_lines", {})
+    for key in root:
+        if key not in KEYS:
+            raise UserError(
+                "unknown key",
+                file=path,
+                line=lines.get(key),
+                key=str(key),
+                hint="known: " + ", ".join(sorted(KEYS)),
+            )
+    for key in ("nodes", "instance_type"):
+        if key not in root:
+            raise UserError("missing required key", file=path, line=1, key=key)
+    out = dict(root)
+    for key in ("nodes", "timeout", "idle_timeout", "gpus_per_node", "efa_devices"):
+        if key in out and (not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1):
+            raise UserError(
+                "must be a whole number >= 1, got %r" % (out[key],), file=path, line=lines.get(key), key=key
+            )
+    for key in (
+        "instance_type",
+        "container_image",
+        "hostfile",
+        "partition",
+        "account",
+        "output_dir",
+        "namespace",
+        "name",
+        "test_args",
+    ):
+        if key in out and not isinstance(out[key], str):
+            raise UserError("must be a string, got %r" % (out[key],), file=path, line=lines.get(key), key=key)
+    for key in ("request_gpus", "run_as_root"):
+        if key in out and not isinstance(out[key], bool):
+            raise UserError(
+                "must be true or false, got %r" % (out[key],), file=path, line=lines.get(key), key=key
+            )
+    if "hosts" in out and (
+        not isinstance(out["hosts"], list) or not all(isinstance(h, str) for h in out["hosts"])
+    ):
+        raise UserError("must be a list of host names", file=path, line=lines.get("hosts"), key="hosts")
+    if out.get("container_image"):
+        try:
+            enroot_image(out["container_image"])
+        except UserError as err:
+            raise UserError(
+                err.message,
+                file=path,
+                line=lines.get("container_image"),
+                key="container_image",
+                hint=err.hint,
+            ) from None
+    from validators.judge.profiles import get_profile, known_instance_types
+
+    profile = get_profile(out["instance_type"])
+    if profile is None and not ("gpus_per_node" in out and "efa_devices" in out):
+        raise UserError(
+            "no instance profile for %r" % out["instance_type"],
+            file=path,
+            line=lines.get("instance_type"),
+            key="instance_type",
+            hint="known: %s; or give gpus_per_node and efa_devices" % ", ".join(known_instance_types()),
+        )
+    out.setdefault("gpus_per_node", profile.gpus if profile else None)
+    out.setdefault("efa_devices", profile.efa_devices if profile else None)
+    out.setdefault("name", "efa-preflight")
+    out.setdefault("timeout", 1800)
+    out.setdefault("test_args", DEFAULT_TEST_ARGS)
+    out.setdefault("run_as_root", True)
+    out.setdefault("request_gpus", False)
+    out["_file"] = path
+    out["_lines"] = dict(lines)
+    return out
+
+
+def _need(cluster: Dict[str, Any], key: str, recipe: str) -> Any:
+    if not cluster.get(key):
+        raise UserError("the %s recipe needs this key" % recipe, file=cluster.get("_file"), line=1, key=key)
+    return cluster[key]
+
+
+def enroot_image(ref: str) -> str:
+    """The image as pyxis/enroot must read it: `registry#repo:tag`; a digest as `registry#repo:sha256:<hex>`.
+
+    Why: enroot before 4.0 parses `docker://[USER@][REGISTRY#]IMAGE[:TAG]` only, so `registry/repo:tag`
+    is read as a Docker Hub repository and `@sha256:` is refused (NVIDIA/enroot v3.5.0 src/docker.sh);
+    its TAG pattern admits `sha256:<hex>`, which lands in `/v2/<repo>/manifests/<reference>` (a digest is a
+    valid reference there). enroot 4.x still accepts both forms (src/docker.sh `REGISTRY#IMAGE[:TAG]`).
+    A path to a squashfs file (`/...`, `./...`, `*.sqsh`) and a ref already holding `#` pass through.
+    """
+    from imagebuild.adapters.registry import split_ref
+
+    text = ref.strip()
+    if text.startswith(("/", "./", "../")) or text.endswith(".sqsh"):
+        return text
+    if text.startswith("docker://"):
+        text = text[len("docker://") :]
+    if "#" in text:
+        registry, _, rest = text.partition("#")
+        parsed = split_ref(rest, key="container_image")
+        if parsed.registry:
+            raise UserError(f"two registries in image reference {ref!r}", key="container_image")
+    else:
+        parsed = split_ref(text, key="container_image")
+        registry = parsed.registry
+    name = f"{registry}#{parsed.repository}" if registry else parsed.repository
+    if parsed.digest:
+        return f"{name}:{parsed.digest}"  # the tag is dropped: the digest names the image
+    return f"{name}:{parsed.tag}" if parsed.tag else name
+
+
+def nccl_env(lock: Dict[str, Any]) -> List[Tuple[str, Optional[str]]]:
+    """(name, value) for the lock's env that NCCL/libfabric read; value None where it refers to other
+    variables (`${LD_LIBRARY_PATH:+...}`): then the rank gets the launcher's value, set by the image."""
+    out = []
+    for item in lock.get("env") or []:
+        name, value = item.get("name"), item.get("value")
+        if not name or not name.startswith(NCCL_ENV_PREFIXES):
+            continue
+        out.append((name, None if value is None or "$" in str(value) else str(value)))
+    return out
+
+
+def _prefix_bin(lock: Dict[str, Any], component: str, default: str, program: str) -> str:
+    comp = (lock.get("components") or {}).get(component) or {}
+    prefix = (comp.get("prefix") or default).rstrip("/")
+    return "%s/bin/%s" % (prefix, program) if prefix else program
+
+
+def nccl_tests_binary(lock: Dict[str, Any], collective: str = "all_reduce") -> str:
+    return _prefix_bin(lock, nccl_tests.NAME, "/opt/nccl-tests", "%s_perf" % collective)
+
+
+def mpirun_binary(lock: Dict[str, Any]) -> str:
+    """The image's mpirun by absolute path: Open MPI then starts its remote daemons from the same prefix
+    (`--prefix` implied), which ssh sessions in a container need, since they do not see the image's ENV."""
+    return _prefix_bin(lock, openmpi.NAME, "", "mpirun")
+
+
+def _validator(lock: Dict[str, Any], cluster: Dict[str, Any], extra: List[str]) -> List[str]:
+    argv = [
+        lock.get("python") or "python3",
+        "-m",
+        "validators",
+        "run",
+        "--instance-type",
+        cluster["instance_type"],
+        "--nodes",
+        str(cluster["nodes"]),
+        "--timeout",
+        str(cluster["timeout"]),
+    ]
+    if cluster.get("idle_timeout"):
+        argv += ["--idle-timeout", str(cluster["idle_timeout"])]
+    return argv + extra
+
+
+def mpirun_launch(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: str = TCP_EXCLUDE) -> List[str]:
+    """`mpirun ... all_reduce_perf ...` with the flags AWS uses with EFA, as a list of words."""
+    ranks = cluster["nodes"] * cluster["gpus_per_node"]
+    argv = [mpirun_binary(lock)]
+    if cluster.get("run_as_root", True):
+        argv.append("--allow-run-as-root")  # DLC scripts/docker/common/install_efa.sh wraps mpirun with it
+    argv += ["-np", str(ranks), "-N", str(cluster["gpus_per_node"])]
+    if cluster.get("hostfile"):
+        argv += ["--hostfile", cluster["hostfile"]]
+    elif cluster.get("hosts"):
+        argv += ["-H", ",".join("%s:%d" % (h, cluster["gpus_per_node"]) for h in cluster["hosts"])]
+    else:
+        _need(cluster, "hostfile", "mpirun")
+    argv += ["--bind-to", "none", "--tag-output"] + MPI_MCA + ["--mca", "btl_tcp_if_exclude", tcp_exclude]
+    # remote ranks start from ssh sessions that lack the image's ENV: PATH and LD_LIBRARY_PATH travel
+    # (ADT kubernetes/nccl-tests.yaml `-x PATH -x LD_LIBRARY_PATH`)
+    names = ["NCCL_DEBUG=INFO", "PATH", "LD_LIBRARY_PATH", "%s=%s" % PMIX_ENV]
+    for name, value in nccl_env(lock):
+        word = name if value is None else "%s=%s" % (name, value)
+        if word not in names:
+            names.append(word)
+    for word in names:
+        argv += ["-x", word]
+    return argv + [nccl_tests_binary(lock)] + shlex.split(cluster["test_args"])
+
+
+def mpirun_argv(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: str = TCP_EXCLUDE) -> List[str]:
+    """`python -m validators run ... -- mpirun ...`: run in the image on the first node."""
+    launch = mpirun_launch(lock, cluster, tcp_exclude)
+    return _validator(lock, cluster, ["--json", "preflight-report.json", "--"]) + launch
+
+
+def mpirun_line(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
+    return " ".join(shlex.quote(w) for w in mpirun_argv(lock, cluster))
+
+
+def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
+    """An sbatch script whose every step runs in the image (pyxis), never the image's Python on the host.
+
+    Step 1, one task per GPU: each task's validator runs its nccl-tests rank under the watchdog and keeps
+    the rank's log (`--exit-by command`: one rank sees only itself). Step 2, one task: `validators parse`
+    over every rank's log gives the verdict, the script's exit code (a failed step 1 cannot pass).
+    Flags as awsome-distributed-training micro-benchmarks/nccl-tests/slurm/nccl-tests-container.sbatch.
+    """
+    image = enroot_image(_need(cluster, "container_image", "sbatch"))
+    q = shlex.quote
+    gpus = cluster["gpus_per_node"]
+    python = lock.get("python") or "python3"
+    head = [
+        "#!/bin/bash",
+        "#SBATCH --job-name=%s" % q(cluster["name"]),
+        "#SBATCH --nodes=%d" % cluster["nodes"],
+        "#SBATCH --ntasks-per-node=%d" % gpus,
+        "#SBATCH --exclusive",
+        "#SBATCH --wait-all-nodes=1",
+        "#SBATCH --output=%x-%j.out",
+    ]
+    if cluster.get("request_gpus"):
+        head.append("#SBATCH --gpus-per-node=%d" % gpus)
+    if cluster.get("partition"):
+        head.append("#SBATCH --partition=%s" % q(cluster["partition"]))
+    if cluster.get("account"):
+        head.append("#SBATCH --account=%s" % q(cluster["account"]))
+    out_dir = q(cluster["output_dir"]) if cluster.get("output_dir") else '"$PWD"'
+    body = [
+        "set -uo pipefail",
+        "# a directory every node sees: each rank's log, then the report",
+        'export PREFLIGHT_OUT=%s/"preflight-${SLURM_JOB_ID}"' % out_dir,
+        'mkdir -p "$PREFLIGHT_OUT"',
+        "export NCCL_DEBUG=INFO",
+        "export %s=%s" % PMIX_ENV,
+    ]
+    for name, value in nccl_env(lock):
+        if value is not None:
+            body.append("export %s=%s" % (name, q(value)))
+    body += [
+        "# pyxis: every step runs in the image (enroot < 4.0 wants registry#repo:tag). Nodes that already",
+        "# run inside the image, without pyxis: CONTAINER=()",
+        "CONTAINER=(%s)"
+        % " ".join(
+            [
+                q("--container-image=%s" % image),
+                '--container-mounts=/dev/infiniband:/dev/infiniband,"$PREFLIGHT_OUT":"$PREFLIGHT_OUT"',
+                "--no-container-remap-root",
+            ]
+        ),
+    ]
+    rank_cmd = _validator(lock, cluster, ["--exit-by", "command", "--log", "@LOG@", "--"])
+    for flag in ("--instance-type", "--nodes"):  # one rank cannot judge the job: step 2 does
+        i = rank_cmd.index(flag)
+        del rank_cmd[i : i + 2]
+    inner = " ".join(q(w) for w in rank_cmd).replace("@LOG@", '"$PREFLIGHT_OUT/rank-$SLURM_PROCID.log"')
+    step1 = ["srun", '"${CONTAINER[@]}"', "--mpi=pmix", "--cpu-bind=none", "-l", "sh", "-c"]
+    step1 += [q('exec %s "$@"' % inner), "rank", q(nccl_tests_binary(lock))]
+    step1 += [q(a) for a in shlex.split(cluster["test_args"])]
+    parse = [q(python), "-m", "validators", "parse", '"$PREFLIGHT_OUT"/rank-*.log']
+    parse += ["--instance-type", q(cluster["instance_type"]), "--nodes", str(cluster["nodes"])]
+    parse += ["--json", '"$PREFLIGHT_OUT/report.json"', "--markdown", '"$PREFLIGHT_OUT/report.md"']
+    step2 = ["srun", '"${CONTAINER[@]}"', "--nodes=1", "--ntasks=1"] + parse
+    tail = [
+        "run_rc=0",
+        " ".join(step1) + " || run_rc=$?",
+        "verdict_rc=0",
+        " ".join(step2) + " || verdict_rc=$?",
+        'echo "report: $PREFLIGHT_OUT/report.json (ranks exit $run_rc, verdict exit $verdict_rc)"',
+        'if [ "$verdict_rc" -eq 0 ] && [ "$run_rc" -ne 0 ]; then exit 1; fi',
+        'exit "$verdict_rc"',
+    ]
+    return "\n".join(head + [""] + body + [""] + tail + [""])
+
+
+def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
+    """A Kubeflow MPIJob (v2beta1): the launcher runs the validator around mpirun; each worker runs sshd
+    (`/usr/sbin/sshd -De`, the command mpi-operator v2 gives a worker that names none: kubeflow/mpi-operator
+    pkg/controller/mpi_job_controller.go newWorker) and requests every GPU and EFA device of its node,
+    hugepages for libfabric, and a memory-backed /dev/shm for NCCL (ADT kubernetes/nccl-tests.yaml)."""
+    image = _need(cluster, "container_image", "mpijob")
+    gpus, efa = cluster["gpus_per_node"], cluster["efa_devices"]
+    workers = cluster["nodes"]
+    mp = dict(cluster, hostfile="/etc/mpi/hostfile")  # where mpi-operator v2 mounts the hostfile
+    mp.pop("hosts", None)
+    command = mpirun_argv(lock, mp, TCP_EXCLUDE_EKS)
+    amounts = {
+        "nvidia.com/gpu": gpus,
+        "vpc.amazonaws.com/efa": efa,
+        "hugepages-2Mi": "5120Mi",
+        "memory": "32000Mi",
+    }
+    resources = {"limits": dict(amounts), "requests": dict(amounts)}
+    shm = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
+    doc = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": cluster["name"], "namespace": cluster.get("namespace") or "default"},
+        "spec": {
+            "runPolicy": {
+                "cleanPodPolicy": "Running",
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": int(cluster["timeout"]) + 600,
+            },
+            "slotsPerWorker": gpus,
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "OnFailure",
+                            "containers": [
+                                {
+                                    "name": "launcher",
+                                    "image": image,
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "command": command,
+                                }
+                            ],
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "template": {
+                        "spec": {
+                            "volumes": [shm],
+                            "containers": [
+                                {
+                                    "name": "worker",
+                                    "image": image,
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "command": ["/usr/sbin/sshd", "-De"],
+                                    "resources": resources,
+                                    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                                }
+                            ],
+                        }
+                    },
+                },
+            },
+        },
+    }
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+RECIPES = {
+    "mpirun": lambda lock, c: mpirun_line(lock, c) + "\n",
+    "sbatch": sbatch_script,
+    "mpijob": mpijob_manifest,
+}
+
+
+def render(kind: str, lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
+    return RECIPES[kind](lock, cluster)

@@ -1,0 +1,153 @@
+"""Where images go and how to log in there: an OCI registry or ECR.
+
+`RegistryTarget` is the user's choice as data (flags become it in imagebuild/commands/); `Destination` is
+one push target (push, and build's look-up of content tags other runners pushed); `Registries` reads and
+writes manifests on every registry a release touches (ECR's API for the ECR host, the v2 API for others).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+from imagebuild.adapters import registry as reg
+from imagebuild.errors import UserError
+from imagebuild.retry import RetryPolicy
+
+
+def log(msg: str) -> None:
+    """Progress and refusals go to stderr; stdout carries the results (refs, digests) scripts read."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class RegistryTarget:
+    """An OCI registry (`registry`, else $IMAGE_REGISTRY) or ECR (`ecr`), and the login to use there."""
+
+    registry: Optional[str] = None  # HOST[/NAMESPACE]
+    ecr: bool = False
+    username: Optional[str] = None
+    password: Optional[str] = None
+    docker_config: Optional[str] = None
+    plain_http: bool = False
+    region: Optional[str] = None
+    endpoint_url: Optional[str] = None
+    attempts: int = 5
+
+    def policy(self) -> RetryPolicy:
+        if self.attempts < 1 or self.attempts > 20:
+            raise UserError("must be between 1 and 20", key="--attempts")
+        return RetryPolicy(attempts=self.attempts)
+
+    def api(self, host: str, policy: RetryPolicy) -> reg.RegistryAPI:
+        """The v2 API of `host`, logged in as this target says."""
+        creds = reg.resolve_credentials(host, self.username, self.password, docker_config=self.docker_config)
+        return reg.RegistryAPI(
+            host, creds, plain_http=True if self.plain_http else None, policy=policy, log=log
+        )
+
+
+class Destination:
+    """An OCI registry or ECR: where refs point, who we are there, and how to ask what a tag holds."""
+
+    def __init__(self, target: RegistryTarget, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.ecr_client = None
+        self.api: Optional[reg.RegistryAPI] = None
+        if target.ecr:
+            from imagebuild.adapters import ecr
+            from imagebuild.adapters.aws import aws_client
+
+            self.ecr_client = aws_client("ecr", target.region, target.endpoint_url)
+            self.creds = ecr.login(self.ecr_client, policy)
+            self.host = ecr.registry_host(self.ecr_client, policy)
+            self.namespace = ""
+            self.existing = ecr.existing_image(self.ecr_client, policy)
+            return
+        where = target.registry or os.environ.get("IMAGE_REGISTRY")
+        if not where:
+            raise UserError(
+                "no registry given", key="--registry", hint="--registry HOST[/NS], $IMAGE_REGISTRY or --ecr"
+            )
+        self.host, _, namespace = where.strip("/").partition("/")
+        self.namespace = namespace + "/" if namespace else ""
+        api = target.api(self.host, policy)
+        self.api, self.creds = api, api.creds
+        self.existing = lambda ref: api.manifest(ref.repository, ref.digest or ref.tag)
+
+    def prepare(self, repository: str) -> str:
+        """The full repository path in this destination (ECR: created if missing)."""
+        if self.ecr_client is not None:
+            from imagebuild.adapters import ecr
+
+            repo = ecr.ensure_repository(self.ecr_client, repository, self.policy, log)
+            return reg.split_ref(repo["repositoryUri"]).repository
+        return self.namespace + repository
+
+    def ref(self, repository: str, tag: str) -> reg.ImageRef:
+        return reg.ImageRef(self.host, repository, tag)
+
+
+class Registries:
+    """One manifest reader/writer per registry host: ECR's API for the ECR host, the v2 API for others."""
+
+    def __init__(self, target: RegistryTarget, policy: RetryPolicy) -> None:
+        self.target, self.policy = target, policy
+        self._apis: Dict[str, reg.RegistryAPI] = {}
+        self.ecr_host: Optional[str] = None
+        self.ecr_client = None
+        if target.ecr:
+            from imagebuild.adapters import ecr
+            from imagebuild.adapters.aws import aws_client
+
+            self.ecr_client = aws_client("ecr", target.region, target.endpoint_url)
+            self.ecr_host = ecr.registry_host(self.ecr_client, policy)
+
+    def manifest(self, host: str, repository: str, reference: str) -> Optional[reg.RemoteManifest]:
+        if host == self.ecr_host:
+            from imagebuild.adapters import ecr
+
+            is_digest = reference.startswith("sha256:")
+            ref = reg.ImageRef(
+                host, repository, None if is_digest else reference, reference if is_digest else None
+            )
+            return ecr.existing_image(self.ecr_client, self.policy)(ref)
+        return self._api(host).manifest(repository, reference)
+
+    def put(self, host: str, repository: str, tag: str, manifest: reg.RemoteManifest) -> str:
+        if host == self.ecr_host:
+            from imagebuild.adapters import ecr
+
+            return ecr.put_tag(self.ecr_client, reg.ImageRef(host, repository, tag), manifest, self.policy)
+        return self._api(host).put_manifest(repository, tag, manifest)
+
+    def config_labels(self, host: str, repository: str, config_digest: str) -> Optional[Dict[str, str]]:
+        """The labels of the image config stored in the registry (OCI registries; None for ECR)."""
+        if host == self.ecr_host:
+            return None
+        body = self._api(host).blob(repository, config_digest)
+        if body is None:
+            return None
+        return (json.loads(body).get("config") or {}).get("Labels") or {}
+
+    def _api(self, host: str) -> reg.RegistryAPI:
+        if host not in self._apis:
+            self._apis[host] = self.target.api(host, self.policy)
+        return self._apis[host]
+
+
+def content_lookup(target: RegistryTarget, repository_prefix: str) -> Any:
+    """build's look-up of content tags in the target registry (images other runners built and pushed)."""
+    from imagebuild.build.builder import content_lookup as lookup
+
+    dest = Destination(target, target.policy())
+    return lookup(
+        dest.host,
+        lambda repo: dest.namespace + repository_prefix + repo,
+        dest.existing,
+        config_of=dest.api.blob if dest.api is not None else None,
+        log=log,
+    )

@@ -1,0 +1,185 @@
+"""The release's promotion loop: check every tag, promote, verify, record (all or nothing).
+
+Every selected variant must clear the gate (imagebuild/release/record.py)
+and every release tag must be free (or
+already name that digest) before any tag is written. A registry has no compare-and-set, so each tag is
+checked just before it is written and read back after; the callers hold the per-repository release locks.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from imagebuild.adapters.docker_engine import image_labels
+from imagebuild.adapters.registry import ImageRef, check_tag, split_ref
+from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.release import record as rel
+from imagebuild.release.destinations import Registries, log
+
+Plan = Tuple[Dict[str, Any], rel.Gate, List[Dict[str, Any]], Any, str]
+
+
+def tool_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("efa-image-build")
+    except Exception:  # noqa: BLE001 - not installed as a package: the source tree's version
+        return "0.1.0"
+
+
+def lock_of(entry: Dict[str, Any], labels: Optional[Dict[str, str]], reasons: List[str]) -> Tuple[Any, str]:
+    """The lock as it rides in the image at this digest; the summary's lock file must agree with it."""
+    from_label = rel.lock_from_labels(labels) if labels is not None else None
+    from_file = None
+    if entry.get("lock") and Path(entry["lock"]).exists():
+        try:
+            from_file = json.loads(Path(entry["lock"]).read_text())
+        except ValueError:
+            reasons.append(f"lock file {entry['lock']} is not JSON")
+    if from_label is not None and from_file is not None and from_label != from_file:
+        reasons.append(f"lock file {entry['lock']} differs from the lock label of the pushed image")
+    if from_label is not None:
+        return from_label, "image label (from the registry, at this digest)"
+    if from_file is not None:
+        return from_file, f"file {entry['lock']}"
+    reasons.append("no variant lock found (neither the image's label nor the summary's lock file)")
+    return None, "none"
+
+
+def plan(
+    entries: List[Dict[str, Any]],
+    checks: Dict[str, Any],
+    preflights: List[Tuple[str, Dict[str, Any]]],
+    tag_templates: Sequence[str],
+    when: datetime,
+    registries: Registries,
+) -> List[Plan]:
+    """Gate each variant and look at every release tag; ChecksFailed (nothing promoted) if any is refused."""
+    plans: List[Plan] = []
+    refused = 0
+    for entry in entries:
+        gate = rel.gate_variant(entry, checks, preflights, bool(preflights))
+        tags = [check_tag(rel.expand_tag(t, gate.variant, when), key="--tag") for t in tag_templates]
+        repos: List[Dict[str, Any]] = []
+        lock, lock_source, manifest = None, "none", None
+        if gate.ok:
+            for name in rel.unique_repositories(entry):
+                ref = split_ref(name, key="pushed")
+                manifest = registries.manifest(ref.registry, ref.repository, gate.digest)
+                if manifest is None:
+                    gate.reasons.append(f"{name}: the registry has no manifest {gate.digest}")
+                    continue
+                if manifest.config_digest != gate.image_id:
+                    gate.reasons.append(
+                        f"{name}@{gate.digest} is image {manifest.config_digest}, not {gate.image_id}"
+                    )
+                    continue
+                todo, already = [], []
+                for tag in tags:
+                    current = registries.manifest(ref.registry, ref.repository, tag)
+                    if current is None:
+                        todo.append(tag)
+                    elif current.digest == gate.digest:
+                        already.append(tag)
+                    else:
+                        gate.reasons.append(
+                            f"release tag {name}:{tag} already names {current.digest}; release tags are "
+                            "never overwritten (choose a new tag)"
+                        )
+                if lock is None:
+                    labels = registries.config_labels(ref.registry, ref.repository, gate.image_id)
+                    if labels is None:
+                        labels = image_labels(gate.image_id)
+                    lock, lock_source = lock_of(entry, labels, gate.reasons)
+                repos.append({"repository": name, "ref": f"{name}@{gate.digest}", "tags": tags,
+                              "todo": todo, "already": already, "manifest": manifest})  # fmt: skip
+        if gate.ok:
+            log(f"release {gate.variant}: {gate.digest} clears the gate")
+        else:
+            refused += 1
+            log(f"release {gate.variant}: REFUSED")
+            for why in gate.reasons:
+                log(f"  - {why}")
+        plans.append((entry, gate, repos, lock, lock_source))
+    if refused:
+        raise ChecksFailed(
+            f"release refused for {refused} of {len(entries)} variant(s); nothing was promoted"
+        )
+    return plans
+
+
+def carry_out(
+    plans: List[Plan],
+    registries: Registries,
+    store: rel.RecordStore,
+    when: datetime,
+    previous_path: Optional[str],
+) -> None:
+    """Promote each planned variant, then write its release record and notes (local, and S3 if given)."""
+    for entry, gate, repos, lock, lock_source in plans:
+        promote(registries, gate, repos)
+        previous = rel.read_json(Path(previous_path), "previous release record") if previous_path else None
+        if previous is None:
+            previous = store.latest(gate.variant)
+        repositories = [
+            {"repository": r["repository"], "ref": r["ref"], "tags": r["tags"], "moved": r["moved"],
+             "already": r["already"]}
+            for r in repos
+        ]  # fmt: skip
+        record = rel.make_record(
+            gate, lock, lock_source, repositories, previous, when,
+            tool_version(), base_digest=entry.get("base_digest"),
+        )  # fmt: skip
+        notes = rel.release_notes(record, previous)
+        for where in store.write(record, notes):
+            log(f"  wrote {where}")
+        print(f"{gate.variant}\t{gate.digest}\t{','.join(repositories[0]['tags']) if repositories else ''}")
+
+
+def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]]) -> None:
+    """Write each missing tag and read it back; then read every tag again before the record is written.
+
+    If another digest won a tag (a release elsewhere, not holding our lock), this release is refused
+    (exit 1). A failure part-way says exactly which tags moved; a rerun finds those on this digest and
+    completes.
+    """
+    for r in repos:
+        r["moved"] = []
+    try:
+        for r in repos:
+            ref = split_ref(r["repository"], key="pushed")
+            for tag in r["todo"]:
+                current = registries.manifest(ref.registry, ref.repository, tag)
+                if current is not None and current.digest != gate.digest:
+                    raise ChecksFailed(f"{r['repository']}:{tag} was taken by {current.digest} meanwhile")
+                got = registries.put(ref.registry, ref.repository, tag, r["manifest"])
+                if got != gate.digest:
+                    raise ChecksFailed(f"{r['repository']}:{tag} was stored as {got}, not {gate.digest}")
+                r["moved"].append(tag)
+                log(f"  tagged {r['repository']}:{tag} -> {gate.digest}")
+                _verify(registries, ref, tag, gate.digest)
+        for r in repos:
+            ref = split_ref(r["repository"], key="pushed")
+            for tag in r["tags"]:
+                _verify(registries, ref, tag, gate.digest)
+    except (UserError, ChecksFailed):
+        moved = [f"{r['repository']}:{t}" for r in repos for t in r["moved"]]
+        left = [f"{r['repository']}:{t}" for r in repos for t in r["todo"] if t not in r["moved"]]
+        log(f"release {gate.variant}: stopped part-way; no record written")
+        log(f"  tags moved to {gate.digest} by this run: {', '.join(moved) or 'none'}")
+        log(f"  tags not promoted: {', '.join(left) or 'none'}")
+        log("  rerun the same command to complete (tags already on this digest are kept)")
+        raise
+
+
+def _verify(registries: Registries, ref: ImageRef, tag: str, digest: str) -> None:
+    now = registries.manifest(ref.registry, ref.repository, tag)
+    if now is None or now.digest != digest:
+        other = now.digest if now is not None else "nothing"
+        raise ChecksFailed(
+            f"{ref.name}:{tag} names {other} after it was written as {digest}: another release won the tag"
+        )

@@ -1,0 +1,156 @@
+"""The Dockerfile of a Variant: jinja2 (StrictUndefined, so a missing value is an error, never an empty
+string) over Dockerfile.templates/, each component block rendering its partial and `Dockerfile.j2` placing the
+parts. Pure: the text depends only on the Variant.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import jinja2
+
+from imagebuild import components as blocks
+from imagebuild.components import cuda_runtime
+from imagebuild.variant import LOCK_LABEL, Component, Variant
+from imagebuild.versions import Version
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = ROOT / "Dockerfile.templates"
+
+
+def _dq(value: object) -> str:
+    """Double-quoted Dockerfile word for ENV/LABEL (JSON string escaping; `$` is escaped for the parser)."""
+    return json.dumps(str(value)).replace("$", "\\$")
+
+
+def _env_value(value: object) -> str:
+    """ENV values may reference ${VAR} of the base (PATH, LD_LIBRARY_PATH); keep those, quote the rest."""
+    return json.dumps(str(value))
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["q"] = blocks.q  # the blocks' shell quoting (shlex.quote)
+    env.filters["dq"] = _dq
+    env.filters["envq"] = _env_value
+    env.tests["version_ge"] = lambda a, b: Version(str(a)) >= Version(str(b))
+    return env
+
+
+_ENV: Optional[jinja2.Environment] = None
+
+
+def environment() -> jinja2.Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = _environment()
+    return _ENV
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the skeleton needs beyond the Variant: derived paths and package sets (all from the blocks)."""
+
+    system_packages: List[str]
+    unpinned: List[str]
+    builder_packages: List[str]
+    builder_dev_packages: List[str]
+    built: List[Component]  # components produced in the builder stage (wheel or source), in layer order
+    cuda_home: str
+    mpi_home: str
+    libfabric_home: str
+    nccl_home: str
+    ldconfig_dirs: List[str]
+    needs_sums: bool
+    cudart_wheel: bool  # the CUDA runtime is the wheel (shared cudart only, no static library)
+    runtime_from: str  # the stage the builder and runtime start from (a block's own stage, else system)
+    runtime_copies: List[str]  # paths the runtime stage copies from the builder
+    toolkit: str = cuda_runtime.TOOLKIT
+
+
+def plan(v: Variant) -> Plan:
+    system = list(v.packages)
+    unpinned = [p for p in v.packages if "=" not in p]
+    dev: List[str] = []
+    for c in v.components:
+        if c.method in ("apt", "packages"):
+            system += [p for p in c.packages if p not in system]
+            dev += [p for p in c.dev_packages if p not in dev]
+    built = [c for c in v.components if blocks.block(c.name).built(c)]
+    if not any(c.method == "source" for c in built):
+        dev = []  # -dev packages are only for compiling against the component
+    tools: List[str] = []
+    for c in built:
+        tools += [p for p in blocks.block(c.name).build_tools(c) if p not in tools]
+    if v.option("build_ca") and built:
+        tools += [p for p in ["ca-certificates"] if p not in tools]
+    homes = blocks.homes(v.components, v.platform)
+    stages = [s for s in (blocks.block(c.name).stage(c) for c in v.components) if s]
+    return Plan(
+        system_packages=system,
+        unpinned=unpinned,
+        builder_packages=tools,
+        builder_dev_packages=dev,
+        built=built,
+        cuda_home=homes["CUDA_HOME"],
+        mpi_home=homes["MPI_HOME"],
+        libfabric_home=homes["LIBFABRIC_HOME"],
+        nccl_home=homes["NCCL_HOME"],
+        ldconfig_dirs=blocks.layout_dirs(v.components, v.platform)[0],
+        needs_sums=any(a.sha256 is None for c in v.components for a in c.artifacts),
+        cudart_wheel=homes.get("CUDART") == "shared",
+        runtime_from=stages[-1][2] if stages else "system",
+        runtime_copies=[path for c in built for path in blocks.block(c.name).runtime(c)],
+    )
+
+
+def _macro(template: str, macro: str, *args: object) -> str:
+    return str(getattr(environment().get_template(template).module, macro)(*args))
+
+
+def render_block(c: Component, v: Variant, p: Plan) -> Dict[str, str]:
+    """One block's text: `system` (a step in the system stage), `stage` (a stage of its own, before the
+    builder) and/or `build` (builder steps)."""
+    block = blocks.block(c.name)
+    out: Dict[str, str] = {}
+    step = block.system_step(c, v)
+    if step:
+        out["system"] = _macro(step[0], step[1], c, v, p, *step[2])
+    stage = block.stage(c)
+    if stage:
+        out["stage"] = _macro(stage[0], stage[1], c, v, p, *block.macro_args(c, v))
+    partial = block.partial(c) if block.built(c) else None
+    if partial:
+        out["build"] = _macro(partial[0], partial[1], c, v, p, *block.macro_args(c, v))
+    return out
+
+
+def block_parts(v: Variant, p: Plan) -> Dict[str, List[str]]:
+    """Every block's text, in layer order, for the skeleton (Dockerfile.j2) to place."""
+    texts = [render_block(c, v, p) for c in v.components]
+    return {
+        "system": [t["system"] for t in texts if "system" in t],
+        "stages": [t["stage"] for t in texts if "stage" in t],
+        "builds": [t["build"] for t in texts if "build" in t],
+    }
+
+
+def dockerfile(v: Variant) -> str:
+    """The Dockerfile text of a Variant (deterministic)."""
+    p = plan(v)
+    lock = json.dumps(v.to_lock(), sort_keys=True, separators=(",", ":"))
+    return (
+        environment()
+        .get_template("Dockerfile.j2")
+        .render(v=v, p=p, parts=block_parts(v, p), lock_label=LOCK_LABEL, lock_json=lock)
+    )

@@ -1,0 +1,202 @@
+"""Launch recipes from a lock and a cluster description: the exact words, quoting, and user errors."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import pytest
+import yaml
+from cli import build_py_process
+
+from imagebuild.errors import UserError
+from imagebuild.preflight import recipes
+
+LOCK = {
+    "name": "v1",
+    "python": "/usr/bin/python3",
+    "components": {"nccl_tests": {"prefix": "/opt/nccl-tests"}},
+    "env": [
+        {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"},
+        {"name": "LD_LIBRARY_PATH", "value": "/opt/a/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"},
+        {"name": "SAGEMAKER_PROGRAM", "value": "train.py"},
+        {"name": "NCCL_WEIRD", "value": "a b;'q' & x"},
+    ],
+}
+
+
+def _cluster(tmp_path, text):
+    p = tmp_path / "cluster.yaml"
+    p.write_text(text)
+    return recipes.load_cluster(str(p))
+
+
+def test_mpirun_line_has_env_hostfile_and_runs_under_the_validator(tmp_path):
+    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhostfile: /shared/my hosts\n")
+    line = recipes.mpirun_line(LOCK, c)
+    words = shlex.split(line)
+    assert words[:4] == ["/usr/bin/python3", "-m", "validators", "run"]
+    mp = words[words.index("--") + 1 :]
+    assert mp[:6] == ["mpirun", "--allow-run-as-root", "-np", "16", "-N", "8"]
+    assert "--hostfile" in mp and mp[mp.index("--hostfile") + 1] == "/shared/my hosts"
+    mca = [(mp[i + 1], mp[i + 2]) for i, w in enumerate(mp) if w == "--mca"]
+    assert mca == [("pml", "^cm,ucx"), ("btl", "tcp,self"), ("btl_tcp_if_exclude", "lo,docker0")]
+    assert mp[mp.index("--bind-to") + 1] == "none"
+    xs = [mp[i + 1] for i, w in enumerate(mp) if w == "-x"]
+    assert xs == [
+        "NCCL_DEBUG=INFO",
+        "PATH",
+        "LD_LIBRARY_PATH",
+        "PMIX_MCA_gds=hash",
+        "FI_EFA_USE_HUGE_PAGE=0",
+        "NCCL_WEIRD=a b;'q' & x",
+    ]
+    assert "SAGEMAKER_PROGRAM" not in line
+    assert "/opt/nccl-tests/bin/all_reduce_perf" in mp
+
+
+def test_mpirun_is_the_images_own_and_root_is_a_choice(tmp_path):
+    lock = dict(LOCK, components=dict(LOCK["components"], openmpi={"prefix": "/opt/amazon/openmpi"}))
+    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\nhosts: [a, b]\nrun_as_root: false\n")
+    mp = shlex.split(recipes.mpirun_line(lock, c))
+    mp = mp[mp.index("--") + 1 :]
+    assert mp[0] == "/opt/amazon/openmpi/bin/mpirun" and "--allow-run-as-root" not in mp
+    assert mp[mp.index("-H") + 1] == "a:8,b:8"
+
+
+@pytest.mark.parametrize(
+    "ref, want",
+    [
+        ("123456789012.dkr.example.com/team/img:1", "123456789012.dkr.example.com#team/img:1"),
+        ("localhost:5000/img", "localhost:5000#img"),
+        ("team/img:2", "team/img:2"),
+        ("docker://reg.example.com/a/b:3", "reg.example.com#a/b:3"),
+        ("reg.example.com#a/b:3", "reg.example.com#a/b:3"),
+        ("reg.example.com/a/b@sha256:" + "c" * 64, "reg.example.com#a/b:sha256:" + "c" * 64),
+        ("reg.example.com/a/b:3@sha256:" + "c" * 64, "reg.example.com#a/b:sha256:" + "c" * 64),
+        ("reg.example.com#a/b@sha256:" + "c" * 64, "reg.example.com#a/b:sha256:" + "c" * 64),
+        ("/fsx/images/nccl.sqsh", "/fsx/images/nccl.sqsh"),
+    ],
+)
+def test_enroot_image_names(ref, want):
+    """enroot < 4.0 reads `registry/repo` as a Docker Hub path and refuses `@sha256:` (enroot v3.5.0
+    src/docker.sh): the recipe writes `registry#repo:tag`, a digest in the tag place."""
+    assert recipes.enroot_image(ref) == want
+
+
+def test_sbatch_script_runs_every_step_in_the_image(tmp_path):
+    c = _cluster(
+        tmp_path,
+        "nodes: 4\ninstance_type: p5en.48xlarge\ncontainer_image: 'reg.example.com/img:1'\npartition: gpu\n",
+    )
+    text = recipes.sbatch_script(LOCK, c)
+    assert "#SBATCH --nodes=4" in text and "#SBATCH --partition=gpu" in text
+    assert "--gpus-per-node" not in text  # only with request_gpus: true (needs GPUs as Slurm GRES)
+    assert "export NCCL_WEIRD=" + shlex.quote("a b;'q' & x") in text
+    container = [line for line in text.splitlines() if line.startswith("CONTAINER=(")]
+    assert len(container) == 1 and "'--container-image=reg.example.com#img:1'" in container[0]
+    steps = [line for line in text.splitlines() if line.startswith("srun ")]
+    assert len(steps) == 2 and all(s.startswith('srun "${CONTAINER[@]}" ') for s in steps)
+    run, parse = (shlex.split(s.replace('"${CONTAINER[@]}"', "")) for s in steps)
+    assert run[:5] == ["srun", "--mpi=pmix", "--cpu-bind=none", "-l", "sh"]
+    inner = shlex.split(run[6])
+    assert inner[:5] == ["exec", "/usr/bin/python3", "-m", "validators", "run"] and "--exit-by" in inner
+    want = ["/opt/nccl-tests/bin/all_reduce_perf"] + recipes.DEFAULT_TEST_ARGS.split() + ["||", "run_rc=$?"]
+    assert run[8:] == want
+    assert parse[3:7] == ["/usr/bin/python3", "-m", "validators", "parse"] and "--nodes" in parse
+    assert "python" not in " ".join(line for line in text.splitlines() if not line.startswith("srun "))
+    proc = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    gres = _cluster(
+        tmp_path, "nodes: 1\ninstance_type: p5.48xlarge\ncontainer_image: i\nrequest_gpus: true\n"
+    )
+    assert "#SBATCH --gpus-per-node=8" in recipes.sbatch_script(LOCK, gres)
+
+
+def test_mpijob_requests_efa_gpus_hugepages_and_shm(tmp_path):
+    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\ncontainer_image: repo/img:1\n")
+    doc = yaml.safe_load(recipes.mpijob_manifest(LOCK, c))
+    worker = doc["spec"]["mpiReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 2
+    spec = worker["template"]["spec"]["containers"][0]
+    assert spec["command"] == ["/usr/sbin/sshd", "-De"]
+    res = spec["resources"]["limits"]
+    assert res["vpc.amazonaws.com/efa"] == 4 and res["nvidia.com/gpu"] == 8 and "hugepages-2Mi" in res
+    assert worker["template"]["spec"]["volumes"][0]["emptyDir"]["medium"] == "Memory"
+    cmd = doc["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert cmd[:4] == ["/usr/bin/python3", "-m", "validators", "run"] and "NCCL_WEIRD=a b;'q' & x" in cmd
+    mp = cmd[cmd.index("--") + 1 :]
+    assert mp[mp.index("--hostfile") + 1] == "/etc/mpi/hostfile" and "--allow-run-as-root" in mp
+    assert "lo,docker0,veth_def_agent" in mp
+
+
+@pytest.mark.parametrize(
+    "text, key, line",
+    [
+        ("nodes: 2\ninstance_type: p5.48xlarge\nnodez: 3\n", "nodez", 3),
+        ("nodes: 0\ninstance_type: p5.48xlarge\n", "nodes", 1),
+        ("nodes: 2\ninstance_type: p77.huge\n", "instance_type", 2),
+        ("instance_type: p5.48xlarge\n", "nodes", 1),
+        ("nodes: 2\ninstance_type: p5.48xlarge\nrun_as_root: 1\n", "run_as_root", 3),
+        ("nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: 'r.io/a@sha256:12'\n", "container_image", 3),
+        ("nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: 'r.io/A:1'\n", "container_image", 3),
+    ],
+)
+def test_cluster_errors_name_file_line_key(tmp_path, text, key, line):
+    with pytest.raises(UserError) as err:
+        _cluster(tmp_path, text)
+    assert err.value.key == key and err.value.line == line and err.value.file.endswith("cluster.yaml")
+
+
+def test_recipe_needing_a_missing_key(tmp_path):
+    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\n")
+    with pytest.raises(UserError) as err:
+        recipes.sbatch_script(LOCK, c)
+    assert err.value.key == "container_image"
+
+
+def test_build_py_preflight_print_and_errors(tmp_path, project_root):
+    import json
+
+    lock = tmp_path / "variant.lock.json"
+    lock.write_text(json.dumps(LOCK))
+    cl = tmp_path / "c.yaml"
+    cl.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n")
+    ok = build_py_process("preflight", "--print", "mpirun", "--cluster", cl, "--lock", lock, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert "-H a:8,b:8" in ok.stdout
+    bad = build_py_process("preflight", "--print", "sbatch", "--cluster", cl, "--lock", lock, timeout=60)
+    assert bad.returncode == 2 and "container_image" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_build_py_preflight_sagemaker_delegates(project_root):
+    """--sagemaker goes to imagebuild.preflight.sagemaker (issue 6); --dry-run prints the request, touches
+    nothing."""
+    digest = "a" * 64
+    proc = build_py_process(
+        "preflight",
+        "--sagemaker",
+        "--dry-run",
+        "--image",
+        "repo/img@sha256:" + digest,
+        "--instance-type",
+        "p5.48xlarge",
+        "--role-arn",
+        "arn:aws:iam::123456789012:role/x",
+        "--region",
+        "us-east-1",
+        "--output-s3",
+        "s3://b/p",
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ml.p5.48xlarge" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "name, recipe", [("slurm-p5", "sbatch"), ("hosts-p4d", "mpirun"), ("eks-p5en", "mpijob")]
+)
+def test_example_cluster_files_print_their_recipe(project_root, name, recipe):
+    cluster = recipes.load_cluster(str(project_root / "examples" / "cluster" / ("%s.yaml" % name)))
+    text = recipes.render(recipe, LOCK, cluster)
+    assert "validators" in text and "all_reduce_perf" in text

@@ -1,0 +1,91 @@
+"""The CI examples users copy (examples/ci/): every `build.py` line in them parses with the real CLI, the
+fan-out is fed by `build.py list --json`, JUnit is wired in, and no registry host is written in them."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+import yaml
+
+from imagebuild.cli import make_parser
+
+# anything shaped like a host name (name.name...tld), or a 12-digit AWS account id: none may be written there
+HOST_PATTERNS = (r"\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|io|net|org|aws|cn|dev|cloud)\b", r"\b\d{12}\b")
+
+
+def _commands(text: str):
+    """Each `python build.py ...` invocation, with line continuations joined and CI variables filled."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    for m in re.finditer(r"python build\.py ([^\n|;&]*)", joined):
+        line = m.group(1)
+        line = re.sub(r"\$\{\{[^}]*\}\}", "1", line)  # GitHub expressions (a number fits any flag)
+        line = line.replace('"${args[@]}"', "").replace("$args", "")
+        for dest in ('"${dest[@]}"', '"$@"'):  # where images go: --ecr or --registry HOST
+            line = line.replace(dest, "--ecr")
+        line = line.replace('--image "$image"', "--image x/y@sha256:" + "0" * 64)
+        line = line.replace('"${ref%:*}@${digest}"', "x/y@sha256:" + "0" * 64)
+        line = re.sub(r"\$\{?[A-Za-z_][A-Za-z_0-9]*\}?", "X", line)  # shell variables
+        yield line.strip()
+
+
+@pytest.mark.parametrize("name", ["github-actions.yml", "buildspec.yml"])
+def test_every_build_py_line_parses(project_root, name):
+    text = (project_root / "examples" / "ci" / name).read_text()
+    parser = make_parser()
+    verbs = set(parser._subparsers._group_actions[0].choices)  # noqa: SLF001
+    seen = set()
+    for line in _commands(text):
+        argv = shlex.split(line)
+        if argv[0] not in verbs:  # a verb another part of the project has not registered yet
+            continue
+        seen.add(argv[0])
+        parser.parse_args(argv)  # argparse exits (SystemExit) on an unknown flag
+    assert {"build", "test", "push", "release"} <= seen | {"list"}  # build renders: no render step needed
+
+
+def test_no_registry_host_is_written(project_root):
+    for path in [*(project_root / "examples" / "ci").iterdir(), project_root / "docs" / "release.md"]:
+        text = path.read_text()
+        for pattern in HOST_PATTERNS:
+            assert not re.search(pattern, text), f"{path.name}: {pattern}"
+
+
+def test_github_matrix_is_fed_by_build_py_list_and_release_gathers(project_root):
+    doc = yaml.safe_load((project_root / "examples" / "ci" / "github-actions.yml").read_text())
+    jobs = doc["jobs"]
+    plan = " ".join(s.get("run", "") for s in jobs["plan"]["steps"])
+    assert "python build.py list --json" in plan
+    assert jobs["build"]["strategy"]["matrix"]["variant"] == "${{ fromJSON(needs.plan.outputs.variants) }}"
+    assert "build" in jobs["release"]["needs"]
+    release = " ".join(s.get("run", "") for s in jobs["release"]["steps"])
+    assert "--summary" in release and "--checks" in release and "download-artifact" in str(jobs["release"])
+    junit = [s for s in jobs["build"]["steps"] if "junit" in str(s.get("uses", ""))]
+    assert junit and junit[0]["with"]["report_paths"] == "build/test-report.xml"
+
+
+def test_codebuild_matrix_lists_the_matrix_variants(project_root):
+    from imagebuild.matrix.load import load
+
+    doc = yaml.safe_load((project_root / "examples" / "ci" / "buildspec.yml").read_text())
+    listed = doc["batch"]["build-matrix"]["dynamic"]["env"]["variables"]["VARIANT"]
+    names = {v.name for v in load(str(project_root / "matrix.yaml"), [])}
+    assert set(listed) <= names, f"buildspec lists variants not in matrix.yaml: {set(listed) - names}"
+    assert doc["reports"]["efa-image-checks"]["file-format"] == "JUNITXML"
+    assert doc["batch"]["combine-artifacts"] is True
+
+
+def test_codebuild_goes_to_ecr_unless_image_registry_is_set(project_root):
+    """The run test (test_ci_examples_run.py) takes the IMAGE_REGISTRY branch: moto's ECR has no registry
+    to push to. This pins the other one: by default build and push go to ECR, and the release is --ecr."""
+    doc = yaml.safe_load((project_root / "examples" / "ci" / "buildspec.yml").read_text())
+    assert doc["env"]["variables"]["IMAGE_REGISTRY"] == ""
+    (build,) = doc["phases"]["build"]["commands"]
+    assert 'set -- --ecr --region "$AWS_REGION"' in build.split("else", 1)[1]
+    joined = re.sub(r"\\\n\s*", " ", build)
+    for verb in ("build", "push"):
+        (line,) = [m for m in re.findall(r"python build\.py (\S+) ([^\n]*)", joined) if m[0] == verb]
+        assert line[1].endswith('"$@"'), f"{verb} does not take the destination flags: {line[1]}"
+    (release,) = re.findall(r"python build\.py release ([^\n]*)", joined)
+    assert "--ecr" in release

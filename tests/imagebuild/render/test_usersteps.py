@@ -1,0 +1,183 @@
+"""Users' own steps: the training requirements installed at build time (hash-checked when the file has
+hashes) in a stage that a code-only change does not rerun, and `build_steps` run before the code."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from cli import build_py
+from userproject import REPO, SIX_HASHED, SIX_SHA, project
+
+from imagebuild.errors import UserError
+from imagebuild.matrix.load import load
+from imagebuild.matrix.requirements import scan
+from imagebuild.render.dockerfile import dockerfile
+
+# ---- the requirements file, read at load time --------------------------------------------------------------
+
+
+def test_scan_counts_requirements_and_sees_hash_mode():
+    empty = scan("# only a comment\n\n", "r.txt")
+    assert (empty.requirements, empty.hashed) == (0, False)
+    plain = scan("--index-url https://pypi.org/simple\nsix==1.16.0  # pinned\nidna==3.7\n", "r.txt")
+    assert (plain.requirements, plain.hashed) == (2, False)
+    hashed = scan(SIX_HASHED + "idna==3.7 --hash=sha256:" + "0" * 64 + "\n", "r.txt")
+    assert (hashed.requirements, hashed.hashed) == (2, True)
+
+
+@pytest.mark.parametrize(
+    "text,line,words",
+    [
+        (SIX_HASHED + "# a comment\nidna==3.7\n", 4, "no --hash="),
+        ("six==1.16.0\n-r other.txt\n", 2, "`-r` is not supported"),
+        ("six==1.16.0\n\n--constraint=c.txt\n", 3, "`--constraint` is not supported"),
+        ("-e .\n", 1, "`-e` is not supported"),
+        ("./pkg\n", 1, "local path"),
+    ],
+)
+def test_scan_refuses_what_the_requirements_stage_cannot_do(text, line, words):
+    with pytest.raises(UserError) as err:
+        scan(text, "training/requirements.txt")
+    assert err.value.line == line and err.value.key == "training.requirements"
+    assert words in err.value.message
+
+
+def test_bad_requirements_exit_2_naming_file_and_line(tmp_path):
+    path = project(tmp_path, "six==1.16.0\n-r more.txt\n")
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    rc = res.rc
+    err = res.err
+    assert rc == 2 and "Traceback" not in err
+    assert f"{tmp_path / 'training' / 'requirements.txt'}:2" in err and "key 'training.requirements'" in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize(
+    "step,words",
+    [
+        ('"echo a\\necho b"', "one line"),
+        ('"make \\\\"', "backslash"),
+        ('"  "', "empty build step"),
+    ],
+)
+def test_bad_build_step_exit_2_with_line_and_key(tmp_path, step, words):
+    path = project(tmp_path, "six==1.16.0\n")
+    text = path.read_text().replace(
+        "      - python3 -c 'import six; print(six.__version__)' > /opt/six-version", f"      - {step}"
+    )
+    path.write_text(text)
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    rc = res.rc
+    err = res.err
+    assert rc == 2 and "Traceback" not in err
+    assert f"{path}:9" in err and "key 'variants[0].build_steps[0]'" in err and words in err, err
+
+
+# ---- where the layers go -----------------------------------------------------------------------------------
+
+
+def test_layers_requirements_then_steps_then_code(tmp_path):
+    (v,) = load(str(project(tmp_path, SIX_HASHED)))
+    assert v.training.install_requirements and v.training.require_hashes
+    text = dockerfile(v)
+    stage = text.index("FROM system AS requirements")
+    runtime = text.index("AS runtime")
+    assert stage < runtime
+    req_stage = text[stage:runtime]
+    assert "COPY training/requirements.txt" in req_stage and "COPY training " not in req_stage
+    assert "--require-hashes" in req_stage and "certs/build-ca.crt" in req_stage
+    final = text[runtime:]
+    order = [
+        final.index("COPY --from=requirements /tmp/requirements/root/ /"),
+        final.index("RUN python3 -c 'import six; print(six.__version__)' > /opt/six-version"),
+        final.index("COPY training /opt/ml/code"),
+    ]
+    assert order == sorted(order)
+    assert "build-ca" not in final  # the CA never reaches the image
+
+
+def test_unhashed_file_installs_without_require_hashes_and_comment_only_file_installs_nothing(tmp_path):
+    (v,) = load(str(project(tmp_path, "six==1.16.0\n")))
+    text = dockerfile(v)
+    assert "AS requirements" in text and "--require-hashes" not in text
+    (v,) = load(str(project(tmp_path, "# torch comes with the base\n")))
+    assert not v.training.install_requirements
+    assert "AS requirements" not in dockerfile(v)
+
+
+# ---- a real build: installed, hash-checked, cached ---------------------------------------------------------
+
+
+def _steps(log: str) -> dict:
+    """Classic builder log -> {step text: whether it came from the cache}."""
+    out, current = {}, None
+    for line in log.splitlines():
+        m = re.match(r"Step \d+/\d+ : (.*)", line)
+        if m:
+            current = m.group(1)
+            out[current] = False
+        elif current and line.strip() == "---> Using cache":
+            out[current] = True
+    return out
+
+
+@pytest.fixture
+def cleanup(docker_client):
+    yield
+    for image in docker_client.images.list():
+        if any(t.startswith(REPO) for t in image.tags):
+            for t in image.tags:
+                docker_client.images.remove(t, force=True)
+
+
+def _build(path: Path, out: Path) -> int:
+    return build_py("build", "--matrix", str(path), "--out", str(out), "--builder", "classic", "--plain").rc
+
+
+def test_build_installs_hashed_requirements_and_code_change_keeps_the_pip_layer(
+    tmp_path, docker_client, local_base, cleanup
+):
+    path = project(tmp_path, SIX_HASHED, base=local_base)
+    out = tmp_path / "build"
+    assert _build(path, out) == 0, (out / "usersteps" / "build.log").read_text()[-3000:]
+    first = docker_client.images.get(f"{REPO}:probe")
+    entry = json.loads((out / "summary.json").read_text())["variants"][0]
+    base_id = docker_client.images.get(local_base).id
+    assert entry["base_image_id"] == base_id  # what the base tag was when this image was built
+    assert first.labels["org.efa-image-build.base.image-id"] == base_id
+    probe = docker_client.containers.run(
+        first.id,
+        [
+            "bash",
+            "-c",
+            "cat /opt/six-version; python3 -c 'import six; print(six.__file__)'; "
+            "ls /usr/local/share/ca-certificates 2>&1; python3 -m pip --version 2>&1; true",
+        ],
+        remove=True,
+        network_disabled=True,
+    ).decode()
+    assert probe.splitlines()[0] == "1.16.0"  # the build step ran after the requirements
+    assert "/usr/local/lib/python3" in probe  # six from the requirements, in the interpreter's path
+    assert "No such file" in probe and "No module named pip" in probe  # no CA, no pip in the image
+
+    (tmp_path / "training" / "train.py").write_text("print('v2')\n")  # a code-only change
+    assert _build(path, out) == 0
+    steps = _steps((out / "usersteps" / "build.log").read_text())
+    pip = [s for s in steps if "-m pip install" in s]
+    assert pip and all(steps[s] for s in pip), steps
+    assert steps["COPY --from=requirements /tmp/requirements/root/ /"] is True
+    assert steps["COPY training /opt/ml/code"] is False
+    second = docker_client.images.get(f"{REPO}:probe")
+    assert second.id != first.id
+    # the layers up to the training code are the same layers (a rerun pip writes new files: new diff ids)
+    layers1, layers2 = first.attrs["RootFS"]["Layers"], second.attrs["RootFS"]["Layers"]
+    shared = next(i for i, (a, b) in enumerate(zip(layers1, layers2)) if a != b)
+    assert 1 <= len(layers1) - shared <= 4, (shared, len(layers1))  # the code layer and the few after it
+
+    (tmp_path / "training" / "requirements.txt").write_text(SIX_HASHED.replace(SIX_SHA, "0" * 64))
+    assert _build(path, out) == 1  # a wrong hash fails the build
+    log = (out / "usersteps" / "build.log").read_text()
+    assert "DO NOT MATCH THE HASHES" in log, log[-2000:]

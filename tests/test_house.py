@@ -1,0 +1,191 @@
+"""The house by pipeline stage, read from the source (AST, imports inside functions too).
+
+Each package is a pipeline whose folders are its stages, in order: a module imports its own stage and the
+stages before it, never one after it, and a stage never imports the package's top (the commands and the
+entry points that drive the stages). No import cycle, at module level or inside a function. validators
+never imports imagebuild: it is copied into images and onto nodes alone. A new top-level module or stage
+folder fails here until it is given its place, so the top stays small.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from pathlib import Path
+from typing import Dict, List, Set
+
+import tomllib
+from paths import ROOT
+
+# the stages of each package in pipeline order; a name is a top-level module or folder of the package
+STAGES: Dict[str, List[Set[str]]] = {
+    "imagebuild": [
+        {"errors", "retry", "safefile", "jsonfile", "versions"},  # helpers every stage may use
+        {"catalog", "variant", "components"},  # the model: what a variant is and what it holds
+        {"adapters"},  # the docker engine, the OCI registry, AWS
+        {"matrix"},
+        {"render"},
+        {"build"},
+        {"check"},
+        {"release"},
+        {"preflight"},
+        {"reports"},
+        {"cli", "commands", "pipeline", "demo"},  # the top: flags, exit codes, the stages run in order
+    ],
+    "validators": [
+        {"scan"},
+        {"parse"},
+        {"judge"},
+        {"report"},
+        {"run", "node"},
+        {"cli", "__main__", "cmd_parse", "cmd_preflight", "analyze", "replay", "probe_torch"},
+    ],
+}
+TOP_MODULES = {"imagebuild": 9, "validators": 6}  # .py files beside __init__ (and __main__), at most
+
+
+def modules(package: str) -> Dict[str, Path]:
+    found = {}
+    for path in (ROOT / package).rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: Dict[str, Path]) -> Set[str]:
+    """The known modules `name` imports anywhere in its source, relative imports resolved."""
+    targets = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                here = here[: len(here) - (node.level - 1)]
+                base = ".".join(here + ([base] if base else []))
+            targets += [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    out = set()
+    for target in targets:
+        while target and target not in known:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            out.add(target)
+    return out
+
+
+def graph() -> Dict[str, Set[str]]:
+    known = {**modules("imagebuild"), **modules("validators")}
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def rank(name: str) -> int:
+    """The stage index of a module of either package (-1 for the package itself)."""
+    package, _, rest = name.partition(".")
+    if not rest:
+        return -1
+    head = rest.split(".")[0]
+    for index, stage in enumerate(STAGES[package]):
+        if head in stage:
+            return index
+    raise AssertionError(f"{name}: {package}/{head} has no stage in tests/test_house.py STAGES")
+
+
+def stage_violations(edges: Dict[str, Set[str]]) -> List[str]:
+    found = []
+    for src, targets in sorted(edges.items()):
+        for dst in sorted(targets):
+            same_package = src.split(".")[0] == dst.split(".")[0]
+            if not same_package:
+                if src.startswith("validators"):
+                    found.append(f"{src} imports {dst}: validators runs without imagebuild")
+                continue
+            if rank(dst) > rank(src):
+                found.append(f"{src} imports {dst}, a later stage")
+            top = len(STAGES[src.split(".")[0]]) - 1
+            if rank(dst) == top and rank(src) != top:
+                found.append(f"{src} imports {dst}, the top")
+    return found
+
+
+def cycles(edges: Dict[str, Set[str]]) -> List[List[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    found: List[List[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_checks_catch_a_later_stage_the_top_a_cycle_and_validators_importing_imagebuild():
+    edges = {
+        "imagebuild.render.dockerfile": {"imagebuild.build.builder", "imagebuild.errors"},
+        "imagebuild.build.builder": {"imagebuild.pipeline", "imagebuild.render.dockerfile"},
+        "imagebuild.pipeline": {"imagebuild.build.builder"},
+        "validators.parse.nccllog": {"validators.scan.prefix", "imagebuild.errors"},
+        "validators.judge.verdict": {"validators.parse.facts"},
+    }
+    assert stage_violations(edges) == [
+        "imagebuild.build.builder imports imagebuild.pipeline, a later stage",
+        "imagebuild.build.builder imports imagebuild.pipeline, the top",
+        "imagebuild.render.dockerfile imports imagebuild.build.builder, a later stage",
+        "validators.parse.nccllog imports imagebuild.errors: validators runs without imagebuild",
+    ]
+    assert cycles(edges) == [
+        ["imagebuild.build.builder", "imagebuild.pipeline", "imagebuild.render.dockerfile"],
+    ]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_module_has_a_stage_and_imports_only_its_own_and_earlier_stages():
+    edges = graph()
+    assert len(edges) > 100 and sum(map(len, edges.values())) > 200  # the walk saw the sources
+    for name in edges:
+        rank(name)  # a module without a stage fails with its name
+    assert stage_violations(edges) == []
+
+
+def test_there_is_no_import_cycle():
+    assert cycles(graph()) == []
+
+
+def test_the_top_of_each_package_stays_small():
+    for package, most in TOP_MODULES.items():
+        top = sorted(p.stem for p in (ROOT / package).glob("*.py") if p.stem not in ("__init__", "__main__"))
+        assert len(top) <= most, (package, top)
+
+
+def test_every_test_folder_is_collected():
+    """pytest passes over folders matching norecursedirs (by default build/ and dist/): a stage's tests
+    folder must not be one of them, or its tests vanish from the suite without a word."""
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    patterns = ini["norecursedirs"]
+    folders = [p for p in (ROOT / "tests").rglob("*") if p.is_dir() and any(p.glob("test_*.py"))]
+    assert any(p.name == "build" for p in folders)  # the stage whose name pytest's default skips
+    assert [str(p) for p in folders if any(fnmatch.fnmatch(p.name, pat) for pat in patterns)] == []

@@ -1,0 +1,212 @@
+"""Node checks: the readers of tool output, the fail-closed rules, and the real tools of this machine
+(no GPU, no EFA here: those checks must come out unknown or fail, never pass)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+
+import pytest
+from preflight_util import run_cli
+
+from validators.node import nodecheck
+
+FI_INFO_TWICE = """provider: efa
+    fabric: efa
+    domain: rdmap16s27-rdm
+    version: 122.0
+    type: FI_EP_RDM
+    protocol: FI_PROTO_EFA
+provider: efa
+    fabric: efa-direct
+    domain: rdmap16s27-rdm
+    version: 122.0
+    type: FI_EP_RDM
+provider: efa
+    fabric: efa
+    domain: rdmap32s27-rdm
+    type: FI_EP_RDM
+provider: efa
+    fabric: efa-direct
+    domain: rdmap32s27-rdm
+    type: FI_EP_RDM
+"""
+
+
+def test_fi_info_devices_counted_once_per_domain():
+    domains = nodecheck.parse_fi_info(FI_INFO_TWICE)
+    assert domains == {"rdmap16s27-rdm": ["efa", "efa-direct"], "rdmap32s27-rdm": ["efa", "efa-direct"]}
+    assert nodecheck.check_efa_devices(0, FI_INFO_TWICE, 2)["status"] == "pass"
+    bad = nodecheck.check_efa_devices(0, FI_INFO_TWICE, 32)
+    assert bad["status"] == "fail" and "has 32" in bad["detail"]
+
+
+def test_missing_tool_is_unknown_never_pass():
+    assert nodecheck.check_gpus(None, "nvidia-smi not found on PATH", 8)["status"] == "unknown"
+    assert nodecheck.check_efa_devices(None, "fi_info not found on PATH", 4)["status"] == "unknown"
+    assert (
+        nodecheck.verdict_of([nodecheck.check("a", "pass", ""), nodecheck.check("b", "unknown", "")])
+        == "unknown"
+    )
+
+
+def test_nvidia_smi_rows_against_profile():
+    out = (
+        "0, NVIDIA H100 80GB HBM3, 550.54.15, 00000000:53:00.0\n"
+        "1, NVIDIA H100 80GB HBM3, 550.54.15, 00000000:64:00.0\n"
+    )
+    assert nodecheck.check_gpus(0, out, 2)["status"] == "pass"
+    assert nodecheck.check_gpus(0, out, 8)["status"] == "fail"
+    assert nodecheck.check_gpus(9, "NVIDIA-SMI has failed", 8)["status"] == "fail"
+
+
+def test_driver_flavor():
+    open_text = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build"
+    prop = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08  Thu Mar 21 2024"
+    assert nodecheck.parse_driver_flavor(open_text, None) == ("open", "550.54.15")
+    assert nodecheck.parse_driver_flavor(prop, None) == ("proprietary", "535.161.08")
+    assert nodecheck.parse_driver_flavor(None, "license:        Dual MIT/GPL\nversion: 560.1") == (
+        "open",
+        "560.1",
+    )
+    # EFA does GPUDirect without nvidia_peermem: its absence is evidence, not a failure
+    assert nodecheck.check_kernel_driver(prop, None, False, True)["status"] == "pass"
+    assert nodecheck.check_kernel_driver(prop, None, True, True)["status"] == "pass"
+    assert nodecheck.check_kernel_driver(None, None, None, True)["status"] == "unknown"
+    res = nodecheck.check_kernel_driver(open_text, None, False, True, efa_nv_peermem_loaded=False)
+    assert res["status"] == "pass" and "efa_nv_peermem" in res["detail"]
+
+
+def _node_tree(root, proc_version, modules, p2p):
+    """A node's /proc and /sys as the NVIDIA and EFA drivers lay them out (p2p: amzn-drivers efa_sysfs.c)."""
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/version").write_text(proc_version + "\nGCC version:  gcc 11\n")
+    for module in modules:
+        (root / "sys/module" / module).mkdir(parents=True)
+    for i, provider in enumerate(p2p):
+        d = root / "sys/class/infiniband" / ("rdmap%ds27" % (16 + i)) / "device"
+        d.mkdir(parents=True)
+        (d / "p2p").write_text(provider)
+
+
+@pytest.mark.parametrize(
+    "proc_version, modules, provider",
+    [
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08  Thu Mar 21 2024",
+            ["nvidia", "efa"],
+            "NVIDIA\n",
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build",
+            ["nvidia", "efa", "efa_nv_peermem"],
+            "NVIDIA peermem\n",
+        ),
+    ],
+)
+def test_healthy_p5_node_without_nvidia_peermem_passes_the_driver_and_gdr_checks(
+    tmp_path, proc_version, modules, provider
+):
+    """The issue's case: a p5 whose EFA driver reports an NVIDIA p2p provider, no nvidia_peermem loaded."""
+    _node_tree(tmp_path, proc_version, modules, [provider] * 32)
+    report = nodecheck.run_checks(
+        "p5.48xlarge", env={"EFA_IMAGE_LOCK": str(tmp_path / "none")}, root=str(tmp_path)
+    )
+    by = {c["name"]: c for c in report["checks"]}
+    assert by["nvidia-kernel-driver"]["status"] == "pass", by["nvidia-kernel-driver"]
+    shown = {(e["file"], e["text"]) for e in by["nvidia-kernel-driver"]["evidence"]}
+    assert ("/sys/module/nvidia_peermem", "not loaded") in shown
+    assert by["gdr-capability"]["status"] == "pass" and "32 device(s)" in by["gdr-capability"]["detail"]
+
+
+def test_gdr_fails_on_a_device_without_an_nvidia_provider(tmp_path):
+    _node_tree(
+        tmp_path, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08", ["nvidia"], ["NVIDIA\n", "\n"]
+    )
+    (tmp_path / "sys/class/infiniband/rdmap18s27/device").mkdir(parents=True)
+    (tmp_path / "sys/class/infiniband/rdmap18s27/device/p2p").write_text("NEURON\n")
+    res = nodecheck.check_gdr(str(tmp_path), gdr_required=True)
+    assert res["status"] == "fail" and "rdmap17s27, rdmap18s27" in res["detail"]
+    assert any("not an NVIDIA provider" in e["text"] for e in res["evidence"])
+
+
+def test_gdr_and_dev_infiniband_from_a_sysfs_tree(tmp_path):
+    """The EFA sysfs cannot exist on this machine: the readers are checked on a tree laid out like it."""
+    for dev, p2p in (("rdmap16s27", "NVIDIA\n"), ("rdmap32s27", "")):
+        d = tmp_path / "sys/class/infiniband" / dev / "device"
+        d.mkdir(parents=True)
+        (d / "p2p").write_text(p2p)
+    res = nodecheck.check_gdr(str(tmp_path), gdr_required=True)
+    assert res["status"] == "fail" and "rdmap32s27" in res["detail"]
+    (tmp_path / "sys/class/infiniband/rdmap32s27/device/p2p").write_text("NVIDIA\n")
+    assert nodecheck.check_gdr(str(tmp_path), True)["status"] == "pass"
+    assert nodecheck.check_dev_infiniband(str(tmp_path))["status"] == "fail"
+    (tmp_path / "dev/infiniband").mkdir(parents=True)
+    (tmp_path / "dev/infiniband/uverbs0").write_text("")
+    assert nodecheck.check_dev_infiniband(str(tmp_path))["status"] == "pass"
+
+
+def test_memlock():
+    inf = resource.RLIM_INFINITY
+    assert nodecheck.check_memlock((inf, inf))["status"] == "pass"
+    assert nodecheck.check_memlock((8 << 20, inf))["status"] == "fail"
+
+
+def test_env_policy_from_lock():
+    lock = {
+        "name": "v",
+        "env": [
+            {"name": "FI_PROVIDER", "value": "efa", "reason": "r"},
+            {"name": "LD_LIBRARY_PATH", "value": "/opt/a/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"},
+        ],
+        "env_forbidden": [{"name": "NCCL_ALGO", "reason": "leave unset"}],
+    }
+    good = {"FI_PROVIDER": "efa", "LD_LIBRARY_PATH": "/opt/a/lib:/usr/lib"}
+    assert nodecheck.check_env_policy(lock, "L", good)["status"] == "pass"
+    bad = dict(good, NCCL_ALGO="Ring", FI_PROVIDER="tcp")
+    res = nodecheck.check_env_policy(lock, "L", bad)
+    assert res["status"] == "fail" and "FI_PROVIDER" in res["detail"] and "NCCL_ALGO" in res["detail"]
+    assert nodecheck.check_env_policy(None, "L", good)["status"] == "unknown"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a real shared object")
+def test_plugin_and_libfabric_found_the_way_the_loader_does(tmp_path):
+    """A real .so named like the plugin, linked against this machine's libfabric, on LD_LIBRARY_PATH."""
+    src = tmp_path / "p.c"
+    src.write_text("#include <rdma/fabric.h>\nint probe(void){return (int)fi_version();}\n")
+    lib = tmp_path / "libnccl-net.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src), "-lfabric"], check=True, timeout=60)
+    env = {"LD_LIBRARY_PATH": str(tmp_path)}
+    rc, out = nodecheck.run_tool(["ldconfig", "-p"])
+    cache = nodecheck.parse_ldconfig(out) if rc == 0 else None
+    plugin, path = nodecheck.check_plugin(env, cache)
+    assert plugin["status"] == "pass" and path == str(lib)
+    fab = nodecheck.check_libfabric(path, env, cache)
+    assert fab["status"] == "pass" and "libfabric.so.1" in json.dumps(fab["evidence"])
+    named = nodecheck.check_plugin({"NCCL_NET_PLUGIN": "ofi", "LD_LIBRARY_PATH": str(tmp_path)}, cache)[0]
+    assert named["status"] == "fail" and "libnccl-net-ofi.so" in named["detail"]
+
+
+def test_node_check_cli_on_this_machine(tmp_path):
+    out = tmp_path / "n.json"
+    proc, _ = run_cli(
+        ["node-check", "--instance-type", "p5.48xlarge", "--json", str(out)],
+        env={"EFA_IMAGE_LOCK": str(tmp_path / "none.json")},
+    )
+    report = json.loads(out.read_text())
+    by = {c["name"]: c for c in report["checks"]}
+    assert report["verdict"] == "fail" and proc.returncode == 1
+    if shutil.which("nvidia-smi") is None:
+        assert by["gpus"]["status"] == "unknown"
+    assert by["env-policy"]["status"] == "unknown"
+    if not os.path.isdir("/dev/infiniband"):
+        assert by["dev-infiniband"]["status"] == "fail"
+    assert all(c["status"] in ("pass", "fail", "unknown") for c in report["checks"])
+
+
+def test_node_check_unknown_instance_type_is_usage_error():
+    proc, _ = run_cli(["node-check", "--instance-type", "p99.bogus"])
+    assert proc.returncode == 2 and "no such profile" in proc.stderr

@@ -1,0 +1,289 @@
+"""Instance profiles as data: what each GPU instance type has and the bandwidth published for it.
+
+The one source of instance profiles: validators/judge/profiles.py reads it for the verdict, and the host side
+(imagebuild.catalog.instances(), for the matrix's instance_types, the env policy and cuda_arch) reads the
+same table, so the two can never disagree. Standard library only: it ships in every image.
+
+Every figure names its source, a file in a public repository (repo, path, commit) or a public page:
+`sources` per profile says where GPUs, EFA device count, EFA Gbps and gdr_required come from. A figure no
+such source gives is None (unknown), never a guess: an unknown EFA device count makes the `nics` check
+unknown, not a pass. Bandwidth references are all_reduce busbw figures other people published (nccl-tests
+all_reduce_perf, or for p6-b200 a torch.distributed benchmark that computes busbw the nccl-tests way),
+at the message size and node count they were measured; `measured_on` says when a figure was measured on a
+sibling type with the same network, which is why it is used for this one.
+Edit here, not in code.
+"""
+
+_ADT = "aws-samples/awsome-distributed-training"
+_ADT_COUNTS = (
+    _ADT + " 4.validation_and_observability/2.gpu-cluster-healthcheck/instance-profiles.conf "
+    "(commit 7217859f): GPU and EFA device counts"
+)
+_OFI_PLATFORM = (
+    "aws/aws-ofi-nccl src/platform-aws.cpp (commit 2daf7d30) platform table, gdr_required: the plugin "
+    "fails with 'GDR disabled on GDR-supported instance type' where it is true"
+)
+_OFI_NO_GDR = (
+    "aws/aws-ofi-nccl src/platform-aws.cpp (commit 2daf7d30): gdr_required false (or no platform entry), "
+    "the plugin runs EFA without GPUDirect RDMA there by design"
+)
+_SPECS = (
+    "tsaol/aws-gpu data/{}_instances.js (commit 77fcd9f; instances.vantage.sh data): GPU model and count "
+    "(gpuCount), network Gbps (network)"
+)
+
+_GB200_EFA_UNKNOWN = (
+    "unknown, no public source read states it: awsome-distributed-training instance-profiles.conf and "
+    "1.architectures/efa-cheatsheet.md (commit 7217859f), tsaol/aws-gpu (77fcd9f), stas00/ml-engineering "
+    "network/README.md (744d01e), aws/aws-ofi-nccl src/platform-aws.cpp (2daf7d30), AWS EC2 user guide "
+    "efa-acc-inst-types. The plugin also drops NICs with no GPU at their PCI level on p6e-gb200 "
+    "(platform-aws.cpp sets SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL), so a count it logs need not be the "
+    "instance's"
+)
+HARDWARE_SOURCE = "per profile: see `sources` (GPU/EFA counts, EFA Gbps, gdr_required)"
+GDR_SOURCE = _OFI_PLATFORM
+
+_ADT_README = (
+    "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md (commit 7217859f), "
+    "all_reduce_perf table"
+)
+_ADT_TOPO = (
+    "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/slurm/topology-aware-nccl-tests/"
+    "README.md (commit 7217859f), 16-node p5en.48xlarge example output"
+)
+_ML_ENG = (
+    "stas00/ml-engineering network/README.md (commit 744d01e), table under 'Inter-node speed depends "
+    "on intra-node speed', 4 x p6-b200.48xlarge: 381.80 GB/s at 16 GiB. Measured with torch.distributed "
+    "all_reduce (network/benchmarks/all_reduce_bench.py; torch 2.9.1, NCCL 2.27.7), not all_reduce_perf: "
+    "busbw as nccl-tests defines it, GB/s = 1e9 B/s"
+)
+
+GIB = 1 << 30
+
+
+def _sources(gpus, efa_devices, efa_gbps, gdr_required):
+    """Where each hardware figure of a profile comes from (None: the figure is unknown)."""
+    return {"gpus": gpus, "efa_devices": efa_devices, "efa_gbps": efa_gbps, "gdr_required": gdr_required}
+
+
+# reference: {nodes, size (bytes), busbw (GB/s), source, measured_on}
+PROFILES = {
+    "p4d.24xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "80",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p4d"), _OFI_PLATFORM),
+        "gpus": 8,
+        "gpu": "A100 40GB",
+        "efa_devices": 4,
+        "efa_gbps": 400,
+        "gdr_required": True,
+        "references": [
+            {
+                "nodes": 2,
+                "size": 1 * GIB,
+                "busbw": 76.8,
+                "source": _ADT_README,
+                "measured_on": "p4de.24xlarge",
+            },
+            {
+                "nodes": 2,
+                "size": 2 * GIB,
+                "busbw": 78.3,
+                "source": _ADT_README,
+                "measured_on": "p4de.24xlarge",
+            },
+        ],
+        "notes": "A DLC test comment quotes ~41 GB/s at 1 GiB for 2 x p4d; the measured table above is used.",
+    },
+    "p4de.24xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "80",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p4de"), _OFI_PLATFORM),
+        "gpus": 8,
+        "gpu": "A100 80GB",
+        "efa_devices": 4,
+        "efa_gbps": 400,
+        "gdr_required": True,
+        "references": [
+            {"nodes": 2, "size": 1 * GIB, "busbw": 76.8, "source": _ADT_README, "measured_on": None},
+            {"nodes": 2, "size": 2 * GIB, "busbw": 78.3, "source": _ADT_README, "measured_on": None},
+        ],
+        "notes": "",
+    },
+    "p5.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "90",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5"), _OFI_PLATFORM),
+        "gpus": 8,
+        "gpu": "H100 80GB",
+        "efa_devices": 32,
+        "efa_gbps": 3200,
+        "gdr_required": True,
+        "references": [
+            {"nodes": 2, "size": 1 * GIB, "busbw": 437.0, "source": _ADT_README, "measured_on": None},
+            {"nodes": 2, "size": 2 * GIB, "busbw": 444.0, "source": _ADT_README, "measured_on": None},
+            {"nodes": 2, "size": 16 * GIB, "busbw": 487.0, "source": _ADT_README, "measured_on": None},
+        ],
+        "notes": "",
+    },
+    "p5e.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "90",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5e"), _OFI_PLATFORM),
+        "gpus": 8,
+        "gpu": "H200 141GB",
+        "efa_devices": 32,
+        "efa_gbps": 3200,
+        "gdr_required": True,
+        "references": [
+            {
+                "nodes": 2,
+                "size": 1 * GIB,
+                "busbw": 437.0,
+                "source": _ADT_README,
+                "measured_on": "p5.48xlarge",
+            },
+            {
+                "nodes": 2,
+                "size": 2 * GIB,
+                "busbw": 444.0,
+                "source": _ADT_README,
+                "measured_on": "p5.48xlarge",
+            },
+            {
+                "nodes": 2,
+                "size": 16 * GIB,
+                "busbw": 487.0,
+                "source": _ADT_README,
+                "measured_on": "p5.48xlarge",
+            },
+        ],
+        "notes": "No figure published for p5e; p5's is used (same network: 32 EFA devices, 3200 Gbps).",
+    },
+    "p5en.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "90",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5en"), _OFI_PLATFORM),
+        "gpus": 8,
+        "gpu": "H200 141GB",
+        "efa_devices": 16,
+        "efa_gbps": 3200,
+        "gdr_required": True,
+        "references": [
+            {"nodes": 16, "size": 16 * GIB, "busbw": 370.0, "source": _ADT_TOPO, "measured_on": None},
+        ],
+        "notes": "Only a 16-node figure is published; other node counts are derived from it (profiles.py).",
+    },
+    "p6-b200.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": "100",
+        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p6-b200"), _OFI_PLATFORM),
+        "gpus": 8,
+        "gpu": "B200",
+        "efa_devices": 8,
+        "efa_gbps": 3200,
+        "gdr_required": True,
+        "references": [
+            {"nodes": 4, "size": 16 * GIB, "busbw": 381.8, "source": _ML_ENG, "measured_on": None},
+        ],
+        "notes": "Only a 4-node figure is published; other node counts are derived from it (profiles.py).",
+    },
+    "p3dn.24xlarge": {
+        "arch": "x86_64",
+        "rdma_read": False,
+        "cuda_arch": "70",
+        "sources": _sources(_SPECS.format("p3dn"), None, _SPECS.format("p3dn"), _OFI_NO_GDR),
+        "gpus": 8,
+        "gpu": "V100 32GB",
+        "efa_devices": None,
+        "efa_gbps": 100,
+        "gdr_required": False,
+        "references": [],
+        "notes": "EFA without GPUDirect RDMA (no RDMA read on its EFA device).",
+    },
+    "g5.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": False,
+        "cuda_arch": "86",
+        "sources": _sources(_SPECS.format("g5"), None, _SPECS.format("g5"), _OFI_NO_GDR),
+        "gpus": 8,
+        "gpu": "A10G 24GB",
+        "efa_devices": None,
+        "efa_gbps": 100,
+        "gdr_required": False,
+        "references": [],
+        "notes": "EFA without GPUDirect RDMA by design (aws-ofi-nccl platform entry, gdr_required false).",
+    },
+    "g6e.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": False,
+        "cuda_arch": "89",
+        "sources": _sources(_SPECS.format("g6e"), None, _SPECS.format("g6e"), _OFI_NO_GDR),
+        "gpus": 8,
+        "gpu": "L40S 48GB",
+        "efa_devices": None,
+        "efa_gbps": 400,
+        "gdr_required": False,
+        "references": [],
+        "notes": "EFA without GPUDirect RDMA (no gdr_required platform entry in aws-ofi-nccl); rdma_read "
+        "false keeps FI_EFA_USE_DEVICE_RDMA unset.",
+    },
+    "p5.4xlarge": {
+        "arch": "x86_64",
+        "rdma_read": None,
+        "cuda_arch": "90",
+        "sources": _sources(_SPECS.format("p5"), None, _SPECS.format("p5"), _OFI_NO_GDR),
+        "gpus": 1,
+        "gpu": "H100 80GB",
+        "efa_devices": None,
+        "efa_gbps": 100,
+        "gdr_required": False,
+        "references": [],
+        "notes": "One GPU: EFA without GPUDirect RDMA by design (aws-ofi-nccl 'p5.4xlarge' entry, "
+        "gdr_required false), so GDR off is no failure there.",
+    },
+    "p6-b300.48xlarge": {
+        "arch": "x86_64",
+        "rdma_read": True,
+        "cuda_arch": None,
+        "sources": _sources(_SPECS.format("p6-b300"), None, _SPECS.format("p6-b300"), _OFI_PLATFORM),
+        "gpus": 8,
+        "gpu": "B300",
+        "efa_devices": None,
+        "efa_gbps": 6400,
+        "gdr_required": True,
+        "references": [],
+        "notes": "No published nccl-tests figure yet: bandwidth is not judged (unknown).",
+    },
+    "p6e-gb200.36xlarge": {
+        "arch": "arm64",
+        "rdma_read": True,
+        "cuda_arch": "100",
+        "sources": _sources(
+            _SPECS.format("p6e-gb200") + " (p6e-gb200.36xlarge: gpuCount 4)",
+            _GB200_EFA_UNKNOWN,
+            _SPECS.format("p6e-gb200") + " ('1600 Gbps EFAv4'; data/u-p6e-gb200x72_instances.js agrees: "
+            "28800 Gbps over its 18 instances)",
+            _OFI_PLATFORM + " ('p-series' entry; include/platform-aws.h PLATFORM_NAME_P6E_GB200)",
+        ),
+        "gpus": 4,
+        "gpu": "B200 (GB200 superchip)",
+        "efa_devices": None,
+        "efa_gbps": 1600,
+        "gdr_required": True,
+        "references": [],
+        "notes": "Grace (arm64) host with 4 GPUs; no published nccl-tests figure yet: bandwidth not judged. "
+        "EFA Gbps disagrees between sources: 1600 (tsaol/aws-gpu) against 3200 (stas00/ml-engineering "
+        "network/README.md, commit 744d01e, quoting AWS's network specifications page).",
+    },
+}
+
+# A run passes at 90% of the reference: the tolerance nccl-tests itself applies to NCCL_TESTS_MIN_BW.
+FLOOR_FRACTION = 0.9
+FLOOR_SOURCE = "the tolerance nccl-tests applies to NCCL_TESTS_MIN_BW (src/common.cu)"

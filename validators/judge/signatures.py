@@ -1,0 +1,579 @@
+"""The catalog of failure signatures: what each looks like in a log, and what to do.
+
+Why data: field knowledge changes faster than code (a new aws-ofi-nccl message, a new
+remedy); each entry is reviewed on its own, carries its source, and `explain` prints it
+as written. An entry fires on its text patterns (`lines`: a cheap `needle` substring, then
+a regex) or on a named fact predicate (`when`, evaluated over the folded facts), or both.
+Facts from the fold are in validators/parse/facts.py; predicates are at the bottom of this file.
+"""
+
+import re
+from typing import List, Optional
+
+from validators.judge.shortlist import few, ranges
+from validators.parse.facts import is_efa_provider
+
+# sources: files in public repositories (owner/name path); the commits read are in docs/validators.md
+_NCCL_PLUGIN = (
+    "NVIDIA/nccl src/plugin/plugin_open.cc, src/plugin/net.cc (src/net.cc before 2.23); "
+    "aws/aws-ofi-nccl INSTALL.md (NCCL_NET_PLUGIN, the library path)"
+)
+_NCCL_FALLBACK = "NVIDIA/nccl src/plugin/net.cc (internal IB, then Socket, after the external plugins)"
+_TWO_LIBFABRICS = "aws/aws-ofi-nccl INSTALL.md (--with-libfabric: one libfabric, the EFA installer's)"
+_NO_DEVICE = (
+    "aws/aws-ofi-nccl src/nccl_ofi_ofiutils.cpp (fi_getinfo), src/nccl_ofi_net.c before b8628aa5 "
+    "('Couldn't find any optimal provider')"
+)
+_GDR = (
+    "aws/aws-ofi-nccl src/platform-aws.cpp ('GDR disabled on GDR-supported instance type', gdr_required), "
+    "src/nccl_ofi_ofiutils.cpp ('disabling GDR'); amzn/amzn-drivers kernel/linux/efa (GPUDirect in the "
+    "EFA driver)"
+)
+_WRONG = "NVIDIA/nccl-tests src/common.cu (#wrong: values failing the data check)"
+_HANG = (
+    "NVIDIA/nccl-tests src/common.cu (-T timeout); aws-samples/awsome-distributed-training "
+    "micro-benchmarks/nccl-tests/README.md"
+)
+_WATCHDOG = "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (watchdog timeout)"
+
+CATALOG = [
+    {
+        "id": "plugin-dependency-missing",
+        "severity": "error",
+        "title": "the net plugin is installed but a library it needs is missing",
+        "when": "plugin_dep_missing",
+        "remedy": "This is the root cause of the plugin not loading: put the directory of the missing "
+        "library on LD_LIBRARY_PATH or in ldconfig (libfabric: /opt/amazon/efa/lib or lib64); "
+        "`ldd <plugin .so>` must show no 'not found'.",
+        "source": "NVIDIA/nccl src/plugin/plugin_open.cc (dlerror printed as '%s/Plugin: %s: %s'); "
+        "aws/deep-learning-containers test/sanity/scripts/check_nccl_efa_gdrcopy.sh (ldd check)",
+    },
+    {
+        "id": "plugin-missing",
+        "severity": "error",
+        "title": "NCCL did not find the aws-ofi-nccl net plugin",
+        "when": "plugin_missing",
+        "remedy": "Put the plugin's directory (e.g. /opt/amazon/ofi-nccl/lib or /opt/aws-ofi-nccl/lib) on "
+        "LD_LIBRARY_PATH or name it in NCCL_NET_PLUGIN; set NCCL_NET='AWS Libfabric' (or 'Libfabric' for "
+        "plugins >= 1.13) so a missing plugin fails loudly instead of falling back.",
+        "source": _NCCL_PLUGIN,
+    },
+    {
+        "id": "ofi-init-failed",
+        "severity": "error",
+        "title": "aws-ofi-nccl loaded but failed to initialise",
+        "when": "plugin_init_failed",
+        "remedy": "Read the NET/OFI WARN lines before the failure: usually no EFA device visible, a "
+        "libfabric older than the plugin needs (>= 1.22 for the AWS platform), or GDR unavailable on a "
+        "GDR-required instance.",
+        "source": "aws/aws-ofi-nccl src/nccl_ofi_net.cpp (nccl_net_ofi_create_plugin)",
+    },
+    {
+        "id": "socket-fallback",
+        "severity": "error",
+        "title": "NCCL fell back to TCP sockets",
+        "when": "socket_fallback",
+        "remedy": "Make the plugin load and initialise (see plugin-missing / ofi-init-failed); pass the EFA "
+        "devices into the container; set NCCL_NET so the fallback is an error.",
+        "source": _NCCL_FALLBACK,
+    },
+    {
+        "id": "provider-not-efa",
+        "severity": "error",
+        "title": "libfabric selected a provider other than efa",
+        "when": "provider_not_efa",
+        "remedy": "Unset FI_PROVIDER or set it to efa; check `fi_info -p efa -t FI_EP_RDM` lists devices.",
+        "source": "aws/aws-ofi-nccl doc/efa-env-var.md",
+    },
+    {
+        "id": "two-libfabrics",
+        "severity": "error",
+        "title": "two libfabric builds on the library path",
+        "lines": [
+            {"needle": "not found (required by", "regex": r"version `(?:EFA|FABRIC)_[0-9.]+' not found"}
+        ],
+        "remedy": "Keep one libfabric, the EFA installer's (/opt/amazon/efa/lib); remove the distribution's "
+        "libfabric1 or take it off LD_LIBRARY_PATH/ldconfig.",
+        "source": _TWO_LIBFABRICS,
+    },
+    {
+        "id": "efa-devices-missing",
+        "severity": "error",
+        "title": "no EFA device visible to libfabric",
+        "lines": [
+            {
+                "needle": "fi_getinfo",
+                "regex": r"fi_getinfo\(\) call failed|fi_getinfo: provider efa output empty",
+                "scan": True,  # libfabric's own line carries no NCCL needle
+            },
+            {"needle": "optimal provider", "regex": r"Couldn't find any optimal provider"},
+            {"needle": "No eligible providers", "regex": r"No eligible providers"},
+        ],
+        "remedy": "Pass /dev/infiniband/uverbs* into the container (docker --device, or request "
+        "vpc.amazonaws.com/efa in the pod spec) and run on an EFA-enabled instance/ENI.",
+        "source": _NO_DEVICE,
+    },
+    {
+        "id": "libfabric-too-old",
+        "severity": "error",
+        "title": "libfabric older than the plugin requires",
+        "lines": [{"needle": "requires at least libfabric", "regex": r"requires at least libfabric version"}],
+        "remedy": "Install an EFA installer whose libfabric is >= 1.22 (aws-ofi-nccl AWS platform).",
+        "source": "aws/aws-ofi-nccl src/nccl_ofi_net.cpp (query_provider_capabilities)",
+    },
+    {
+        "id": "gdr-disabled",
+        "severity": "error",
+        "title": "GPUDirect RDMA is not in use on the network path",
+        "when": "gdr_off",
+        "remedy": "GPUDirect RDMA over EFA comes from the EFA kernel driver itself (not nvidia_peermem, "
+        "which is for Mellanox NICs): use an EFA driver >= 1.6 on the host and, with the open NVIDIA kernel "
+        "driver, AWS's efa_nv_peermem or DMA-BUF; `cat /sys/class/infiniband/*/device/p2p` must say "
+        "NVIDIA. On GDR-capable instances (p4/p5/p6) the plugin refuses to run without it; g5/g6e and "
+        "p5.4xlarge run EFA without GDR by design.",
+        "source": _GDR,
+    },
+    {
+        "id": "device-rdma-unsupported",
+        "severity": "error",
+        "title": "FI_EFA_USE_DEVICE_RDMA=1 on an EFA device without RDMA read",
+        "lines": [{"needle": "rdma-read", "regex": r"EFA device has no rdma-read capability", "scan": True}],
+        "remedy": "Do not set FI_EFA_USE_DEVICE_RDMA (libfabric >= 1.18 with aws-ofi-nccl >= 1.7 decide "
+        "themselves); the device does not support RDMA read.",
+        "source": "aws/aws-ofi-nccl doc/efa-env-var.md; libfabric prov/efa",
+    },
+    {
+        "id": "mr-registration-failed",
+        "severity": "error",
+        "title": "memory registration failed",
+        "lines": [{"needle": "register memory", "regex": r"Unable to register memory \(type = \d+\)"}],
+        # the type printed picks the remedy: NCCL's net API NCCL_PTR_HOST = 1, NCCL_PTR_CUDA = 2
+        "remedy_by": [
+            (
+                r"\(type = 1\)",
+                "Type 1 is host memory: RC 12 (ENOMEM) is almost always the locked-memory limit. Raise "
+                "memlock (`ulimit -l unlimited`, docker `--ulimit memlock=-1`, the pod's or Slurm's limits); "
+                "FI_EFA_SET_CUDA_SYNC_MEMOPS does not apply to host memory.",
+            ),
+            (
+                r"\(type = 2\)",
+                "Type 2 is CUDA memory: with NCCL >= 2.19 on libfabric 1.18-1.19 (EFA installer < 1.29) "
+                "set FI_EFA_SET_CUDA_SYNC_MEMOPS=0, or upgrade the EFA installer to >= 1.29.",
+            ),
+        ],
+        "remedy": "Read the RC and type in the line: type 1 is host memory (memlock limit), type 2 is CUDA "
+        "memory (FI_EFA_SET_CUDA_SYNC_MEMOPS=0 on libfabric 1.18-1.19, or EFA installer >= 1.29).",
+        "source": "aws/aws-ofi-nccl src/nccl_ofi_sendrecv.cpp ('Unable to register memory (type = %d)'), "
+        "issue 584; awsome-distributed-training efa-cheatsheet.md",
+    },
+    {
+        "id": "ll-corruption",
+        "severity": "error",
+        "title": "nccl-tests found wrong results (LL/LL128 over an unordered transport)",
+        "when": "tests_wrong",
+        "remedy": "Use aws-ofi-nccl >= 1.6 (it forces the simple protocol when ordering is missing), or set "
+        "NCCL_PROTO=simple with plugins <= 1.5.",
+        "source": _WRONG,
+    },
+    {
+        "id": "crash",
+        "severity": "error",
+        "title": "a process of the job failed or died",
+        "when": "crashed",
+        "remedy": "Read the named rank's last lines: the NCCL WARN before a `Test NCCL failure` names the "
+        "cause; a signal (11: segmentation fault, 9: killed, often out of memory) stops the process, and the "
+        "other ranks then hang or abort: fix the first rank that died.",
+        "source": "NVIDIA/nccl-tests src/common.h (CUDACHECK/NCCLCHECK/TESTCHECK); Open MPI mpirun "
+        "'exited on signal'; Slurm srun 'error: NODE: task N'",
+    },
+    {
+        "id": "hang",
+        "severity": "error",
+        "title": "the run stalled or lost its peers",
+        "lines": [
+            {"needle": "unhandled system error", "regex": r"unhandled system error"},
+            {"needle": "open AV", "regex": r"Couldn't open AV"},
+            {"needle": "network error", "regex": r"remote process exited or there was a network error"},
+        ],
+        "when": "stalled",
+        "remedy": "Run with nccl-tests -T (timeout) and a process watchdog; test node pairs to find the bad "
+        "one; check the security group allows all traffic to itself (outbound too).",
+        "source": _HANG,
+    },
+    {
+        "id": "watchdog-timeout",
+        "severity": "error",
+        "title": "PyTorch's NCCL watchdog timed out a collective",
+        "when": "watchdog",
+        "remedy": "As for a hang: find the rank/node that stopped (pairwise nccl-tests), check EFA health; "
+        "raising the timeout only hides it.",
+        "source": _WATCHDOG,
+    },
+    {
+        "id": "cuda-driver-too-old",
+        "severity": "error",
+        "title": "the CUDA driver is older than the CUDA runtime in the image",
+        "lines": [
+            {"needle": "insufficient", "regex": r"driver version is insufficient for CUDA runtime"},
+            {"needle": "too old", "regex": r"NVIDIA driver on your system is too old"},
+        ],
+        "when": "driver_older_than_runtime",
+        "remedy": "Use an image whose CUDA runtime the host driver supports, or install the CUDA forward "
+        "compatibility package (cuda-compat) in the image.",
+        "source": "NVIDIA CUDA compatibility guide",
+    },
+    {
+        "id": "nccl-warn",
+        "severity": "warning",
+        "title": "NCCL printed WARN lines",
+        "when": "warn_lines",
+        "remedy": "Read them: most WARNs precede a failure; the ones above name the component.",
+        "source": "NVIDIA/nccl debug.cc (WARN level)",
+    },
+]
+
+
+class _LinePattern:
+    __slots__ = ("sig", "needle", "regex")
+
+    def __init__(self, sig: str, needle: str, regex: str) -> None:
+        self.sig = sig
+        self.needle = needle
+        self.regex = re.compile(regex)
+
+
+_LINE_PATTERNS = [_LinePattern(e["id"], p["needle"], p["regex"]) for e in CATALOG for p in e.get("lines", ())]
+BY_ID = {e["id"]: e for e in CATALOG}
+
+
+def needles() -> List[str]:
+    """Substrings the line scanner must add for the text signatures.
+
+    Most signature lines already hold one of the parser's needles (NET/OFI lines hold `NET`,
+    `version ... not found` holds `ersion`, `unhandled system error` holds `error`); only the
+    patterns marked `scan` (libfabric's own lines) need their own pass over the log. Every
+    signature has a fixture in tests/fixtures/logs that proves its line gets through.
+    """
+    return sorted({p["needle"] for e in CATALOG for p in e.get("lines", ()) if p.get("scan")})
+
+
+# (needle, bound regex search, id) per pattern: the per-line loop reads no attributes
+_LINE_CHECKS = tuple((p.needle, p.regex.search, p.sig) for p in _LINE_PATTERNS)
+
+
+_NEEDLES = tuple(sorted({needle for needle, _, _ in _LINE_CHECKS}))
+
+
+def line_needles() -> List[str]:
+    """The substrings `match_line` looks for first: a text that holds none of them matches no signature."""
+    return list(_NEEDLES)
+
+
+def holds_line_needle(text: str) -> bool:
+    """One of `line_needles()` is in `text` (a plain loop: no tuple unpacked per needle)."""
+    for needle in _NEEDLES:
+        if needle in text:
+            return True
+    return False
+
+
+def match_line(text: str) -> List[str]:
+    """Ids of the signatures whose text pattern this line shows.
+
+    Hot path (runs on every line handed on): the substring tests reject nearly every line
+    (`holds_line_needle` first), so the list is built only on a hit.
+    """
+    if not holds_line_needle(text):
+        return []
+    hits = None
+    for needle, search, sig in _LINE_CHECKS:
+        if needle in text and search(text):
+            if hits is None:
+                hits = [sig]
+            elif sig not in hits:
+                hits.append(sig)
+    return hits or []
+
+
+# ------------------------------------------------------------------ fact predicates
+# Each takes the folded Facts (and the nccl-tests report object) and returns None when
+# the signature does not fire, else (message, evidence list).
+
+
+def _plugin_missing(facts, tests):
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_missing()]
+    if not procs:
+        return None
+    return "%d process(es) on %s found no net plugin" % (len(procs), _hosts(procs)), facts.evidence_of(
+        "plugin_load_failed"
+    ) + facts.evidence_of("network")
+
+
+def _plugin_dep_missing(facts, tests):
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_deps_missing]
+    if not procs:
+        return None
+    libs = sorted({lib for p in procs for lib in p.plugin_deps_missing})
+    where = _hosts([p for p in procs if p.host]) or "a line without NCCL head"
+    return "the net plugin could not be loaded: %s not found (on %s)" % (", ".join(libs), where), (
+        facts.evidence_of("plugin_dep_missing")
+    )
+
+
+def _procs_and_headless(facts) -> list:
+    """The processes, or, when no line had an NCCL head, the lines without one (a pasted snippet)."""
+    return list(facts.procs.values()) or [facts.headless]
+
+
+def _plugin_init_failed(facts, tests):
+    procs = [p for p in _procs_and_headless(facts) if p.plugin_init_failed or p.plugin_net_init_failed]
+    if not procs:
+        return None
+    return "aws-ofi-nccl failed to initialise in %d process(es) on %s" % (
+        len(procs),
+        _hosts(procs),
+    ), facts.evidence_of("plugin_init_failed") + facts.evidence_of("warn")
+
+
+def _socket_fallback(facts, tests):
+    procs = [p for p in facts.procs.values() if any(_is_socket(n) for n in p.networks())]
+    if not procs:
+        return None
+    return "NCCL uses TCP sockets in %d process(es) on %s" % (len(procs), _hosts(procs)), facts.evidence_of(
+        "network_socket"
+    )
+
+
+def _provider_not_efa(facts, tests):
+    procs = [p for p in facts.procs.values() if any(not is_efa_provider(v) for v in p.providers)]
+    if not procs:
+        return None
+    names = sorted({v for p in procs for v in p.providers if not is_efa_provider(v)})
+    return "provider {} on {}".format(", ".join(names), _hosts(procs)), facts.evidence_of("provider_other")
+
+
+def _gdr_off(facts, tests):
+    if facts.gdr_verdict() is not False:
+        return None
+    disabled = any(p.gdr_disabled for p in facts.procs.values())
+    on_rdma_net = any(
+        r.net_nogdr and any(not _is_socket(n) for n in r.net_names)
+        for p in facts.procs.values()
+        for r in p.ranks.values()
+    )
+    if not disabled and not on_rdma_net:
+        return None  # only socket channels lack GDR: socket-fallback says what is wrong
+    return facts.gdr_reason(), facts.evidence_of("gdr_disabled") + facts.evidence_of("channel_nogdr")
+
+
+def _row_evidence(rows, bad) -> List[dict]:
+    out = []
+    for row in rows:
+        if bad(row):
+            out.append({"file": row.get("file"), "line": row.get("line"), "text": row.get("text")})
+            if len(out) >= 5:
+                break
+    return out
+
+
+def _cells(row):
+    return [c for c in (row.get("out_of_place"), row.get("in_place")) if c]
+
+
+def _tests_wrong(facts, tests):
+    if not tests:
+        return None
+    wrong = tests.get("wrong") or 0
+    nonfinite = tests.get("nonfinite") or 0
+    if wrong <= 0 and nonfinite <= 0:
+        return None
+    ev = _row_evidence(
+        tests.get("rows") or [],
+        lambda r: r.get("nonfinite") or any((c.get("wrong") or 0) > 0 for c in _cells(r)),
+    )
+    return "nccl-tests reports %d wrong value(s) and %d Inf/NaN cell(s)" % (wrong, nonfinite), ev
+
+
+def _tests_no_results(facts, tests):
+    if not tests or tests.get("rows") or _crash_kind(facts, "crash"):
+        return None  # a crash explains a missing table: it is not a hang
+    if not tests.get("ranks") and not tests.get("nthread"):
+        return None
+    if tests.get("out_of_bounds") is not None or tests.get("avg_busbw") is not None:
+        return None  # its footer was printed: the run ended (the table was lost or pasted apart)
+    ev = [e for e in (tests.get("evidence") or {}).values() if isinstance(e, dict)]
+    return "nccl-tests printed its header but no result row (stalled or killed)", [
+        {"file": e.get("file"), "line": e.get("line"), "text": e.get("text")} for e in ev[:3]
+    ]
+
+
+def _crash_kind(facts, kind: str) -> List[dict]:
+    return [c for c in facts.crashes if c["kind"] == kind]
+
+
+def _describe(crashes) -> str:
+    parts = []
+    for c in crashes:
+        who = "rank %s" % c["rank"] if c.get("rank") is not None else "a process"
+        text = "{}{}: {}".format(who, f" on {c['host']}" if c.get("host") else "", c["what"])
+        if text not in parts:
+            parts.append(text)
+    more = f" (and {len(parts) - 4} more)" if len(parts) > 4 else ""
+    return "; ".join(parts[:4]) + more
+
+
+def _crashed(facts, tests):
+    crashes = _crash_kind(facts, "crash")
+    if not crashes:
+        return None
+    relayed = _crash_kind(facts, "relay")
+    return _describe(crashes), [c["evidence"] for c in crashes + relayed]
+
+
+def _stalled(facts, tests):
+    """A connection that broke or timed out (named by rank and host), or a header with no result row."""
+    broken = _crash_kind(facts, "network")
+    parts, ev = [], []
+    if broken:
+        parts.append(_describe(broken))
+        ev = [c["evidence"] for c in broken]
+    no_rows = _tests_no_results(facts, tests)
+    if no_rows is not None:
+        parts.append(no_rows[0])
+        ev += no_rows[1]
+    if not parts:
+        return None
+    return "; ".join(parts), ev
+
+
+def _watchdog(facts, tests):
+    """Which ranks timed out, and (the world size known) which no timeout line names: where to look."""
+    ev = facts.evidence_of("watchdog")
+    if not facts.counts.get("watchdog"):
+        return None
+    text = "%d watchdog timeout line(s)" % facts.counts["watchdog"]
+    timed_out, cap = facts.timed_out_ranks()
+    if timed_out is None:
+        return text + " from %d or more ranks" % cap, ev
+    if timed_out:
+        text += " from rank(s) %s" % ranges(timed_out)
+        world = facts.world_nranks
+        if world is not None and world <= cap and max(timed_out) < world:
+            quiet = [r for r in range(world) if r not in timed_out]
+            # said as the log says it: a rank number in a timeout line may be a subgroup's rank
+            if quiet:
+                text += "; no timeout line names rank(s) %s" % ranges(quiet)
+            else:
+                text += "; every rank of %d is named" % world
+    return text, ev
+
+
+def _driver_older_than_runtime(facts, tests):
+    bad = []
+    for p in facts.procs.values():
+        for drv, rt in p.driver_runtime:
+            if rt and drv and _vkey(drv) < _vkey(rt):
+                bad.append((p, drv, rt))
+    if not bad:
+        return None
+    p, drv, rt = bad[0]
+    return f"CUDA driver {drv} is older than runtime {rt} on {_hosts([b[0] for b in bad])}", (
+        facts.evidence_of("cuda_driver")
+    )
+
+
+def _warn_lines(facts, tests):
+    n = facts.counts.get("warn", 0)
+    if not n:
+        return None
+    return "%d NCCL WARN line(s)" % n, facts.evidence_of("warn")
+
+
+PREDICATES = {
+    "plugin_missing": _plugin_missing,
+    "plugin_dep_missing": _plugin_dep_missing,
+    "plugin_init_failed": _plugin_init_failed,
+    "socket_fallback": _socket_fallback,
+    "provider_not_efa": _provider_not_efa,
+    "gdr_off": _gdr_off,
+    "tests_wrong": _tests_wrong,
+    "tests_no_results": _tests_no_results,
+    "watchdog": _watchdog,
+    "crashed": _crashed,
+    "stalled": _stalled,
+    "driver_older_than_runtime": _driver_older_than_runtime,
+    "warn_lines": _warn_lines,
+}  # type: Dict[str, Callable]
+
+
+def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
+    """Findings for every catalog entry that fires, in catalog order."""
+    findings = []
+    for entry in CATALOG:
+        message = None
+        evidence = list(facts.signature_evidence.get(entry["id"], ()))
+        if evidence:
+            message = "%d matching line(s)" % facts.signature_counts.get(entry["id"], len(evidence))
+        pred = PREDICATES.get(entry.get("when", ""))
+        if pred is not None:
+            res = pred(facts, tests)
+            if res is not None:
+                message = res[0] if message is None else f"{res[0]}; {message}"
+                evidence = _dedupe(list(res[1]) + evidence)
+        crashes = _crash_kind(facts, "crash")
+        if entry["id"] == "hang" and crashes and message is not None:
+            # an `unhandled system error` line after a crash is the crash's echo, not a stall
+            crash_lines = {(c["evidence"]["file"], c["evidence"]["line"]) for c in crashes}
+            evidence = [e for e in evidence if (e.get("file"), e.get("line")) not in crash_lines]
+            if not evidence:
+                continue
+        if message is None:
+            continue
+        remedy = entry["remedy"]
+        if entry.get("remedy_by"):
+            picked = [
+                r for rx, r in entry["remedy_by"] if any(re.search(rx, e.get("text") or "") for e in evidence)
+            ]
+            remedy = " ".join(picked) or remedy
+        findings.append(
+            {
+                "id": entry["id"],
+                "severity": entry["severity"],
+                "title": entry["title"],
+                "message": message,
+                "evidence": evidence[:8],
+                "remedy": remedy,
+                "source": entry["source"],
+            }
+        )
+    return findings
+
+
+def _is_socket(name: str) -> bool:
+    return name.strip().lower() == "socket"
+
+
+def _hosts(procs) -> str:
+    return few(sorted({p.host or "(no NCCL head)" for p in procs}))
+
+
+def _vkey(v: str):
+    out = []
+    for part in v.split("."):
+        try:
+            out.append(int(part))
+        except ValueError:
+            out.append(0)
+    return tuple(out)
+
+
+def _dedupe(evidence: List[dict]) -> List[dict]:
+    seen = set()
+    out = []
+    for e in evidence:
+        k = (e.get("file"), e.get("line"))
+        if k in seen:
+            continue
+        seen.add(k)
+        out.append(e)
+    return out

@@ -1,0 +1,137 @@
+"""The validator report's renderings: JUnit XML (one testcase per check) and Markdown, and the metric lines.
+
+Stdlib only, made inside the image as the JSON is; they read the report dict, never the facts.
+"""
+
+import xml.etree.ElementTree as ET
+from typing import List
+
+
+# --------------------------------------------------------------------------- JUnit
+def to_junit(report: dict) -> str:
+    """One testcase per check; fail -> <failure>, unknown -> <error> (unknown never passes)."""
+    checks = report.get("checks", [])
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": "validators.parse",
+            "tests": str(len(checks)),
+            "failures": str(sum(1 for c in checks if c["status"] == "fail")),
+            "errors": str(sum(1 for c in checks if c["status"] not in ("pass", "fail"))),
+            "skipped": "0",
+        },
+    )
+    props = ET.SubElement(suite, "properties")
+    for key in ("verdict", "efa", "gdr", "network", "nccl_version", "provider", "nics", "instance_type"):
+        ET.SubElement(props, "property", {"name": key, "value": _s(report.get(key))})
+    for c in checks:
+        case = ET.SubElement(suite, "testcase", {"classname": "validators.parse", "name": c["name"]})
+        body = c.get("detail") or ""
+        ev = "\n".join(
+            "{}:{}: {}".format(e.get("file"), e.get("line"), e.get("text")) for e in c.get("evidence") or []
+        )
+        if c["status"] == "fail":
+            el = ET.SubElement(case, "failure", {"message": body[:500], "type": "fail"})
+            el.text = ev or body
+        elif c["status"] != "pass":
+            el = ET.SubElement(case, "error", {"message": ("unknown: " + body)[:500], "type": "unknown"})
+            el.text = ev or body
+        elif ev:
+            out = ET.SubElement(case, "system-out")
+            out.text = body + "\n" + ev
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _s(v) -> str:
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    return str(v)
+
+
+# --------------------------------------------------------------------------- Markdown
+_ICON = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}
+
+
+def to_markdown(report: dict) -> str:
+    """A short summary for a CI step summary: verdict, key facts, checks, findings."""
+    lines = ["## NCCL/EFA validation: **{}**".format(_ICON.get(report["verdict"], report["verdict"])), ""]
+    plugin = report.get("plugin") or {}
+    facts = [
+        ("EFA", _s(report.get("efa"))),
+        ("GPUDirect RDMA", _s(report.get("gdr"))),
+        ("network", _s(report.get("network"))),
+        ("provider", _s(report.get("provider"))),
+        ("NICs", _s(report.get("nics"))),
+        ("NCCL", _s(report.get("nccl_version"))),
+        ("aws-ofi-nccl", _s(plugin.get("version"))),
+        ("libfabric", _s(report.get("libfabric_version"))),
+        ("ranks seen / world", "{} / {}".format(report.get("ranks_seen"), _s(report.get("nranks")))),
+        ("hosts", str(len(report.get("hosts") or []))),
+    ]
+    nt = report.get("nccl_tests")
+    if nt:
+        facts.append(("collective", _s(nt.get("collective"))))
+        facts.append(
+            (
+                "busbw plateau",
+                "{} GB/s @ {} B".format(_s(nt.get("plateau_busbw")), _s(nt.get("plateau_size"))),
+            )
+        )
+        facts.append(("avg busbw", "{} GB/s".format(_s(nt.get("avg_busbw")))))
+    lines += ["| fact | value |", "|---|---|"]
+    lines += [f"| {k} | {_md(v)} |" for k, v in facts]
+    lines += ["", "| check | status | detail |", "|---|---|---|"]
+    for c in report.get("checks", []):
+        lines.append(
+            "| {} | {} | {} |".format(c["name"], _ICON.get(c["status"], c["status"]), _md(c.get("detail")))
+        )
+    findings = report.get("findings") or []
+    if findings:
+        lines += ["", "### Findings", ""]
+        for f in findings:
+            lines.append(
+                "- **{}** ({}): {}".format(f["id"], f["severity"], _md(f.get("message") or f.get("title")))
+            )
+            for e in (f.get("evidence") or [])[:2]:
+                lines.append("  - `{}:{}` `{}`".format(e.get("file"), e.get("line"), _code(e.get("text"))))
+            if f.get("remedy"):
+                lines.append("  - remedy: {}".format(_md(f["remedy"])))
+    return "\n".join(lines) + "\n"
+
+
+def _md(v) -> str:
+    return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")[:300]
+
+
+def _code(v) -> str:
+    return str(v or "").replace("`", "'")[:200]
+
+
+# --------------------------------------------------------------------------- metric lines
+def metric_lines(report: dict) -> List[str]:
+    """Lines a SageMaker metric regex can capture, e.g. `busbw_plateau=437.79 GB/s`."""
+    out = [
+        "verdict={}".format(report["verdict"]),
+        "efa={} gdr={}".format(_s(report.get("efa")), _s(report.get("gdr"))),
+    ]
+    if report.get("nics") is not None:
+        out.append("nics={}".format(report["nics"]))
+    nt = report.get("nccl_tests")
+    if nt:
+        if nt.get("plateau_busbw") is not None:
+            out.append("busbw_plateau={} GB/s".format(_num(nt["plateau_busbw"])))
+        if nt.get("avg_busbw") is not None:
+            out.append("busbw_avg={} GB/s".format(_num(nt["avg_busbw"])))
+        if nt.get("wrong") is not None:
+            out.append("wrong={}".format(nt["wrong"]))
+    return out
+
+
+def _num(v) -> str:
+    return (f"{v:.2f}") if isinstance(v, float) else str(v)

@@ -1,0 +1,44 @@
+"""Report files written whole or not at all: the text goes to a temp file beside the target, renamed over
+it once complete, so a reader (CI, the release gate) never sees half a report, and a failure leaves none.
+
+`text` is a string or a function that writes its pieces (validators.report.jsonout.document: a report of 16k
+ranks is never one string).
+"""
+
+import os
+import sys
+import tempfile
+from typing import Any, Callable, Union
+
+Text = Union[str, Callable[[Callable[[str], Any]], None]]
+
+
+def _emitter(text: Text) -> Callable[[Callable[[str], Any]], None]:
+    return text if callable(text) else (lambda write: write(text))
+
+
+def write_whole(target: str, text: Text) -> None:
+    """Write `text` to the file `target`, all of it or nothing (an error removes the temp file)."""
+    parent = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".report-", dir=parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            _emitter(text)(fh.write)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def to_stdout(text: Text) -> None:
+    _emitter(text)(sys.stdout.write)
+    sys.stdout.flush()
+
+
+def write(target: str, text: Text) -> None:
+    """`text` to `target`: '-' is stdout, anything else a file written whole (`write_whole`)."""
+    if target == "-":
+        to_stdout(text)
+    else:
+        write_whole(target, text)
