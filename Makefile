@@ -26,9 +26,13 @@ base: host $(VENV)/.demo
 	$(PY) build.py base
 	$(PY) build.py base --layout dlc
 
+# The source mirror beside the project when there is one (CI has ../shared/mirror): the demo takes the git
+# sources (aws-ofi-nccl, nccl-tests, GDRCopy) from the artifact cache, then the mirror, then upstream.
+MIRROR ?= $(wildcard ../shared/mirror)
+
 # The main job on the embedded default: build the local matrix for real, check every image, show the report.
 demo: base
-	$(PY) build.py demo --matrix matrix.local.yaml
+	$(PY) build.py demo --matrix matrix.local.yaml $(if $(MIRROR),--mirror $(MIRROR))
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -6,6 +6,11 @@ the replay stand-in prints a recorded nccl-tests log in place of the GPU binary,
 run says REPLAY: the Markdown heading, `run.replay` in the JSON, the plot title). Variants whose sources
 cannot be had here (git archives of aws-ofi-nccl, nccl-tests) are built when the artifact cache holds them;
 the summary names each one not built, why, and how to build it.
+
+The source-built parts (git archives of aws-ofi-nccl, nccl-tests, GDRCopy) come from wherever they can be
+had, in this order, and the demo says which: the artifact cache, the mirror (`--mirror`, the layout
+`build.py build --mirror` reads; `make demo` passes ../shared/mirror when it is there), upstream (unless
+`--no-upstream`). Each is verified against its pin whichever it came from.
 """
 
 from __future__ import annotations
@@ -15,15 +20,16 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from imagebuild import pipeline
 from imagebuild.adapters.docker_engine import connect
-from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache, artifacts_from_lock
+from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache, ArtifactError, artifacts_from_lock
 from imagebuild.build.builder import DEFAULT_CA, read_lock
 from imagebuild.build.localbase import DEFAULT_NAME, make_base
-from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.errors import ChecksFailed, UserError, redact
 from imagebuild.reports.summarize import ReportRequest, summarize
+from imagebuild.variant import Artifact
 
 # A recording the project wrote, replayed inside the image by validators.replay (the only stand-in).
 REPLAY = "tests/fixtures/replay/good-efa-p5-2node.log"
@@ -35,6 +41,9 @@ class DemoRequest:
     variants: Sequence[str] = ()
     out: Path = Path("build")
     jobs: int = 1
+    mirror: Optional[str] = None  # BASE of <host>/<path> git mirrors and files
+    upstream: bool = True  # fetch what neither the cache nor the mirror has from its upstream URL
+    cache: Path = DEFAULT_CACHE
 
 
 @dataclass(frozen=True)
@@ -50,12 +59,12 @@ def demo(req: DemoRequest) -> DemoOutcome:
     rendered = pipeline.render(
         pipeline.RenderOptions(matrix=req.matrix, variants=tuple(req.variants), out=out)
     )
-    names, left = _buildable(out, [d.name for d in rendered])
+    names, left = _buildable(out, [d.name for d in rendered], req)
     if not names:
         _print_not_built(req.matrix, left)
         raise UserError("no variant of the matrix can be built here", file=req.matrix)
     built = pipeline.Selection(render=None, out=out, variants=tuple(names))  # rendered above
-    stage = pipeline.StageOptions(build_ca=DEFAULT_CA)
+    stage = pipeline.StageOptions(cache=Path(req.cache), mirror=req.mirror, build_ca=DEFAULT_CA)
     results = pipeline.build(pipeline.BuildRequest(select=built, stage=stage, jobs=req.jobs))
     if any(r.status == "failed" for r in results):
         raise ChecksFailed("")  # each failed variant is printed above with its log
@@ -84,21 +93,54 @@ def demo(req: DemoRequest) -> DemoOutcome:
     return DemoOutcome(checks_passed, replay_passed)
 
 
-def _buildable(out: Path, names: List[str]) -> Tuple[List[str], Dict[str, str]]:
-    """(variants whose artifacts are cached or fetchable here, {variant: why not} for the others)."""
-    cache = ArtifactCache(Path(DEFAULT_CACHE), offline=True)
+def _buildable(out: Path, names: List[str], req: DemoRequest) -> Tuple[List[str], Dict[str, str]]:
+    """(variants whose git/url sources were found, {variant: why not} for the others), saying where each
+    variant's sources came from."""
     chosen: List[str] = []
     left: Dict[str, str] = {}
     for name in names:
         vdir = out / name
-        arts = artifacts_from_lock(read_lock(vdir), str(vdir / "variant.lock.json"))
-        unreachable = [a for a in cache.missing(arts) if a.kind in ("git", "url")]
-        if unreachable:
-            left[name] = "needs " + ", ".join(a.describe() for a in unreachable)
-            print(f"demo: not building {name}: {left[name]} (not in {DEFAULT_CACHE}, not reachable here)")
+        arts = [
+            a
+            for a in artifacts_from_lock(read_lock(vdir), str(vdir / "variant.lock.json"))
+            if a.kind in ("git", "url")
+        ]
+        where, why = find_sources(arts, req)
+        if where is None:
+            left[name] = why
+            print(f"demo: not building {name}: {why}")
             continue
+        if arts:
+            parts = ", ".join(sorted({a.component for a in arts}))
+            print(f"demo: {name}: sources of {parts} from {where}, verified against their pins")
         chosen.append(name)
     return chosen, left
+
+
+def find_sources(arts: List[Artifact], req: DemoRequest) -> Tuple[Optional[str], str]:
+    """Where every artifact of `arts` was found (the cache, the mirror, upstream), or (None, why not).
+
+    The first place that has all of them wins; a partial find is kept in the cache for the next place."""
+    cache = ArtifactCache(Path(req.cache), offline=True, say=lambda _line: None)
+    missing = cache.missing(arts)
+    if not missing:
+        return f"the artifact cache {req.cache}", ""
+    places = [(f"the mirror {redact(req.mirror)}", req.mirror)] if req.mirror else []
+    if req.upstream:
+        places.append(("upstream", None))
+    errors = []
+    for label, mirror in places:
+        fetcher = ArtifactCache(Path(req.cache), mirror=mirror, say=lambda _line: None)
+        try:
+            for art in missing:
+                fetcher.ensure(art)
+        except (ArtifactError, UserError) as err:
+            errors.append(f"{label}: {str(err).splitlines()[0][:200]}")
+            missing = cache.missing(arts)
+            continue
+        return label, ""
+    tried = "; ".join(errors) or "no mirror given and --no-upstream"
+    return None, f"needs {', '.join(a.describe() for a in missing)} (not in {req.cache}; {tried})"
 
 
 def _print_not_built(matrix: str, left: Dict[str, str]) -> None:
@@ -110,7 +152,8 @@ def _print_not_built(matrix: str, left: Dict[str, str]) -> None:
         print(f"  NOT BUILT  {name}: {why}")
         print(
             f"             to build it: put those files in {DEFAULT_CACHE} (docs/build.md, 'artifact cache')"
-            f" or add --mirror BASE_URL, then: python build.py build --matrix {matrix} --variant {name}"
+            f" or give a mirror: python build.py demo --mirror BASE_URL"
+            f" (or python build.py build --mirror BASE_URL --matrix {matrix} --variant {name})"
         )
 
 

@@ -17,16 +17,18 @@ def _nccl_logs_dir() -> Path:
     return Path(os.environ.get("NCCL_LOGS_DIR", ROOT.parent / "shared" / "nccl-logs"))
 
 
-def corpus_required() -> bool:
-    """CI (CI=true, or REQUIRE_DOCKER=1 as .ci/run sets) must have the real-log corpus: its tests are the
-    validator's truth test, so a clone without it fails there instead of passing on skips."""
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("REQUIRE_DOCKER") == "1"
+def in_ci() -> bool:
+    """CI (CI=true, as .ci/run sets) must have everything the suite reads: the real-log corpus, the source
+    mirror, every tool. A developer's clone without ../shared skips those tests with their reason instead.
+    REQUIRE_DOCKER=1 (the Makefile's) asks for a docker engine only: a fresh clone has one after `make test`
+    set up the host, but it has no ../shared."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def needed(what: str, hint: str) -> None:
     """A tool or package a test needs is missing: skip on a developer's machine, fail in CI (.ci/run installs
     every one of them, so a missing one there is a broken setup, not a reason to pass on skips)."""
-    if corpus_required():
+    if in_ci():
         pytest.fail(f"{what} missing in CI: {hint}")
     pytest.skip(f"{what} missing ({hint})")
 
@@ -43,7 +45,7 @@ def import_or_fail(module: str, hint: str):
 
 def corpus_missing(message: str) -> None:
     """Skip a corpus test on a developer clone without ../shared/nccl-logs; fail it in CI."""
-    if corpus_required():
+    if in_ci():
         pytest.fail(f"{message}: the real NCCL log corpus is required in CI (set NCCL_LOGS_DIR)")
     pytest.skip(message)
 
@@ -59,6 +61,23 @@ def nccl_logs_dir() -> Path:
     path = _nccl_logs_dir()
     if not path.is_dir():
         corpus_missing(f"real NCCL log corpus not found at {path}")
+    return path
+
+
+def mirror_dir() -> Path:
+    """The bare git mirrors of the source-built components (`<host>/<path>`, what `build.py build --mirror`
+    reads): ../shared/mirror beside the project, or SOURCE_MIRROR."""
+    return Path(os.environ.get("SOURCE_MIRROR", ROOT.parent / "shared" / "mirror"))
+
+
+@pytest.fixture(scope="session")
+def source_mirror() -> Path:
+    """The source mirror; skip without it on a developer clone, fail in CI (CI builds the real stack)."""
+    path = mirror_dir()
+    if not (path / "github.com").is_dir():
+        if in_ci():
+            pytest.fail(f"source mirror not found at {path}: required in CI, which builds the real stack")
+        pytest.skip(f"source mirror not found at {path} (../shared/mirror; set SOURCE_MIRROR)")
     return path
 
 

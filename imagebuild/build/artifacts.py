@@ -216,6 +216,30 @@ def _run(cmd: List[str], cwd: Optional[Path] = None, env: Optional[dict] = None)
     return proc.stdout
 
 
+def _local_repo(src: str, work: Path) -> str:
+    """`src`, or for a local bare repository without its `refs/` folder a stand-in git accepts.
+
+    Why: git refuses a repository without `refs/`, and that folder is empty in a `git clone --mirror` whose
+    refs are all packed; copies that drop empty folders (a tar without them, some syncs, read-only shares)
+    then lose it. The stand-in holds the mirror's HEAD, config and packed refs and borrows its objects
+    through `objects/info/alternates`: nothing is copied, the mirror is never written, and the commit is
+    verified after checkout as for any source.
+    """
+    if not src.startswith("file://"):
+        return src
+    repo = Path(urllib.parse.unquote(urllib.parse.urlparse(src).path))
+    if not (repo / "objects").is_dir() or (repo / "refs").is_dir():
+        return src
+    shim = work / "mirror.git"
+    (shim / "refs").mkdir(parents=True)
+    (shim / "objects" / "info").mkdir(parents=True)
+    for name in ("HEAD", "config", "packed-refs"):
+        if (repo / name).is_file():
+            shutil.copyfile(repo / name, shim / name)
+    (shim / "objects" / "info" / "alternates").write_text(f"{(repo / 'objects').resolve()}\n")
+    return shim.resolve().as_uri()
+
+
 # ---------------------------------------------------------------- the cache
 
 
@@ -385,7 +409,7 @@ class ArtifactCache:
         self.say(f"cloning {redact(src)} at {art.commit[:12]}")
         with tempfile.TemporaryDirectory(prefix=".tmp-git-", dir=folder) as work:
             repo = Path(work) / "repo"
-            _run(["git", "clone", "--quiet", "--no-checkout", src, str(repo)])
+            _run(["git", "clone", "--quiet", "--no-checkout", _local_repo(src, Path(work)), str(repo)])
             _run(["git", "-C", str(repo), "-c", "advice.detachedHead=false", "checkout", "-q", art.commit])
             head = _run(["git", "-C", str(repo), "rev-parse", "HEAD"]).strip()
             if head != art.commit:

@@ -52,7 +52,7 @@ class NcclTests(Block):
             self.check(
                 lock,
                 "nccl-tests-binaries",
-                "nccl_tests_binaries",
+                "binaries_load",
                 "nccl-tests binaries are present and every library they link resolves",
                 {"binaries": list(params.get("binaries") or BINARIES), "prefix": tests.get("prefix")},
             )

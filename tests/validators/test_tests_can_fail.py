@@ -1,6 +1,6 @@
 """Issue #10 item 8: the tests on real logs and on the verdict can fail.
 
-* The corpus tests fail, not skip, in CI when ../shared/nccl-logs is missing (conftest.corpus_missing).
+* The corpus and mirror tests fail, not skip, in CI when ../shared is missing, and skip on a fresh clone.
 * A good log from a run whose command exits non-zero fails.
 * A plateau at 0.97 x the floor fails and one at the floor passes.
 """
@@ -22,23 +22,32 @@ FIX = ROOT / "tests" / "fixtures" / "logs"
 P5 = (FIX / "p5-2node-efa-gdr-mpirun.log").read_text().splitlines()
 
 
+CASES = {
+    "corpus": ("tests/validators/judge/test_conformance_logs.py", "efa_and_gdr_match_meta", "NCCL_LOGS_DIR"),
+    "mirror": ("tests/imagebuild/build/test_artifacts.py", "shared_mirror", "SOURCE_MIRROR"),
+}
+
+
+@pytest.mark.parametrize("needs", sorted(CASES))
 @pytest.mark.parametrize("env", [{"CI": "true"}, {"REQUIRE_DOCKER": "1"}, {}])
-def test_corpus_tests_fail_in_ci_when_the_corpus_is_missing(tmp_path, env):
-    """A missing corpus is a failure under CI=true / REQUIRE_DOCKER=1, a skip on a developer clone."""
+def test_tests_on_shared_fail_in_ci_and_skip_on_a_fresh_clone(tmp_path, env, needs):
+    """Without ../shared (the corpus, the source mirror): a failure under CI=true, a skip on a fresh clone,
+    also under REQUIRE_DOCKER=1, which `make test` sets there after starting dockerd (issue 21)."""
+    path, selected, variable = CASES[needs]
     clean = {k: v for k, v in os.environ.items() if k not in ("CI", "REQUIRE_DOCKER")}
-    clean.update(env, NCCL_LOGS_DIR=str(tmp_path / "absent"), PYTHONPATH=str(ROOT))
+    clean.update(env, PYTHONPATH=str(ROOT))
+    clean[variable] = str(tmp_path / "absent")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/validators/judge/test_conformance_logs.py", "-k", "test_efa_and_gdr_match_meta"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path, "-k", selected],
         cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     tail = proc.stdout.strip().splitlines()[-1]
-    if env:
+    if env.get("CI"):
         assert proc.returncode == 1 and ("failed" in tail or "error" in tail), proc.stdout
         assert "required in CI" in proc.stdout
     else:
         assert proc.returncode == 0 and "skipped" in tail, proc.stdout
-        assert "failed" not in tail and "error" not in tail
+        assert "failed" not in tail and "error" not in tail and "passed" not in tail
 
 
 def test_a_good_log_from_a_command_that_exits_non_zero_fails(tmp_path):

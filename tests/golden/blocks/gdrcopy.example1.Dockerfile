@@ -7,6 +7,13 @@ RUN awk -v f=gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar -v d=/tmp/arti
  && tar -xf /tmp/artifacts/gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar --strip-components=1 -C /tmp/src/gdrcopy \
  && rm /tmp/artifacts/gdrcopy-93c606bbcaa10457cbbab93163aa446d902b983d.tar
 WORKDIR /tmp/src/gdrcopy
-RUN make -j"$(nproc)" prefix=/opt/gdrcopy CUDA=/usr/local/cuda lib lib_install \
- && rm -rf /tmp/src/gdrcopy
+RUN mkdir -p /tmp/cuda-stub \
+ && gcc -E -P -I/usr/local/cuda/include /usr/local/cuda/include/cuda.h | tr '\n' ' ' | sed 's/;/;\n/g' \
+  | sed -nE 's/^[[:space:]]*(extern[[:space:]]+)?CUresult[[:space:]]+(cu[A-Za-z0-9_]+)[[:space:]]*\(.*/int \2(void) { return 999; }/p' \
+  | sort -u > /tmp/cuda-stub/libcuda.c \
+ && test "$(wc -l < /tmp/cuda-stub/libcuda.c)" -gt 100 \
+ && gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o /tmp/cuda-stub/libcuda.so /tmp/cuda-stub/libcuda.c \
+ && LIBRARY_PATH=/tmp/cuda-stub make -j"$(nproc)" prefix=/opt/gdrcopy CUDA=/usr/local/cuda \
+      lib lib_install exes exes_install \
+ && rm -rf /tmp/src/gdrcopy /tmp/cuda-stub
 WORKDIR /

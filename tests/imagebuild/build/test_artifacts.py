@@ -325,6 +325,56 @@ def test_git_commit_not_in_the_repository_fails(git_mirror, tmp_path):
     assert cache.cached(art) is None and _no_temp_files(tmp_path / "c")
 
 
+def test_a_read_only_mirror_without_its_empty_refs_folder_still_gives_the_pinned_commit(git_mirror, tmp_path):
+    """A `git clone --mirror` whose refs are all packed has an empty refs/; a copy that drops empty folders
+    is no repository to git. The cache reads it through a stand-in, verifies the commit, writes nothing
+    there."""
+    mirror, first, _second = git_mirror
+    bare = tmp_path / "bare" / "git.invalid" / "org" / "tool.git"
+    _git("clone", "-q", "--mirror", str(mirror / "git.invalid" / "org" / "tool.git"), str(bare), cwd=tmp_path)
+    _git("pack-refs", "--all", cwd=bare)
+    for leftover in sorted((bare / "refs").rglob("*"), reverse=True):
+        leftover.rmdir()
+    (bare / "refs").rmdir()
+    subprocess.run(["chmod", "-R", "a-w", str(bare)], check=True)
+    try:
+        entry = {"kind": "git", "url": "https://git.invalid/org/tool.git", "commit": first}
+        (art,) = artifacts_from_lock(_lock(entry))
+        got = ArtifactCache(tmp_path / "c", mirror=str(tmp_path / "bare"), say=lambda _l: None).ensure(art)
+        commit_id = subprocess.run(
+            ["git", "get-tar-commit-id"], stdin=open(got, "rb"), capture_output=True, text=True
+        )
+        assert commit_id.stdout.strip() == first
+        assert not (bare / "refs").exists()  # the mirror is as it was
+        wrong = {"kind": "git", "url": "https://git.invalid/org/tool.git", "commit": "1" * 40}
+        (bad,) = artifacts_from_lock(_lock(wrong))
+        with pytest.raises(ArtifactError):
+            ArtifactCache(tmp_path / "c2", mirror=str(tmp_path / "bare"), say=lambda _l: None).ensure(bad)
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(bare)], check=True)
+
+
+def test_every_pinned_source_commit_comes_from_the_shared_mirror(source_mirror, tmp_path):
+    """CI builds aws-ofi-nccl, nccl-tests and GDRCopy from ../shared/mirror: every commit the catalog pins
+    for them must come out of it, verified, as the build fetches it."""
+    import yaml
+
+    catalog = yaml.safe_load((ROOT / "imagebuild" / "catalog" / "components.yaml").read_text())
+    cache = ArtifactCache(tmp_path / "c", mirror=str(source_mirror), say=lambda _l: None)
+    fetched = []
+    for name in ("aws_ofi_nccl", "nccl_tests", "gdrcopy"):
+        for version, commit in sorted(catalog[name]["commits"].items()):
+            entry = {"kind": "git", "url": catalog[name]["git"], "commit": commit}
+            (art,) = artifacts_from_lock(_lock(entry))
+            path = cache.ensure(art)
+            commit_id = subprocess.run(
+                ["git", "get-tar-commit-id"], stdin=open(path, "rb"), capture_output=True, text=True
+            )
+            assert commit_id.stdout.strip() == commit, (name, version)
+            fetched.append(name)
+    assert {"aws_ofi_nccl", "nccl_tests", "gdrcopy"} == set(fetched)
+
+
 # ---------------------------------------------------------------- GPG
 
 

@@ -241,12 +241,12 @@ def test_a_git_archive_adds_git_to_the_builder_tools():
     art = Artifact(kind="git", filename="g.tar", url="https://example.invalid/g.git", commit="0" * 40)
     assert block.build_tools(
         Component("gdrcopy", "2.6", "source", "git", "/opt/gdrcopy", artifacts=(art,))
-    ) == [
-        "git",
+    ) == ["git", "make", "gcc", "g++"]  # g++: the test binaries are C++
+    assert block.build_tools(Component("gdrcopy", "2.6", "source", "url", "/opt/gdrcopy")) == [
         "make",
         "gcc",
+        "g++",
     ]
-    assert block.build_tools(Component("gdrcopy", "2.6", "source", "url", "/opt/gdrcopy")) == ["make", "gcc"]
 
 
 def test_every_check_a_block_asks_for_has_an_evaluator():
