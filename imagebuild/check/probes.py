@@ -11,7 +11,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from imagebuild.components import libfabric
 from imagebuild.versions import Version
@@ -278,18 +278,29 @@ def plugin_present(t: Target, p: dict) -> Outcome:
     return PASS, "plugin library: " + ", ".join(files)
 
 
+def _unresolved(
+    t: Target, path: str, host: FrozenSet[str] = frozenset(), executable: bool = False
+) -> Tuple[Optional[str], Set[str]]:
+    """(what keeps `path` from loading, or None; the host-provided libraries it needs): ldd's `not found`
+    lines, less the libraries in `host`, which the host supplies at run time."""
+    run = f"ldd {shlex.quote(path)}"
+    rc, out, err = t.run(f"test -x {shlex.quote(path)} && {run}" if executable else run)
+    missing = [ln.strip() for ln in (out + err).splitlines() if "not found" in ln]
+    waived = {ln.split()[0] for ln in missing if ln.split()[0] in host}
+    missing = [ln for ln in missing if ln.split()[0] not in host]
+    if rc == 0 and not missing:
+        return None, waived
+    failed = f"not executable or ldd rc {rc}" if executable else f"ldd rc {rc}: {(out + err).strip()[-200:]}"
+    return "; ".join(missing) or failed, waived
+
+
 def plugin_ldd(t: Target, p: dict) -> Outcome:
     files, why = _plugin_files(t)
     if files is None:
         return UNKNOWN, why
     if not files:
         return FAIL, "no plugin library to ldd"
-    bad = []
-    for f in files:
-        rc, out, err = t.run(f"ldd {shlex.quote(f)}")
-        missing = [ln.strip() for ln in (out + err).splitlines() if "not found" in ln]
-        if rc != 0 or missing:
-            bad.append(f"{f}: " + ("; ".join(missing) or f"ldd rc {rc}: {(out + err).strip()[-200:]}"))
+    bad = [f"{f}: {problem}" for f in files for problem in [_unresolved(t, f)[0]] if problem]
     if bad:
         return FAIL, " | ".join(bad)
     return PASS, f"ldd resolves every dependency of {len(files)} plugin file(s)"
@@ -402,7 +413,7 @@ def binaries_load(t: Target, p: dict) -> Outcome:
     provides at run time (`host_provided`: libcuda.so.1 comes with the driver, injected by the NVIDIA
     container runtime, so an image must not carry it)."""
     binaries = list(p.get("binaries") or ())
-    host = set(p.get("host_provided") or ())
+    host = frozenset(p.get("host_provided") or ())
     files, why = _find(t, *binaries)
     if files is None:
         return UNKNOWN, why
@@ -418,12 +429,10 @@ def binaries_load(t: Target, p: dict) -> Outcome:
         return FAIL, f"binaries missing: {', '.join(missing)}"
     bad, waived = [], set()
     for f in sorted(by_name.values()):
-        rc, out, err = t.run(f"test -x {shlex.quote(f)} && ldd {shlex.quote(f)}")
-        nf = [ln.strip() for ln in (out + err).splitlines() if "not found" in ln]
-        waived |= {ln.split()[0] for ln in nf if ln.split()[0] in host}
-        nf = [ln for ln in nf if ln.split()[0] not in host]
-        if rc != 0 or nf:
-            bad.append(f"{f}: " + ("; ".join(nf) or f"not executable or ldd rc {rc}"))
+        problem, needs = _unresolved(t, f, host, executable=True)
+        waived |= needs
+        if problem:
+            bad.append(f"{f}: {problem}")
     if bad:
         return FAIL, " | ".join(bad)
     host_note = f" ({', '.join(sorted(waived))} from the host's driver at run time)" if waived else ""

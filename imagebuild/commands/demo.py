@@ -7,6 +7,7 @@ import argparse
 
 
 def register(sub) -> None:
+    from imagebuild.build.artifacts import DEFAULT_CACHE
     from imagebuild.cli import add_matrix_args
 
     p = sub.add_parser(
@@ -28,14 +29,13 @@ def register(sub) -> None:
         action="store_true",
         help="never fetch a source from its upstream URL (only the cache and --mirror)",
     )
-    p.add_argument("--cache", default=None, help="artifact cache folder (default: .cache/artifacts)")
+    p.add_argument("--cache", default=str(DEFAULT_CACHE), help=f"artifact cache (default: {DEFAULT_CACHE})")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from imagebuild.build.artifacts import DEFAULT_CACHE
     from imagebuild.demo import DemoRequest, demo
 
     outcome = demo(
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             mirror=args.mirror,
             upstream=not args.no_upstream,
-            cache=Path(args.cache) if args.cache else DEFAULT_CACHE,
+            cache=Path(args.cache),
         )
     )
     return 0 if outcome.checks_passed and outcome.replay_passed else 1

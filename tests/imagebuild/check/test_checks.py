@@ -19,6 +19,7 @@ from services import RUN
 from imagebuild.check.expectations import derive
 from imagebuild.check.probes import (
     Target,
+    binaries_load,
     env_policy,
     expand_env,
     labels,
@@ -110,6 +111,31 @@ def _data_target(env=None, lbls=None, history=None) -> Target:
         return 1, "", "no such file"  # `test -e FILE` for credential files: absent
 
     return Target(run=no_container, env=env or {}, labels=lbls or {}, history=history or [], lock={})
+
+
+def test_a_host_provided_library_is_the_only_missing_one_a_binary_may_have():
+    """gdrcopy's tests need libcuda.so.1 from the host's driver; any other unresolved library fails them."""
+    ldd = {
+        "/opt/g/bin/sanity": "\tlibgdrapi.so.2 => /opt/g/lib/libgdrapi.so.2\n\tlibcuda.so.1 => not found\n",
+        "/opt/g/bin/copybw": "\tlibcuda.so.1 => not found\n\tlibgdrapi.so.2 => not found\n",
+    }
+
+    class Image(Target):
+        def inventory(self, *args: str):  # ("find", *names): the files of those names
+            return {"files": sorted(f for f in ldd if f.rsplit("/", 1)[-1] in args[1:])}, ""
+
+    target = Image(
+        run=lambda cmd: (0, ldd[cmd.rsplit(" ", 1)[-1]], ""), env={}, labels={}, history=[], lock={}
+    )
+    both = {"binaries": ["sanity", "copybw"], "prefix": "/opt/g"}
+    status, detail = binaries_load(target, {**both, "host_provided": ["libcuda.so.1"]})
+    assert status == "fail" and detail == "/opt/g/bin/copybw: libgdrapi.so.2 => not found"
+    status, detail = binaries_load(
+        target, {**both, "binaries": ["sanity"], "host_provided": ["libcuda.so.1"]}
+    )
+    assert status == "pass" and "libcuda.so.1 from the host's driver" in detail
+    status, detail = binaries_load(target, {**both, "binaries": ["sanity"]})  # no host library named: fail
+    assert status == "fail" and "libcuda.so.1 => not found" in detail
 
 
 def test_env_policy_wants_exact_values_and_no_unlisted_nccl_or_fi_vars():
