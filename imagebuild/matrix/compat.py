@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from imagebuild import components as blocks
-from imagebuild.components import aws_ofi_nccl, cuda_runtime, efa_installer, libfabric, nccl
+from imagebuild.components import aws_ofi_nccl, cuda_runtime, efa_installer, libfabric, nccl, nccl_tests
 from imagebuild.variant import Component, EnvVar
 from imagebuild.versions import Version
 
@@ -169,4 +169,71 @@ def check(
         for need in block.needs if block.name in components else ():
             if need.component not in components:
                 problems.append(Problem(need.rule, need.message, f"components.{block.name}", need.source))
+    return problems
+
+
+def targets(
+    components: Dict[str, Component],
+    instance_types: Sequence[str],
+    profiles: Dict[str, Dict[str, Any]],
+    cuda_arch: Optional[str],
+    nccl_net: Optional[str],
+) -> List[Problem]:
+    """What the variant's instance types demand of it, refused at render rather than found on the cluster.
+
+    An EFA instance type without aws-ofi-nccl renders, builds and checks green, and only node-check on the
+    cluster says NCCL crosses nodes over TCP sockets; `options.nccl_net: socket` says a team wants that.
+    Source builds of CUDA kernels (NCCL, nccl-tests) compile SASS for `cuda_arch` only
+    (`-gencode=arch=compute_N,code=sm_N`, no PTX), so a GPU outside it has no kernels: NCCL fails at its
+    first collective with "no kernel image is available".
+    """
+    problems: List[Problem] = []
+    efa_types = [t for t in instance_types if profiles[t].get("efa_gbps")]
+    if OFI not in components and efa_types and nccl_net != "socket":
+        problems.append(
+            Problem(
+                "efa-without-plugin",
+                f"instance types {', '.join(efa_types)} have EFA but the variant has no aws_ofi_nccl: NCCL "
+                "would cross nodes over TCP sockets",
+                "components",
+                "aws/aws-ofi-nccl README.md (NCCL reaches libfabric and EFA only through the plugin)",
+            )
+        )
+    if OFI in components and nccl_net == "socket":
+        problems.append(
+            Problem(
+                "socket-with-plugin",
+                "options.nccl_net is socket, but the variant installs aws_ofi_nccl, which NCCL would load",
+                "options.nccl_net",
+                "NVIDIA/nccl src/net.cc (ncclNets: the plugin's slot comes before IB and Socket)",
+            )
+        )
+    kernels = [
+        c.name for c in components.values() if c.method == "source" and c.name in (NCCL, nccl_tests.NAME)
+    ]
+    archs = set((cuda_arch or "").split(";")) - {""}
+    for i, itype in enumerate(instance_types if kernels else ()):
+        need = profiles[itype].get("cuda_arch")
+        if cuda_arch is None:
+            if need is None:
+                problems.append(
+                    Problem(
+                        "cuda-arch-unknown",
+                        f"the GPU architecture of {itype} is not known to the catalog, so source builds "
+                        "cannot be targeted at it",
+                        f"instance_types[{i}]",
+                        "validators/judge/profile_data.py (cuda_arch None: no public source read)",
+                    )
+                )
+        elif need is not None and need not in archs:
+            problems.append(
+                Problem(
+                    "cuda-arch-coverage",
+                    f"options.cuda_arch {cuda_arch!r} has no sm_{need}, the GPUs of {itype} "
+                    f"({profiles[itype].get('gpu')}): the source-built {' and '.join(kernels)} would have no "
+                    "kernels for them",
+                    "options.cuda_arch",
+                    "NVIDIA CUDA compiler driver NVCC (-gencode code=sm_N is SASS for sm_N only)",
+                )
+            )
     return problems

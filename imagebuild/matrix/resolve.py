@@ -41,6 +41,14 @@ _METHODS = {
 # aws/deep-learning-containers pytorch/training/docker/2.7/py3/cu128/Dockerfile.gpu and its base image).
 _DEFAULT_PYTHON = {"local": "/usr/bin/python3", "cuda": "/usr/bin/python3", "dlc": "/usr/local/bin/python3"}
 EFA = efa_block.NAME
+_TARGET_HINTS = {
+    "efa-without-plugin": "add components.aws_ofi_nccl (from the EFA installer or source), or set "
+    "options.nccl_net: socket if TCP between nodes is what you want",
+    "socket-with-plugin": "drop options.nccl_net, or drop components.aws_ofi_nccl",
+    "cuda-arch-unknown": "set options.cuda_arch to the GPUs' architecture (e.g. 100)",
+    "cuda-arch-coverage": "add the architecture to options.cuda_arch, or leave it unset: the default covers "
+    "every instance type",
+}
 
 
 @dataclass(frozen=True)
@@ -442,8 +450,10 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
             {profiles[t].get("cuda_arch") for t in instance_types if profiles[t].get("cuda_arch")}, key=int
         )
         arch = ";".join(archs) or "90"
-    for p in compat.check(comps, spec.cuda, env, arch if (spec.options and spec.options.cuda_arch) else None):
+    for p in compat.check(comps, spec.cuda, env, options.cuda_arch):
         raise ctx.error(p.message + f" [{p.source}]", p.key)
+    for p in compat.targets(comps, instance_types, profiles, options.cuda_arch, options.nccl_net):
+        raise ctx.error(p.message + f" [{p.source}]", p.key, hint=_TARGET_HINTS[p.rule])
 
     labels = {
         "org.opencontainers.image.title": m.name,
@@ -474,7 +484,14 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         instance_types=instance_types,
         training=training,
         options=tuple(
-            sorted({"build_ca": bool(options.build_ca), "cuda_arch": arch, "jobs": options.jobs or 0}.items())
+            sorted(
+                {
+                    "build_ca": bool(options.build_ca),
+                    "cuda_arch": arch,
+                    "jobs": options.jobs or 0,
+                    "nccl_net": options.nccl_net or ("ofi" if compat.OFI in comps else "socket"),
+                }.items()
+            )
         ),
         description=spec.description or "",
         axes=m.axes,

@@ -268,6 +268,11 @@ class OptionsSpec(Strict):
         Annotated[str, _pattern(r"[0-9]{2,3}(;[0-9]{2,3})*", "CUDA archs like 90;100", 60)]
     ] = Field(None, description="GPU architectures source builds compile for")
     jobs: Optional[Annotated[int, Field(ge=1, le=256)]] = Field(None, description="make -j")
+    nccl_net: Optional[Literal["ofi", "socket"]] = Field(
+        None,
+        description="how NCCL crosses nodes: ofi (aws-ofi-nccl, the default on EFA instance types) or socket "
+        "(TCP on purpose: no plugin although the instance types have EFA)",
+    )
 
 
 class VariantBody(Strict):

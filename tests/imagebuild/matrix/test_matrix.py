@@ -267,6 +267,35 @@ BAD = [
         "variants[0].base.image",
     ),
     ("unknown-instance", GOOD + "    instance_types: [p9.huge]\n", 7, "instance_types[0]"),
+    ("efa-without-plugin", GOOD + "    instance_types: [p5.48xlarge]\n", 5, "components"),
+    (
+        "socket-with-plugin",
+        GOOD.replace(
+            '      nccl: {version: "2.27.7", method: wheel}',
+            '      nccl: {version: "2.27.7", method: wheel}\n'
+            '      libfabric: {version: "1.22.0", source: {apt: [libfabric1=1.22.0-1]}}\n'
+            '      aws_ofi_nccl: {version: "1.17.3", method: source, params: {platform_aws: "no"}}',
+        )
+        + "    options: {nccl_net: socket}\n",
+        9,
+        "options.nccl_net",
+    ),
+    (
+        "cuda-arch-misses-instance",
+        GOOD.replace("method: wheel}", "method: source}")
+        + "    instance_types: [p5.48xlarge, p6-b200.48xlarge]\n"
+        + "    options: {cuda_arch: '90', nccl_net: socket}\n",
+        8,
+        "options.cuda_arch",
+    ),
+    (
+        "cuda-arch-unknown",
+        GOOD.replace("method: wheel}", "method: source}")
+        + "    instance_types: [p6-b300.48xlarge]\n"
+        + "    options: {nccl_net: socket}\n",
+        7,
+        "instance_types[0]",
+    ),
     (
         "unknown-param",
         GOOD.replace("method: wheel}", "method: wheel, params: {fast: 'yes'}}"),
