@@ -47,9 +47,17 @@ class EfaInstaller(Block):
             "key_url": data["gpg"]["key_url"],
         }
 
-    def flags(self) -> List[str]:
-        """`efa_installer.sh` flags for a container (no kernel module; --no-verify skips the device check)."""
-        return list(catalog.efa_installers()["layout"]["installer_flags"])
+    def flags(self, comp: Optional[Component] = None) -> List[str]:
+        """`efa_installer.sh` flags for a container (no kernel module; --no-verify skips the device check).
+
+        From 1.30 the installer puts Open MPI 4 and 5 side by side unless `--mpi=` names one; the image gets
+        the one `params.openmpi` asks for, so `mpirun` on PATH is the only one there is."""
+        layout = catalog.efa_installers()["layout"]
+        flags = list(layout["installer_flags"])
+        since = layout["mpi_flag_from"]
+        if comp is not None and Version(comp.version) >= Version(str(since)):
+            flags.append(f"--mpi=openmpi{dict(comp.params).get(openmpi.NAME, '4')}")
+        return flags
 
     def replaced(self, comp: Component, v: Variant) -> List[Tuple[str, str]]:
         """(package, prefix) of each copy this installer bundles that the variant builds itself.
@@ -65,7 +73,7 @@ class EfaInstaller(Block):
         return out
 
     def macro_args(self, comp: Component, v: Variant) -> Tuple[Any, ...]:
-        return (self.flags(), self.replaced(comp, v))
+        return (self.flags(comp), self.replaced(comp, v))
 
     def built(self, comp: Component) -> bool:
         return False

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
+from imagebuild import catalog
 from imagebuild import components as blocks
 from imagebuild.components import aws_ofi_nccl, cuda_runtime, efa_installer, libfabric, nccl, nccl_tests
 from imagebuild.variant import Component, EnvVar
@@ -82,6 +83,19 @@ def check(
                         )
                     )
                 break
+
+    bundled = (catalog.efa_installer(efa.version) or {}).get(OFI) if efa and ofi else None
+    if ofi and ofi.method == "source" and bundled and Version(ofi.version) <= Version(str(bundled)):
+        problems.append(
+            Problem(
+                "plugin-not-newer",
+                f"EFA installer {efa.version} bundles aws-ofi-nccl {bundled}; building {ofi.version} from "
+                "source gives an older or the same plugin and removes the installer's own (one plugin per "
+                "image)",
+                f"components.{OFI}.version",
+                "imagebuild/catalog/efa_installers.yaml (what each installer bundles, cited there)",
+            )
+        )
 
     if (
         ofi

@@ -27,7 +27,7 @@ WORKDIR /tmp/aws-efa-installer
 RUN --mount=type=cache,id=efa-image-build-apt-cache-debian12-linux-amd64,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,id=efa-image-build-apt-lists-debian12-linux-amd64,target=/var/lib/apt/lists,sharing=locked \
     apt-get update \
- && ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify \
+ && ./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify --mpi=openmpi5 \
  && rm -rf /tmp/aws-efa-installer \
  && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 WORKDIR /

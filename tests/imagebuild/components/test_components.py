@@ -19,6 +19,7 @@ from imagebuild.matrix import resolve, schema
 from imagebuild.matrix.load import load
 from imagebuild.render import dockerfile as render
 from imagebuild.variant import Artifact, BaseImage, Component, Variant
+from imagebuild.versions import Version
 
 GOLDEN = TESTS / "golden" / "blocks"
 MATRICES = ("matrix.yaml", "matrix.local.yaml")
@@ -203,7 +204,7 @@ def test_version_decisions_compare_numbers_not_strings():
 
 
 def test_homes_and_dirs_come_from_the_blocks():
-    v = next(v for v in VARIANTS if v.name.startswith("cuda12.8-efa1.41-nccl2.27.7"))
+    v = next(v for v in VARIANTS if v.name.startswith("cuda12.8-efa1.49-nccl2.27.7"))
     p = render.plan(v)
     assert p.libfabric_home == "/opt/amazon/efa" and p.mpi_home == "/opt/amazon/openmpi"
     assert p.nccl_home == "/opt/nvidia/nccl" and p.cuda_home == "/usr/local/cuda"
@@ -255,3 +256,32 @@ def test_every_check_a_block_asks_for_has_an_evaluator():
     lock = {"components": {b.name: {"version": "1.0", "prefix": "/opt/x"} for b in components.REGISTRY}}
     probes = {e.probe for e in derive(lock) if not e.skip}  # a skipped check is never evaluated
     assert probes - set(PROBES) == set()
+
+
+def test_installer_names_one_open_mpi_from_130():
+    """`--mpi=openmpi4` unless the matrix asks for 5; installers before 1.30 have no such flag."""
+    efa = components.block("efa_installer")
+
+    def flags(version, **params):
+        c = Component(
+            name="efa_installer",
+            version=version,
+            method="installer",
+            source="url",
+            params=tuple(params.items()),
+        )
+        return efa.flags(c)
+
+    assert flags("1.49.0")[-1] == "--mpi=openmpi4" and flags("1.30.0")[-1] == "--mpi=openmpi4"
+    assert flags("1.49.0", openmpi="5")[-1] == "--mpi=openmpi5"
+    assert not any(f.startswith("--mpi") for f in flags("1.29.1"))
+
+
+def test_catalogued_installers_are_pinned_and_cited():
+    data = catalog.efa_installers()
+    assert data["gpg"]["fingerprint"].replace(" ", "") and data["layout"]["mpi_flag_from"]
+    for version, entry in data["versions"].items():
+        assert entry["source"], version
+        assert entry["sha256"] is None or re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]), version
+    newest = max(data["versions"], key=Version)
+    assert Version(newest) >= Version("1.51.0")

@@ -201,3 +201,41 @@ def test_a_component_without_what_its_block_needs_is_refused():
         ("needs-nccl", "components.nccl_tests"),
         ("needs-mpi", "components.nccl_tests"),
     }
+
+
+def test_a_source_plugin_must_be_newer_than_the_installers_own():
+    """EFA 1.49.0 bundles aws-ofi-nccl 1.20.0 (catalog): building 1.20.0 or older replaces it with no gain."""
+    comps = {
+        "efa_installer": comp("efa_installer", "1.49.0", method="installer"),
+        "libfabric": comp("libfabric", "2.4.0", method="installer"),
+        "nccl": comp("nccl", "2.27.7"),
+        "aws_ofi_nccl": comp("aws_ofi_nccl", "1.20.0"),
+    }
+    assert "plugin-not-newer" in rules(compat.check(comps, None, [], None))
+    comps["aws_ofi_nccl"] = comp("aws_ofi_nccl", "1.21.1")
+    assert "plugin-not-newer" not in rules(compat.check(comps, None, [], None))
+    bundled = dict(comps, aws_ofi_nccl=comp("aws_ofi_nccl", "1.20.0", method="installer"))
+    assert "plugin-not-newer" not in rules(compat.check(bundled, None, [], None))
+    # an installer whose bundle no source states cannot be judged: not refused on a guess
+    unknown = dict(comps, efa_installer=comp("efa_installer", "1.47.0", method="installer"))
+    unknown["aws_ofi_nccl"] = comp("aws_ofi_nccl", "1.14.0")
+    assert "plugin-not-newer" not in rules(compat.check(unknown, None, [], None))
+
+
+def test_targets_refuse_efa_without_plugin_and_cuda_arch_gaps():
+    from imagebuild import catalog
+
+    profiles = catalog.instances()
+    src_nccl = {"nccl": comp("nccl", "2.27.7")}
+    assert rules(compat.targets(src_nccl, ("p5.48xlarge",), profiles, None, None)) == {"efa-without-plugin"}
+    assert rules(compat.targets(src_nccl, ("p5.48xlarge",), profiles, None, "socket")) == set()
+    assert rules(compat.targets(src_nccl, (), profiles, None, None)) == set()
+    cov = compat.targets(src_nccl, ("p5.48xlarge", "p6-b200.48xlarge"), profiles, "90", "socket")
+    assert [p.rule for p in cov] == ["cuda-arch-coverage"] and "sm_100" in cov[0].message
+    assert compat.targets(src_nccl, ("p5.48xlarge", "p6-b200.48xlarge"), profiles, "90;100", "socket") == []
+    # wheels carry every architecture: nothing compiled here, nothing to cover
+    wheel = {"nccl": comp("nccl", "2.27.7", method="wheel", source="pypi")}
+    assert compat.targets(wheel, ("p6-b300.48xlarge",), profiles, "90", "socket") == []
+    assert rules(compat.targets(src_nccl, ("p6-b300.48xlarge",), profiles, None, "socket")) == {
+        "cuda-arch-unknown"
+    }

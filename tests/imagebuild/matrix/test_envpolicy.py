@@ -143,7 +143,7 @@ def test_render_refuses_an_error_finding_and_accepts_it_when_ignored(tmp_path):
     "variant,present,absent",
     [
         ("cuda12.1-efa1.22-ofi1.5-legacy", SEED, {"NCCL_ALGO"}),
-        ("cuda12.8-efa1.41-nccl2.27.7-ofi1.21", set(), SEED),
+        ("cuda12.8-efa1.49-nccl2.27.7-ofi1.21", set(), SEED),
         ("dlc-pt2.7-efa1.41.0", set(), SEED),
     ],
 )

@@ -114,7 +114,7 @@ def test_every_artifact_is_copied_and_checked_before_use(name):
 
 
 def test_runtime_stage_keeps_compilers_and_archives_out():
-    v = BY_NAME["cuda12.8-efa1.41-nccl2.27.7-ofi1.21"]
+    v = BY_NAME["cuda12.8-efa1.49-nccl2.27.7-ofi1.21"]
     st = stages(dockerfile(v))
     assert list(st) == ["system", "efa-verify", "efa", "builder", "runtime"]
     runtime = st["runtime"]
