@@ -51,7 +51,7 @@ def builder_stage_image(client, vdir: Path) -> str:
     """Build the Dockerfile's `builder` target from the same context the tool sends (layers are cached)."""
     image_id = None
     with tempfile.TemporaryFile() as tar:
-        builder._write_context_tar(vdir, tar)
+        builder._write_context_tar(vdir, tar, classic=True)  # the API build is the classic builder
         tar.seek(0)
         for chunk in client.api.build(
             fileobj=tar,

@@ -159,12 +159,28 @@ class BaseImage:
     kind: str  # local | dlc | cuda
     os: str
     registry_arg: Optional[str] = None
+    # The image the shipped stages start from when it is not `image` (a CUDA `-devel` base builds, its
+    # `-runtime` twin ships); None: one image for both.
+    runtime_image: Optional[str] = None
+
+    def _ref(self, image: str) -> str:
+        return f"${{{self.registry_arg}}}/{image}" if self.registry_arg else image
 
     @property
     def from_ref(self) -> str:
-        """What the FROM line says: `${BASE_REGISTRY}/repo:tag` for private registries (a pinned
-        `@sha256:` digest stays on it: the engine then pulls exactly that manifest)."""
-        return f"${{{self.registry_arg}}}/{self.image}" if self.registry_arg else self.image
+        """What the FROM line of the shipped stages says: `${BASE_REGISTRY}/repo:tag` for private registries
+        (a pinned `@sha256:` digest stays on it: the engine then pulls exactly that manifest)."""
+        return self._ref(self.runtime_image or self.image)
+
+    @property
+    def build_ref(self) -> str:
+        """The FROM of the builder stages: the base as written (the `-devel` image, with its toolkit)."""
+        return self._ref(self.image)
+
+    @property
+    def split(self) -> bool:
+        """Builder and runtime start from different images."""
+        return bool(self.runtime_image) and self.runtime_image != self.image
 
     @property
     def digest(self) -> Optional[str]:
@@ -235,6 +251,7 @@ class Variant:
                 "os": self.base.os,
                 "registry_arg": self.base.registry_arg,
                 "digest": self.base.digest,
+                "runtime_image": self.base.runtime_image,
             },
             "platform": self.platform,
             "build_steps": list(self.build_steps),

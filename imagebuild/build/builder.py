@@ -241,9 +241,12 @@ def read_lock(variant_dir: Path) -> dict:
 
 
 def base_ref(lock: dict, build_args: Dict[str, str]) -> Optional[str]:
-    """The FROM of the lock's base as the engine sees it (`${ARG}/repo:tag` filled from the build args)."""
+    """The FROM of the lock's base as the engine sees it (`${ARG}/repo:tag` filled from the build args).
+
+    On a split base, the runtime image: what the shipped layers start from is what the image records as its
+    base (digest and image id labels)."""
     base = lock.get("base") or {}
-    image, arg = base.get("image"), base.get("registry_arg")
+    image, arg = base.get("runtime_image") or base.get("image"), base.get("registry_arg")
     if not image:
         return None
     if arg:

@@ -26,6 +26,11 @@ CREDENTIAL_PATTERNS = (
 )
 CREDENTIAL_FILES = ("/root/.aws/credentials", "/root/.docker/config.json", "/root/.netrc")
 
+# What a compiler leaves on disk, by real file (gcc and g++ on PATH are links to these; `cc1` is the C
+# compiler proper that every gcc driver runs), and the CUDA headers every CUDA build includes.
+COMPILERS = ("nvcc", "cc1", "cc1plus", "*-linux-gnu-gcc-[0-9]*", "*-linux-gnu-g++-[0-9]*", "clang-[0-9]*")
+CUDA_HEADERS = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h")
+
 # exits 1 naming the validators modules without bytecode the image's interpreter would load
 _EVERY_MODULE_COMPILED = (
     "import importlib.util as u, os, sys, validators; d = os.path.dirname(validators.__file__); "
@@ -82,6 +87,19 @@ def derive(lock: dict) -> List[Expectation]:
         "find_absent",
         "the build host's CA bundle is for builder stages only: never in the final image",
         {"patterns": ["build-ca.crt"]},
+    )
+    base = lock.get("base") or {}
+    add(
+        "runtime-no-build-tools",
+        "no_build_tools",
+        "compilers, CUDA headers and static libraries stay in the builder: the image a job runs has none",
+        {
+            "compilers": list(COMPILERS),
+            "headers": list(CUDA_HEADERS),
+            "prefixes": sorted({c["prefix"] for c in comps.values() if (c or {}).get("prefix")}),
+        },
+        when=base.get("kind") != "dlc",
+        skip_reason="a DLC base ships AWS's own toolchain (nvcc, headers); extending it keeps them",
     )
     add(
         "validators-compiled",

@@ -457,6 +457,19 @@ def find_absent(t: Target, p: dict) -> Outcome:
     return PASS, f"no {' or '.join(p['patterns'])} anywhere in the image"
 
 
+def no_build_tools(t: Target, p: dict) -> Outcome:
+    """Compilers and CUDA headers anywhere, static libraries under the components' prefixes."""
+    found, why = _find(t, *p["compilers"], *p["headers"], "*.a")
+    if found is None:
+        return UNKNOWN, why
+    prefixes = tuple(pre.rstrip("/") + "/" for pre in p.get("prefixes") or ())
+    static = [f for f in found if f.endswith(".a") and f.startswith(prefixes)]
+    tools = [f for f in found if not f.endswith(".a")]
+    if tools or static:
+        return FAIL, "in the runtime image: " + ", ".join(tools + static)
+    return PASS, "no compiler, no CUDA header, no static library of a component"
+
+
 def torch_nccl(t: Target, p: dict) -> Outcome:
     code = (
         "import json, torch\n"
@@ -532,6 +545,7 @@ PROBES: Dict[str, Callable[[Target, dict], Outcome]] = {
     "binaries_load": binaries_load,
     "find_library": find_library,
     "find_absent": find_absent,
+    "no_build_tools": no_build_tools,
     "torch_nccl": torch_nccl,
     "sagemaker": sagemaker,
 }

@@ -77,7 +77,11 @@ def _from_lock(lock: Mapping[str, Any]) -> Variant:
         matrix=lock.get("matrix") or "",
         axes=tuple(sorted((lock.get("axes") or {}).items())),
         base=BaseImage(
-            image=base["image"], kind=base["kind"], os=base["os"], registry_arg=base.get("registry_arg")
+            image=base["image"],
+            kind=base["kind"],
+            os=base["os"],
+            registry_arg=base.get("registry_arg"),
+            runtime_image=base.get("runtime_image"),
         ),
         cuda=lock.get("cuda"),
         python=lock["python"],

@@ -338,6 +338,41 @@ def _layout_env(comps: Dict[str, Component], platform: str) -> List[EnvVar]:
     return out
 
 
+def _runtime_image(ctx: _Ctx, base: schema.BaseSpec) -> Optional[str]:
+    """The image the shipped stages start from. A CUDA `-devel` base ships its `-runtime` twin of the same
+    version and OS, as AWS's DLC base does (aws/deep-learning-containers docker/base/cu132/Dockerfile, commit
+    e0ecedea: the runtime stage is FROM nvidia/cuda:<version>-runtime-<os>, GDRCopy is built in a -devel
+    stage and copied in): nvcc, headers and static libraries stay in the builder."""
+    image = base.image or ""
+    if base.runtime_image:
+        if base.kind != "cuda":
+            raise ctx.error(
+                "base.runtime_image splits a CUDA base into a -devel builder and a runtime image; a "
+                f"{base.kind} base is one image",
+                "base.runtime_image",
+            )
+        if "-devel" in base.runtime_image.split(":")[-1]:
+            raise ctx.error(
+                f"base.runtime_image {base.runtime_image!r} is a -devel image: compilers and headers "
+                "would ship",
+                "base.runtime_image",
+                hint="use the -runtime (or -base) image of the same CUDA version and OS",
+            )
+        return base.runtime_image
+    name, _, digest = image.partition("@")
+    repo, _, tag = name.rpartition(":")
+    if base.kind != "cuda" or not repo or "-devel" not in tag:
+        return None
+    if digest:
+        raise ctx.error(
+            "a -devel CUDA base pinned by digest: its -runtime twin has a digest of its own, which cannot be "
+            "derived, and without it compilers and headers would ship",
+            "base.image",
+            hint="set base.runtime_image to the -runtime image of the same version, pinned by its digest too",
+        )
+    return f"{repo}:{tag.replace('-devel', '-runtime', 1)}"
+
+
 def resolve(m: Resolved, base_dir: str) -> Variant:
     ctx = _Ctx(m)
     spec = m.spec
@@ -358,7 +393,9 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
             "base.registry_arg",
             hint="an image made on this machine (`build.py base --layout dlc`): set base.local: true",
         )
-    base = BaseImage(spec.base.image, spec.base.kind, spec.base.os, spec.base.registry_arg)
+    base = BaseImage(
+        spec.base.image, spec.base.kind, spec.base.os, spec.base.registry_arg, _runtime_image(ctx, spec.base)
+    )
     python = spec.base.python or _DEFAULT_PYTHON[spec.base.kind]
 
     cspecs = {k: v for k, v in (spec.components or {}).items() if v is not None}

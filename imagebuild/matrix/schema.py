@@ -247,6 +247,11 @@ class BaseSpec(Strict):
     local: Optional[bool] = Field(
         None, description="the image is made on this machine (`build.py base`), never pulled: no registry_arg"
     )
+    runtime_image: Optional[ImageRef] = Field(
+        None,
+        description="what the shipped stages start from (kind cuda: default the `-runtime` twin of a "
+        "`-devel` image; the builder keeps `image`)",
+    )
 
 
 class TrainingSpec(Strict):

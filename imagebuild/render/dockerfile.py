@@ -5,10 +5,11 @@ parts. Pure: the text depends only on the Variant.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import jinja2
 
@@ -18,6 +19,7 @@ from imagebuild.variant import LOCK_LABEL, Component, Variant
 from imagebuild.versions import Version
 
 ROOT = Path(__file__).resolve().parents[2]
+BUILD_SYSTEM = "build-system"  # the system stage's twin on a split base's -devel image
 TEMPLATES = ROOT / "Dockerfile.templates"
 
 
@@ -73,8 +75,13 @@ class Plan:
     ldconfig_dirs: List[str]
     needs_sums: bool
     cudart_wheel: bool  # the CUDA runtime is the wheel (shared cudart only, no static library)
-    runtime_from: str  # the stage the builder and runtime start from (a block's own stage, else system)
+    runtime_from: str  # the stage the runtime starts from (a block's own stage, else system)
     runtime_copies: List[str]  # paths the runtime stage copies from the builder
+    # The builder's start: runtime_from, or its twin on the -devel base when the base is split
+    # (build-system, efa-build): the same OS packages and installer, plus the CUDA toolkit.
+    builder_from: str = "system"
+    # (stage, name) of each installer stage: on `system`, and its twin on `build-system` when split
+    installer_stages: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
     toolkit: str = cuda_runtime.TOOLKIT
 
 
@@ -96,6 +103,8 @@ def plan(v: Variant) -> Plan:
         tools += [p for p in ["ca-certificates"] if p not in tools]
     homes = blocks.homes(v.components, v.platform)
     stages = [s for s in (blocks.block(c.name).stage(c) for c in v.components) if s]
+    runtime_from = stages[-1][2] if stages else "system"
+    split = v.base.split
     return Plan(
         system_packages=system,
         unpinned=unpinned,
@@ -109,8 +118,11 @@ def plan(v: Variant) -> Plan:
         ldconfig_dirs=blocks.layout_dirs(v.components, v.platform)[0],
         needs_sums=any(a.sha256 is None for c in v.components for a in c.artifacts),
         cudart_wheel=homes.get("CUDART") == "shared",
-        runtime_from=stages[-1][2] if stages else "system",
+        runtime_from=runtime_from,
         runtime_copies=[path for c in built for path in blocks.block(c.name).runtime(c)],
+        builder_from=(f"{runtime_from}-build" if stages else BUILD_SYSTEM) if split else runtime_from,
+        installer_stages=[("system", s[2]) for s in stages]
+        + ([(BUILD_SYSTEM, f"{s[2]}-build") for s in stages] if split else []),
     )
 
 

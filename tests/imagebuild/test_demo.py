@@ -59,13 +59,14 @@ def test_demo_outputs_all_say_replay_and_their_evidence_exists(
         assert f"demo: {SOURCE_VARIANT}: sources of aws_ofi_nccl, gdrcopy, nccl_tests from " in text
         image = by_variant[SOURCE_VARIANT]
         status = {c["name"]: c["status"] for c in image["checks"]}
-        wanted = [n for n in status if n.startswith(("plugin-", "nccl-tests-", "gdrcopy-"))]
+        wanted = [n for n in status if n.startswith(("plugin-", "nccl-tests-", "gdrcopy-", "runtime-"))]
         assert {
             "plugin-present",
             "plugin-ldd",
             "nccl-tests-binaries",
             "gdrcopy-library",
             "gdrcopy-tests",
+            "runtime-no-build-tools",  # built with nvcc and g++, shipped with neither (nor CUDA headers)
         } <= set(wanted), status
         assert {n: status[n] for n in wanted} == dict.fromkeys(wanted, "pass")
         assert image["passed"] is True

@@ -31,3 +31,4 @@ RUN --mount=type=cache,id=efa-image-build-apt-cache-debian12-linux-amd64,target=
  && rm -rf /tmp/aws-efa-installer \
  && { grep -qs ' /var/lib/apt/lists ' /proc/mounts || rm -rf /var/cache/apt/* /var/lib/apt/lists/*; }
 WORKDIR /
+

@@ -223,8 +223,10 @@ def test_local_image_passes_every_check_that_applies(good_report):
     bad = {c["name"]: c["detail"] for c in report.checks if c["status"] not in ("pass", "skip")}
     assert not bad, bad
     assert report.passed
-    for name in ("nccl-version-ctypes", "nccl-version-header", "single-libnccl", "single-libfabric"):
+    for name in ("nccl-version-ctypes", "single-libnccl", "single-libfabric", "runtime-no-build-tools"):
         assert st[name] == "pass"
+    # the wheel's nccl.h stays in the builder with every other header: nothing to compare, said as a skip
+    assert st["nccl-version-header"] == "skip"
     assert st["mpirun-as-root"] == "pass" and st["validators-import"] == "pass"
     assert st["validators-compiled"] == "pass"
     assert all(st[n] == "skip" for n in PLUGIN_CHECKS)  # no plugin in this variant: skipped, never passed
@@ -261,6 +263,29 @@ def test_validators_without_bytecode_fail_validators_compiled(docker_client, der
     detail = next(c["detail"] for c in report.checks if c["name"] == "validators-compiled")
     # the last module named, in a stage folder (the detail keeps the end of the output)
     assert "scan/progress.py" in detail
+
+
+@pytest.mark.docker
+def test_a_compiler_or_cuda_header_in_the_runtime_fails_runtime_no_build_tools(
+    docker_client, derive_image, good_report
+):
+    """Files where a compiler and the toolkit put them; a static library under a component's prefix."""
+    ref = derive_image(
+        "build-tools",
+        "RUN mkdir -p /usr/lib/gcc/x86_64-linux-gnu/12 /usr/local/cuda/include "
+        "&& touch /usr/lib/gcc/x86_64-linux-gnu/12/cc1plus /usr/local/cuda/include/cuda_runtime_api.h "
+        "/opt/nvidia/nccl/lib/libnccl_static.a",
+        base=good_report[0],
+    )
+    report = check_image(docker_client, ref)
+    assert _failed(report) == {"runtime-no-build-tools"}
+    detail = next(c["detail"] for c in report.checks if c["name"] == "runtime-no-build-tools")
+    for path in (
+        "cc1plus",
+        "/usr/local/cuda/include/cuda_runtime_api.h",
+        "/opt/nvidia/nccl/lib/libnccl_static.a",
+    ):
+        assert path in detail
 
 
 @pytest.mark.docker

@@ -269,6 +269,33 @@ BAD = [
     ("unknown-instance", GOOD + "    instance_types: [p9.huge]\n", 7, "instance_types[0]"),
     ("efa-without-plugin", GOOD + "    instance_types: [p5.48xlarge]\n", 5, "components"),
     (
+        "runtime-image-on-local",
+        GOOD.replace("os: debian12}", "os: debian12, runtime_image: 'x/y:1'}"),
+        3,
+        "base.runtime_image",
+    ),
+    (
+        "runtime-image-devel",
+        GOOD.replace(
+            "{image: localbase/debian:bookworm-minbase, kind: local, os: debian12}",
+            "{image: 'nvidia/cuda:12.8.1-devel-ubuntu22.04', kind: cuda, os: ubuntu22.04,"
+            " runtime_image: 'nvidia/cuda:12.8.1-devel-ubuntu22.04'}",
+        ),
+        3,
+        "base.runtime_image",
+    ),
+    (
+        "devel-by-digest",
+        GOOD.replace(
+            "{image: localbase/debian:bookworm-minbase, kind: local, os: debian12}",
+            "{image: 'nvidia/cuda:12.8.1-devel-ubuntu22.04@sha256:"
+            + "a" * 64
+            + "', kind: cuda, os: ubuntu22.04}",
+        ),
+        3,
+        "base.image",
+    ),
+    (
         "socket-with-plugin",
         GOOD.replace(
             '      nccl: {version: "2.27.7", method: wheel}',

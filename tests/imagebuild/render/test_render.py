@@ -116,7 +116,12 @@ def test_every_artifact_is_copied_and_checked_before_use(name):
 def test_runtime_stage_keeps_compilers_and_archives_out():
     v = BY_NAME["cuda12.8-efa1.49-nccl2.27.7-ofi1.21"]
     st = stages(dockerfile(v))
-    assert list(st) == ["system", "efa-verify", "efa", "builder", "runtime"]
+    # the runtime starts from the -runtime twin of the -devel base; the builder from the -devel base itself,
+    # with the same OS packages and the same installer run (build-system, efa-build)
+    assert list(st) == ["system", "build-system", "efa-verify", "efa", "efa-build", "builder", "runtime"]
+    assert "FROM nvidia/cuda:12.8.1-runtime-ubuntu22.04 AS system" in st["system"]
+    assert "FROM nvidia/cuda:12.8.1-devel-ubuntu22.04 AS build-system" in st["build-system"]
+    assert "FROM efa-build AS builder" in st["builder"] and "FROM efa AS runtime" in st["runtime"]
     runtime = st["runtime"]
     assert "apt-get install" not in runtime and "artifacts/" not in runtime
     assert "g++" in st["builder"] and "g++" not in st["system"] + st["efa"]
@@ -144,9 +149,23 @@ def test_dlc_base_names_no_registry_host():
     )
 
 
+def test_every_cuda_variant_ships_a_non_devel_base():
+    """Builders start from the -devel image; every stage a shipped image starts from does not."""
+    cuda = [v for v in VARIANTS if v.base.kind == "cuda"]
+    assert cuda
+    for v in cuda:
+        st = stages(dockerfile(v))
+        shipped = st["system"].splitlines()[0]
+        assert "-devel" not in shipped and "-runtime-" in shipped, (v.name, shipped)
+        assert "-devel-" in st["build-system"].splitlines()[0]
+        runtime = st["runtime"]
+        assert "nvcc" not in runtime and "apt-get" not in runtime
+
+
 def test_nvidia_base_has_no_host():
     text = dockerfile(BY_NAME["cuda12.1-efa1.22-ofi1.5-legacy"])
-    assert "FROM nvidia/cuda:12.1.1-devel-ubuntu22.04 AS system" in text and "ARG BASE_REGISTRY" not in text
+    assert "FROM nvidia/cuda:12.1.1-runtime-ubuntu22.04 AS system" in text and "ARG BASE_REGISTRY" not in text
+    assert "FROM nvidia/cuda:12.1.1-devel-ubuntu22.04 AS build-system" in text
 
 
 def test_build_ca_stays_in_builder_stages(tmp_path):
