@@ -177,8 +177,11 @@ def build(req: BuildRequest) -> List[Any]:
     )
     for r in results:
         if r.status == "failed":
-            first = (r.error or "").splitlines()[0] if r.error else "failed"
+            lines = (r.error or "failed").splitlines() or ["failed"]
+            first, rest = lines[0], lines[1:]  # rest: the failed command's last error lines, a hint
             print(f"FAILED {r.variant}: {first}" + ("" if r.log in first else f" (log {r.log})"))
+            for line in rest:
+                print(line)
     return results
 
 
@@ -208,6 +211,16 @@ def bake(req: BakeRequest) -> Path:
         raise
 
 
+def _ca_dockerfile(vdir: Path) -> Optional[str]:
+    """With a build CA staged where the rendered Dockerfile lacks it (`--build-ca`, the matrix silent): the
+    Dockerfile `build` would send, for the target to carry inline; else None (the rendered file is used)."""
+    from imagebuild.build import builder
+
+    text = (vdir / "Dockerfile").read_text()
+    sent = builder.sent_dockerfile(vdir)
+    return sent if sent != text else None
+
+
 def _is_bake_file(path: Path) -> bool:
     try:
         doc = json.loads(path.read_text())
@@ -226,6 +239,7 @@ def _bake(req: BakeRequest, path: Path) -> Path:
 
     parse_shard(req.select.shard)
     build_args = builder.parse_build_args(req.stage.build_args)
+    ca = builder.resolve_ca(req.stage.build_ca)  # bad input: exit 2 before anything is rendered or staged
     out = Path(req.select.out)
     dirs = req.select.dirs()
     if not dirs:
@@ -239,7 +253,7 @@ def _bake(req: BakeRequest, path: Path) -> Path:
         print(f"bake: {err.message} ({err.key}); only bases pinned by digest can be confirmed")
     opts = builder.BuildOptions(
         cache=cache,
-        build_ca=builder.resolve_ca(req.stage.build_ca),
+        build_ca=ca,
         build_args=build_args,
         out=out,
         trust_local_base=req.trust_local_base,
@@ -265,6 +279,7 @@ def _bake(req: BakeRequest, path: Path) -> Path:
             list(req.cache_to),
             description=vdir.name,
             contexts=bakefile.base_context(base.ref, pinned) if base.ref and pinned else None,
+            dockerfile_inline=_ca_dockerfile(vdir),
         )
     if unconfirmed:  # nothing half-written: a file without these targets would look complete
         raise ChecksFailed("no bake file written:\n" + "\n".join(unconfirmed))

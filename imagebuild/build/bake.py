@@ -78,12 +78,17 @@ def bake_target(
     cache_to: Sequence[str] = (),
     description: Optional[str] = None,
     contexts: Optional[Mapping[str, str]] = None,
+    dockerfile_inline: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """One target: the staged context of a rendered variant, its Dockerfile beside it, tags and labels;
-    `contexts` named contexts (`base_context`)."""
+    """One target: the staged context of a rendered variant, its Dockerfile beside it (or `dockerfile_inline`:
+    the one `build` sends, when it differs: the build CA in builder stages), tags and labels; `contexts`
+    named contexts (`base_context`)."""
+    dockerfile = {"dockerfile": "../Dockerfile"}
+    if dockerfile_inline:
+        dockerfile = {"dockerfile-inline": dockerfile_inline}
     target: Dict[str, Any] = {
         "context": context,
-        "dockerfile": "../Dockerfile",
+        **dockerfile,
         "tags": list(tags),
         "labels": dict(labels),
         "platforms": list(platforms),

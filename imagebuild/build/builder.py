@@ -29,11 +29,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from imagebuild.adapters.docker_engine import find_image
 from imagebuild.adapters.registry import ExistingFn, ImageRef, Log, split_ref
-from imagebuild.build import buildkit
+from imagebuild.build import buildkit, steplog
 from imagebuild.build.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
 from imagebuild.build.summary import write_summary as write_summary
 from imagebuild.components import REGISTRY
 from imagebuild.errors import UserError
+from imagebuild.render.dockerfile import ca_stages, with_build_ca
 from imagebuild.variant import LOCK_LABEL
 
 HASH_LABEL = "org.efa-image-build.context-hash"
@@ -412,9 +413,18 @@ def classic_dockerfile(text: str) -> str:
     return "".join(out)
 
 
+def sent_dockerfile(variant_dir: Path, classic: bool = False) -> str:
+    """The Dockerfile docker is given: the rendered one (the one hashed) with the build CA in its builder
+    stages where a CA is staged (`with_build_ca`: `--build-ca` works whether or not the matrix asked for it),
+    and without `--mount` flags for the classic builder (`classic_dockerfile`)."""
+    text = (variant_dir / "Dockerfile").read_text()
+    if (variant_dir / "context" / CA_IN_CONTEXT).is_file():
+        text = with_build_ca(text)
+    return classic_dockerfile(text) if classic else text
+
+
 def _write_context_tar(variant_dir: Path, dest, classic: bool = False) -> None:
-    """The build context as docker receives it: context/ at the root, the Dockerfile beside it (the classic
-    builder gets its `classic_dockerfile`)."""
+    """The build context as docker receives it: context/ at the root, `sent_dockerfile` beside it."""
 
     def norm(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
@@ -424,13 +434,10 @@ def _write_context_tar(variant_dir: Path, dest, classic: bool = False) -> None:
 
     with tarfile.open(fileobj=dest, mode="w", format=tarfile.PAX_FORMAT) as tar:
         dockerfile = variant_dir / "Dockerfile"
-        if classic:
-            data = classic_dockerfile(dockerfile.read_text()).encode()
-            info = norm(tar.gettarinfo(dockerfile, arcname=DOCKERFILE_IN_TAR))
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        else:
-            tar.add(dockerfile, arcname=DOCKERFILE_IN_TAR, filter=norm)
+        data = sent_dockerfile(variant_dir, classic).encode()
+        info = norm(tar.gettarinfo(dockerfile, arcname=DOCKERFILE_IN_TAR))
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
         ctx = variant_dir / "context"
         for dirpath, dirnames, filenames in os.walk(ctx):
             dirnames.sort()
@@ -462,7 +469,9 @@ def _prepare_context(variant_dir: Path, lock: dict, opts: BuildOptions, log) -> 
     if ca:
         if not ca_dest.exists() or ca_dest.read_bytes() != ca.read_bytes():
             shutil.copyfile(ca, ca_dest)
-        log(f"build CA: {ca} -> context/{CA_IN_CONTEXT} (builder stages only)")
+        stages = ca_stages((variant_dir / "Dockerfile").read_text())
+        where = f"builder stages {', '.join(stages)}" if stages else "no builder stage here"
+        log(f"build CA: {ca} -> context/{CA_IN_CONTEXT} ({where}; never the final image)")
     elif ca_dest.exists():
         ca_dest.unlink()
     arts = artifacts_from_lock(lock, str(variant_dir / "variant.lock.json"))
@@ -579,6 +588,13 @@ class BuildFailed(Exception):
     """docker said the build failed; the message is its error, the log has the rest."""
 
 
+def _ca_used(variant_dir: Path, opts: BuildOptions) -> Optional[str]:
+    """The CA bundle builder stages trusted in this build (None: none was staged)."""
+    if not (variant_dir / "context" / CA_IN_CONTEXT).is_file():
+        return None
+    return str(opts.build_ca or DEFAULT_CA)
+
+
 def base_line(base: BaseIdentity) -> str:
     """The build log's line on what went into the hash for the base, and how it was learned."""
     if base.ref is None:
@@ -648,6 +664,7 @@ def _docker_build(
         )
         image_id = None
         step = (0, 0)
+        steps = steplog.ClassicSteps()
         for chunk in stream:
             if opts.cancel.is_set():
                 raise BuildFailed("interrupted")
@@ -659,8 +676,10 @@ def _docker_build(
                 m = _STEP.match(text)
                 if m:
                     step = (int(m.group(1)), int(m.group(2)))
+                    steps.start(text)
                     report.event(name, "building", m.group(3).strip(), step)
                 else:
+                    steps.feed(text)
                     last = text.strip()
                     if last:
                         report.event(name, "building", last, step)
@@ -669,9 +688,8 @@ def _docker_build(
             elif "error" in chunk:
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
                 log(f"ERROR: {detail}")
-                raise BuildFailed(
-                    f"{detail.strip()} (step {step[0]}/{step[1]}; log {variant_dir / 'build.log'})"
-                )
+                ca = _ca_used(variant_dir, opts)
+                raise BuildFailed(steplog.describe(steps.failure(detail), str(variant_dir / "build.log"), ca))
             elif "status" in chunk:
                 log(str(chunk.get("status")))
         if not image_id:
@@ -712,19 +730,18 @@ def _buildkit_build(
                 errors="replace",
             )
             opts.children.add(proc)
-            step, errors = (0, 0), []
+            steps = steplog.BuildkitSteps()
             try:
                 for line in proc.stdout:  # type: ignore[union-attr]
                     if opts.cancel.is_set():
                         raise BuildFailed("interrupted")
                     text = line.rstrip("\n")
                     log(text)
+                    steps.feed(text)
                     m = buildkit.STEP_RE.match(text)
                     if m:
                         step = (int(m.group(1)), int(m.group(2)))
                         report.event(name, "building", m.group(3).strip(), step)
-                    elif text.startswith(("ERROR", "error:", "failed to")) or " ERROR: " in text:
-                        errors.append(text)
                 rc = proc.wait()
             finally:
                 if proc.poll() is None:
@@ -732,8 +749,8 @@ def _buildkit_build(
                     proc.wait(timeout=30)
                 opts.children.discard(proc)
         if rc != 0:
-            detail = errors[-1] if errors else f"docker build exited {rc}"
-            raise BuildFailed(f"{detail.strip()} (step {step[0]}/{step[1]}; log {log_path})")
+            failure = steps.failure() or steplog.Failure(None, f"docker build exited {rc}")
+            raise BuildFailed(steplog.describe(failure, str(log_path), _ca_used(variant_dir, opts)))
         image_id = Path(iidfile).read_text().strip() if Path(iidfile).is_file() else ""
     if not image_id:
         raise BuildFailed(f"BuildKit reported no image id (log {log_path})")

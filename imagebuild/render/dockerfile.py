@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -166,3 +167,61 @@ def dockerfile(v: Variant) -> str:
         .get_template("Dockerfile.j2")
         .render(v=v, p=p, parts=block_parts(v, p), lock_label=LOCK_LABEL, lock_json=lock)
     )
+
+
+# ---------------------------------------------------------------- the build CA in builder stages
+
+_FROM = re.compile(r"FROM[ \t]+(?:--\S+[ \t]+)*(\S+)(?:[ \t]+AS[ \t]+(\S+))?[ \t]*$", re.IGNORECASE)
+CA_COPY = "COPY certs/build-ca.crt "
+
+
+def _stages(text: str) -> List[Tuple[int, str, str]]:
+    """(line index, FROM ref, stage name) of each stage, in order; a stage without `AS` is named by index."""
+    out: List[Tuple[int, str, str]] = []
+    continued = False
+    for i, line in enumerate(text.splitlines()):
+        body = line.strip()
+        if not continued:
+            m = _FROM.match(body)
+            if m:
+                out.append((i, m.group(1), m.group(2) or str(len(out))))
+        if body and not body.startswith("#"):
+            continued = body.endswith("\\")
+    return out
+
+
+def ca_stages(text: str) -> List[str]:
+    """The builder stages of a Dockerfile: every stage the final one does not build on (its FROM chain).
+    What the final stage takes from them is only what it COPYs --from them, so the CA stays out."""
+    stages = _stages(text)
+    if not stages:
+        return []
+    names = {name.lower(): ref for _i, ref, name in stages}
+    chain, ref = {stages[-1][2].lower()}, stages[-1][1].lower()
+    while ref in names and ref not in chain:
+        chain.add(ref)
+        ref = names[ref].lower()
+    return [name for _i, _ref, name in stages if name.lower() not in chain]
+
+
+def with_build_ca(text: str) -> str:
+    """The Dockerfile with the build CA (partials/system.j2 `build_ca`) in each builder stage that lacks it,
+    after its FROM (and SHELL): what `build --build-ca` sends when the matrix did not ask for the CA.
+
+    The rendered file, which is hashed, stays as it is: the CA never reaches the final image, so the image
+    is the same with or without it (the content hash leaves `certs/` out for the same reason).
+    """
+    lines = text.splitlines(keepends=True)
+    stages = _stages(text)
+    wanted = set(ca_stages(text))
+    ca = _macro("partials/system.j2", "build_ca").strip("\n") + "\n"
+    for k in range(len(stages) - 1, -1, -1):  # from the end: earlier line numbers stay valid
+        start, _ref, name = stages[k]
+        end = stages[k + 1][0] if k + 1 < len(stages) else len(lines)
+        if name not in wanted or any(line.startswith(CA_COPY) for line in lines[start:end]):
+            continue
+        at = start + 1
+        if at < end and lines[at].upper().startswith("SHELL"):
+            at += 1
+        lines.insert(at, ca)
+    return "".join(lines)

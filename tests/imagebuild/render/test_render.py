@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from paths import assert_golden
 
 from imagebuild.components.lock import variant_from_lock
 from imagebuild.matrix.load import load
-from imagebuild.render.dockerfile import dockerfile, environment
+from imagebuild.render.dockerfile import ca_stages, dockerfile, environment, with_build_ca
 from imagebuild.render.folders import render_all, render_variant, write
 from imagebuild.variant import LOCK_LABEL
 
@@ -184,6 +185,43 @@ def test_build_ca_stays_in_builder_stages(tmp_path):
         assert "certs/build-ca.crt" in st["builder"]
         assert "build-ca" not in st["runtime"] and "build-ca" not in st["system"]
     assert built >= 2
+
+
+def _with_option(v, build_ca: bool):
+    return dataclasses.replace(
+        v, options=tuple(o for o in v.options if o[0] != "build_ca") + (("build_ca", build_ca),)
+    )
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_build_ca_from_the_command_line_reaches_the_builder_stages_only(name):
+    """What `build --build-ca` sends where the matrix did not ask for the CA: the template's CA lines in
+    each stage the final one does not build on; the final stage and its FROM chain unchanged, byte for
+    byte; nothing added where the render already put them (options.build_ca)."""
+    v = _with_option(BY_NAME[name], False)
+    text = dockerfile(v)
+    sent = with_build_ca(text)
+    before, after = stages(text), stages(sent)
+    assert list(before) == list(after)
+    builders = ca_stages(text)
+    final = list(before)[-1]
+    assert final not in builders and "system" not in builders
+    for stage, body in after.items():
+        if stage in builders:
+            assert body.count("COPY certs/build-ca.crt ") == 1 and "ENV PIP_CERT=" in body
+        else:
+            assert body == before[stage] and "build-ca" not in body
+    if "builder" in before:
+        assert "builder" in builders
+    asked = _with_option(v, True)
+    rendered = dockerfile(asked)
+    resent = with_build_ca(rendered)
+    for stage in ("builder", "requirements"):
+        if stage in before:  # the lines the option renders are the lines --build-ca adds
+            ca = [line for line in stages(rendered)[stage].splitlines() if "build-ca" in line]
+            assert ca == [line for line in after[stage].splitlines() if "build-ca" in line]
+            assert stages(resent)[stage] == stages(rendered)[stage]
+    assert with_build_ca(sent) == sent
 
 
 def test_strict_undefined_refuses_missing_values():
