@@ -583,7 +583,9 @@ def recipe(req: RecipeRequest) -> str:
 
     lock = _recipe_lock(req)
     require_nccl_tests(lock, req.lock or req.matrix)
-    return recipes.render(req.recipe, lock, recipes.load_cluster(req.cluster))
+    cluster = recipes.load_cluster(req.cluster)
+    recipes.check_target(lock, cluster)
+    return recipes.render(req.recipe, lock, cluster)
 
 
 def _recipe_lock(req: RecipeRequest) -> Dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from imagebuild.components import nccl_tests, openmpi
+from imagebuild.components import nccl, nccl_tests, openmpi
 from imagebuild.errors import UserError
 
 KEYS = {
@@ -147,6 +147,62 @@ def load_cluster(path: str) -> Dict[str, Any]:
     out["_file"] = path
     out["_lines"] = dict(lines)
     return out
+
+
+# The instance profile's CPU architecture and the OCI platform an image for it is built for.
+PLATFORM_OF_ARCH = {"x86_64": "linux/amd64", "arm64": "linux/arm64"}
+
+
+def check_target(lock: Dict[str, Any], cluster: Dict[str, Any]) -> None:
+    """Refuse a recipe for a cluster the image was not built for, naming both sides (exit 2).
+
+    Why before printing: a p4d cluster (A100, sm_80) given the sm_90/sm_100 variant loads an NCCL and
+    nccl-tests with no kernel for its GPUs, and an x86 cluster cannot run the arm64 image at all; both would
+    surface as a failed job on the cluster, not as the mismatch they are. An EFA device count nobody states
+    would go into the MPIJob's resource request as null.
+    """
+    from imagebuild import catalog
+
+    file, lines = cluster.get("_file"), cluster.get("_lines") or {}
+    itype = cluster["instance_type"]
+    where = {"file": file, "line": lines.get("instance_type"), "key": "instance_type"}
+    variant = lock.get("name") or "the variant"
+    wanted = list(lock.get("instance_types") or [])
+    if wanted and itype not in wanted:
+        raise UserError(
+            f"the cluster's instance type {itype} is not among variant {variant}'s: {', '.join(wanted)}",
+            hint="pick a variant built for it, or add it to the variant's instance_types and rebuild",
+            **where,
+        )
+    profile = catalog.instances().get(itype) or {}
+    platform = lock.get("platform")
+    arch = profile.get("arch")
+    if platform and arch and PLATFORM_OF_ARCH.get(arch) != platform:
+        raise UserError(
+            f"{itype} has {arch} CPUs; variant {variant} is built for {platform}",
+            hint=f"use the variant built for {PLATFORM_OF_ARCH.get(arch, arch)}",
+            **where,
+        )
+    comps = lock.get("components") or {}
+    kernels = [n for n in (nccl.NAME, nccl_tests.NAME) if (comps.get(n) or {}).get("method") == "source"]
+    archs = str((lock.get("options") or {}).get("cuda_arch") or "").split(";")
+    need = profile.get("cuda_arch")
+    if kernels and need and need not in archs:
+        raise UserError(
+            f"{itype}'s GPUs ({profile.get('gpu')}) are sm_{need}; variant {variant}'s "
+            f"{' and '.join(kernels)} were compiled for sm_{', sm_'.join(archs)} only "
+            "(no kernel for these GPUs)",
+            hint="use a variant whose options.cuda_arch includes " + need,
+            **where,
+        )
+    if cluster.get("efa_devices") is None:
+        raise UserError(
+            f"the EFA device count of {itype} is unknown (no public source states it)",
+            file=file,
+            line=lines.get("instance_type"),
+            key="efa_devices",
+            hint="give efa_devices: N in the cluster file (what each node has, e.g. from `fi_info -p efa`)",
+        )
 
 
 def _need(cluster: Dict[str, Any], key: str, recipe: str) -> Any:

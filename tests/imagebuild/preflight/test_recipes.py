@@ -200,3 +200,64 @@ def test_example_cluster_files_print_their_recipe(project_root, name, recipe):
     cluster = recipes.load_cluster(str(project_root / "examples" / "cluster" / ("%s.yaml" % name)))
     text = recipes.render(recipe, LOCK, cluster)
     assert "validators" in text and "all_reduce_perf" in text
+
+
+def _refused(tmp_path, lock, cluster_text):
+    with pytest.raises(UserError) as err:
+        recipes.check_target(lock, _cluster(tmp_path, cluster_text))
+    return err.value
+
+
+def test_a_cluster_the_image_was_not_built_for_is_refused_naming_both_sides(tmp_path):
+    p5 = dict(LOCK, name="v-p5", instance_types=["p5.48xlarge", "p5en.48xlarge"], platform="linux/amd64")
+    err = _refused(tmp_path, p5, "nodes: 2\ninstance_type: p4d.24xlarge\nhosts: [a, b]\n")
+    assert err.key == "instance_type" and err.line == 2
+    assert "p4d.24xlarge" in err.message and "v-p5" in err.message and "p5en.48xlarge" in err.message
+    # GPUs: NCCL built from source for sm_90 only, on an A100 cluster (the lock lists no instance types)
+    sm90 = dict(
+        LOCK,
+        platform="linux/amd64",
+        options={"cuda_arch": "90"},
+        components={"nccl": {"method": "source"}, "nccl_tests": {"method": "source", "prefix": "/opt/t"}},
+    )
+    err = _refused(tmp_path, sm90, "nodes: 2\ninstance_type: p4d.24xlarge\nhosts: [a, b]\n")
+    assert "sm_80" in err.message and "sm_90" in err.message and err.key == "instance_type"
+    wheel = dict(sm90, components={"nccl": {"method": "wheel"}, "nccl_tests": {"method": "source"}})
+    wheel["options"] = {"cuda_arch": "80;90"}
+    recipes.check_target(wheel, _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\nhosts: [a]\n"))
+    # CPU architecture
+    arm = dict(LOCK, name="v-arm", platform="linux/arm64")
+    err = _refused(tmp_path, arm, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n")
+    assert "x86_64" in err.message and "linux/arm64" in err.message
+    # an EFA device count no source states: the cluster file must give it, never null in a manifest
+    gb = "nodes: 2\ninstance_type: p6e-gb200.36xlarge\ncontainer_image: r/i:1\n"
+    err = _refused(tmp_path, arm, gb)
+    assert err.key == "efa_devices" and "unknown" in err.message
+    cluster = _cluster(tmp_path, gb + "efa_devices: 4\n")
+    recipes.check_target(arm, cluster)
+    assert "vpc.amazonaws.com/efa: 4" in recipes.mpijob_manifest(arm, cluster)
+
+
+@pytest.mark.parametrize(
+    "variant, cluster, words",
+    [
+        (
+            "cuda12.8-efa1.49-nccl2.27.7-ofi1.21",
+            "instance_type: p4d.24xlarge",
+            ["p4d.24xlarge", "p5.48xlarge"],
+        ),
+        ("cuda12.8-efa1.49-nccl2.27.7-ofi1.21-arm64", "instance_type: p5.48xlarge", ["p5.48xlarge"]),
+        ("cuda12.8-efa1.49-nccl2.27.7-ofi1.21-arm64", "instance_type: p6e-gb200.36xlarge", ["efa_devices"]),
+    ],
+)
+def test_build_py_preflight_refuses_mismatches_with_exit_2(tmp_path, project_root, variant, cluster, words):
+    cl = tmp_path / "c.yaml"
+    cl.write_text(f"nodes: 2\n{cluster}\nhosts: [a, b]\ncontainer_image: r/i:1\n")
+    proc = build_py_process(
+        "preflight", "--print", "mpijob", "--cluster", cl, "--matrix", project_root / "matrix.yaml",
+        "--variant", variant, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{cl}:2" in proc.stderr and proc.stdout == ""
+    for w in words:
+        assert w in proc.stderr, proc.stderr
