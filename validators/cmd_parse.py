@@ -96,6 +96,12 @@ def _analyze(args) -> dict:
     from validators.scan.progress import on_terminal
 
     _check_inputs(args.logs)
+    if args.instance_type:
+        from validators.judge.profiles import unknown_instance_type
+
+        problem = unknown_instance_type(args.instance_type)
+        if problem:
+            raise InputError(problem)
     progress = on_terminal(sys.stderr)
     try:
         workers = getattr(args, "workers", None)
@@ -131,7 +137,15 @@ def run_parse(args) -> int:
     for c in report["checks"]:
         if c["status"] != "pass":
             print("check {}: {} - {}".format(c["name"], c["status"], c["detail"]), file=stream)
+    print(check_counts(report["checks"]), file=stream)
     return EXIT_BY_VERDICT.get(report["verdict"], EXIT_UNKNOWN)
+
+
+def check_counts(checks: List[dict]) -> str:
+    """The last line: how many checks passed, failed and were unknown (the passes are not listed above)."""
+    n = {s: sum(1 for c in checks if c["status"] == s) for s in ("pass", "fail", "unknown", "skip")}
+    line = "checks: {} passed, {} failed, {} unknown".format(n["pass"], n["fail"], n["unknown"])
+    return line + (", {} skipped".format(n["skip"]) if n["skip"] else "")
 
 
 def run_explain(args) -> int:

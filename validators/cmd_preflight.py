@@ -118,14 +118,11 @@ def _node_check(args: argparse.Namespace) -> int:
     from validators.node import nodecheck
 
     if args.instance_type:
-        from validators.judge.profiles import get_profile, known_instance_types
+        from validators.judge.profiles import unknown_instance_type
 
-        if get_profile(args.instance_type) is None:
-            print(
-                "error: --instance-type %r: no such profile (known: %s)"
-                % (args.instance_type, ", ".join(known_instance_types())),
-                file=sys.stderr,
-            )
+        problem = unknown_instance_type(args.instance_type)
+        if problem:
+            print("error: %s" % problem, file=sys.stderr)
             return EXIT_USAGE
     report = nodecheck.run_checks(instance_type=args.instance_type)
     _write_json(report, args.json)
@@ -181,6 +178,13 @@ def _run(args: argparse.Namespace) -> int:
     if not command:
         print("error: no command given: python -m validators run [options] -- COMMAND...", file=sys.stderr)
         return EXIT_USAGE
+    if args.instance_type:
+        from validators.judge.profiles import unknown_instance_type
+
+        problem = unknown_instance_type(args.instance_type)
+        if problem:  # before anything runs: a typo would judge nothing and read as a verdict
+            print("error: %s" % problem, file=sys.stderr)
+            return EXIT_USAGE
     if args.exit_by == "command" and (args.pairwise or args.repeat > 1):
         print("error: --exit-by command is for a single run (not --repeat or --pairwise)", file=sys.stderr)
         return EXIT_USAGE

@@ -61,6 +61,33 @@ def test_unknown_exit_3_and_junit_error_not_pass(tmp_path):
     assert "ranks-seen" in errored
 
 
+def test_stdout_ends_counting_checks_and_markdown_says_unknown_not_null(tmp_path):
+    """The passes are not listed one by one, so the last line counts them; a fact the log lacks reads
+    "unknown" for people (JSON keeps null)."""
+    m, j = tmp_path / "r.md", tmp_path / "r.json"
+    p = cli("parse", str(FIX / "nccl2.5-ring-gdr.log"), "--markdown", str(m), "--json", str(j))
+    report = json.loads(j.read_text())
+    n = {s: sum(1 for c in report["checks"] if c["status"] == s) for s in ("pass", "fail", "unknown")}
+    last = p.stdout.decode().rstrip("\n").splitlines()[-1]
+    assert last.startswith(f"checks: {n['pass']} passed, {n['fail']} failed, {n['unknown']} unknown"), last
+    assert n["unknown"] >= 1 and None in (report["efa"], report["provider"], report["nics"])
+    md = m.read_text()
+    assert "null" not in md and "unknown" in md
+
+
+def test_an_unknown_instance_type_is_bad_input_with_close_matches(tmp_path):
+    for verb in (["parse", GOOD], ["run", "--", "true"], ["node-check"]):
+        p = (
+            cli(*verb, "--instance-type", "p5.48xl")
+            if verb[0] != "run"
+            else cli("run", "--instance-type", "p5.48xl", "--log", str(tmp_path / "r.log"), "--", "true")
+        )
+        err = p.stderr.decode()
+        assert p.returncode == 2 and "Traceback" not in err, (verb, err)
+        assert "p5.48xl" in err and "did you mean p5.48xlarge" in err, (verb, err)
+    assert not (tmp_path / "r.log").exists()
+
+
 def test_json_to_stdout_keeps_metric_lines_on_stderr():
     p = cli("parse", GOOD, "--json", "-")
     report = json.loads(p.stdout.decode())

@@ -108,6 +108,25 @@ def get_profile(instance_type: Optional[str]) -> Optional[Profile]:
     return _PROFILES.get(name)
 
 
+def unknown_instance_type(instance_type: str) -> Optional[str]:
+    """Why `instance_type` cannot be judged, with the close matches; None for a known one.
+
+    Why bad input and not a verdict: a typo (`p5.48xl`) would otherwise judge nothing about NICs and
+    bandwidth and come out as exit 3, a statement about the cluster."""
+    if get_profile(instance_type) is not None:
+        return None
+    import difflib
+
+    name = instance_type.strip().lower()
+    close = difflib.get_close_matches(
+        name[3:] if name.startswith("ml.") else name, known_instance_types(), 3, 0.5
+    )
+    hint = (
+        "did you mean %s?" % " or ".join(close) if close else "known: %s" % ", ".join(known_instance_types())
+    )
+    return "--instance-type %r: no such instance profile; %s" % (instance_type, hint)
+
+
 def busbw_factor(collective: Optional[str], n: int) -> Optional[float]:
     """algbw -> busbw factor for `n` ranks (nccl-tests doc/PERFORMANCE.md); None for an unknown collective."""
     if n < 1:

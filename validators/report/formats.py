@@ -63,27 +63,27 @@ def to_markdown(report: dict) -> str:
     lines = ["## NCCL/EFA validation: **{}**".format(_ICON.get(report["verdict"], report["verdict"])), ""]
     plugin = report.get("plugin") or {}
     facts = [
-        ("EFA", _s(report.get("efa"))),
-        ("GPUDirect RDMA", _s(report.get("gdr"))),
-        ("network", _s(report.get("network"))),
-        ("provider", _s(report.get("provider"))),
-        ("NICs", _s(report.get("nics"))),
-        ("NCCL", _s(report.get("nccl_version"))),
-        ("aws-ofi-nccl", _s(plugin.get("version"))),
-        ("libfabric", _s(report.get("libfabric_version"))),
-        ("ranks seen / world", "{} / {}".format(report.get("ranks_seen"), _s(report.get("nranks")))),
+        ("EFA", _human(report.get("efa"))),
+        ("GPUDirect RDMA", _human(report.get("gdr"))),
+        ("network", _human(report.get("network"))),
+        ("provider", _human(report.get("provider"))),
+        ("NICs", _human(report.get("nics"))),
+        ("NCCL", _human(report.get("nccl_version"))),
+        ("aws-ofi-nccl", _human(plugin.get("version"))),
+        ("libfabric", _human(report.get("libfabric_version"))),
+        ("ranks seen / world", "{} / {}".format(report.get("ranks_seen"), _human(report.get("nranks")))),
         ("hosts", str(len(report.get("hosts") or []))),
     ]
     nt = report.get("nccl_tests")
     if nt:
-        facts.append(("collective", _s(nt.get("collective"))))
+        facts.append(("collective", _human(nt.get("collective"))))
         facts.append(
             (
                 "busbw plateau",
-                "{} GB/s @ {} B".format(_s(nt.get("plateau_busbw")), _s(nt.get("plateau_size"))),
+                "{} GB/s @ {} B".format(_human(nt.get("plateau_busbw")), _human(nt.get("plateau_size"))),
             )
         )
-        facts.append(("avg busbw", "{} GB/s".format(_s(nt.get("avg_busbw")))))
+        facts.append(("avg busbw", "{} GB/s".format(_human(nt.get("avg_busbw")))))
     lines += ["| fact | value |", "|---|---|"]
     lines += [f"| {k} | {_md(v)} |" for k, v in facts]
     lines += ["", "| check | status | detail |", "|---|---|---|"]
@@ -103,6 +103,11 @@ def to_markdown(report: dict) -> str:
             if f.get("remedy"):
                 lines.append("  - remedy: {}".format(_md(f["remedy"])))
     return "\n".join(lines) + "\n"
+
+
+def _human(v) -> str:
+    """A fact for people: "unknown" where the log did not show it (JSON keeps null, metric lines too)."""
+    return "unknown" if v is None else _s(v)
 
 
 def _md(v) -> str:

@@ -209,4 +209,4 @@ def test_node_check_cli_on_this_machine(tmp_path):
 
 def test_node_check_unknown_instance_type_is_usage_error():
     proc, _ = run_cli(["node-check", "--instance-type", "p99.bogus"])
-    assert proc.returncode == 2 and "no such profile" in proc.stderr
+    assert proc.returncode == 2 and "no such instance profile" in proc.stderr
