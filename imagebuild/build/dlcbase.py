@@ -2,22 +2,33 @@
 
 CI cannot pull a DLC, yet the extend-a-DLC path must be tested on the layout a DLC really has. The PyTorch
 2.7 cu128 DLC (aws/deep-learning-containers pytorch/training/docker/2.7/py3/cu128/Dockerfile.gpu, on
-base/x86_64/gpu/cu128/ubuntu22.04/Dockerfile) has no conda: Python is built into /usr/local (its
-site-packages under /usr/local/lib/pythonX.Y); torch comes from pip, so NCCL is the nvidia-nccl-cu12 wheel
-in site-packages (nvidia/nccl/lib/libnccl.so.2); the EFA installer (scripts/docker/common/install_efa.sh)
-puts libfabric and fi_info under /opt/amazon/efa, Open MPI under /opt/amazon/openmpi (mpirun wrapped with
---allow-run-as-root), aws-ofi-nccl under /opt/amazon/ofi-nccl, and records /opt/amazon/efa_installed_packages;
-PATH and LD_LIBRARY_PATH name those directories.
+base/x86_64/gpu/cu128/ubuntu22.04/Dockerfile, both read at commit e17a13ce) has no conda: Python is built into
+/usr/local (its site-packages under /usr/local/lib/pythonX.Y); torch comes from pip, so torch's NCCL is the
+nvidia-nccl-cu12 wheel in site-packages (nvidia/nccl/lib/libnccl.so.2). It holds a second NCCL: the base's
+scripts/install_cuda.sh builds NCCL from source (`make -j src.build`) and copies `build/lib/*` to
+/usr/local/cuda/lib64 and `build/include/*` to /usr/local/cuda/include, and the base's LD_LIBRARY_PATH names
+/usr/local/cuda/lib64 (torch's site-packages directory it does not name). The EFA installer
+(scripts/install_efa.sh at e17a13ce; scripts/docker/common/install_efa.sh at e0ecedea) puts libfabric
+and fi_info under /opt/amazon/efa, Open MPI under /opt/amazon/openmpi, aws-ofi-nccl under
+/opt/amazon/ofi-nccl, and records /opt/amazon/efa_installed_packages; then the script moves `mpirun` to
+`mpirun.real` behind a wrapper that adds `--allow-run-as-root` and appends two mca params (catalog
+efa_installers.yaml `dlc_openmpi`).
 
 This image, FROM the debootstrap base, reproduces that layout with what is reachable here:
 - Python: a venv created at /usr/local (`python3 -m venv /usr/local`). It gives /usr/local/bin/python3 with
   sys.prefix /usr/local and its own /usr/local/lib/python3.11/site-packages, as the DLC's source-built
   Python has, without compiling CPython; a symlink set alone would keep Debian's prefix and dist-packages.
-- NCCL: the nvidia-nccl-cu12 wheel, fetched and sha256-verified on the host by the artifact cache (the
+- torch's NCCL: the nvidia-nccl-cu12 wheel, fetched and sha256-verified on the host by the artifact cache (the
   catalog's pin), pip-installed offline into that site-packages. torch itself is left out (gigabytes).
+- The second NCCL is a stand-in for the DLC's source build, which cannot be compiled here (no CUDA toolkit): a
+  copy of the wheel's libnccl.so.2 (so the same version: another file at another path, and the checks tell the
+  two apart by path) under the source build's names (libnccl.so.X.Y.Z, libnccl.so.2, libnccl.so), with the
+  wheel's nccl.h, in /usr/local/cuda-12.8/{lib64,include}; /usr/local/cuda links to it and
+  /usr/local/cuda/lib64 is on LD_LIBRARY_PATH, as in the DLC's base.
 - libfabric: Debian's 1.17 library and fi_* tools moved to /opt/amazon/efa/{lib,bin}, so the image holds one
-  libfabric, where the DLC has it. Open MPI: Debian's 4.1 linked in at /opt/amazon/openmpi/{bin,lib}
-  (its prefix is compiled in, so it is linked, not moved), mpirun wrapped as install_efa.sh does.
+  libfabric, where the DLC has it. Open MPI: Debian's 4.1 linked in at /opt/amazon/openmpi/{bin,lib,etc} (its
+  prefix is compiled in, so it is linked, not moved; etc is Debian's /etc/openmpi, the mca params file this
+  Open MPI reads), mpirun wrapped and the mca params appended as install_efa.sh does.
 - aws-ofi-nccl: left out. No source of it is reachable here and a stand-in would pretend to be a plugin.
 - /opt/amazon/efa_installed_packages in the installer's format, saying that no EFA installer ran.
 """
@@ -37,9 +48,13 @@ from imagebuild.components import nccl
 from imagebuild.errors import UserError
 from imagebuild.variant import Artifact
 
-DEFAULT_NAME = "localbase/dlc-layout:bookworm"
+# `-2nccl`: the layout with the DLC's two NCCLs and its mpirun settings (an engine may still hold the older
+# one-NCCL layout under `bookworm`; a new tag never lets a build take that one for this one).
+DEFAULT_NAME = "localbase/dlc-layout:bookworm-2nccl"
 NCCL_VERSION = "2.27.7"
 CUDA_MAJOR = 12
+CUDA_DIR = "/usr/local/cuda-12.8"  # the DLC's toolkit directory (cu128); /usr/local/cuda links to it
+SITE_PACKAGES = "/usr/local/lib/python3.11/site-packages"  # the venv's (Debian bookworm's Python 3.11)
 # Debian bookworm pins, as matrix.local.yaml uses them
 APT_PACKAGES = (
     "ca-certificates=20230311+deb12u1",
@@ -77,6 +92,11 @@ def dockerfile(base: str, wheel: str) -> str:
     """The Dockerfile of the DLC-layout base (pure: golden-testable)."""
     apt = " \\\n      ".join(APT_PACKAGES)
     recorded = " ".join(RECORDED)
+    dlc = catalog.efa_installers()["dlc_openmpi"]
+    prefix = dlc["prefix"]
+    wrapper, real = f"{prefix}/{dlc['wrapper']}", f"{prefix}/{dlc['real']}"
+    mca_file = f"{prefix}/{dlc['mca_params_file']}"
+    mca = " ".join(shlex.quote(f"{k} = {v}") for k, v in dlc["mca_params"].items())
     return f"""\
 # A local base laid out like the PyTorch DLC (see imagebuild/build/dlcbase.py for the layout and its sources).
 FROM {base}
@@ -89,14 +109,24 @@ RUN apt-get update \\
 # Python at /usr/local/bin/python3 with its site-packages under /usr/local, as the DLC's.
 RUN python3 -m venv /usr/local \\
  && /usr/local/bin/python3 -c 'import sys; assert sys.prefix == "/usr/local", sys.prefix'
-# NCCL where torch's wheel dependency puts it: site-packages/nvidia/nccl/lib (sha256-checked, offline).
+# torch's NCCL where its wheel dependency puts it: site-packages/nvidia/nccl/lib (sha256-checked, offline).
 COPY artifacts/ /tmp/artifacts/
 RUN cd /tmp/artifacts && sha256sum -c SHA256SUMS \\
  && /usr/local/bin/python3 -m pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check \\
       /tmp/artifacts/{shlex.quote(wheel)} \\
  && rm -rf /tmp/artifacts
+# The DLC's second NCCL, which its base builds from source into the CUDA directory (install_cuda.sh).
+# Stand-in: a copy of the wheel's library under the source build's names (same version, other file and path).
+RUN mkdir -p {CUDA_DIR}/lib64 {CUDA_DIR}/include \\
+ && ln -s {CUDA_DIR} /usr/local/cuda \\
+ && cp {SITE_PACKAGES}/nvidia/nccl/lib/libnccl.so.2 {CUDA_DIR}/lib64/libnccl.so.{NCCL_VERSION} \\
+ && ln -s libnccl.so.{NCCL_VERSION} {CUDA_DIR}/lib64/libnccl.so.2 \\
+ && ln -s libnccl.so.2 {CUDA_DIR}/lib64/libnccl.so \\
+ && cp {SITE_PACKAGES}/nvidia/nccl/include/nccl.h {CUDA_DIR}/include/
 # The EFA installer's layout: libfabric and fi_* under /opt/amazon/efa (moved: one libfabric in the image),
-# Debian's Open MPI linked in at /opt/amazon/openmpi with mpirun wrapped as the DLC's install_efa.sh does.
+# Debian's Open MPI linked in at /opt/amazon/openmpi (etc: Debian's /etc/openmpi, the file it reads), then
+# mpirun wrapped and the mca params appended as the DLC's install_efa.sh does (after a newline: Debian's file
+# ends without one, and a line appended to its last line would spoil both).
 # No aws-ofi-nccl: its source is not reachable here, and nothing stands in for it.
 RUN multiarch="/usr/lib/$(uname -m)-linux-gnu" \\
  && mkdir -p /opt/amazon/efa/lib /opt/amazon/efa/bin /opt/amazon/openmpi/bin \\
@@ -104,11 +134,13 @@ RUN multiarch="/usr/lib/$(uname -m)-linux-gnu" \\
  && ln -s libfabric.so.1 /opt/amazon/efa/lib/libfabric.so \\
  && mv /usr/bin/fi_* /opt/amazon/efa/bin/ \\
  && ln -s "$multiarch/openmpi/lib" /opt/amazon/openmpi/lib \\
+ && ln -s /etc/openmpi /opt/amazon/openmpi/etc \\
  && for t in ompi_info mpiexec orterun; do ln -s "/usr/bin/$t" "/opt/amazon/openmpi/bin/$t"; done \\
- && ln -s "$(readlink -f /usr/bin/mpirun)" /opt/amazon/openmpi/bin/mpirun.real \\
- && printf '%s\\n' '#!/bin/bash' '/opt/amazon/openmpi/bin/mpirun.real --allow-run-as-root "$@"' \\
-      > /opt/amazon/openmpi/bin/mpirun \\
- && chmod 0755 /opt/amazon/openmpi/bin/mpirun \\
+ && ln -s "$(readlink -f /usr/bin/mpirun)" {real} \\
+ && printf '%s\\n' '#!/bin/bash' '{real} --allow-run-as-root "$@"' > {wrapper} \\
+ && chmod 0755 {wrapper} \\
+ && {{ [ -z "$(tail -c1 {mca_file})" ] || echo >> {mca_file}; }} \\
+ && printf '%s\\n' {mca} >> {mca_file} \\
  && {{ echo '# EFA installer version: none (Debian packages in its layout, by efa-image-build)'; \\
       echo '# Debug packages installed: no'; \\
       echo '# Packages installed:'; \\
@@ -116,7 +148,7 @@ RUN multiarch="/usr/lib/$(uname -m)-linux-gnu" \\
       > /opt/amazon/efa_installed_packages \\
  && ldconfig
 ENV PATH="/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:{DOCKER_PATH}" \\
-    LD_LIBRARY_PATH="/usr/local/lib:/opt/amazon/efa/lib:/opt/amazon/openmpi/lib"
+    LD_LIBRARY_PATH="/usr/local/lib:/usr/local/cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/openmpi/lib"
 LABEL {LAYOUT_LABEL}="dlc"
 """
 

@@ -6,7 +6,10 @@ Where the loader would look is validators.node.nodecheck's lookup (copied beside
 node-check uses on the cluster.
 
   python3 inventory.py libs SONAME...   candidates on the library search path, and what dlopen resolves
-  python3 inventory.py nccl-version     ncclGetVersion() through ctypes, and the library it came from
+  python3 inventory.py nccl-version [PATH]  ncclGetVersion() through ctypes (of PATH, else the loader's
+                                        libnccl.so.2), and the library it came from
+  python3 inventory.py framework-nccl [--import]  the NCCL a framework loads: `import torch` (--import),
+                                        else what torch's wheel finds without it (nvidia/nccl/lib)
   python3 inventory.py plugin           the net plugin NCCL's search rules would load
   python3 inventory.py find NAME...     regular files with these names (globs) anywhere on the root fs
   python3 inventory.py header FILE      NCCL_MAJOR/MINOR/PATCH macros of an nccl.h
@@ -80,22 +83,66 @@ def libs(sonames):
     return result
 
 
-def nccl():
-    path, error = _dlopen("libnccl.so.2")
-    if error:
-        return {"path": None, "code": None, "version": None, "error": error}
-    lib = ctypes.CDLL("libnccl.so.2")
+def _nccl_code(lib):
     code = ctypes.c_int(0)
     rc = lib.ncclGetVersion(ctypes.byref(code))
-    if rc != 0:
-        return {"path": path, "code": None, "version": None, "error": f"ncclGetVersion returned {rc}"}
-    c = code.value
+    return (code.value, None) if rc == 0 else (None, "ncclGetVersion returned %d" % rc)
+
+
+def nccl(name="libnccl.so.2"):
+    path, error = _dlopen(name)
+    if error:
+        return {"path": None, "code": None, "version": None, "error": error}
+    code, error = _nccl_code(ctypes.CDLL(name))
     # NCCL 2.9 changed the encoding: MAJOR*10000 + MINOR*100 + PATCH (before: MAJOR*1000 + MINOR*100 + PATCH)
-    if c >= 10000:
-        ver = f"{c // 10000}.{(c % 10000) // 100}.{c % 100}"
+    return {"path": path, "code": code, "version": _version_of(code), "error": error}
+
+
+def _version_of(code):
+    if code is None:
+        return None
+    if code >= 10000:
+        return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
+    return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
+
+
+def framework_nccl(torch):
+    """Which libnccl a framework's process maps. With torch: `import torch` (its CUDA build links
+    libnccl.so.2, loaded at import) and /proc/self/maps. Without torch: what torch's wheel would find, the
+    nvidia/nccl/lib/libnccl.so.2 of the first sys.path entry that has one (where its libraries' RPATH
+    `$ORIGIN/../../nvidia/nccl/lib` and its `_preload_cuda_deps` look), opened by path."""
+    out = {"via": None, "loaded": [], "version": None, "framework": None, "error": None}
+    if torch:
+        out["via"] = "import torch"
+        try:
+            import torch as t  # noqa: F401  (the probe is the import)
+
+            out["framework"] = t.__version__
+        except Exception as err:  # noqa: BLE001 - any import failure is the finding
+            out["error"] = "import torch failed: %r" % (err,)
+            return out
     else:
-        ver = f"{c // 1000}.{(c % 1000) // 100}.{c % 100}"
-    return {"path": path, "code": c, "version": ver, "error": None}
+        for d in sys.path:
+            cand = os.path.join(d, "nvidia/nccl/lib/libnccl.so.2")
+            if d and os.path.exists(cand):
+                out["via"] = "sys.path nvidia/nccl/lib (torch's wheel lookup; torch not installed)"
+                try:
+                    ctypes.CDLL(cand, mode=getattr(os, "RTLD_LAZY", 1) | getattr(os, "RTLD_LOCAL", 0))
+                except OSError as err:
+                    out["error"] = str(err)
+                    return out
+                break
+        else:
+            out["error"] = "no nvidia/nccl/lib/libnccl.so.2 on sys.path"
+            return out
+    out["loaded"] = [p for p in (_loaded_paths(["libnccl.so"]) or []) if "libnccl-net" not in p]
+    if out["loaded"]:
+        try:
+            code, err = _nccl_code(ctypes.CDLL(out["loaded"][0]))
+        except (OSError, AttributeError) as e:
+            code, err = None, str(e)
+        out["version"], out["error"] = _version_of(code), err
+    return out
 
 
 def plugin():
@@ -162,7 +209,9 @@ def main(argv):
     if verb == "libs":
         out = libs(rest)
     elif verb == "nccl-version":
-        out = nccl()
+        out = nccl(*rest[:1])
+    elif verb == "framework-nccl":
+        out = framework_nccl("--import" in rest)
     elif verb == "plugin":
         out = plugin()
     elif verb == "find":

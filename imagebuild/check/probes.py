@@ -192,6 +192,70 @@ def nccl_ctypes(t: Target, p: dict) -> Outcome:
     )
 
 
+def _under(path: str, prefix: Optional[str]) -> bool:
+    return bool(prefix) and path.startswith(str(prefix).rstrip("/") + "/")
+
+
+def framework_nccl(t: Target, p: dict) -> Outcome:
+    """The libnccl a framework's process maps (inventory `framework-nccl`): with torch in the lock,
+    `import torch`; without, what torch's wheel would open (site-packages nvidia/nccl/lib). It must be the
+    lock's NCCL (under its prefix, its version) and the only one in the process."""
+    inv, why = t.inventory("framework-nccl", *(["--import"] if p.get("import") else []))
+    if inv is None:
+        return UNKNOWN, why
+    loaded = list(inv.get("loaded") or [])
+    how = inv.get("via") or "?"
+    if inv.get("error") and not loaded:
+        return FAIL, f"{how}: {inv['error']}"
+    if not loaded:
+        return FAIL, f"{how} mapped no libnccl"
+    if len(loaded) > 1:
+        return FAIL, f"{how} mapped {len(loaded)} NCCLs in one process: {', '.join(loaded)}"
+    path = loaded[0]
+    if p.get("prefix") and not _under(path, p["prefix"]):
+        return FAIL, f"{how} loads {path}, not the lock's NCCL under {p['prefix']}"
+    status, detail = _version_outcome("NCCL", p.get("version"), inv.get("version"), path)
+    return status, f"{how} loads {path}: {detail}"
+
+
+def _ldd_path(t: Target, binary: str, soname: str) -> Tuple[Optional[str], str]:
+    rc, out, err = t.run(f"ldd {shlex.quote(binary)}")
+    for ln in (out + err).splitlines():
+        parts = ln.split()
+        if parts and parts[0] == soname and "=>" in parts:
+            target = parts[parts.index("=>") + 1]
+            return (None, f"{soname} not found") if target == "not" else (target, "")
+    return None, f"ldd {binary} (rc {rc}) names no {soname}"
+
+
+def binary_nccl(t: Target, p: dict) -> Outcome:
+    """Which libnccl.so.2 a binary (nccl-tests' all_reduce_perf) loads, by ldd, and that it is the lock's
+    version; says whether it is the file torch's NCCL is (a DLC holds two)."""
+    name = p["binary"]
+    files, why = _find(t, name)
+    if files is None:
+        return UNKNOWN, why
+    under = [f for f in files if _under(f, p.get("prefix"))]
+    if not (under or files):
+        return FAIL, f"no {name} in the image"
+    binary = (under or files)[0]
+    lib, problem = _ldd_path(t, binary, "libnccl.so.2")
+    if lib is None:
+        return FAIL, f"{binary}: {problem}"
+    inv, why = t.inventory("nccl-version", lib)
+    if inv is None:
+        return UNKNOWN, why
+    if inv.get("error"):
+        return FAIL, f"{binary} loads {lib}, which does not answer ncclGetVersion: {inv['error']}"
+    status, detail = _version_outcome("NCCL", p.get("version"), inv.get("version"), lib)
+    framework = p.get("framework_prefix")
+    if framework:
+        detail += "; torch's NCCL is " + (
+            "this one" if _under(lib, framework) else f"another, under {framework}"
+        )
+    return status, f"{binary} loads {lib}: {detail}"
+
+
 def _find(t: Target, *patterns: str) -> Tuple[Optional[List[str]], str]:
     inv, why = t.inventory("find", *patterns)
     if inv is None:
@@ -408,6 +472,61 @@ def mpirun_root(t: Target, p: dict) -> Outcome:
     return PASS, f"mpirun runs a rank as root with {how}"
 
 
+def mpirun_plain_root(t: Target, p: dict) -> Outcome:
+    """`mpirun` from PATH, as root, with no --allow-run-as-root and the image's own env: what a DLC promises
+    (its wrapper adds the flag). `--mca plm isolated` launches the one local rank without ssh; it is no root
+    switch. Says how it was allowed: a wrapper script naming the flag, or OMPI_ALLOW_RUN_AS_ROOT in the
+    env."""
+    rc, where, _ = t.run("command -v mpirun")
+    exe = where.strip()
+    if rc != 0 or not exe:
+        return FAIL, "no mpirun on PATH"
+    cmd = "mpirun --mca plm isolated -np 1 id -u"
+    rc, out, err = t.run(cmd)
+    if rc != 0 or out.strip() != "0":
+        if "allow-run-as-root" in out + err:
+            return FAIL, (
+                f"`{cmd}` as root ({exe}): Open MPI refuses root (exit {rc}); no wrapper adds "
+                "--allow-run-as-root and OMPI_ALLOW_RUN_AS_ROOT is not set"
+            )
+        return FAIL, f"`{cmd}` as root ({exe}) exited {rc}: {(err or out).strip()[-300:]}"
+    wrc, text, _ = t.run(f"head -c 4096 {shlex.quote(exe)} | grep -a -- --allow-run-as-root")
+    if wrc == 0 and text.strip():
+        how = f"{exe} is a wrapper adding the flag ({text.strip()[:120]})"
+    elif t.env.get("OMPI_ALLOW_RUN_AS_ROOT") == "1":
+        how = "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1 in the image env"
+    else:
+        how = f"{exe} accepted root as it is"
+    return PASS, f"plain `mpirun` runs a rank as root: {how}"
+
+
+def mca_params(t: Target, p: dict) -> Outcome:
+    """Open MPI's own view of mca params (`ompi_info --parsable`): each has the value the lock expects (a
+    DLC's install_efa.sh settings), read from a file, not a default."""
+    want: Dict[str, str] = p.get("params") or {}
+    prefix = p.get("prefix")
+    exe = t.first_existing([f"{prefix}/bin/ompi_info" if prefix else "", "ompi_info"])
+    if not exe:
+        return UNKNOWN, "no ompi_info in the image to ask Open MPI its mca params"
+    bad, seen = [], []
+    for name, value in sorted(want.items()):
+        framework, component = name.split("_")[0], name.split("_")[1]
+        cmd = f"{shlex.quote(exe)} --parsable --level 9 --param {framework} {component}"
+        rc, out, err = t.run(cmd)
+        got = re.search(rf"^mca:[^:]+:[^:]+:param:{re.escape(name)}:value:(.*)$", out, re.M)
+        src = re.search(rf"^mca:[^:]+:[^:]+:param:{re.escape(name)}:source:(.*)$", out, re.M)
+        if rc != 0 or not got:
+            return UNKNOWN, f"`{cmd}` (rc {rc}) shows no {name}: {(err or out).strip()[-200:]}"
+        source = src.group(1).strip() if src else "?"
+        if got.group(1).strip() != str(value):
+            bad.append(f"{name}={got.group(1).strip()!r} ({source}), want {value!r}")
+        else:
+            seen.append(f"{name}={value} ({source})")
+    if bad:
+        return FAIL, "mca params differ from the DLC's: " + "; ".join(bad)
+    return PASS, "; ".join(seen)
+
+
 def binaries_load(t: Target, p: dict) -> Outcome:
     """Each named binary is there, executable, and every library it links resolves, except those the host
     provides at run time (`host_provided`: libcuda.so.1 comes with the driver, injected by the NVIDIA
@@ -542,6 +661,10 @@ PROBES: Dict[str, Callable[[Target, dict], Outcome]] = {
     "fi_info_efa": fi_info_efa,
     "openmpi_version": openmpi_version,
     "mpirun_root": mpirun_root,
+    "mpirun_plain_root": mpirun_plain_root,
+    "mca_params": mca_params,
+    "framework_nccl": framework_nccl,
+    "binary_nccl": binary_nccl,
     "binaries_load": binaries_load,
     "find_library": find_library,
     "find_absent": find_absent,

@@ -65,6 +65,7 @@ class Block:
       needs     components it cannot work without (compat rules with their sources)
       tag       (rank, abbreviation) of its version in an image's version tag (`nccl2.27.7-ofi1.21.1`);
                 None: not in the tag
+      framework a framework that loads an NCCL of its own (torch): the nccl block checks which one
     """
 
     name: str = ""
@@ -77,6 +78,7 @@ class Block:
     default_method: Optional[str] = None
     needs: Tuple[Needs, ...] = ()
     tag: Optional[Tuple[int, str]] = None
+    framework: bool = False  # a framework that loads an NCCL of its own (torch: its wheel's)
 
     # ---- resolve ------------------------------------------------------------------------------------
 
@@ -180,10 +182,14 @@ class Block:
         why: str,
         params: Mapping[str, Any],
         present: Optional[bool] = None,
+        unless: Optional[str] = None,
     ) -> Expectation:
-        """One check of this component, skipped with the standard reason when the component is absent."""
-        here = lock_component(lock, self.name) is not None if present is None else present
-        return Expectation(name, probe, why, dict(params), self.name, None if here else absent(self.name))
+        """One check of this component, skipped with the standard reason when the component is absent, or
+        with `unless` when it is there but `present` says the check does not apply."""
+        there = lock_component(lock, self.name) is not None
+        here = there if present is None else present
+        reason = None if here else (unless if there and unless else absent(self.name))
+        return Expectation(name, probe, why, dict(params), self.name, reason)
 
 
 def q(value: object) -> str:

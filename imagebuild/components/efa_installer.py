@@ -3,10 +3,22 @@
 Runs in a stage of its own (`efa`, the runtime stage builds on it), after a builder-only `efa-verify` stage
 checks the archive's sha256 and detached GPG signature.
 
+On a `kind: dlc` base the DLC's own installer already ran (its install_efa.sh), so the installer is not run
+again unless the matrix says so: `source: {base: true}` records the DLC's installer (nothing runs; its record
+and the efa provider are checked), `params.reinstall: "yes"` runs this installer over the DLC's, and its RUN
+keeps what the DLC's install_efa.sh did to Open MPI (the root `mpirun` wrapper, the mca params: catalog
+efa_installers.yaml `dlc_openmpi`), which the installer's Open MPI package likely puts back. A version alone
+on a DLC is exit 2 naming both: a team upgrading a DLC's EFA says so, one extending a DLC keeps the DLC's.
+On a DLC: `efa_installer: {version: "1.41.0", params: {reinstall: "yes"}}` or
+`{version: "1.40.0", source: {base: true}}` (matrix.yaml's dlc-pt2.7-efa1.41.0 runs the first;
+tests/imagebuild/render/test_dlc_efa.py renders both).
+
 Parameters:
   version   installer release; the catalog (efa_installers.yaml) gives its URL, sha256 and what it bundles
-  source    url + sha256 and/or gpg_fingerprint + key_url (default: the catalog's pin and AWS's key)
+  source    url + sha256 and/or gpg_fingerprint + key_url (default: the catalog's pin and AWS's key), or
+            `base: true` (already in the base: a DLC's)
   params.openmpi  "4" (default) or "5": which of the installer's Open MPI builds the image puts first
+  params.reinstall  "no" (default) or "yes": run the installer over a DLC's (only on a `kind: dlc` base)
   prefix    default /opt/amazon/efa
 
 Examples (matrix):
@@ -25,14 +37,56 @@ from imagebuild.variant import Component, Variant
 from imagebuild.versions import Version
 
 NAME = "efa_installer"
+REINSTALL = "reinstall"
 
 
 class EfaInstaller(Block):
     name = NAME
     tag = (2, "efa")
     layer = 30
-    methods = ("installer",)
-    params = {openmpi.NAME: ("4", "5")}  # which of its Open MPI builds goes first on PATH
+    methods = ("installer", "base")
+    # openmpi: which of its Open MPI builds goes first on PATH; reinstall: run it over a DLC's own
+    params = {openmpi.NAME: ("4", "5"), REINSTALL: ("no", "yes")}
+
+    def base_rule(self, comp: Component, base_kind: str) -> Optional[Tuple[str, str, str]]:
+        """(message, key under the component, hint) when the installer and the base's kind disagree.
+
+        A DLC holds the EFA stack its install_efa.sh put there: running the installer again is a decision
+        (it replaces the DLC's Open MPI files), so the matrix says it; elsewhere there is nothing to rerun."""
+        again = dict(comp.params).get(REINSTALL) == "yes"
+        if base_kind == "dlc" and comp.method == "installer" and not again:
+            return (
+                f"a kind: dlc base already has the EFA installer's stack (the DLC's install_efa.sh ran it); "
+                f"EFA installer {comp.version} would run over it",
+                "params.reinstall",
+                "keep the DLC's: source: {base: true} with its version (or no efa_installer at all); "
+                'upgrade it: params: {reinstall: "yes"} (the DLC\'s root mpirun wrapper and mca params '
+                "are kept)",
+            )
+        if again and (base_kind != "dlc" or comp.method != "installer"):
+            return (
+                "params.reinstall: yes runs the installer over a DLC's own; this is "
+                + (
+                    f"a kind: {base_kind} base" if base_kind != "dlc" else "the DLC's installer (source base)"
+                ),
+                "params.reinstall",
+                "drop params.reinstall",
+            )
+        return None
+
+    def keeps(self, comp: Component, v: Variant) -> Optional[Dict[str, Any]]:
+        """What the installer's RUN keeps of a DLC's Open MPI (its wrapper and real launcher; the mca params
+        file and the lines the DLC's install_efa.sh appends); None when it runs on another base."""
+        if v.base.kind != "dlc" or dict(comp.params).get(REINSTALL) != "yes":
+            return None
+        dlc = catalog.efa_installers()["dlc_openmpi"]
+        prefix = dlc["prefix"]
+        return {
+            "wrapper": f"{prefix}/{dlc['wrapper']}",
+            "real": f"{prefix}/{dlc['real']}",
+            "mca_params_file": f"{prefix}/{dlc['mca_params_file']}",
+            "mca_params": [f"{k} = {v}" for k, v in dlc["mca_params"].items()],
+        }
 
     def catalog_source(self, version: str) -> Optional[Dict[str, Any]]:
         """The source fields of a catalogued installer (URL, sha256, AWS's signing key); None if unknown."""
@@ -73,12 +127,14 @@ class EfaInstaller(Block):
         return out
 
     def macro_args(self, comp: Component, v: Variant) -> Tuple[Any, ...]:
-        return (self.flags(comp), self.replaced(comp, v))
+        return (self.flags(comp), self.replaced(comp, v), self.keeps(comp, v))
 
     def built(self, comp: Component) -> bool:
         return False
 
     def stage(self, comp: Component) -> Optional[Tuple[str, str, str]]:
+        if comp.method == "base":
+            return None  # the base's own installer ran: nothing to render
         return "partials/efa_installer.j2", "stages", "efa"
 
     def partial(self, comp: Component) -> Optional[Tuple[str, str]]:

@@ -7,6 +7,12 @@ Parameters:
   prefix    default /opt/nvidia/nccl; `source: {base: true}` on a DLC: torch's (catalog `base_prefix`)
   On a base that ships its own NCCL packages (nvidia/cuda: libnccl2, libnccl-dev), a wheel or source NCCL
   purges them in the system stage: one NCCL per image.
+  A base NCCL (`source: {base: true}`) adds no directory to LD_LIBRARY_PATH or ld.so.conf.d: the base already
+  made it loadable where it is meant to be. A DLC holds two (aws/deep-learning-containers, commit e17a13ce:
+  its base's scripts/install_cuda.sh builds one into /usr/local/cuda/lib64, which its LD_LIBRARY_PATH names;
+  torch's wheel NCCL sits in site-packages, which torch finds itself): putting torch's directory on the
+  loader's path too would give every other program two NCCLs to pick from (single-libnccl). The checks say
+  which one torch loads (nccl-torch-loads) and which one the loader and nccl-tests load.
 
 Examples (matrix):
   nccl: {version: "2.27.7", method: source}
@@ -45,6 +51,11 @@ class Nccl(Block):
         packages = self.base_packages(comp, v)
         return ("partials/nccl.j2", "purge_base", (packages,)) if packages else None
 
+    def libdirs(self, comp: Component) -> List[str]:
+        if comp.method == "base":
+            return []  # the base's NCCL stays where the base's loader path (or its framework) finds it
+        return super().libdirs(comp)
+
     def homes(self, comp: Component) -> Homes:
         return {"NCCL_HOME": comp.prefix} if comp.prefix else {}
 
@@ -70,10 +81,39 @@ class Nccl(Block):
                 lock,
                 "single-libnccl",
                 "single_library",
-                "exactly one libnccl.so.2 on the library search path: two means the wrong one can win",
+                "exactly one libnccl.so.2 on the library search path (LD_LIBRARY_PATH, ld.so.conf.d, the "
+                "loader's own dirs): a second directory holding one means the wrong one can win",
                 {"soname": "libnccl.so.2", "python": python, "prefix": nccl.get("prefix")},
             ),
+            self.check(
+                lock,
+                "nccl-torch-loads",
+                "framework_nccl",
+                "the NCCL torch loads is the lock's (under its prefix): a DLC holds two NCCLs, and jobs run "
+                "torch's (without torch in the image: what torch's wheel would open, site-packages "
+                "nvidia/nccl/lib)",
+                {
+                    "python": python,
+                    "prefix": nccl.get("prefix"),
+                    "version": nccl.get("version"),
+                    "import": framework(lock),
+                },
+                present=bool(nccl) and (framework(lock) or is_wheel_home(nccl.get("prefix"))),
+                unless="no framework NCCL: no torch in the variant and NCCL is not a site-packages wheel",
+            ),
         ]
+
+
+def framework(lock: Mapping[str, Any]) -> bool:
+    """torch is in the image (a DLC's): its import shows which NCCL it loads."""
+    from imagebuild import components  # the registry, complete by the time checks are derived
+
+    return any(b.framework and lock_component(lock, b.name) is not None for b in components.REGISTRY)
+
+
+def is_wheel_home(prefix: Optional[str]) -> bool:
+    """An NCCL in a Python's site-packages (torch's nvidia-nccl-cuNN dependency)."""
+    return bool(prefix) and "/site-packages/nvidia/nccl" in str(prefix)
 
 
 BLOCK = Nccl()

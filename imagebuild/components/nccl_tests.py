@@ -47,6 +47,7 @@ class NcclTests(Block):
 
     def checks(self, lock: Mapping[str, Any]) -> List[Expectation]:
         tests = lock_component(lock, NAME) or {}
+        nccl_lock = lock_component(lock, nccl.NAME) or {}
         params = tests.get("params") or {}
         return [
             self.check(
@@ -55,7 +56,22 @@ class NcclTests(Block):
                 "binaries_load",
                 "nccl-tests binaries are present and every library they link resolves",
                 {"binaries": list(params.get("binaries") or BINARIES), "prefix": tests.get("prefix")},
-            )
+            ),
+            self.check(
+                lock,
+                "nccl-tests-nccl",
+                "binary_nccl",
+                "which libnccl.so.2 all_reduce_perf loads (ldd), and that it is the lock's NCCL version: "
+                "nccl-tests measure that NCCL, which may not be torch's",
+                {
+                    "binary": BINARIES[0],
+                    "prefix": tests.get("prefix"),
+                    "version": nccl_lock.get("version"),
+                    "framework_prefix": nccl_lock.get("prefix")
+                    if nccl.is_wheel_home(nccl_lock.get("prefix"))
+                    else None,
+                },
+            ),
         ]
 
 

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping
 
+from imagebuild import catalog
 from imagebuild.components import Block, Homes, lock_component
 from imagebuild.components.expectation import Expectation
 from imagebuild.variant import Component
 
 NAME = "openmpi"
+NOT_DLC = (
+    "not a kind: dlc base: root mpirun as typed and the DLC's mca params are a DLC's promise "
+    "(mpirun-as-root checks the flag)"
+)
 
 
 class Openmpi(Block):
@@ -42,6 +47,7 @@ class Openmpi(Block):
 
     def checks(self, lock: Mapping[str, Any]) -> List[Expectation]:
         mpi = lock_component(lock, NAME) or {}
+        dlc = ((lock.get("base") or {}).get("kind")) == "dlc"  # a DLC promises root mpirun as typed
         return [
             self.check(
                 lock,
@@ -57,6 +63,29 @@ class Openmpi(Block):
                 "containers run as root: mpirun must accept it (--allow-run-as-root or "
                 "OMPI_ALLOW_RUN_AS_ROOT)",
                 {"prefix": mpi.get("prefix")},
+            ),
+            self.check(
+                lock,
+                "mpirun-plain-root",
+                "mpirun_plain_root",
+                "a DLC's `mpirun` runs as root as typed (its wrapper adds --allow-run-as-root): the check "
+                "adds no flag, so a wrapper lost to a second EFA installer run shows",
+                {},
+                present=bool(mpi) and dlc,
+                unless=NOT_DLC,
+            ),
+            self.check(
+                lock,
+                "openmpi-dlc-mca-params",
+                "mca_params",
+                "Open MPI reads the mca params the DLC's install_efa.sh sets (kept when the installer runs "
+                "again)",
+                {
+                    "prefix": mpi.get("prefix"),
+                    "params": dict(catalog.efa_installers()["dlc_openmpi"]["mca_params"]),
+                },
+                present=bool(mpi) and dlc,
+                unless=NOT_DLC,
             ),
         ]
 

@@ -25,6 +25,7 @@ class Torch(Block):
     tag = (5, "torch")
     layer = 90
     methods = ("base",)
+    framework = True  # loads its wheel's NCCL itself: nccl-torch-loads asks it which
 
     def libdirs(self, comp: Component) -> List[str]:
         return []

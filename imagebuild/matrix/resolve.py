@@ -405,6 +405,10 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         if name in cspecs:
             comps[name] = _component(ctx, name, cspecs[name], present)
     ordered = tuple(comps.values())
+    if EFA in comps:
+        rule = efa_block.BLOCK.base_rule(comps[EFA], spec.base.kind)
+        if rule:
+            raise ctx.error(rule[0], f"components.{EFA}.{rule[1]}", hint=rule[2])
 
     instance_types = tuple(spec.instance_types or ())
     profiles = catalog.instances()

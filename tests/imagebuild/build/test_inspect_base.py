@@ -186,9 +186,12 @@ def test_inspect_base_reads_the_dlc_layout(dlc_layout, tmp_path):
     f = _inspect(dlc_layout)
     assert f["kind"] == "dlc"
     assert f["python"]["path"] == "/usr/local/bin/python3" and f["python"]["version"].startswith("3.11.")
-    (nccl,) = f["nccl"]  # the wheel's, loaded through ctypes: ncclGetVersion answered
-    assert nccl["path"] == "/usr/local/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
-    assert (nccl["version"], nccl["error"]) == ("2.27.7", None)
+    # torch's wheel NCCL and the DLC's second one (a stand-in copy in the CUDA directory), each loaded through
+    # ctypes: ncclGetVersion answered for both, one version, so the matrix lines may name it
+    by_path = {n["path"]: (n["version"], n["error"]) for n in f["nccl"]}
+    assert by_path["/usr/local/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"] == ("2.27.7", None)
+    cuda = [p for p in by_path if p.startswith("/usr/local/cuda")]
+    assert cuda and all(by_path[p] == ("2.27.7", None) for p in cuda)
     assert (
         f["libfabric"]["version"] == "1.17.0" and f["libfabric"]["fi_info"] == "/opt/amazon/efa/bin/fi_info"
     )

@@ -72,8 +72,11 @@ def test_every_component_present_turns_its_checks_on():
         openssh={"version": "9.2p1"},
     )
     lock["training"] = {"entry_point": "train.py", "sagemaker": True}
+    lock["base"] = {"kind": "dlc"}  # the DLC-only checks (root mpirun as typed, the DLC's mca params) too
     skipped = [e.name for e in derive(lock) if e.skip]
     assert skipped == []
+    lock["base"] = {"kind": "local"}
+    assert sorted(e.name for e in derive(lock) if e.skip) == ["mpirun-plain-root", "openmpi-dlc-mca-params"]
 
 
 def test_docker_env_substitution_as_the_env_lines_did_it():

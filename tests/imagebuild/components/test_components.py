@@ -33,6 +33,7 @@ NOT_A_COMPONENT = {
     ("imagebuild/reports/plot.py", "nccl_tests"): "the validator report's `nccl_tests` key",
     ("imagebuild/preflight/sagemaker.py", "torch"): "the name of the torchrun pre-flight probe",
     ("imagebuild/build/inspect_probe.py", "torch"): "the Python module it imports in the probed image",
+    ("imagebuild/check/inventory.py", "torch"): "the Python module it imports in the checked image",
     (
         "imagebuild/build/inspect_probe.py",
         "nccl",
@@ -225,7 +226,9 @@ def test_every_block_checks_turn_on_with_the_component_and_skip_without():
         mine = [e for e in present if e.component == block.name]
         assert mine, block.name  # its own checks, or a `recorded` entry that says none exist
         if block.checks({"components": {}}):
-            assert all(e.skip is None for e in mine), block.name
+            # on, or off for a reason of their own (a DLC-only check on a local base), never "absent"
+            assert all(e.skip != components.absent(block.name) for e in mine), block.name
+            assert any(e.skip is None for e in mine), block.name
             assert all(e.skip for e in absent if e.component == block.name), block.name
         else:
             assert [e.probe for e in mine] == ["recorded"] and mine[0].skip

@@ -48,7 +48,7 @@ def test_local_matrix_uses_only_local_sources():
         # the debootstrap base, or the DLC-layout base made from it (`build.py base --layout dlc`)
         assert (v.base.image, v.base.kind) in (
             ("localbase/debian:bookworm-minbase", "local"),
-            ("localbase/dlc-layout:bookworm", "dlc"),
+            ("localbase/dlc-layout:bookworm-2nccl", "dlc"),
         )
         for c in v.components:
             assert c.source in ("apt", "pypi", "git", "base"), (v.name, c.name, c.source)
