@@ -572,6 +572,11 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
     return result
 
 
+# BuildKit's plain progress: `#6 2.473 error: ...`, a line a RUN printed (step id, the line)
+_STEP_SAID = re.compile(r"^#(\d+) \d+(?:\.\d+)? (error: .*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 class BuildFailed(Exception):
     """docker said the build failed; the message is its error, the log has the rest."""
 
@@ -645,6 +650,7 @@ def _docker_build(
         )
         image_id = None
         step = (0, 0)
+        said = None  # the step's own last `error: ...` line
         for chunk in stream:
             if opts.cancel.is_set():
                 raise BuildFailed("interrupted")
@@ -655,17 +661,21 @@ def _docker_build(
                     log(logf_text)
                 m = _STEP.match(text)
                 if m:
-                    step = (int(m.group(1)), int(m.group(2)))
+                    step, said = (int(m.group(1)), int(m.group(2))), None
                     report.event(name, "building", m.group(3).strip(), step)
                 else:
                     last = text.strip()
                     if last:
                         report.event(name, "building", last, step)
+                    plain = _ANSI.sub("", last).strip()  # the classic builder colours a RUN's stderr
+                    if plain.startswith("error: "):
+                        said = plain
             elif "aux" in chunk and "ID" in chunk["aux"]:
                 image_id = chunk["aux"]["ID"]
             elif "error" in chunk:
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
                 log(f"ERROR: {detail}")
+                detail = said or detail
                 raise BuildFailed(
                     f"{detail.strip()} (step {step[0]}/{step[1]}; log {variant_dir / 'build.log'})"
                 )
@@ -709,7 +719,7 @@ def _buildkit_build(
                 errors="replace",
             )
             opts.children.add(proc)
-            step, errors = (0, 0), []
+            step, errors, said = (0, 0), [], {}
             try:
                 for line in proc.stdout:  # type: ignore[union-attr]
                     if opts.cancel.is_set():
@@ -722,6 +732,10 @@ def _buildkit_build(
                         report.event(name, "building", m.group(3).strip(), step)
                     elif text.startswith(("ERROR", "error:", "failed to")) or " ERROR: " in text:
                         errors.append(text)
+                    else:
+                        said_m = _STEP_SAID.match(text)
+                        if said_m:  # a RUN's own `error: ...` line says more than the failed command
+                            said[said_m.group(1)] = said_m.group(2)
                 rc = proc.wait()
             finally:
                 if proc.poll() is None:
@@ -730,6 +744,9 @@ def _buildkit_build(
                 opts.children.discard(proc)
         if rc != 0:
             detail = errors[-1] if errors else f"docker build exited {rc}"
+            failed = re.match(r"#(\d+) ERROR", detail)
+            if failed and failed.group(1) in said:
+                detail = said[failed.group(1)]
             raise BuildFailed(f"{detail.strip()} (step {step[0]}/{step[1]}; log {log_path})")
         image_id = Path(iidfile).read_text().strip() if Path(iidfile).is_file() else ""
     if not image_id:
