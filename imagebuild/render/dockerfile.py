@@ -6,7 +6,7 @@ parts. Pure: the text depends only on the Variant.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -76,16 +76,33 @@ class Plan:
     runtime_from: str  # the stage the builder and runtime start from (a block's own stage, else system)
     runtime_copies: List[str]  # paths the runtime stage copies from the builder
     toolkit: str = cuda_runtime.TOOLKIT
+    # apt pins by upstream version (`name=[epoch:]upstream-*`), resolved in the system stage:
+    # {pin: {component, name, pin, prefix, var}}; `resolved_record`: the file that records what they became
+    resolved: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    resolved_record: str = blocks.RESOLVED_PACKAGES
 
 
 def plan(v: Variant) -> Plan:
     system = list(v.packages)
     unpinned = [p for p in v.packages if "=" not in p]
     dev: List[str] = []
+    resolved: Dict[str, Dict[str, str]] = {}
     for c in v.components:
         if c.method in ("apt", "packages"):
             system += [p for p in c.packages if p not in system]
             dev += [p for p in c.dev_packages if p not in dev]
+            for pin in c.packages:
+                prefix = blocks.apt_by_upstream(pin)
+                if prefix is not None and pin not in resolved:
+                    name = pin.partition("=")[0]
+                    var = "pin_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+                    resolved[pin] = {
+                        "component": c.name,
+                        "name": name,
+                        "pin": pin,
+                        "prefix": prefix,
+                        "var": var,
+                    }
     built = [c for c in v.components if blocks.block(c.name).built(c)]
     if not any(c.method == "source" for c in built):
         dev = []  # -dev packages are only for compiling against the component
@@ -111,6 +128,7 @@ def plan(v: Variant) -> Plan:
         cudart_wheel=homes.get("CUDART") == "shared",
         runtime_from=stages[-1][2] if stages else "system",
         runtime_copies=[path for c in built for path in blocks.block(c.name).runtime(c)],
+        resolved=resolved,
     )
 
 
