@@ -143,6 +143,7 @@ class EnvVar:
     reason: str
     source: str
     origin: str = "policy"  # policy | layout | training | user
+    overridable: bool = False  # a policy default a site may replace (the lock says so; node-check accepts it)
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ class Variant:
             "components": {c.name: c.to_json() for c in self.components},
             "env": [
                 {"name": e.name, "value": e.value, "reason": e.reason, "source": e.source, "origin": e.origin}
+                | ({"overridable": True} if e.overridable else {})
                 for e in self.env
             ],
             "env_forbidden": [

@@ -173,6 +173,19 @@ def run_once(
     return runreport.combine(result, analysis, error, args.instance_type, nodes, launch)
 
 
+def _image_default(name: str) -> bool:
+    """`name` is unset, or holds the value the image's lock calls a site default (`overridable`): SageMaker's
+    own interface name may replace it. A value the job set itself is kept."""
+    have = os.environ.get(name)
+    if have is None:
+        return True
+    from validators.node import nodecheck
+
+    lock, _ = nodecheck.load_lock(dict(os.environ))
+    items = (lock or {}).get("env") or []
+    return any(e.get("name") == name and e.get("overridable") and e.get("value") == have for e in items)
+
+
 def _run(args: argparse.Namespace) -> int:
     command = list(args.command)
     if not command:
@@ -197,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
         except sagemaker_env.ConfigError as err:
             print("error: %s" % err, file=sys.stderr)
             return EXIT_USAGE
-        if sm["sm_ifname"] and "NCCL_SOCKET_IFNAME" not in os.environ:  # NCCL's bootstrap interface
+        if sm["sm_ifname"] and _image_default("NCCL_SOCKET_IFNAME"):  # NCCL's bootstrap interface
             os.environ["NCCL_SOCKET_IFNAME"] = sm["sm_ifname"]
         print("sagemaker: %s is node %s of %s, master %s" % (sm["sm_current_host"], sm["sm_node_rank"],
               sm["sm_nodes"], sm["sm_master"]), file=sys.stderr)  # fmt: skip

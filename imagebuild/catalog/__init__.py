@@ -16,6 +16,8 @@ import yaml
 from imagebuild.versions import Version, check_spec
 
 HERE = Path(__file__).resolve().parent
+# An env policy constraint that holds for any version of a component that is present.
+ANY_VERSION = "*"
 
 
 def _read(name: str) -> Any:
@@ -66,7 +68,7 @@ def env_policy() -> Dict[str, Any]:
     for rule in data["set"] + data["forbid"]:
         for when in [rule.get("when") or {}] + list(rule.get("any_of") or []):
             for key, spec in when.items():
-                if not key.startswith("instances."):
+                if not key.startswith("instances.") and spec != ANY_VERSION:
                     check_spec(spec)
         assert rule.get("reason") and rule.get("source"), f"env rule {rule['name']} needs reason and source"
     return data

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
-from imagebuild.components import libfabric
+from imagebuild.components import apt_by_upstream, apt_pin_matches, libfabric
 from imagebuild.versions import Version
 
 INVENTORY_PATH = "/tmp/efa-image-build-checks/inventory.py"
@@ -290,6 +290,71 @@ def nccl_header(t: Target, p: dict) -> Outcome:
     if status == PASS and others:
         return FAIL, f"{detail}; other nccl.h disagree: {', '.join(others)}"
     return status, detail
+
+
+def pkgconfig_prefix(t: Target, p: dict) -> Outcome:
+    """The `prefix=` line of a pkg-config file is the prefix the component is installed in."""
+    path, want = p["file"], str(p.get("prefix") or "").rstrip("/")
+    rc, out, err = t.run(f"cat {shlex.quote(path)}")
+    if rc != 0:
+        return FAIL, f"no {path} in the image: {(err or out).strip()[-200:]}"
+    seen = [line.split("=", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("prefix=")]
+    if not seen:
+        return FAIL, f"{path} has no prefix= line"
+    if seen[0].rstrip("/") != want:
+        return FAIL, f"{path} says prefix={seen[0]}, but NCCL is installed in {want}"
+    return PASS, f"{path}: prefix={seen[0]}"
+
+
+def _upstream(version: str) -> str:
+    """`1:8.9p1-3ubuntu0.17` -> `8.9p1` (dpkg: epoch before the first `:`, revision after the last `-`)."""
+    rest = version.split(":", 1)[1] if ":" in version else version
+    return rest.rsplit("-", 1)[0] if "-" in rest else rest
+
+
+def apt_pins(t: Target, p: dict) -> Outcome:
+    """The installed packages are what the component's apt pins ask: the exact version, or for a pin by
+    upstream version (`name=[epoch:]upstream-*`) a build of that upstream version, the one the build
+    recorded."""
+    pins: List[str] = list(p.get("pins") or [])
+    names = [pin.partition("=")[0] for pin in pins]
+    if not names:
+        return UNKNOWN, "the lock records no apt pins to compare with"
+    rc, out, err = t.run(
+        "dpkg-query -W -f='${Package} ${Version}\\n' " + " ".join(shlex.quote(n) for n in names)
+    )
+    installed = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    if rc != 0 and not installed:
+        return FAIL, f"dpkg-query does not know {', '.join(names)}: {(err or out).strip()[-200:]}"
+    record: Optional[dict] = None
+    if any(apt_by_upstream(pin) is not None for pin in pins):
+        rc, text, err = t.run(f"cat {shlex.quote(p.get('record') or '')}")
+        try:
+            record = {r["package"]: r for r in json.loads(text)["packages"]} if rc == 0 else None
+        except (ValueError, KeyError, TypeError):
+            record = None
+        if record is None:
+            return (
+                FAIL,
+                f"no readable record of the resolved pins in {p.get('record')}: {(err or text)[-200:]}",
+            )
+    want, seen = str(p.get("version") or ""), []
+    for pin, name in zip(pins, names):
+        have = installed.get(name)
+        if have is None:
+            return FAIL, f"{name} is not installed (pin {pin})"
+        if not apt_pin_matches(pin, have):
+            return FAIL, f"{name} {have} is installed, the pin is {pin}"
+        if want and _upstream(have) != want:
+            return FAIL, f"{name} {have} is upstream {_upstream(have)}, the lock says {want}"
+        if record is not None and apt_by_upstream(pin) is not None:
+            rec = (record.get(name) or {}).get("version")
+            if rec != have:
+                return FAIL, f"{name} {have} is installed, {p.get('record')} records {rec}"
+            seen.append(f"{name} {have} (pin {pin}, recorded)")
+        else:
+            seen.append(f"{name} {have} (pin {pin})")
+    return PASS, "; ".join(seen)
 
 
 def single_library(t: Target, p: dict) -> Outcome:
@@ -651,6 +716,8 @@ PROBES: Dict[str, Callable[[Target, dict], Outcome]] = {
     "nccl_ctypes": nccl_ctypes,
     "nccl_header": nccl_header,
     "single_library": single_library,
+    "pkgconfig_prefix": pkgconfig_prefix,
+    "apt_pins": apt_pins,
     "libfabric_version": libfabric_version,
     "plugin_present": plugin_present,
     "plugin_ldd": plugin_ldd,

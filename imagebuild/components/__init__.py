@@ -39,6 +39,29 @@ def lock_component(lock: Mapping[str, Any], name: str) -> Optional[Dict[str, Any
     return comp if isinstance(comp, dict) else None
 
 
+# The record the system stage writes of the apt pins it resolved by upstream version
+# (`name=[epoch:]upstream-*`).
+RESOLVED_PACKAGES = "/opt/efa-image-build/resolved-packages.json"
+
+
+def apt_by_upstream(pin: str) -> Optional[str]:
+    """`openssh-server=1:8.9p1-*` -> `1:8.9p1-`: any Debian revision of that upstream version (the newest the
+    base's archive has, resolved in the build); None for an exact pin (`openssh-server=1:8.9p1-3ubuntu0.16`).
+    """
+    _, _, version = pin.partition("=")
+    return version[:-1] if version.endswith("-*") else None
+
+
+def apt_pin_matches(pin: str, installed: str) -> bool:
+    """Whether the installed package version is what `pin` asks: equal for an exact pin; for a pin by upstream
+    version, that epoch and upstream with any Debian revision (a revision holds no `-`)."""
+    prefix = apt_by_upstream(pin)
+    if prefix is None:
+        return installed == pin.partition("=")[2]
+    rest = installed[len(prefix) :] if installed.startswith(prefix) else ""
+    return bool(rest) and "-" not in rest
+
+
 @dataclass(frozen=True)
 class Needs:
     """Another component this one cannot work without: a compat rule, checked before anything renders."""

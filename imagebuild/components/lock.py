@@ -88,7 +88,14 @@ def _from_lock(lock: Mapping[str, Any]) -> Variant:
         packages=tuple(lock.get("packages") or ()),
         components=tuple(comps),
         env=tuple(
-            EnvVar(e["name"], e["value"], e["reason"], e["source"], e.get("origin", "policy"))
+            EnvVar(
+                e["name"],
+                e["value"],
+                e["reason"],
+                e["source"],
+                e.get("origin", "policy"),
+                bool(e.get("overridable")),
+            )
             for e in lock.get("env") or []
         ),
         env_forbidden=tuple(

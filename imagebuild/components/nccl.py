@@ -23,6 +23,7 @@ Examples (matrix):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, List, Mapping, Optional, Tuple
 
 from imagebuild import catalog
@@ -77,6 +78,7 @@ class Nccl(Block):
                 "nccl.h (where headers are shipped) carries the same version as the library",
                 {"version": nccl.get("version"), "prefix": nccl.get("prefix"), "python": python},
             ),
+            self.pkgconfig_check(lock, nccl),
             self.check(
                 lock,
                 "single-libnccl",
@@ -102,6 +104,26 @@ class Nccl(Block):
                 unless="no framework NCCL: no torch in the variant and NCCL is not a site-packages wheel",
             ),
         ]
+
+    def pkgconfig_check(self, lock: Mapping[str, Any], nccl: Mapping[str, Any]) -> Expectation:
+        """A source build installs lib/pkgconfig/nccl.pc, which must name the prefix it was installed to
+        (NCCL's src.build writes $(PREFIX), default /usr/local, into it; partials/nccl.j2 passes the
+        prefix)."""
+        prefix = str(nccl.get("prefix") or "")
+        exp = self.check(
+            lock,
+            "nccl-pkgconfig-prefix",
+            "pkgconfig_prefix",
+            "a source-built NCCL's nccl.pc names the prefix it is installed in: a build that asks "
+            "`pkg-config nccl` (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig) must find this NCCL, not /usr/local",
+            {"file": f"{prefix}/lib/pkgconfig/nccl.pc", "prefix": prefix},
+        )
+        if exp.skip is None and nccl.get("method") != "source":
+            method = nccl.get("method")
+            return replace(
+                exp, skip=f"nccl is installed by method {method}: only a source build makes nccl.pc"
+            )
+        return exp
 
 
 def framework(lock: Mapping[str, Any]) -> bool:

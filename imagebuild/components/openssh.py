@@ -14,18 +14,23 @@ ready for that as built, as aws/deep-learning-containers scripts/docker/common/i
 Parameters:
   version   upstream release (`9.2p1`)
   source    apt pins of openssh-server (it pulls openssh-client of its own version) and openssh-client, or
-            `base` (already in the base, configured there)
+            `base` (already in the base, configured there). A pin is exact (`name=1:9.2p1-2+deb12u10`) or
+            by upstream version (`name=1:9.2p1-*`): the newest build of it the archive has, resolved,
+            checked and recorded in the build (an archive pocket keeps only its newest build, so an exact
+            pin breaks when the next one is published)
   prefix    /usr
 
 Examples (matrix):
   openssh: {version: "9.2p1", source: {apt: [openssh-server=1:9.2p1-2+deb12u10]}}
+  openssh: {version: "9.2p1", source: {apt: ["openssh-server=1:9.2p1-*", "openssh-client=1:9.2p1-*"]}}
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, List, Mapping, Optional, Tuple
 
-from imagebuild.components import Block, lock_component
+from imagebuild.components import RESOLVED_PACKAGES, Block, lock_component
 from imagebuild.components.expectation import Expectation
 from imagebuild.variant import Component, Variant
 
@@ -69,6 +74,7 @@ class Openssh(Block):
                     "expect_output": r"OpenSSH_" + str(ssh.get("version") or "").replace(".", r"\.") + r"\b",
                 },
             ),
+            self.packages_check(lock, ssh),
             self.check(
                 lock,
                 "ssh-client-trusts-cluster",
@@ -81,6 +87,22 @@ class Openssh(Block):
                 },
             ),
         ]
+
+    def packages_check(self, lock: Mapping[str, Any], ssh: Mapping[str, Any]) -> Expectation:
+        """The installed openssh-server/-client are the pinned builds: exactly, or by upstream version (the
+        build resolved and recorded which) with the lock's upstream version."""
+        pins = list(ssh.get("packages") or [])
+        exp = self.check(
+            lock,
+            "openssh-packages",
+            "apt_pins",
+            "the installed OpenSSH packages are the pinned builds: the exact version, or for a pin by "
+            "upstream version a build of it, the one recorded in " + RESOLVED_PACKAGES,
+            {"pins": pins, "version": ssh.get("version"), "record": RESOLVED_PACKAGES},
+        )
+        if exp.skip is None and not pins:
+            return replace(exp, skip=f"openssh is installed by method {ssh.get('method')}: no apt pins")
+        return exp
 
 
 BLOCK = Openssh()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from imagebuild import catalog
+from imagebuild.catalog import ANY_VERSION
 from imagebuild.variant import EnvVar, ForbiddenEnv
 from imagebuild.versions import satisfies
 
@@ -45,6 +46,7 @@ class Decision:
     applies: bool
     reason: str
     source: str
+    overridable: bool = False  # a default a site may replace (node-check accepts another value)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def _holds(when: Mapping[str, str], facts: StackFacts) -> Tuple[bool, str]:
         have = facts.version(key)
         if have is None:
             return False, f"no {key} in this variant"
-        if not satisfies(have, spec):
+        if spec != ANY_VERSION and not satisfies(have, spec):
             return False, f"{key} {have} is not {spec}"
     return True, ""
 
@@ -100,12 +102,18 @@ def decide(facts: StackFacts) -> List[Decision]:
             if ok
             else (" ".join(rule.get("reason_unset", "").split()) + (f" ({why_not})" if why_not else ""))
         )
-        out.append(Decision(rule["name"], str(rule["value"]) if ok else None, ok, reason, rule["source"]))
+        source = " ".join(rule["source"].split())
+        value = str(rule["value"]) if ok else None
+        out.append(Decision(rule["name"], value, ok, reason, source, bool(rule.get("overridable"))))
     return out
 
 
 def policy_env(facts: StackFacts) -> List[EnvVar]:
-    return [EnvVar(d.name, d.value or "", d.reason, d.source, "policy") for d in decide(facts) if d.applies]
+    return [
+        EnvVar(d.name, d.value or "", d.reason, d.source, "policy", d.overridable)
+        for d in decide(facts)
+        if d.applies
+    ]
 
 
 def forbidden(facts: StackFacts) -> List[ForbiddenEnv]:
@@ -150,7 +158,17 @@ def lint(user_env: Mapping[str, str], facts: StackFacts) -> List[Finding]:
                 )
         dec = decisions.get(name)
         if dec is not None and not any(f.name == name for f in findings):
-            if dec.applies and dec.value != value:
+            if dec.applies and dec.value != value and dec.overridable:
+                findings.append(
+                    Finding(
+                        "info",
+                        name,
+                        f"{name}={value} replaces the policy's default {dec.value}, a site setting"
+                        f" the policy leaves to you: {dec.reason}",
+                        dec.source,
+                    )
+                )
+            elif dec.applies and dec.value != value:
                 findings.append(
                     Finding(
                         "warning",

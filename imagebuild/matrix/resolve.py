@@ -292,6 +292,19 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
             raise ctx.error(
                 f"version {version} but the apt pin {packages[0]} is {upstream}", f"{key}.version"
             )
+        for i, pin in enumerate(packages):
+            if blocks.apt_by_upstream(pin) is not None and _apt_upstream(pin) != version:
+                raise ctx.error(
+                    f"the apt pin {pin} asks for upstream {_apt_upstream(pin)}, the component is {version}",
+                    f"{key}.source.apt[{i}]",
+                    hint=f"a pin by upstream version is name=[epoch:]{version}-*",
+                )
+        for i, pin in enumerate(dev_packages):
+            if blocks.apt_by_upstream(pin) is not None:
+                raise ctx.error(
+                    f"apt_dev pin {pin}: builder-only packages are pinned exactly (name=version)",
+                    f"{key}.source.apt_dev[{i}]",
+                )
     artifacts = _artifacts(ctx, key, source, version)
     params = _params(ctx, key, block, dict(spec.params or {}))
     efa_params = dict((efa_spec.params if efa_spec is not None else None) or {})

@@ -88,9 +88,15 @@ NameTemplate = Annotated[
 ]
 AxisKey = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._+-]*", "axis value key", 64)]
 Identifier = Annotated[str, _pattern(r"[a-z][a-z0-9_]*", "identifier (lowercase, digits, _)", 64)]
+# `name=version` exactly, or `name=[epoch:]upstream-*`: the newest Debian revision of that upstream version
+# the archive has, resolved and verified in the build (imagebuild.components.apt_by_upstream).
 AptPackage = Annotated[
     str,
-    _pattern(r"[a-z0-9][a-z0-9+.-]*(:[a-z0-9]+)?=[0-9A-Za-z.+~:_-]+", "apt pin name=version", 160),
+    _pattern(
+        r"[a-z0-9][a-z0-9+.-]*(:[a-z0-9]+)?=(?:[0-9A-Za-z.+~:_-]+|(?:[0-9]+:)?[0-9][0-9A-Za-z.+~_-]*-\*)",
+        "apt pin name=version (or name=[epoch:]upstream-*)",
+        160,
+    ),
 ]
 OsPackage = Annotated[
     str,
@@ -103,7 +109,7 @@ Filename = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._+-]*", "file name", 
 AbsPath = Annotated[str, _pattern(r"/([A-Za-z0-9._+-]+/?)*", "absolute path", 300)]
 RelPath = Annotated[str, _pattern(r"[A-Za-z0-9._-][A-Za-z0-9._+/-]*", "relative path", 300)]
 EnvName = Annotated[str, _pattern(r"[A-Z_][A-Z0-9_]*", "environment variable name", 100)]
-EnvValue = Annotated[str, _pattern(r"[A-Za-z0-9_./:,=+@%-]*", "environment value", 500)]
+EnvValue = Annotated[str, _pattern(r"[A-Za-z0-9_./:,=+@%^-]*", "environment value", 500)]
 LabelKey = Annotated[str, _pattern(r"[a-z0-9][a-z0-9._-]*", "label key", 200)]
 LabelValue = Annotated[
     str, _pattern(r"[A-Za-z0-9_./:,=+@%()#-][A-Za-z0-9 _./:,=+@%()#-]*", "label value", 500)

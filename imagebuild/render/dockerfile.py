@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -84,16 +84,33 @@ class Plan:
     # (stage, name) of each installer stage: on `system`, and its twin on `build-system` when split
     installer_stages: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
     toolkit: str = cuda_runtime.TOOLKIT
+    # apt pins by upstream version (`name=[epoch:]upstream-*`), resolved in the system stage:
+    # {pin: {component, name, pin, prefix, var}}; `resolved_record`: the file that records what they became
+    resolved: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    resolved_record: str = blocks.RESOLVED_PACKAGES
 
 
 def plan(v: Variant) -> Plan:
     system = list(v.packages)
     unpinned = [p for p in v.packages if "=" not in p]
     dev: List[str] = []
+    resolved: Dict[str, Dict[str, str]] = {}
     for c in v.components:
         if c.method in ("apt", "packages"):
             system += [p for p in c.packages if p not in system]
             dev += [p for p in c.dev_packages if p not in dev]
+            for pin in c.packages:
+                prefix = blocks.apt_by_upstream(pin)
+                if prefix is not None and pin not in resolved:
+                    name = pin.partition("=")[0]
+                    var = "pin_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+                    resolved[pin] = {
+                        "component": c.name,
+                        "name": name,
+                        "pin": pin,
+                        "prefix": prefix,
+                        "var": var,
+                    }
     built = [c for c in v.components if blocks.block(c.name).built(c)]
     if not any(c.method == "source" for c in built):
         dev = []  # -dev packages are only for compiling against the component
@@ -124,6 +141,7 @@ def plan(v: Variant) -> Plan:
         builder_from=(f"{runtime_from}-build" if stages else BUILD_SYSTEM) if split else runtime_from,
         installer_stages=[("system", s[2]) for s in stages]
         + ([(BUILD_SYSTEM, f"{s[2]}-build") for s in stages] if split else []),
+        resolved=resolved,
     )
 
 

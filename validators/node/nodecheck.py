@@ -326,6 +326,12 @@ def check_env_policy(lock: Optional[Dict[str, Any]], where: str, env: Dict[str, 
         if not name:
             continue
         have = env.get(name)
+        if item.get("overridable") and not _env_matches(value, have):
+            # a site default (NCCL_SOCKET_IFNAME): the cluster's own interface names may replace it
+            evidence.append(
+                ev(where, "%s: image default %r, the job sets %r (a site setting)" % (name, value, have))
+            )
+            continue
         if not _env_matches(value, have):
             wrong.append(name)
             evidence.append(

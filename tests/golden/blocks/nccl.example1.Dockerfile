@@ -7,7 +7,7 @@ RUN awk -v f=nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar -v d=/tmp/artifac
  && tar -xf /tmp/artifacts/nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar --strip-components=1 -C /tmp/src/nccl \
  && rm /tmp/artifacts/nccl-593de54e52679b51428571c13271e2ea9f91b1b1.tar
 WORKDIR /tmp/src/nccl
-RUN make -j"$(nproc)" src.build CUDA_HOME=/usr/local/cuda \
+RUN make -j"$(nproc)" src.build PREFIX=/opt/nvidia/nccl CUDA_HOME=/usr/local/cuda \
       NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 \
  && make src.install PREFIX=/opt/nvidia/nccl \
  && rm -rf /tmp/src/nccl

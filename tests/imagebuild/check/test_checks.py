@@ -19,15 +19,18 @@ from services import RUN
 from imagebuild.check.expectations import derive
 from imagebuild.check.probes import (
     Target,
+    apt_pins,
     binaries_load,
     env_policy,
     expand_env,
     labels,
     no_credentials,
+    pkgconfig_prefix,
     same_version,
     single_plugin,
 )
 from imagebuild.check.runner import check_image
+from imagebuild.components import RESOLVED_PACKAGES, apt_pin_matches
 from imagebuild.variant import LOCK_LABELS
 
 VARIANT = "local-debian-nccl2.27"
@@ -69,8 +72,9 @@ def test_every_component_present_turns_its_checks_on():
         nccl_tests={"version": "2.19.6"},
         gdrcopy={"version": "2.5.1"},
         torch={"version": "2.13.0"},
-        openssh={"version": "9.2p1"},
+        openssh={"version": "9.2p1", "method": "apt", "packages": ["openssh-server=1:9.2p1-*"]},
     )
+    lock["components"]["nccl"]["method"] = "source"  # nccl.pc comes from a source build only
     lock["training"] = {"entry_point": "train.py", "sagemaker": True}
     lock["base"] = {"kind": "dlc"}  # the DLC-only checks (root mpirun as typed, the DLC's mca params) too
     skipped = [e.name for e in derive(lock) if e.skip]
@@ -165,6 +169,122 @@ def test_labels_must_equal_the_lock():
     params = {"labels": {"a": "1", "b": "2"}}
     assert labels(_data_target(lbls={"a": "1", "b": "2", "c": "3"}), params)[0] == "pass"
     assert labels(_data_target(lbls={"a": "1"}), params)[0] == "fail"
+
+
+# ---------------------------------------------------------------- nccl.pc and apt pins (issue 21, item 6)
+
+
+def _files(files: dict, dpkg: str = "") -> Target:
+    """A Target that answers `cat FILE` from `files` and dpkg-query with `dpkg`."""
+
+    def run(cmd: str):
+        if cmd.startswith("dpkg-query"):
+            return (0, dpkg, "") if dpkg else (1, "", "no packages found")
+        path = cmd.split(" ", 1)[1].strip("'")
+        return (0, files[path], "") if path in files else (1, "", f"cat: {path}: No such file or directory")
+
+    return Target(run=run, env={}, labels={}, history=[], lock={})
+
+
+PC = (
+    "prefix={}\nexec_prefix=${{prefix}}\nlibdir=${{exec_prefix}}/lib\nincludedir=${{prefix}}/include\n"
+    "\nName: nccl\n"
+)
+
+
+def test_nccl_pc_must_name_the_prefix_nccl_is_installed_in():
+    pc, params = "/opt/nvidia/nccl/lib/pkgconfig/nccl.pc", {"prefix": "/opt/nvidia/nccl"}
+    params["file"] = pc
+    assert pkgconfig_prefix(_files({pc: PC.format("/opt/nvidia/nccl")}), params)[0] == "pass"
+    status, detail = pkgconfig_prefix(_files({pc: PC.format("/usr/local")}), params)
+    assert status == "fail" and "prefix=/usr/local" in detail and "/opt/nvidia/nccl" in detail
+    status, detail = pkgconfig_prefix(_files({}), params)
+    assert status == "fail" and "no " + pc in detail
+
+
+def test_the_nccl_pc_check_is_for_source_builds_only():
+    for method, on in (("source", True), ("wheel", False), ("base", False)):
+        lock = _lock(nccl={"version": "2.27.7", "method": method, "prefix": "/opt/nvidia/nccl"})
+        (exp,) = [e for e in derive(lock) if e.name == "nccl-pkgconfig-prefix"]
+        assert (exp.skip is None) == on, method
+        assert exp.params["file"] == "/opt/nvidia/nccl/lib/pkgconfig/nccl.pc"
+    (exp,) = [e for e in derive(_lock()) if e.name == "nccl-pkgconfig-prefix"]
+    assert "variant has no nccl" in exp.skip
+
+
+def test_an_apt_pin_matches_exactly_or_by_upstream_version():
+    assert apt_pin_matches("openssh-server=1:8.9p1-3ubuntu0.16", "1:8.9p1-3ubuntu0.16")
+    assert not apt_pin_matches("openssh-server=1:8.9p1-3ubuntu0.16", "1:8.9p1-3ubuntu0.17")
+    assert apt_pin_matches("openssh-server=1:8.9p1-*", "1:8.9p1-3ubuntu0.17")
+    assert not apt_pin_matches("openssh-server=1:8.9p1-*", "1:8.9p10-1")  # another upstream version
+    assert not apt_pin_matches("openssh-server=1:8.9p1-*", "1:8.9p1-x-1")  # upstream 8.9p1-x
+    assert not apt_pin_matches("openssh-server=1:8.9p1-*", "8.9p1-3")  # another epoch
+    assert not apt_pin_matches("openssh-server=1:8.9p1-*", "1:8.9p1-")
+
+
+def test_the_openssh_packages_check_compares_by_upstream_version_and_the_record():
+    pins = ["openssh-server=1:9.2p1-*", "openssh-client=1:9.2p1-2+deb12u10"]
+    params = {"pins": pins, "version": "9.2p1", "record": RESOLVED_PACKAGES}
+    installed = "openssh-server 1:9.2p1-2+deb12u10\nopenssh-client 1:9.2p1-2+deb12u10\n"
+    record = {"packages": [{"package": "openssh-server", "pin": pins[0], "version": "1:9.2p1-2+deb12u10"}]}
+    status, detail = apt_pins(_files({RESOLVED_PACKAGES: json.dumps(record)}, installed), params)
+    assert (
+        status == "pass"
+        and "openssh-server 1:9.2p1-2+deb12u10 (pin openssh-server=1:9.2p1-*, recorded)" in detail
+    )
+    newer = installed.replace("server 1:9.2p1-2+deb12u10", "server 1:9.2p1-2+deb12u11")
+    status, detail = apt_pins(_files({RESOLVED_PACKAGES: json.dumps(record)}, newer), params)
+    assert status == "fail" and "records 1:9.2p1-2+deb12u10" in detail
+    other = installed.replace("server 1:9.2p1-2+deb12u10", "server 1:9.3p1-1")
+    status, detail = apt_pins(_files({RESOLVED_PACKAGES: json.dumps(record)}, other), params)
+    assert status == "fail" and "the pin is openssh-server=1:9.2p1-*" in detail
+    assert apt_pins(_files({}, installed), params)[0] == "fail"  # a pin by upstream version needs its record
+    assert (
+        apt_pins(_files({}, installed), dict(params, pins=pins[1:]))[0] == "pass"
+    )  # exact: no record needed
+    assert apt_pins(_files({}, ""), params)[0] == "fail"
+
+
+def test_the_openssh_packages_check_skips_a_base_openssh():
+    (exp,) = [
+        e
+        for e in derive(_lock(openssh={"version": "8.9p1", "method": "base"}))
+        if e.name == "openssh-packages"
+    ]
+    assert exp.skip and "no apt pins" in exp.skip
+
+
+@pytest.fixture
+def pc_image(docker_client, local_base):
+    """A container of the local base holding two fake nccl.pc files: one as NCCL's src.build writes it with
+    PREFIX, one as it writes it without (/usr/local)."""
+    tag = f"efa-image-build-test-{RUN}/ncclpc:probe"
+    lines = [f"FROM {local_base}"]
+    for prefix in ("/opt/nvidia/nccl", "/opt/unprefixed"):
+        text = PC.format("/usr/local" if prefix == "/opt/unprefixed" else prefix).replace("\n", "\\n")
+        lines.append(
+            f"RUN mkdir -p {prefix}/lib/pkgconfig && printf '{text}' > {prefix}/lib/pkgconfig/nccl.pc"
+        )
+    docker_client.images.build(fileobj=io.BytesIO("\n".join(lines).encode()), tag=tag, rm=True, forcerm=True)
+    box = docker_client.containers.run(tag, ["sleep", "300"], detach=True, remove=True)
+    try:
+        yield box
+    finally:
+        box.kill()
+        docker_client.images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_the_nccl_pc_probe_reads_the_file_in_a_container(pc_image):
+    def run(cmd: str):
+        res = pc_image.exec_run(["sh", "-c", cmd], demux=True)
+        out, err = res.output
+        return res.exit_code, (out or b"").decode(), (err or b"").decode()
+
+    target = Target(run=run, env={}, labels={}, history=[], lock={})
+    for prefix, want in (("/opt/nvidia/nccl", "pass"), ("/opt/unprefixed", "fail"), ("/opt/none", "fail")):
+        params = {"file": f"{prefix}/lib/pkgconfig/nccl.pc", "prefix": prefix}
+        assert pkgconfig_prefix(target, params)[0] == want, prefix
 
 
 # ---------------------------------------------------------------- real images

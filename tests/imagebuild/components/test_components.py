@@ -226,7 +226,8 @@ def test_every_block_checks_turn_on_with_the_component_and_skip_without():
         mine = [e for e in present if e.component == block.name]
         assert mine, block.name  # its own checks, or a `recorded` entry that says none exist
         if block.checks({"components": {}}):
-            # on, or off for a reason of their own (a DLC-only check on a local base), never "absent"
+            # on, or off for a reason of their own (a DLC-only check on a local base; nccl.pc only from
+            # source), never "absent"
             assert all(e.skip != components.absent(block.name) for e in mine), block.name
             assert any(e.skip is None for e in mine), block.name
             assert all(e.skip for e in absent if e.component == block.name), block.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from cli import build_py
@@ -24,7 +25,7 @@ def names(env):
 
 def test_old_plugin_gets_the_seed_vars_with_reasons():
     env = policy_env(facts(aws_ofi_nccl="1.5.0", libfabric="1.17.1", nccl="2.18.5", efa_installer="1.22.1"))
-    assert names(env) == SEED
+    assert names(env) - {"NCCL_SOCKET_IFNAME"} == SEED  # the interface rule holds wherever NCCL is
     assert all(e.reason and e.source for e in env)
 
 
@@ -176,3 +177,95 @@ def test_policy_sources_are_recorded_in_the_lock():
     seeds = [e for e in lock["env"] if e["name"] in SEED]
     assert len(seeds) == 5 and all(e["origin"] == "policy" and e["source"] for e in seeds)
     assert {f["name"] for f in lock["env_forbidden"]} >= {"NCCL_ALGO", "RDMAV_FORK_SAFE"}
+
+
+# ---------------------------------------------------------------- NCCL_SOCKET_IFNAME (issue 21, item 6)
+
+IFNAME = "NCCL_SOCKET_IFNAME"
+IFNAME_VALUE = "^docker,lo,veth,virbr"
+
+
+@pytest.mark.parametrize(
+    "versions",
+    [
+        {"nccl": "2.27.7"},  # wheel or source: any NCCL that crosses nodes
+        {"nccl": "2.18.5", "aws_ofi_nccl": "1.5.0"},
+        {"nccl": "2.26.2", "aws_ofi_nccl": "1.14.2", "efa_installer": "1.41.0"},  # the DLC's
+    ],
+)
+def test_socket_ifname_is_set_wherever_nccl_is(versions):
+    (env,) = [e for e in policy_env(facts(**versions)) if e.name == IFNAME]
+    assert env.value == IFNAME_VALUE and env.overridable and env.origin == "policy"
+    assert "awsome-distributed-training" in env.source and "9636cb16" in env.source
+    assert "NVIDIA/nccl src/misc/socket.cc" in env.source and "veth" in env.reason
+
+
+def test_socket_ifname_is_not_set_without_nccl():
+    assert IFNAME not in names(policy_env(facts(libfabric="1.17.0", openmpi="4.1.4")))
+    (dec,) = [d for d in decide(facts(libfabric="1.17.0")) if d.name == IFNAME]
+    assert not dec.applies and "no nccl in this variant" in dec.reason
+    assert IFNAME not in names(forbidden(facts(nccl="2.27.7")))  # never advised against
+
+
+def test_the_linter_agrees_with_the_socket_ifname_rule():
+    """The policy's own value is no finding; a site's interface (eth0, en) is info, not a warning."""
+    stack = facts(nccl="2.27.7", aws_ofi_nccl="1.21.1")
+    assert lint({IFNAME: IFNAME_VALUE}, stack) == []
+    (finding,) = lint({IFNAME: "=eth0"}, stack)
+    assert finding.severity == "info" and "site setting" in finding.message
+    (finding,) = lint({IFNAME: "eth0"}, facts(libfabric="1.17.0"))  # no NCCL: not needed
+    assert finding.severity == "info"
+
+
+SOCKET_MATRIX = """\
+variants:
+  - name: with-nccl
+    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
+    cuda: "12.8"
+    components:
+      nccl: {version: "2.27.7", method: wheel}
+  - name: user-ifname
+    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
+    cuda: "12.8"
+    components:
+      nccl: {version: "2.27.7", method: wheel}
+    env: {NCCL_SOCKET_IFNAME: "^docker0,lo"}
+  - name: no-nccl
+    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
+    components:
+      openssh: {version: "9.2p1", source: {apt: ["openssh-server=1:9.2p1-*"]}}
+"""
+
+
+def test_socket_ifname_in_lock_dockerfile_and_explain_env(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(SOCKET_MATRIX)
+    by = {v.name: v for v in load(str(path))}
+    (item,) = [e for e in by["with-nccl"].to_lock()["env"] if e["name"] == IFNAME]
+    assert item["value"] == IFNAME_VALUE and item["overridable"] is True and item["origin"] == "policy"
+    assert all("overridable" not in e for e in by["with-nccl"].to_lock()["env"] if e["name"] != IFNAME)
+    # the user's env wins: one entry, theirs, and an info finding (not a warning)
+    mine = [e for e in by["user-ifname"].env if e.name == IFNAME]
+    assert [(e.value, e.origin) for e in mine] == [("^docker0,lo", "user")]
+    assert [s for s, n, _ in by["user-ifname"].lint if n == IFNAME] == ["info"]
+    assert IFNAME not in names(by["no-nccl"].env)
+    assert build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out")).rc == 0
+    assert f'ENV {IFNAME}="{IFNAME_VALUE}"' in (tmp_path / "out" / "with-nccl" / "Dockerfile").read_text()
+    assert IFNAME not in (tmp_path / "out" / "no-nccl" / "Dockerfile").read_text()
+    res = build_py("explain-env", "--matrix", str(path), "with-nccl")
+    assert res.rc == 0
+    block = re.split(r"\n  (?=\S)", res.out.split(f"  {IFNAME}={IFNAME_VALUE}", 1)[1])[0]
+    assert "source: aws-samples/awsome-distributed-training" in block and "NVIDIA/nccl" in block
+    res = build_py("explain-env", "--matrix", str(path), "no-nccl", "--json")
+    (unset,) = [d for d in json.loads(res.out)["unset"] if d["name"] == IFNAME]
+    assert "no nccl" in unset["reason"] and "awsome-distributed-training" in unset["source"]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["cuda12.8-efa1.49-nccl2.27.7-ofi1.21", "dlc-pt2.7-efa1.41.0", "cuda12.1-efa1.22-ofi1.5-legacy"],
+)
+def test_every_nccl_variant_of_the_matrix_sets_socket_ifname(variant):
+    info = json.loads(build_py("explain-env", "--matrix", str(ROOT / "matrix.yaml"), variant, "--json").out)
+    (item,) = [e for e in info["set"] if e["name"] == IFNAME]
+    assert item["value"] == IFNAME_VALUE and "install_efa.sh" in item["source"]

@@ -410,3 +410,42 @@ def test_list_json_is_the_locks(tmp_path):
 
     (lock,) = json.loads(res.out)
     assert lock["schema"] == "efa-image-build/lock/v1" and lock["components"]["nccl"]["method"] == "wheel"
+
+
+# ---------------------------------------------------------------- apt pins by upstream version (issue 21)
+
+SSH = """\
+variants:
+  - name: v
+    base: {{image: localbase/debian:bookworm-minbase, kind: local, os: debian12}}
+    components:
+      openssh: {{version: "{version}", source: {{apt: {apt}, apt_dev: {dev}}}}}
+"""
+
+
+def _ssh(tmp_path, version="9.2p1", apt='["openssh-server=1:9.2p1-*"]', dev="[]"):
+    return write(tmp_path, SSH.format(version=version, apt=apt, dev=dev))
+
+
+def test_an_apt_pin_by_upstream_version_loads_and_keeps_the_exact_form(tmp_path):
+    (v,) = load(str(_ssh(tmp_path, apt='["openssh-server=1:9.2p1-*", "openssh-client=1:9.2p1-*"]')))
+    (ssh,) = v.components
+    assert (ssh.version, ssh.packages) == ("9.2p1", ("openssh-server=1:9.2p1-*", "openssh-client=1:9.2p1-*"))
+    (v,) = load(str(_ssh(tmp_path, apt="[openssh-server=1:9.2p1-2+deb12u10]")))
+    assert v.components[0].packages == ("openssh-server=1:9.2p1-2+deb12u10",)
+
+
+@pytest.mark.parametrize(
+    "apt,dev,key,words",
+    [
+        ('["openssh-server=1:9.3p1-*"]', "[]", "openssh.version", "is 9.3p1"),
+        ('["openssh-server=1:9.2p1-2+deb12u10", "openssh-client=1:8.9p1-*"]', "[]", "source.apt[1]", "8.9p1"),
+        ('["openssh-server=1:9.2p1-*"]', '["libssh-dev=1:9.2p1-*"]', "source.apt_dev[0]", "pinned exactly"),
+        ('["openssh-server=1:9.2*"]', "[]", "source.apt", "name=[epoch:]upstream-*"),
+        ('["openssh-server=*"]', "[]", "source.apt", "name=[epoch:]upstream-*"),
+    ],
+)
+def test_a_bad_pin_by_upstream_version_is_exit_2_naming_it(tmp_path, apt, dev, key, words):
+    with pytest.raises(UserError) as err:
+        load(str(_ssh(tmp_path, apt=apt, dev=dev)))
+    assert key in (err.value.key or "") and words in str(err.value) + (err.value.hint or "")

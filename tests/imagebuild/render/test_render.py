@@ -376,3 +376,27 @@ def test_build_picks_the_variants_of_the_last_render_even_when_unchanged(tmp_pat
     one = all_dirs[0].name
     assert [d.name for d in Selection(RenderOptions(matrix, (one,), out), out).dirs()] == [one]
     assert json.loads((out / "rendered.json").read_text())["variants"] == [one]
+
+
+# ---------------------------------------------------------------- issue 21, item 6
+
+
+def test_nccl_from_source_builds_and_installs_with_its_prefix():
+    """NCCL's src.build writes lib/pkgconfig/nccl.pc with $(PREFIX) (default /usr/local) and src.install
+    copies it as is: PREFIX must reach the build, not only the install [NVIDIA/nccl src/Makefile]."""
+    v = BY_NAME["cuda12.8-efa1.49-nccl2.27.7-ofi1.21"]
+    (nccl,) = [c for c in v.components if c.name == "nccl"]
+    text = dockerfile(v)
+    assert f"src.build PREFIX={nccl.prefix} " in text and f"src.install PREFIX={nccl.prefix}" in text
+
+
+def test_apt_pins_by_upstream_version_are_resolved_checked_and_recorded():
+    text = dockerfile(BY_NAME["cuda12.8-efa1.49-nccl2.27.7-ofi1.21"])
+    body = stages(text)["system"]
+    assert "pin_openssh_server=\"$(apt_pick openssh-server 1:8.9p1- 'openssh-server=1:8.9p1-*')\"" in body
+    assert 'openssh-server="$pin_openssh_server"' in body and "openssh-server=1:8.9p1-*  " not in body
+    assert "apt_verify openssh-client \"$pin_openssh_client\" 'openssh-client=1:8.9p1-*'" in body
+    assert "> /opt/efa-image-build/resolved-packages.json" in body
+    # exact pins stay exact, with nothing resolved
+    local = dockerfile(BY_NAME["local-dlc-layout-extend"])
+    assert "openssh-server=1:9.2p1-2+deb12u10 \\" in local and "apt_pick" not in local

@@ -172,6 +172,21 @@ def test_env_policy_from_lock():
     assert nodecheck.check_env_policy(None, "L", good)["status"] == "unknown"
 
 
+def test_env_policy_accepts_a_site_value_for_an_overridable_default():
+    """NCCL_SOCKET_IFNAME is a default the cluster may replace (a k8s manifest, SageMaker's interface)."""
+    lock = {
+        "name": "v",
+        "env": [
+            {"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth,virbr", "overridable": True},
+            {"name": "FI_PROVIDER", "value": "efa"},
+        ],
+    }
+    res = nodecheck.check_env_policy(lock, "L", {"NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "efa"})
+    assert res["status"] == "pass" and "site setting" in json.dumps(res["evidence"])
+    res = nodecheck.check_env_policy(lock, "L", {"NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "tcp"})
+    assert res["status"] == "fail" and "FI_PROVIDER" in res["detail"] and "SOCKET" not in res["detail"]
+
+
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a real shared object")
 def test_plugin_and_libfabric_found_the_way_the_loader_does(tmp_path):
     """A real .so named like the plugin, linked against this machine's libfabric, on LD_LIBRARY_PATH."""

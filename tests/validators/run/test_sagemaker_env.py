@@ -53,3 +53,23 @@ def test_unknown_or_missing_values_are_errors(tmp_path):
     good = tmp_path / "rc.json"
     good.write_text(json.dumps(CONFIG))
     assert sme.load(str(good)) == CONFIG
+
+
+def test_sagemaker_interface_replaces_only_the_image_default(tmp_path, monkeypatch):
+    """The image's NCCL_SOCKET_IFNAME is a site default (`overridable` in the lock): on SageMaker the
+    interface the resource config names replaces it; a value the job set itself stays."""
+    from validators import cmd_preflight
+
+    lock = tmp_path / "lock.json"
+    lock.write_text(
+        json.dumps(
+            {"env": [{"name": "NCCL_SOCKET_IFNAME", "value": "^docker,lo,veth,virbr", "overridable": True}]}
+        )
+    )
+    monkeypatch.setenv("EFA_IMAGE_LOCK", str(lock))
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
+    assert cmd_preflight._image_default("NCCL_SOCKET_IFNAME")
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "^docker,lo,veth,virbr")
+    assert cmd_preflight._image_default("NCCL_SOCKET_IFNAME")
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ens5")
+    assert not cmd_preflight._image_default("NCCL_SOCKET_IFNAME")
