@@ -575,6 +575,7 @@ class RecipeRequest:
     lock: Optional[str] = None  # a variant.lock.json instead of the matrix's one variant
     matrix: str = "matrix.yaml"
     variants: Sequence[str] = ()
+    image: Optional[str] = None  # REPO@sha256:D the report will name (else the cluster's pinned image)
 
 
 def recipe(req: RecipeRequest) -> str:
@@ -584,8 +585,8 @@ def recipe(req: RecipeRequest) -> str:
     lock = _recipe_lock(req)
     require_nccl_tests(lock, req.lock or req.matrix)
     cluster = recipes.load_cluster(req.cluster)
-    recipes.check_target(lock, cluster)
-    return recipes.render(req.recipe, lock, cluster)
+    recipes.check_target(lock, cluster)  # the cluster's own mismatch first: no digest would fix it
+    return recipes.render(req.recipe, lock, recipes.bind_image(cluster, req.image))
 
 
 def _recipe_lock(req: RecipeRequest) -> Dict[str, Any]:

@@ -8,7 +8,7 @@ report exists (temp file + rename), so a bad input never leaves a half-written r
 import argparse
 import os
 import sys
-from typing import List
+from typing import List, Optional
 
 from validators.report import jsonout, outfile
 from validators.report.contract import EXIT_BY_VERDICT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN
@@ -40,6 +40,12 @@ def register(sub) -> None:
         "logs", nargs="+", metavar="LOG", help="log file, nccl-tests -J JSON file, or '-' for stdin"
     )
     p.add_argument("--instance-type", metavar="T", help="judge NICs and bandwidth against this profile")
+    p.add_argument(
+        "--image",
+        metavar="REF@sha256:D",
+        help="the image the logs come from (recorded, with the lock it carries, for `build.py release "
+        "--require-preflight`)",
+    )
     p.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes in the run")
     p.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
@@ -120,8 +126,13 @@ def run_parse(args) -> int:
     from validators.report.formats import metric_lines, to_junit, to_markdown
 
     _check_outputs(args)
+    image = _image(args)
     with collector_paused():  # the report's writing too: it walks the whole report (see collector_paused)
         report = _analyze(args)
+        if image and not report.get("replay"):
+            from validators.run import imagebind
+
+            report["image"] = imagebind.binding(image)
         outputs = []
         if args.json:
             outputs.append((args.json, jsonout.document(report)))
@@ -146,6 +157,19 @@ def check_counts(checks: List[dict]) -> str:
     n = {s: sum(1 for c in checks if c["status"] == s) for s in ("pass", "fail", "unknown", "skip")}
     line = "checks: {} passed, {} failed, {} unknown".format(n["pass"], n["fail"], n["unknown"])
     return line + (", {} skipped".format(n["skip"]) if n["skip"] else "")
+
+
+def _image(args) -> Optional[str]:
+    """The --image reference, checked before anything is read (a tag names no one image)."""
+    if not getattr(args, "image", None):
+        return None
+    from validators.cli import InputError
+    from validators.run import imagebind
+
+    try:
+        return imagebind.parse_image_ref(args.image)
+    except ValueError as err:
+        raise InputError("--image: %s" % err) from None
 
 
 def run_explain(args) -> int:

@@ -13,7 +13,7 @@ import tempfile
 from typing import Any, Dict, List, Optional
 
 from validators.report import jsonout, outfile
-from validators.run import launchcheck, pairwise, sagemaker_env
+from validators.run import imagebind, launchcheck, pairwise, sagemaker_env
 from validators.run import report as runreport
 from validators.run.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
 
@@ -31,15 +31,12 @@ def _positive(text: str) -> float:
     return value
 
 
-def _image_ref(text: str) -> str:
+def image_ref(text: str) -> str:
     """`REF@sha256:<64 hex>`: a digest, because `build.py release --require-preflight` matches on it."""
-    ref, sep, digest = text.rpartition("@")
-    hexpart = digest[len("sha256:") :]
-    if not (sep and ref and digest.startswith("sha256:") and len(hexpart) == 64):
-        raise argparse.ArgumentTypeError("expected REF@sha256:<64 hex digits>, got %r" % text)
-    if any(c not in "0123456789abcdef" for c in hexpart):
-        raise argparse.ArgumentTypeError("expected REF@sha256:<64 hex digits>, got %r" % text)
-    return text
+    try:
+        return imagebind.parse_image_ref(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _count(text: str) -> int:
@@ -89,7 +86,7 @@ def register(sub: Any) -> None:
     run.add_argument("--slots", type=_count, metavar="N", help="with --pairwise: slots=N in {hostfile}")
     run.add_argument(
         "--image",
-        type=_image_ref,
+        type=image_ref,
         metavar="REF@sha256:D",
         help="the image this ran in (recorded for `build.py release --require-preflight`)",
     )
@@ -262,8 +259,8 @@ def _run(args: argparse.Namespace) -> int:
             "message": "REPLAY: --image %s not recorded: a replayed log proves nothing about it" % args.image,
             "evidence": [], "remedy": "run the real GPU program in the image under the launcher",
         })  # fmt: skip
-    elif args.image:
-        report["image"] = {"ref": args.image, "digest": args.image.rpartition("@")[2]}
+    elif args.image:  # with the lock the image carries: the gate compares it with the digest's
+        report["image"] = imagebind.binding(args.image)
     if sm is not None:
         report["sagemaker_node"] = {"host": sm["sm_current_host"], "node_rank": int(sm["sm_node_rank"]),
                                     "nodes": int(sm["sm_nodes"]), "master": sm["sm_master"],

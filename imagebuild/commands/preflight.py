@@ -39,7 +39,9 @@ def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
 
     g = parser.add_argument_group("SageMaker (with --sagemaker)")
     g.add_argument(
-        "--image", help="image URI to run, best by digest (repo@sha256:...) so a release can match it"
+        "--image",
+        help="the image by digest (repo@sha256:...): SageMaker runs it; a printed recipe passes it to the "
+        "validator, so the report names it and a release can match it",
     )
     g.add_argument("--instance-type", help="e.g. p5.48xlarge (the ml. prefix is added)")
     g.add_argument("--nodes", type=int, default=None, help="instance count (default 2: EFA needs two nodes)")
@@ -121,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         lock=args.lock,
         matrix=args.matrix,
         variants=tuple(args.variant),
+        image=args.image,
     )
     sys.stdout.write(pipeline.recipe(request))
     return 0

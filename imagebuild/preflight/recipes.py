@@ -284,7 +284,46 @@ def _validator(lock: Dict[str, Any], cluster: Dict[str, Any], extra: List[str]) 
     ]
     if cluster.get("idle_timeout"):
         argv += ["--idle-timeout", str(cluster["idle_timeout"])]
-    return argv + extra
+    return argv + _image_args(cluster) + extra
+
+
+def _image_args(cluster: Dict[str, Any]) -> List[str]:
+    """`--image REF@sha256:D` where the recipe is bound to a digest (`bind_image`)."""
+    return ["--image", cluster["_image"]] if cluster.get("_image") else []
+
+
+def bind_image(cluster: Dict[str, Any], image: Optional[str]) -> Dict[str, Any]:
+    """The cluster with the image the recipe proves: `--image`, else a `container_image` pinned by digest.
+
+    Why required: `build.py release --require-preflight` promotes a digest only on a report that names it,
+    so a recipe that names no digest gives a report no release can use. Where `--image` and a pinned
+    `container_image` are both given they must name the same digest; the digest is also what pyxis and the
+    MPIJob pull, never a tag that may have moved since.
+    """
+    from validators.run.imagebind import parse_image_ref
+
+    file, lines = cluster.get("_file"), cluster.get("_lines") or {}
+    pinned = cluster.get("container_image") if "@sha256:" in str(cluster.get("container_image")) else None
+    ref = image or pinned
+    if not ref:
+        raise UserError(
+            "the recipe names no image digest, so its report could clear no release",
+            key="--image",
+            hint="--image REPO@sha256:<digest> (build/summary.json has the pushed digest), or "
+            "container_image: REPO@sha256:<digest> in " + str(file),
+        )
+    try:
+        parse_image_ref(ref)
+    except ValueError as err:
+        raise UserError(str(err), key="--image") from None
+    if image and pinned and pinned.rpartition("@")[2] != image.rpartition("@")[2]:
+        raise UserError(
+            f"--image {image} and container_image {pinned} name different digests",
+            file=file,
+            line=lines.get("container_image"),
+            key="container_image",
+        )
+    return dict(cluster, _image=ref, container_image=ref)  # what pulls is what the report names
 
 
 def mpirun_launch(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: str = TCP_EXCLUDE) -> List[str]:
@@ -383,6 +422,7 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     step1 += [q('exec %s "$@"' % inner), "rank", q(nccl_tests_binary(lock))]
     step1 += [q(a) for a in shlex.split(cluster["test_args"])]
     parse = [q(python), "-m", "validators", "parse", '"$PREFLIGHT_OUT"/rank-*.log']
+    parse += [q(w) for w in _image_args(cluster)]
     parse += ["--instance-type", q(cluster["instance_type"]), "--nodes", str(cluster["nodes"])]
     parse += ["--json", '"$PREFLIGHT_OUT/report.json"', "--markdown", '"$PREFLIGHT_OUT/report.md"']
     step2 = ["srun", '"${CONTAINER[@]}"', "--nodes=1", "--ntasks=1"] + parse

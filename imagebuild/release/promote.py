@@ -95,6 +95,11 @@ def plan(
                     if labels is None:
                         labels = image_labels(gate.image_id)
                     lock, lock_source = lock_of(entry, labels, gate.reasons)
+                    why = (
+                        rel.preflight_lock_refusal(gate.preflight["report"], lock) if gate.preflight else None
+                    )
+                    if why:
+                        gate.reasons.append(f"pre-flight {gate.preflight['path']}: {why}")
                 repos.append({"repository": name, "ref": f"{name}@{gate.digest}", "tags": tags,
                               "todo": todo, "already": already, "manifest": manifest})  # fmt: skip
         if gate.ok:

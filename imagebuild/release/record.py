@@ -109,6 +109,31 @@ def preflight_names(report: Dict[str, Any], digest: Optional[str], image_id: Opt
     return any(x and x in (digest, image_id) for x in found)
 
 
+def preflight_lock_refusal(report: Dict[str, Any], lock: Optional[Dict[str, Any]]) -> Optional[str]:
+    """Why the lock a pre-flight found in its image is not the lock at this digest, or None.
+
+    A report made inside a container (`validators run`/`parse --image`) says which lock its image carried;
+    a digest typed by hand onto a run of another image shows here. A report made outside the image
+    (SageMaker's, host-side, on the digest SageMaker pulled) has no `lock` key: the digest is the evidence.
+    """
+    from validators.run.imagebind import lock_sha256
+
+    image = report.get("image") if isinstance(report.get("image"), dict) else {}
+    if "lock" not in image:
+        return None
+    ran = image.get("lock")
+    if not isinstance(ran, dict) or not ran.get("sha256"):
+        return "the run found no variant lock in its image: it did not run in an image this tool built"
+    if lock is None:
+        return "no lock at this digest to compare the pre-flight's with"
+    if ran["sha256"] != lock_sha256(lock):
+        return (
+            f"the pre-flight ran in an image with lock {ran.get('name')!r} ({ran['sha256'][:19]}...), not "
+            f"this digest's {lock.get('name')!r} ({lock_sha256(lock)[:19]}...)"
+        )
+    return None
+
+
 def preflight_refusal(report: Dict[str, Any]) -> Optional[str]:
     """Why this pre-flight report cannot clear a release, or None. A replayed recording proves nothing
     about the image's run (it says REPLAY); a launch the log contradicts is a spoof or a mix-up."""

@@ -15,9 +15,9 @@ import socket
 import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from validators.run.imagebind import LOCK_ENV, LOCK_PATH  # the lock every image carries
+
 SCHEMA = "efa-image-build/node-check/v1"
-LOCK_PATH = "/opt/efa-image-build/variant.lock.json"
-LOCK_ENV = "EFA_IMAGE_LOCK"
 TOOL_TIMEOUT = 30.0
 
 Check = Dict[str, Any]

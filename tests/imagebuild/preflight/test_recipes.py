@@ -162,11 +162,27 @@ def test_build_py_preflight_print_and_errors(tmp_path, project_root):
     lock.write_text(json.dumps(LOCK))
     cl = tmp_path / "c.yaml"
     cl.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n")
-    ok = build_py_process("preflight", "--print", "mpirun", "--cluster", cl, "--lock", lock, timeout=60)
+    image = "reg.example.com/img@sha256:" + "b" * 64
+    ok = build_py_process(
+        "preflight", "--print", "mpirun", "--cluster", cl, "--lock", lock, "--image", image, timeout=60
+    )
     assert ok.returncode == 0, ok.stderr
     assert "-H a:8,b:8" in ok.stdout
-    bad = build_py_process("preflight", "--print", "sbatch", "--cluster", cl, "--lock", lock, timeout=60)
-    assert bad.returncode == 2 and "container_image" in bad.stderr and "Traceback" not in bad.stderr
+    # the report names the digest: the validator gets it (and reads the lock inside the image itself)
+    assert shlex.split(ok.stdout)[shlex.split(ok.stdout).index("--image") + 1] == image
+    unbound = build_py_process("preflight", "--print", "mpirun", "--cluster", cl, "--lock", lock, timeout=60)
+    assert unbound.returncode == 2 and "key '--image'" in unbound.stderr and "digest" in unbound.stderr
+    cl.write_text(
+        "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\ncontainer_image: r/i@sha256:" + "c" * 64
+    )
+    bad = build_py_process(
+        "preflight", "--print", "sbatch", "--cluster", cl, "--lock", lock, "--image", image, timeout=60
+    )
+    assert bad.returncode == 2 and "different digests" in bad.stderr and "Traceback" not in bad.stderr
+    ok = build_py_process("preflight", "--print", "sbatch", "--cluster", cl, "--lock", lock, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    # both steps name the image: the ranks' runs and the parse that gives the verdict
+    assert ok.stdout.count("--image r/i@sha256:" + "c" * 64) == 2
 
 
 def test_build_py_preflight_sagemaker_delegates(project_root):

@@ -269,6 +269,37 @@ def test_a_replayed_or_contradicted_preflight_never_clears_the_gate():
     assert not gate.ok and "launch-matches-log" in gate.reasons[0]
 
 
+def test_a_preflight_from_another_image_under_this_digest_is_refused_by_its_lock():
+    """`validators run/parse --image` records the lock its image carried; the gate compares it with the
+    lock at the digest. A host-side report (SageMaker's) has no `lock` key: its digest is the evidence."""
+    from validators.run.imagebind import binding, lock_sha256
+
+    lock = {"name": "v", "components": {"nccl": {"version": "2.27.7"}}}
+    other = {"name": "w", "components": {"nccl": {"version": "2.26.2"}}}
+    ref = "r/i@sha256:" + "d" * 64
+    ran_here = {
+        "image": {"ref": ref, "digest": ref[-71:], "lock": {"name": "v", "sha256": lock_sha256(lock)}}
+    }
+    assert rel.preflight_lock_refusal(ran_here, lock) is None
+    why = rel.preflight_lock_refusal(ran_here, other)
+    assert why and "'v'" in why and "'w'" in why
+    assert "did not run in an image this tool built" in rel.preflight_lock_refusal(
+        {"image": {"ref": ref, "lock": None}}, lock
+    )
+    assert rel.preflight_lock_refusal({"image": {"ref": ref, "digest": ref[-71:]}}, lock) is None  # SageMaker
+    # the binding reads the lock the image carries, hashed the same way the gate hashes the digest's
+    import json as _json
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        _json.dump(
+            lock, fh, indent=2
+        )  # the image's file is indented: the hash is of the content, not the text
+    bound = binding(ref, {"EFA_IMAGE_LOCK": fh.name})
+    assert bound["digest"] == "sha256:" + "d" * 64 and bound["lock"]["sha256"] == lock_sha256(lock)
+    assert binding(ref, {"EFA_IMAGE_LOCK": fh.name + ".missing"})["lock"] is None
+
+
 def test_component_changes_compare_versions_as_numbers():
     old = {"components": {"aws_ofi_nccl": {"version": "1.9.1"}, "gdrcopy": {"version": "2.4"}}}
     new = {"components": {"aws_ofi_nccl": {"version": "1.10.0"}, "nccl": {"version": "2.27.7"}}}

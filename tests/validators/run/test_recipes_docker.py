@@ -10,6 +10,7 @@ that replays a recorded log (validators.replay). Every container made here is re
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import uuid
 
@@ -20,6 +21,7 @@ from test_launchers_docker import REPLAY_LOG, ROOT, _exec, _start, launcher_imag
 pytestmark = pytest.mark.docker
 
 STAND_IN = "/opt/h5-replay"
+IMAGE = "localhost:5000/h5/img@sha256:" + "d" * 64  # the digest every printed recipe binds its report to
 LOCK = {
     "name": "h5-recipe",
     "python": "/usr/bin/python3",
@@ -59,7 +61,8 @@ def _print_recipe(tmp_path, recipe: str, cluster: str) -> str:
     cl = tmp_path / "cluster.yaml"
     cl.write_text(cluster)
     proc = subprocess.run(
-        [*cli.BUILD_PY, "preflight", "--print", recipe] + ["--cluster", str(cl), "--lock", str(lock)],
+        [*cli.BUILD_PY, "preflight", "--print", recipe, "--cluster", str(cl), "--lock", str(lock)]
+        + ["--image", IMAGE],
         capture_output=True,
         text=True,
         timeout=60,
@@ -107,6 +110,13 @@ def test_printed_mpirun_line_runs_across_two_containers(tmp_path, ssh_pair):  # 
     )
     report = json.loads(_read(a, "/tmp/preflight-report.json"))
     assert report["run"]["exit_code"] == 0, proc.stderr[-3000:]
+    # bound to the digest; a replay proves nothing about any image, so it names none and clears no gate
+    from imagebuild.release import record as rel
+
+    assert shlex.split(line)[shlex.split(line).index("--image") + 1] == IMAGE
+    assert report["replay"] is True and "image" not in report
+    assert not rel.preflight_names(report, IMAGE.rpartition("@")[2], None)
+    assert "REPLAY" in rel.preflight_refusal(report)
     assert {r["rank"] for r in report["run"]["rank_output"]} >= {0, 1, 2, 3}
     assert report["ranks_seen"] == 16 and report["nodes_seen"] == 2  # the recorded job, replayed by 4 ranks
     assert report["verdict"] == "pass", [(f["id"], f["message"]) for f in report["findings"]]
@@ -122,7 +132,11 @@ def test_printed_sbatch_script_runs_on_two_slurm_nodes(tmp_path, slurm_two_nodes
     )
     lines = text.splitlines()
     container = [i for i, line in enumerate(lines) if line.startswith("CONTAINER=(")]
-    assert len(container) == 1 and "--container-image=localhost:5000#h5/img:1" in lines[container[0]]
+    # pyxis pulls the digest the report names, not the cluster file's tag
+    assert (
+        len(container) == 1
+        and "--container-image=localhost:5000#h5/img:sha256:" + "d" * 64 in lines[container[0]]
+    )
     lines[container[0]] = "CONTAINER=()"  # the documented substitution: no pyxis, already in the image
     job = "/tmp/h5-job"
     proc = subprocess.run(
