@@ -342,7 +342,9 @@ def mpirun_launch(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: st
     argv += ["--bind-to", "none", "--tag-output"] + MPI_MCA + ["--mca", "btl_tcp_if_exclude", tcp_exclude]
     # remote ranks start from ssh sessions that lack the image's ENV: PATH and LD_LIBRARY_PATH travel
     # (ADT kubernetes/nccl-tests.yaml `-x PATH -x LD_LIBRARY_PATH`)
-    names = ["NCCL_DEBUG=INFO", "PATH", "LD_LIBRARY_PATH", "%s=%s" % PMIX_ENV]
+    names = ["NCCL_DEBUG=INFO", "PATH", "LD_LIBRARY_PATH", "%s=%s" % PMIX_ENV] + list(
+        cluster.get("_extra_env") or []
+    )
     for name, value in nccl_env(lock):
         word = name if value is None else "%s=%s" % (name, value)
         if word not in names:
@@ -438,6 +440,18 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     return "\n".join(head + [""] + body + [""] + tail + [""])
 
 
+# Instance types whose GPUs share one NVLink domain across nodes (multi-node NVLink, MNNVL): a job needs an
+# IMEX channel (a DRA ComputeDomain claim on EKS), its workers on one NVLink clique, and NCCL told to use it.
+# [aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests-gb200.yaml,
+# commit 7217859f: ComputeDomain resource.nvidia.com/v1beta1 with a channel resourceClaimTemplate, a
+# podAffinity on topologyKey nvidia.com/gpu.clique, the claim on each worker, -x NCCL_MNNVL_ENABLE=1]
+MNNVL_TYPES = {"p6e-gb200.36xlarge"}
+CLIQUE_KEY = "nvidia.com/gpu.clique"
+# EKS nodes carry their instance type as a well-known label; ADT's MPIJob selects its nodes by it
+# [awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml, commit 7217859f]
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
 def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     """A Kubeflow MPIJob (v2beta1): the launcher runs the validator around mpirun; each worker runs sshd
     (`/usr/sbin/sshd -De`, the command mpi-operator v2 gives a worker that names none: kubeflow/mpi-operator
@@ -446,8 +460,11 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     image = _need(cluster, "container_image", "mpijob")
     gpus, efa = cluster["gpus_per_node"], cluster["efa_devices"]
     workers = cluster["nodes"]
+    mnnvl = cluster["instance_type"] in MNNVL_TYPES
     mp = dict(cluster, hostfile="/etc/mpi/hostfile")  # where mpi-operator v2 mounts the hostfile
     mp.pop("hosts", None)
+    if mnnvl:
+        mp["_extra_env"] = ["NCCL_MNNVL_ENABLE=1"]
     command = mpirun_argv(lock, mp, TCP_EXCLUDE_EKS)
     amounts = {
         "nvidia.com/gpu": gpus,
@@ -455,8 +472,40 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         "hugepages-2Mi": "5120Mi",
         "memory": "32000Mi",
     }
-    resources = {"limits": dict(amounts), "requests": dict(amounts)}
+    resources: Dict[str, Any] = {"limits": dict(amounts), "requests": dict(amounts)}
     shm = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
+    worker_spec: Dict[str, Any] = {"nodeSelector": {INSTANCE_TYPE_LABEL: cluster["instance_type"]}}
+    worker_meta: Dict[str, Any] = {}
+    docs: List[Dict[str, Any]] = []
+    if mnnvl:
+        domain, claim = "%s-compute-domain" % cluster["name"], "compute-domain-channel"
+        channel = {"resourceClaimTemplate": {"name": domain + "-channel"}}
+        docs.append(
+            {
+                "apiVersion": "resource.nvidia.com/v1beta1",
+                "kind": "ComputeDomain",
+                "metadata": {"name": domain, "namespace": cluster.get("namespace") or "default"},
+                "spec": {"numNodes": workers, "channel": channel},
+            }
+        )
+        replica = {"efa-image-build/preflight": "%s-worker" % cluster["name"]}
+        worker_meta = {"labels": replica}
+        worker_spec["affinity"] = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {
+                            "matchExpressions": [
+                                {"key": k, "operator": "In", "values": [v]} for k, v in replica.items()
+                            ]
+                        },
+                        "topologyKey": CLIQUE_KEY,
+                    }
+                ]
+            }
+        }
+        worker_spec["resourceClaims"] = [{"name": claim, "resourceClaimTemplateName": domain + "-channel"}]
+        resources["claims"] = [{"name": claim}]
     doc = {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
@@ -488,7 +537,9 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                 "Worker": {
                     "replicas": workers,
                     "template": {
+                        **({"metadata": worker_meta} if worker_meta else {}),
                         "spec": {
+                            **worker_spec,
                             "volumes": [shm],
                             "containers": [
                                 {
@@ -500,13 +551,13 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
                                 }
                             ],
-                        }
+                        },
                     },
                 },
             },
         },
     }
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    return yaml.safe_dump_all(docs + [doc], sort_keys=False, default_flow_style=False)
 
 
 RECIPES = {

@@ -210,7 +210,8 @@ def test_build_py_preflight_sagemaker_delegates(project_root):
 
 
 @pytest.mark.parametrize(
-    "name, recipe", [("slurm-p5", "sbatch"), ("hosts-p4d", "mpirun"), ("eks-p5en", "mpijob")]
+    "name, recipe",
+    [("slurm-p5", "sbatch"), ("hosts-p4d", "mpirun"), ("eks-p5en", "mpijob"), ("eks-p6e-gb200", "mpijob")],
 )
 def test_example_cluster_files_print_their_recipe(project_root, name, recipe):
     cluster = recipes.load_cluster(str(project_root / "examples" / "cluster" / ("%s.yaml" % name)))
@@ -277,3 +278,107 @@ def test_build_py_preflight_refuses_mismatches_with_exit_2(tmp_path, project_roo
     assert f"{cl}:2" in proc.stderr and proc.stdout == ""
     for w in words:
         assert w in proc.stderr, proc.stderr
+
+
+# The fields the printed MPIJob uses and their types, as kubeflow/mpi-operator's v2beta1 CRD declares them
+# (manifests/base/kubeflow.org_mpijobs.yaml, commit caa3c47f, openAPIV3Schema; written here from reading it,
+# not copied). `{}` maps every key to the one schema; a list is a list of that schema; QUANTITY is the CRD's
+# int-or-string resource quantity; anything the printed manifest has that is not here is an error.
+QUANTITY = "quantity"
+CONTAINER = {
+    "name": str, "image": str, "imagePullPolicy": str, "command": [str],
+    "resources": {"limits": {"*": QUANTITY}, "requests": {"*": QUANTITY}, "claims": [{"name": str}]},
+    "volumeMounts": [{"name": str, "mountPath": str}],
+}  # fmt: skip
+MATCH = {"key": str, "operator": str, "values": [str]}
+POD_SPEC = {
+    "restartPolicy": str, "containers": [CONTAINER], "volumes": [{"name": str, "emptyDir": {"medium": str}}],
+    "nodeSelector": {"*": str},
+    "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchExpressions": [MATCH]}, "topologyKey": str}]}},
+    "resourceClaims": [{"name": str, "resourceClaimTemplateName": str}],
+}  # fmt: skip
+REPLICA = {"replicas": int, "template": {"metadata": {"labels": {"*": str}}, "spec": POD_SPEC}}
+MPIJOB = {
+    "apiVersion": str, "kind": str, "metadata": {"name": str, "namespace": str},
+    "spec": {
+        "runPolicy": {"cleanPodPolicy": str, "backoffLimit": int, "activeDeadlineSeconds": int},
+        "slotsPerWorker": int, "mpiReplicaSpecs": {"*": REPLICA},
+    },
+}  # fmt: skip
+_NUM = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+QUANTITY_RE = r"^(\+|-)?" + _NUM + r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?" + _NUM + r"))?$"
+
+
+def _conform(value, schema, path="") -> list:
+    """Where `value` leaves `schema`: [path: why]."""
+    import re
+
+    if schema is QUANTITY:
+        ok = (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, str) and re.match(QUANTITY_RE, value)
+        )
+        return [] if ok else [f"{path}: not a quantity: {value!r}"]
+    if isinstance(schema, type):
+        ok = isinstance(value, schema) and not (schema is int and isinstance(value, bool))
+        return [] if ok else [f"{path}: {type(value).__name__} {value!r}, want {schema.__name__}"]
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return [f"{path}: not a list"]
+        return [e for i, v in enumerate(value) for e in _conform(v, schema[0], f"{path}[{i}]")]
+    if not isinstance(value, dict):
+        return [f"{path}: not an object"]
+    out = []
+    for key, v in value.items():
+        sub = schema.get(key, schema.get("*"))
+        out += (
+            [f"{path}.{key}: not in the CRD's fields"] if sub is None else _conform(v, sub, f"{path}.{key}")
+        )
+    return out
+
+
+@pytest.mark.parametrize("itype", ["p5en.48xlarge", "p6e-gb200.36xlarge"])
+def test_printed_mpijob_has_the_crds_fields_and_types_and_selects_its_nodes(tmp_path, itype):
+    c = recipes.bind_image(
+        _cluster(tmp_path, f"nodes: 2\ninstance_type: {itype}\ncontainer_image: r/i:1\nefa_devices: 4\n"),
+        "r/i@sha256:" + "e" * 64,
+    )
+    docs = list(yaml.safe_load_all(recipes.mpijob_manifest(LOCK, c)))
+    job = docs[-1]
+    assert job["apiVersion"] == "kubeflow.org/v2beta1" and job["kind"] == "MPIJob"
+    assert _conform(job, MPIJOB) == []
+    assert set(job["spec"]["mpiReplicaSpecs"]) == {"Launcher", "Worker"}
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    assert worker["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": itype}
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert launcher["image"] == "r/i@sha256:" + "e" * 64  # the digest the report names is what runs
+    mnnvl = "NCCL_MNNVL_ENABLE=1" in launcher["command"]
+    if itype == "p6e-gb200.36xlarge":  # IMEX channel, one NVLink clique, NCCL told to use MNNVL
+        domain = docs[0]
+        assert domain["kind"] == "ComputeDomain" and domain["spec"]["numNodes"] == 2 and mnnvl
+        template = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+        assert worker["spec"]["resourceClaims"] == [
+            {"name": "compute-domain-channel", "resourceClaimTemplateName": template}
+        ]
+        assert worker["spec"]["containers"][0]["resources"]["claims"] == [{"name": "compute-domain-channel"}]
+        term = worker["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert term["topologyKey"] == "nvidia.com/gpu.clique"
+        ((key, value),) = worker["metadata"]["labels"].items()
+        assert term["labelSelector"]["matchExpressions"] == [
+            {"key": key, "operator": "In", "values": [value]}
+        ]
+    else:
+        assert len(docs) == 1 and not mnnvl and "affinity" not in worker["spec"]
+    # the checker itself: a null count or a wrong type is caught
+    bad = json_roundtrip(job)
+    bad["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "vpc.amazonaws.com/efa"
+    ] = None
+    bad["spec"]["slotsPerWorker"] = "4"
+    assert len(_conform(bad, MPIJOB)) == 2
+
+
+def json_roundtrip(doc):
+    import json
+
+    return json.loads(json.dumps(doc))
