@@ -189,3 +189,11 @@ def test_every_test_folder_is_collected():
     folders = [p for p in (ROOT / "tests").rglob("*") if p.is_dir() and any(p.glob("test_*.py"))]
     assert any(p.name == "build" for p in folders)  # the stage whose name pytest's default skips
     assert [str(p) for p in folders if any(fnmatch.fnmatch(p.name, pat) for pat in patterns)] == []
+
+
+def test_the_lock_path_copies_agree():
+    """nodecheck runs alone inside images under check (no package imports), so it keeps its own copy."""
+    from validators.node import nodecheck
+    from validators.run import imagebind
+
+    assert (nodecheck.LOCK_PATH, nodecheck.LOCK_ENV) == (imagebind.LOCK_PATH, imagebind.LOCK_ENV)

@@ -15,9 +15,11 @@ import socket
 import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from validators.run.imagebind import LOCK_ENV, LOCK_PATH  # the lock every image carries
-
 SCHEMA = "efa-image-build/node-check/v1"
+# The lock every image carries (validators.run.imagebind has the same two: this module is copied alone into
+# images under check, so it imports nothing of the package; tests/test_house.py holds them equal).
+LOCK_PATH = "/opt/efa-image-build/variant.lock.json"
+LOCK_ENV = "EFA_IMAGE_LOCK"
 TOOL_TIMEOUT = 30.0
 
 Check = Dict[str, Any]

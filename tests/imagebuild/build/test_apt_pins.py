@@ -67,10 +67,10 @@ def test_a_pin_by_upstream_version_builds_records_and_passes_the_checks(
     assert installed == server["version"]
 
     report = tmp_path / "report.json"
-    assert build_py("test", "--image", ref, "--json", report).rc == 0
+    rc = build_py("test", "--image", ref, "--json", report).rc
     (image,) = json.loads(report.read_text())["images"]
     st = {c["name"]: (c["status"], c["detail"]) for c in image["checks"]}
-    assert image["passed"], {k: v for k, v in st.items() if v[0] not in ("pass", "skip")}
+    assert rc == 0 and image["passed"], {k: v for k, v in st.items() if v[0] not in ("pass", "skip")}
     for name in ("openssh-packages", "ssh-version", "sshd-ready"):
         assert st[name][0] == "pass", (name, st[name])
     assert f"openssh-server {installed} (pin openssh-server=1:9.2p1-*, recorded)" in st["openssh-packages"][1]
