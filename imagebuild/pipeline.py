@@ -583,7 +583,10 @@ def recipe(req: RecipeRequest) -> str:
     from imagebuild.preflight import recipes
 
     lock = _recipe_lock(req)
-    require_nccl_tests(lock, req.lock or req.matrix)
+    try:
+        recipes.probe(lock)  # nccl-tests, else the torch probe; neither is bad input
+    except UserError as err:
+        raise UserError(err.message, file=req.lock or req.matrix, key=err.key, hint=err.hint) from None
     cluster = recipes.load_cluster(req.cluster)
     recipes.check_target(lock, cluster)  # the cluster's own mismatch first: no digest would fix it
     return recipes.render(req.recipe, lock, recipes.bind_image(cluster, req.image))
@@ -612,20 +615,3 @@ def _recipe_lock(req: RecipeRequest) -> Dict[str, Any]:
             hint=", ".join(v.name for v in variants[:10]),
         )
     return variants[0].to_lock()
-
-
-def require_nccl_tests(lock: Dict[str, Any], source: str) -> None:
-    """Every recipe runs `<nccl_tests prefix>/bin/all_reduce_perf`: refuse a variant that lacks it."""
-    from imagebuild.components import nccl_tests
-
-    if not (lock.get("components") or {}).get(nccl_tests.NAME):
-        from imagebuild.preflight import recipes
-
-        raise UserError(
-            f"variant {lock.get('name')!r} has no nccl_tests component: the recipe would call "
-            f"{recipes.nccl_tests_binary(lock)}, which is not in its image",
-            file=source,
-            key="components.nccl_tests",
-            hint="choose a variant with nccl_tests (`build.py list` shows the components), "
-            "or add nccl_tests to this variant in the matrix",
-        )

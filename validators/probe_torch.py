@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 
 def _size(text: str) -> int:
@@ -95,6 +95,25 @@ _WARMUP = 2
 _ITERS = 5
 
 
+# What each launcher tells a rank about itself, as torch.distributed's env:// wants it. [Open MPI mpirun(1)
+# "Exported Environment Variables": OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK; Slurm srun(1) "OUTPUT ENVIRONMENT
+# VARIABLES": SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID]
+_LAUNCHER_ENV = (
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
+)
+
+
+def from_launcher(env) -> Optional[Dict[str, str]]:
+    """RANK, WORLD_SIZE and LOCAL_RANK: torchrun's as they are, else mpirun's or srun's; None without any."""
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return {}
+    for rank, size, local in _LAUNCHER_ENV:
+        if rank in env and size in env:
+            return {"RANK": env[rank], "WORLD_SIZE": env[size], "LOCAL_RANK": env.get(local, "0")}
+    return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m validators.probe_torch", description=__doc__.splitlines()[0])
     p.add_argument("--min-bytes", type=_size, default=8)
@@ -110,9 +129,19 @@ def main(argv=None) -> int:
     except ImportError as err:
         print("probe_torch: torch is not installed: %s" % err, file=sys.stderr)
         return 2
-    if "RANK" not in os.environ:
-        print("probe_torch: run under torchrun (RANK/WORLD_SIZE not set)", file=sys.stderr)
+    launcher = from_launcher(os.environ)
+    if launcher is None:
+        print(
+            "probe_torch: run under torchrun, mpirun or srun (RANK/WORLD_SIZE, OMPI_COMM_WORLD_* or SLURM_* "
+            "not set)",
+            file=sys.stderr,
+        )
         return 2
+    os.environ.update(launcher)
+    if "MASTER_ADDR" not in os.environ:
+        print("probe_torch: MASTER_ADDR is not set (rank 0's host; the recipes pass it)", file=sys.stderr)
+        return 2
+    os.environ.setdefault("MASTER_PORT", "29500")
     cuda = torch.cuda.is_available()
     backend = args.backend if args.backend != "auto" else ("nccl" if cuda else "gloo")
     local = int(os.environ.get("LOCAL_RANK", "0"))

@@ -19,13 +19,16 @@ def register(sub) -> None:
     p = sub.add_parser(
         "preflight",
         help="print launch recipes for the pre-flight, or run it on SageMaker",
-        description="Print the command that runs the image's validator around nccl-tests on a cluster "
-        "(--print mpirun|sbatch|mpijob --cluster FILE; examples in examples/cluster/), or run the "
-        "pre-flight as a SageMaker training job (--sagemaker). A recipe is refused for a variant without "
-        "the nccl-tests binary it calls.",
+        description="Print the command that runs the image's validator around nccl-tests (or, in an image "
+        "without them, the torch all-reduce probe) on a cluster (--print mpirun|sbatch|mpijob|torchrun "
+        "--cluster FILE --image REPO@sha256:D; examples in examples/cluster/), or run the pre-flight as a "
+        "SageMaker training job (--sagemaker). A variant with neither, or a cluster it was not built for, "
+        "is refused.",
     )
     add_matrix_args(p)
-    p.add_argument("--print", dest="recipe", choices=("mpirun", "sbatch", "mpijob"), help="recipe to print")
+    p.add_argument(
+        "--print", dest="recipe", choices=("mpirun", "sbatch", "mpijob", "torchrun"), help="recipe to print"
+    )
     p.add_argument("--cluster", metavar="FILE", help="cluster description YAML (nodes, instance_type, ...)")
     p.add_argument("--lock", metavar="FILE", help="a variant.lock.json instead of --matrix/--variant")
     p.add_argument("--sagemaker", action="store_true", help="run the pre-flight as a SageMaker training job")

@@ -20,7 +20,8 @@ Cluster description (YAML), every key checked with its line on error:
     name: preflight                   # job name, optional
     timeout: 1800                     # validator total timeout (s), optional
     idle_timeout: 300                 # validator idle timeout (s), optional
-    test_args: "-b 8 -e 16G -f 2 -g 1"  # nccl-tests flags, optional
+    test_args: "-b 8 -e 16G -f 2 -g 1"  # nccl-tests flags (or validators.probe_torch's), optional
+    master_addr: node-1               # torch probe with a hostfile: rank 0's host (else hosts[0])
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from imagebuild.components import nccl, nccl_tests, openmpi
+from imagebuild.components import nccl, nccl_tests, openmpi, torch
 from imagebuild.errors import UserError
 
 KEYS = {
@@ -51,8 +52,10 @@ KEYS = {
     "test_args",
     "gpus_per_node",
     "efa_devices",
+    "master_addr",
 }
 DEFAULT_TEST_ARGS = "-b 8 -e 16G -f 2 -g 1 -c 1 -n 20"
+DEFAULT_TORCH_ARGS = "--max-bytes 16G"  # validators.probe_torch: sizes 8 B .. 16 GiB, as nccl-tests' default
 # env NCCL and libfabric read: the lock's values for these travel with -x to every rank
 NCCL_ENV_PREFIXES = ("NCCL_", "FI_", "RDMAV_", "LD_LIBRARY_PATH", "OFI_NCCL_", "CUDA_", "PATH")
 # Open MPI between containers with EFA. pml: keep MPI's own traffic off libfabric and UCX (DLC
@@ -103,6 +106,7 @@ def load_cluster(path: str) -> Dict[str, Any]:
         "namespace",
         "name",
         "test_args",
+        "master_addr",
     ):
         if key in out and not isinstance(out[key], str):
             raise UserError("must be a string, got %r" % (out[key],), file=path, line=lines.get(key), key=key)
@@ -141,7 +145,6 @@ def load_cluster(path: str) -> Dict[str, Any]:
     out.setdefault("efa_devices", profile.efa_devices if profile else None)
     out.setdefault("name", "efa-preflight")
     out.setdefault("timeout", 1800)
-    out.setdefault("test_args", DEFAULT_TEST_ARGS)
     out.setdefault("run_as_root", True)
     out.setdefault("request_gpus", False)
     out["_file"] = path
@@ -259,6 +262,44 @@ def _prefix_bin(lock: Dict[str, Any], component: str, default: str, program: str
     return "%s/bin/%s" % (prefix, program) if prefix else program
 
 
+TORCH_PORT = "29500"  # MASTER_PORT of the torch probe (torchrun's default)
+
+
+def probe(lock: Dict[str, Any]) -> str:
+    """What the pre-flight runs: nccl-tests where the image has them, else the torch all-reduce probe
+    (validators.probe_torch: the framework's own NCCL, as a training job loads it)."""
+    comps = lock.get("components") or {}
+    if comps.get(nccl_tests.NAME):
+        return "nccl-tests"
+    if comps.get(torch.NAME):
+        return "torch"
+    raise UserError(
+        f"variant {lock.get('name')!r} has neither nccl_tests nor torch: the pre-flight has nothing to run "
+        f"({nccl_tests_binary(lock)} is not in its image)",
+        key="components.nccl_tests",
+        hint="choose a variant with nccl_tests or torch (`build.py list` shows the components), or add "
+        "nccl_tests to this variant in the matrix",
+    )
+
+
+def probe_argv(lock: Dict[str, Any], cluster: Dict[str, Any]) -> List[str]:
+    """The program each rank runs."""
+    if probe(lock) == "torch":
+        python = lock.get("python") or "python3"
+        args = shlex.split(cluster.get("test_args") or DEFAULT_TORCH_ARGS)
+        return [python, "-m", "validators.probe_torch"] + args + ["--timeout", str(cluster["timeout"])]
+    return [nccl_tests_binary(lock)] + shlex.split(cluster.get("test_args") or DEFAULT_TEST_ARGS)
+
+
+def _master(cluster: Dict[str, Any], recipe: str) -> str:
+    """Rank 0's host for torch.distributed's rendezvous: `master_addr`, else the first of `hosts`."""
+    if cluster.get("master_addr"):
+        return cluster["master_addr"]
+    if cluster.get("hosts"):
+        return cluster["hosts"][0]
+    return _need(cluster, "master_addr", recipe + " (the torch probe: rank 0's host)")
+
+
 def nccl_tests_binary(lock: Dict[str, Any], collective: str = "all_reduce") -> str:
     return _prefix_bin(lock, nccl_tests.NAME, "/opt/nccl-tests", "%s_perf" % collective)
 
@@ -349,9 +390,11 @@ def mpirun_launch(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: st
         word = name if value is None else "%s=%s" % (name, value)
         if word not in names:
             names.append(word)
+    if probe(lock) == "torch":  # probe_torch reads its rank from OMPI_COMM_WORLD_*, rank 0's host from here
+        names += ["MASTER_ADDR=%s" % _master(cluster, "mpirun"), "MASTER_PORT=%s" % TORCH_PORT]
     for word in names:
         argv += ["-x", word]
-    return argv + [nccl_tests_binary(lock)] + shlex.split(cluster["test_args"])
+    return argv + probe_argv(lock, cluster)
 
 
 def mpirun_argv(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: str = TCP_EXCLUDE) -> List[str]:
@@ -403,6 +446,9 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     for name, value in nccl_env(lock):
         if value is not None:
             body.append("export %s=%s" % (name, q(value)))
+    if probe(lock) == "torch":  # rank 0 is the first node's first task (srun's block distribution)
+        body.append('export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
+        body.append("export MASTER_PORT=%s" % TORCH_PORT)
     body += [
         "# pyxis: every step runs in the image (enroot < 4.0 wants registry#repo:tag). Nodes that already",
         "# run inside the image, without pyxis: CONTAINER=()",
@@ -421,8 +467,7 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         del rank_cmd[i : i + 2]
     inner = " ".join(q(w) for w in rank_cmd).replace("@LOG@", '"$PREFLIGHT_OUT/rank-$SLURM_PROCID.log"')
     step1 = ["srun", '"${CONTAINER[@]}"', "--mpi=pmix", "--cpu-bind=none", "-l", "sh", "-c"]
-    step1 += [q('exec %s "$@"' % inner), "rank", q(nccl_tests_binary(lock))]
-    step1 += [q(a) for a in shlex.split(cluster["test_args"])]
+    step1 += [q('exec %s "$@"' % inner), "rank"] + [q(a) for a in probe_argv(lock, cluster)]
     parse = [q(python), "-m", "validators", "parse", '"$PREFLIGHT_OUT"/rank-*.log']
     parse += [q(w) for w in _image_args(cluster)]
     parse += ["--instance-type", q(cluster["instance_type"]), "--nodes", str(cluster["nodes"])]
@@ -463,6 +508,12 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     mnnvl = cluster["instance_type"] in MNNVL_TYPES
     mp = dict(cluster, hostfile="/etc/mpi/hostfile")  # where mpi-operator v2 mounts the hostfile
     mp.pop("hosts", None)
+    # the first worker's name in that hostfile: <job>-worker-0.<job>.<namespace>.svc (kubeflow/mpi-operator
+    # pkg/controller/mpi_job_controller.go newConfigMap and workerName, commit caa3c47f)
+    mp.setdefault(
+        "master_addr",
+        "%s-worker-0.%s.%s.svc" % (cluster["name"], cluster["name"], cluster.get("namespace") or "default"),
+    )
     if mnnvl:
         mp["_extra_env"] = ["NCCL_MNNVL_ENABLE=1"]
     command = mpirun_argv(lock, mp, TCP_EXCLUDE_EKS)
@@ -560,10 +611,72 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     return yaml.safe_dump_all(docs + [doc], sort_keys=False, default_flow_style=False)
 
 
+def torchrun_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
+    """A script for clusters that start one process per node (a plain fleet, a custom scheduler): `run`
+    on every node with NODE_RANK=0..nodes-1 starts torchrun's ranks of the torch probe under the validator,
+    each node keeping its log in a directory every node sees; `verdict` on one node, once all have run,
+    judges every node's log together (one node sees only its own ranks)."""
+    q = shlex.quote
+    gpus, nodes = cluster["gpus_per_node"], cluster["nodes"]
+    python = lock.get("python") or "python3"
+    master = _master(cluster, "torchrun")
+    out_dir = q(cluster["output_dir"]) if cluster.get("output_dir") else '"$PWD"'
+    node = _validator(lock, cluster, ["--exit-by", "command", "--log", "@LOG@", "--"])
+    for flag in ("--instance-type", "--nodes"):  # one node cannot judge the job: `verdict` does
+        i = node.index(flag)
+        del node[i : i + 2]
+    torchrun = ["torchrun", "--nnodes", str(nodes), "--node_rank", "@RANK@", "--nproc_per_node", str(gpus)]
+    torchrun += ["--master_addr", master, "--master_port", TORCH_PORT]
+    words = probe_argv(lock, cluster)
+    torchrun += ["-m"] + words[words.index("-m") + 1 :]
+    run = " ".join(q(w) for w in node + torchrun)
+    run = run.replace("@LOG@", '"$PREFLIGHT_OUT/node-$NODE_RANK.log"').replace("@RANK@", '"$NODE_RANK"')
+    parse = [q(python), "-m", "validators", "parse", '"$PREFLIGHT_OUT"/node-*.log']
+    parse += [q(w) for w in _image_args(cluster)]
+    parse += ["--instance-type", q(cluster["instance_type"]), "--nodes", str(nodes)]
+    parse += ["--json", '"$PREFLIGHT_OUT/report.json"', "--markdown", '"$PREFLIGHT_OUT/report.md"']
+    lines = [
+        "#!/bin/bash",
+        "# torch all-reduce pre-flight over %d node(s) x %d GPU(s), inside the image." % (nodes, gpus),
+        "#   on every node:   NODE_RANK=<0..%d> $0 run     (node 0 is %s)" % (nodes - 1, master),
+        "#   then on one:     $0 verdict",
+        "set -uo pipefail",
+        "export PREFLIGHT_OUT=%s/%s" % (out_dir, q(cluster["name"])),
+        "export NCCL_DEBUG=INFO",
+    ]
+    for name, value in nccl_env(lock):
+        if value is not None:
+            lines.append("export %s=%s" % (name, q(value)))
+    lines += [
+        'case "${1:-}" in',
+        "  run)",
+        '    : "${NODE_RANK:?set NODE_RANK (0 to %d)}"' % (nodes - 1),
+        '    mkdir -p "$PREFLIGHT_OUT"',
+        "    exec %s ;;" % run,
+        "  verdict)",
+        "    exec %s ;;" % " ".join(parse),
+        '  *) echo "usage: NODE_RANK=N $0 run | $0 verdict" >&2; exit 2 ;;',
+        "esac",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _torch_only(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
+    if not (lock.get("components") or {}).get(torch.NAME):
+        raise UserError(
+            f"the torchrun recipe runs the torch probe; variant {lock.get('name')!r} has no torch",
+            key="components.torch",
+            hint="use --print mpirun, sbatch or mpijob (nccl-tests, or the torch probe under that launcher)",
+        )
+    return torchrun_script(dict(lock, components={torch.NAME: lock["components"][torch.NAME]}), cluster)
+
+
 RECIPES = {
     "mpirun": lambda lock, c: mpirun_line(lock, c) + "\n",
     "sbatch": sbatch_script,
     "mpijob": mpijob_manifest,
+    "torchrun": _torch_only,
 }
 
 

@@ -21,24 +21,35 @@ def test_every_command_has_a_description():
 
 
 def test_example_cluster_file_prints_a_recipe_and_a_variant_without_nccl_tests_is_refused(
-    project_root, monkeypatch
+    project_root, monkeypatch, tmp_path
 ):
     monkeypatch.chdir(project_root)
+    # the example's p4d (sm_80) is refused for the local variant built for sm_90: the same file on p5
+    example = (project_root / "examples" / "cluster" / "hosts-p4d.yaml").read_text()
+    cluster = tmp_path / "hosts-p5.yaml"
+    cluster.write_text(example.replace("p4d.24xlarge", "p5.48xlarge"))
+    rc, _out, err = build_py(
+        "preflight", "--print", "mpirun", "--cluster", "examples/cluster/hosts-p4d.yaml", "--matrix",
+        "matrix.local.yaml", "--variant", "local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6",
+    )  # fmt: skip
+    assert rc == 2 and "sm_80" in err and "sm_90" in err
     base = [
         "preflight",
         "--print",
         "mpirun",
         "--cluster",
-        "examples/cluster/hosts-p4d.yaml",
+        str(cluster),
         "--matrix",
         "matrix.local.yaml",
+        "--image",
+        "r/i@sha256:" + "a" * 64,
     ]
     rc, out, _err = build_py(*base, "--variant", "local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6")
     assert rc == 0
     assert "mpirun --allow-run-as-root -np 16" in out and "/bin/all_reduce_perf" in out
     rc, _out, err = build_py(*base, "--variant", "local-debian-nccl2.27")
     assert rc == 2
-    assert "has no nccl_tests component" in err and "components.nccl_tests" in err
+    assert "has neither nccl_tests nor torch" in err and "components.nccl_tests" in err
 
 
 def test_make_demo_installs_no_torch_and_make_test_does(project_root):

@@ -382,3 +382,83 @@ def json_roundtrip(doc):
     import json
 
     return json.loads(json.dumps(doc))
+
+
+TORCH_LOCK = {
+    "name": "v-torch",
+    "python": "/usr/local/bin/python3",
+    "components": {"torch": {"version": "2.7.1"}, "nccl": {"method": "base"}},
+    "env": [{"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"}],
+}
+
+
+def test_an_image_without_nccl_tests_gets_the_torch_probe_under_every_launcher(tmp_path):
+    """A DLC extension has torch, not nccl-tests: every recipe runs validators.probe_torch under its launcher,
+    rank 0's host passed as MASTER_ADDR (the probe reads its rank from mpirun's or srun's env)."""
+    c = recipes.bind_image(
+        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\n"),
+        "r/i@sha256:" + "f" * 64,
+    )
+    words = shlex.split(recipes.mpirun_line(TORCH_LOCK, c))
+    tail = words[words.index("-x") :]
+    assert ["-x", "MASTER_ADDR=n1"] == tail[
+        tail.index("MASTER_ADDR=n1") - 1 : tail.index("MASTER_ADDR=n1") + 1
+    ]
+    assert words[-6:] == ["-m", "validators.probe_torch", "--max-bytes", "16G", "--timeout", "1800"]
+    assert "all_reduce_perf" not in " ".join(words)
+    sbatch = recipes.sbatch_script(TORCH_LOCK, c)
+    assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in sbatch
+    assert "validators.probe_torch --max-bytes 16G" in sbatch
+    job = yaml.safe_load(recipes.mpijob_manifest(TORCH_LOCK, c))
+    command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert "MASTER_ADDR=efa-preflight-worker-0.efa-preflight.default.svc" in command
+    hostfile = dict(c, hosts=None, hostfile="/shared/hosts")
+    with pytest.raises(UserError) as err:
+        recipes.mpirun_line(TORCH_LOCK, hostfile)
+    assert err.value.key == "master_addr"
+    assert "MASTER_ADDR=n9" in recipes.mpirun_line(TORCH_LOCK, dict(hostfile, master_addr="n9"))
+    script = recipes.render("torchrun", TORCH_LOCK, c)
+    assert 'torchrun --nnodes 2 --node_rank "$NODE_RANK" --nproc_per_node 8 --master_addr n1' in script
+    with pytest.raises(UserError) as err:
+        recipes.render("torchrun", LOCK, c)
+    assert err.value.key == "components.torch"
+    with pytest.raises(UserError) as err:
+        recipes.render("mpirun", dict(LOCK, components={}), c)
+    assert "neither nccl_tests nor torch" in err.value.message
+
+
+def test_printed_torchrun_script_runs_two_nodes_on_loopback_and_gives_one_verdict(tmp_path):
+    """Run as printed, two "nodes" of this machine (loopback, gloo on CPU: nothing about EFA is proven, so the
+    verdict is unknown, never pass); the verdict step reads both nodes' logs and names the image."""
+    import json
+    import os
+    import sys
+
+    torch = pytest.importorskip("torch")  # the test extra installs it (CI has it)
+    assert torch
+    lock = dict(TORCH_LOCK, python=sys.executable)
+    cluster = _cluster(
+        tmp_path,
+        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 1\nmaster_addr: 127.0.0.1\n"
+        f"output_dir: {tmp_path}\nname: tr\ntimeout: 120\ntest_args: '--max-bytes 64K --iters 2'\n",
+    )
+    image = "r/i@sha256:" + "f" * 64
+    script = tmp_path / "preflight.sh"
+    script.write_text(recipes.render("torchrun", lock, recipes.bind_image(cluster, image)))
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    nodes = [
+        subprocess.Popen(["bash", str(script), "run"], env=dict(env, NODE_RANK=str(r)), cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for r in (0, 1)
+    ]  # fmt: skip
+    outs = [p.communicate(timeout=200)[0] for p in nodes]
+    assert [p.returncode for p in nodes] == [0, 0], outs
+    verdict = subprocess.run(["bash", str(script), "verdict"], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+    report = json.loads((tmp_path / "tr" / "report.json").read_text())
+    assert verdict.returncode == 3 and report["verdict"] == "unknown", verdict.stdout + verdict.stderr
+    assert report["image"]["digest"] == "sha256:" + "f" * 64
+    rows = report["nccl_tests"]["rows"]
+    assert rows and rows[-1]["size"] == 65536  # the probe's table from rank 0, parsed
+    assert sorted(p.name for p in (tmp_path / "tr").glob("node-*.log")) == ["node-0.log", "node-1.log"]
