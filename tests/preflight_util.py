@@ -18,6 +18,7 @@ from paths import ROOT
 REPLAY_DIR = ROOT / "tests" / "fixtures" / "replay"
 GOOD_EFA = REPLAY_DIR / "good-efa-p5-2node.log"
 SOCKET_FALLBACK = REPLAY_DIR / "socket-fallback-p5-2node.log"
+SLOW_EFA = REPLAY_DIR / "slow-efa-p5-2node.log"  # EFA and GDR, busbw about a third of the expected
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
 

@@ -7,13 +7,16 @@ Exit codes as `parse`: 0 pass, 1 fail (a hang is a fail), 2 usage (a launcher th
 
 import argparse
 import datetime
+import functools
 import os
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional
+import time
+from typing import Any, Dict, List, Optional, Sequence
 
+from validators.judge.shortlist import few
 from validators.report import jsonout, outfile
-from validators.run import imagebind, launchcheck, pairwise, sagemaker_env
+from validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
 from validators.run import report as runreport
 from validators.run.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
 
@@ -81,9 +84,48 @@ def register(sub: Any) -> None:
     run.add_argument("--log", metavar="FILE", help="keep the whole output here (default: a file in $TMPDIR)")
     run.add_argument("--rank-logs", metavar="DIR", help="also write each rank's lines to DIR/rank-N.log")
     run.add_argument("--repeat", type=_count, default=1, metavar="K", help="run K times; any failure fails")
-    run.add_argument("--pairwise", nargs="+", metavar="HOST", help="run once per pair of these hosts")
-    run.add_argument("--known-good", metavar="HOST", help="with --pairwise: pair every host with this one")
-    run.add_argument("--slots", type=_count, metavar="N", help="with --pairwise: slots=N in {hostfile}")
+    run.add_argument(
+        "--pairwise",
+        nargs="+",
+        metavar="HOST",
+        help="find a bad node by pairs of these hosts, in rounds of disjoint pairs run at once",
+    )
+    run.add_argument(
+        "--plan",
+        choices=("adaptive", "fixed"),
+        default="adaptive",
+        help="with --pairwise: adaptive (default: h0-h1, h2-h3, ..., then each undecided host beside a "
+        "cleared one: a bad host is named in 2 rounds) or fixed (the ring h0-h1, h1-h2, ..., hn-h0, or "
+        "every host with --known-good; 2-3 rounds for a ring, one per host for --known-good)",
+    )
+    run.add_argument(
+        "--known-good",
+        metavar="HOST",
+        help="with --pairwise: a host known to be good (cleared from the start)",
+    )
+    run.add_argument(
+        "--bisect",
+        nargs="+",
+        metavar="HOST",
+        help="find a slow node that passes in pairs: the whole set, then halves, quarters, ... at once "
+        "(needs --instance-type: busbw is judged against its profile)",
+    )
+    run.add_argument(
+        "--max-rounds",
+        type=_count,
+        metavar="N",
+        help="with --pairwise/--bisect: at most N rounds (default %d for pairs, 1 + log2(hosts) for "
+        "--bisect)" % sweep.DEFAULT_MAX_ROUNDS,
+    )
+    run.add_argument(
+        "--parallel",
+        type=_count,
+        metavar="N",
+        help="with --pairwise/--bisect: at most N tests at once (default: every test of a round)",
+    )
+    run.add_argument(
+        "--slots", type=_count, metavar="N", help="with --pairwise/--bisect: slots=N in {hostfile}, {np}"
+    )
     run.add_argument(
         "--image",
         type=image_ref,
@@ -195,8 +237,11 @@ def _run(args: argparse.Namespace) -> int:
         if problem:  # before anything runs: a typo would judge nothing and read as a verdict
             print("error: %s" % problem, file=sys.stderr)
             return EXIT_USAGE
-    if args.exit_by == "command" and (args.pairwise or args.repeat > 1):
-        print("error: --exit-by command is for a single run (not --repeat or --pairwise)", file=sys.stderr)
+    if args.exit_by == "command" and (args.pairwise or args.bisect or args.repeat > 1):
+        print(
+            "error: --exit-by command is for a single run (not --repeat, --pairwise or --bisect)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     sm = None
     if sagemaker_env.uses_placeholders(command):
@@ -211,15 +256,9 @@ def _run(args: argparse.Namespace) -> int:
             os.environ["NCCL_SOCKET_IFNAME"] = sm["sm_ifname"]
         print("sagemaker: %s is node %s of %s, master %s" % (sm["sm_current_host"], sm["sm_node_rank"],
               sm["sm_nodes"], sm["sm_master"]), file=sys.stderr)  # fmt: skip
-    if args.known_good and not args.pairwise:
-        print("error: --known-good needs --pairwise HOST...", file=sys.stderr)
-        return EXIT_USAGE
-    if args.pairwise and not pairwise.uses_placeholders(command):
-        print(
-            "error: --pairwise needs {hosts}, {host1}/{host2} or {hostfile} in the command"
-            " to place each pair",
-            file=sys.stderr,
-        )
+    usage = _sweep_usage(command, args)
+    if usage:
+        print("error: %s" % usage, file=sys.stderr)
         return EXIT_USAGE
     base_log = args.log or _default_log()
     for flag, path in (
@@ -239,6 +278,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if args.pairwise:
             report = _run_pairwise(command, args, base_log)
+        elif args.bisect:
+            report = _run_bisect(command, args, base_log)
         elif args.repeat > 1:
             reports = []
             for i in range(args.repeat):
@@ -274,61 +315,268 @@ def _run(args: argparse.Namespace) -> int:
     return runreport.EXIT_BY_VERDICT.get(report["verdict"], 3)
 
 
-def _numbered(path: str, n: int) -> str:
+def _numbered(path: str, n: Any) -> str:
+    """LOG.N.log, or LOG.N.K.log for (N, K): the K-th repeat of test N."""
     root, ext = os.path.splitext(path)
-    return "%s.%d%s" % (root, n, ext or ".log")
+    number = ".".join(str(x) for x in n) if isinstance(n, tuple) else str(n)
+    return "%s.%s%s" % (root, number, ext or ".log")
+
+
+def _sweep_usage(command: List[str], args: argparse.Namespace) -> Optional[str]:
+    """What is wrong with the sweep options, or None."""
+    if args.pairwise and args.bisect:
+        return "--pairwise and --bisect are two searches: give one"
+    if args.known_good and not args.pairwise:
+        return "--known-good needs --pairwise HOST..."
+    if args.plan != "adaptive" and not args.pairwise:
+        return "--plan needs --pairwise HOST..."
+    if (args.max_rounds or args.parallel) and not (args.pairwise or args.bisect):
+        return "--max-rounds and --parallel need --pairwise or --bisect"
+    if args.pairwise and not pairwise.uses_placeholders(command):
+        return "--pairwise needs {hosts}, {host1}/{host2} or {hostfile} in the command to place each pair"
+    if args.bisect and not pairwise.uses_placeholders(command, groups=True):
+        return "--bisect needs {hosts} or {hostfile} in the command to place each group"
+    if args.bisect and not args.instance_type:
+        return "--bisect judges each group's busbw against an instance profile: give --instance-type"
+    return None
+
+
+def _warm() -> None:
+    """Import here what each test imports when it first needs it: a forked test then starts with it (at
+    128 tests a round, compiling the parser's modules once per test would be seconds of CPU)."""
+    import socket  # noqa: F401 - launchcheck's
+
+    import validators.analyze  # noqa: F401
+    import validators.parse.nccltests  # noqa: F401
+
+
+class _Rounds:
+    """Runs the tests of one round at once, each a whole `validators run` in a forked process of its own
+    (validators/run/forked.py: own watchdog, log and process tracking), and keeps what each showed."""
+
+    def __init__(self, command: List[str], args: argparse.Namespace, base_log: str, label: str) -> None:
+        self.command, self.args, self.base_log, self.label = command, args, base_log, label
+        self.workdir = tempfile.mkdtemp(prefix="validators-pairs-")
+        self.reports = []  # type: List[Dict[str, Any]]
+        self.labels = []  # type: List[Dict[str, Any]]
+        self.records = []  # type: List[Dict[str, Any]]
+        self.runs = 0
+        self.t0 = time.monotonic()
+        _warm()
+
+    def run(self, groups: Sequence[Sequence[str]]) -> List[str]:
+        """One round: every group's test at once (at most --parallel); their verdicts, in order (a test
+        repeated with --repeat passes only if every repeat passed)."""
+        number = len(self.records) + 1
+        jobs, logsets = [], []
+        for group in groups:
+            self.runs += 1
+            hostfile = os.path.join(self.workdir, "hosts-%d" % self.runs)
+            with open(hostfile, "w", encoding="utf-8") as fh:
+                for host in group:
+                    fh.write(host + (" slots=%d" % self.args.slots if self.args.slots else "") + "\n")
+            argv = pairwise.substitute(self.command, group, hostfile, self.args.slots)
+            prepare(argv, not self.args.no_inject)  # exit 2 before anything starts
+            logs = [_numbered(self.base_log, self.runs if self.args.repeat == 1 else (self.runs, k + 1))
+                    for k in range(self.args.repeat)]  # fmt: skip
+            logsets.append(logs)
+            jobs.append(functools.partial(_test_job, argv, self.args, logs, len(group)))
+        what = "%d %s%s" % (len(groups), self.label, "" if len(groups) == 1 else "s")
+        print("round %d: %s at once" % (number, what), file=sys.stderr)
+        began = time.monotonic()
+        results = forked.run_all(jobs, self.args.parallel)
+        wall = time.monotonic() - began
+        tests, verdicts = [], []
+        for group, logs, res in zip(groups, logsets, results):
+            reports = res.get("value") or [_lost_test(self.args, group, logs[0], res.get("error"))]
+            verdict = "pass"
+            for rep in reports:
+                verdict = _worse(verdict, rep["verdict"])
+                self.reports.append(rep)
+                self.labels.append({self.label: list(group), "round": number})
+            verdicts.append(verdict)
+            tests.append(_test_record(group, verdict, reports, logs, res, self.t0))
+        record = {
+            "round": number,
+            "tests": tests,
+            "wall_s": round(wall, 3),
+            "started_s": min(t["started_s"] for t in tests),
+            "ended_s": max(t["ended_s"] for t in tests),
+        }
+        record.update(_overlap(tests))
+        self.records.append(record)
+        counts = {v: verdicts.count(v) for v in ("pass", "fail", "unknown") if v in verdicts}
+        failed = [t["hosts"] for t in tests if t["verdict"] != "pass"]
+        print(
+            "round %d: done in %.2f s: %s%s"
+            % (number, wall, ", ".join("%d %s" % (n, v) for v, n in counts.items()),
+               (" (not pass: %s)" % few(["-".join(h) for h in failed], 6)) if failed else ""),
+            file=sys.stderr,
+        )  # fmt: skip
+        return verdicts
+
+
+def _test_job(argv: List[str], args: argparse.Namespace, logs: List[str], nodes: int) -> List[Dict[str, Any]]:
+    """In the forked child: the test, once per --repeat, under the watchdog (its output in its log only:
+    the round's tests would interleave on the terminal)."""
+    args.quiet = True
+    return [run_once(argv, args, log, nodes, not args.no_inject) for log in logs]
+
+
+def _lost_test(
+    args: argparse.Namespace, group: Sequence[str], log: str, error: Optional[str]
+) -> Dict[str, Any]:
+    """The report of a test whose process gave no report (it was killed, or the runner failed): unknown."""
+    rep = runreport.empty_report(args.instance_type, len(group))
+    rep["run"] = {"exit_code": None, "killed": None, "duration_s": 0.0, "log": log}
+    rep["findings"] = [{
+        "id": "test-lost", "severity": "error", "evidence": [],
+        "message": "the test of %s gave no report: %s" % ("-".join(group), error or "its process ended"),
+        "remedy": "see its log; rerun the sweep",
+    }]  # fmt: skip
+    return rep
+
+
+def _test_record(
+    group: Sequence[str],
+    verdict: str,
+    reports: List[Dict[str, Any]],
+    logs: List[str],
+    res: Dict[str, Any],
+    t0: float,
+) -> Dict[str, Any]:
+    """One test of a round in the report: hosts, verdict, busbw, when it ran, and its evidence."""
+    worst = max(reports, key=lambda r: _RANK.get(r["verdict"], 1))
+    checks = {c.get("name"): c.get("status") for c in worst.get("checks") or []}
+    errors = [f for f in worst.get("findings") or [] if f.get("severity") == "error"]
+    nt = worst.get("nccl_tests") or {}
+    started = res.get("started", t0)
+    return {
+        "hosts": list(group),
+        "verdict": verdict,
+        "slow": checks.get("busbw-plateau") == "fail",
+        "busbw_plateau": nt.get("plateau_busbw"),
+        "started_s": round(started - t0, 3),
+        "ended_s": round(res.get("ended", started) - t0, 3),
+        "logs": logs,
+        "findings": [f.get("id") for f in errors],
+        "why": errors[0]["message"] if errors else None,
+        "replay": any(bool(r.get("replay")) for r in reports),
+    }
+
+
+def _overlap(tests: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """How many of a round's tests ran at the same time, from their recorded start and end."""
+    events = sorted([(t["started_s"], 1) for t in tests] + [(t["ended_s"], -1) for t in tests])
+    now = most = 0
+    for _when, step in events:  # an end at the same instant as a start is counted first
+        now += step
+        most = max(most, now)
+    return {
+        "max_at_once": most,
+        "all_at_once": max(t["started_s"] for t in tests) < min(t["ended_s"] for t in tests),
+    }
 
 
 def _run_pairwise(command: List[str], args: argparse.Namespace, base_log: str) -> Dict[str, Any]:
-    pairs = pairwise.plan(args.pairwise, args.known_good)
-    if not pairs:
+    known_good = args.known_good
+    order = sweep.sweep_hosts(args.pairwise, known_good)
+    if len(order) < 2 or not pairwise.plan(args.pairwise, known_good):
         raise NotStarted("--pairwise needs at least two distinct hosts")
-    reports, labels = [], []
-    workdir = tempfile.mkdtemp(prefix="validators-pairs-")
-    for i, pair in enumerate(pairs):
-        hostfile = os.path.join(workdir, "hosts-%d" % (i + 1))
-        with open(hostfile, "w", encoding="utf-8") as fh:
-            for host in pair:
-                fh.write(host + (" slots=%d" % args.slots if args.slots else "") + "\n")
-        argv = pairwise.substitute(command, pair, hostfile)
-        for _k in range(args.repeat):
-            log = _numbered(base_log, len(reports) + 1)
-            reports.append(run_once(argv, args, log, 2, not args.no_inject))
-            labels.append({"pair": list(pair)})
-    verdicts = [(tuple(lab["pair"]), rep["verdict"]) for lab, rep in zip(labels, reports)]
-    # a pair passes only if every repeat passed
-    per_pair = {}  # type: Dict[Any, str]
-    for pair, verdict in verdicts:
-        prev = per_pair.get(pair)
-        per_pair[pair] = _worse(prev, verdict) if prev else verdict
-    outcome = pairwise.eliminate(list(per_pair.items()), args.known_good)
-    report = series_report(reports, labels)
+    rounds = _Rounds(command, args, base_log, "pair")
+    results = []  # type: List[Tuple[pairwise.Pair, str]]
+    if args.plan == "fixed":
+        planned = sweep.fixed_rounds(pairwise.plan(args.pairwise, known_good))
+        for pairs in planned[: args.max_rounds or len(planned)]:
+            results += list(zip(pairs, rounds.run(pairs)))
+    else:
+        done = sweep.adaptive_rounds(
+            order, rounds.run, known_good, args.max_rounds or sweep.DEFAULT_MAX_ROUNDS
+        )
+        results = [item for rnd in done["rounds"] for item in rnd]  # type: ignore[union-attr]
+    outcome = sweep.conclude(order, results, known_good)
+    seen = []  # type: List[Tuple[pairwise.Pair, str]]
+    for record in rounds.records:
+        seen += [(tuple(t["hosts"]), t["verdict"]) for t in record["tests"]]  # type: ignore[misc]
+        now = sweep.conclude(order, seen, known_good)
+        record["conclusion"] = {k: now[k] for k in ("cleared", "implicated", "suspects", "undecided")}
+    report = series_report(rounds.reports, rounds.labels, flaky=False)
     report["pairwise"] = dict(
         outcome,
-        known_good=args.known_good,
-        pairs=[{"hosts": list(p), "verdict": v} for p, v in per_pair.items()],
+        known_good=known_good,
+        plan=args.plan,
+        parallel=args.parallel,
+        pairs=[{"hosts": list(p), "verdict": v} for p, v in results],
+        rounds=rounds.records,
+        wall_s=round(time.monotonic() - rounds.t0, 3),
     )
-    if outcome["implicated"] or outcome["suspects"]:
-        named = outcome["implicated"] or outcome["suspects"]
+    named = outcome["implicated"] or outcome["suspects"]
+    if named:
         proven = bool(outcome["implicated"])
-        report["findings"].insert(
-            0,
-            {
-                "id": "bad-node",
-                "severity": "error",
-                "message": "%s: %s (pairs failed: %s)"
-                % (
-                    "implicated by elimination"
-                    if proven
-                    else "suspect (every pair with it failed, none cleared)",
-                    ", ".join(named),
-                    "; ".join("-".join(p) for p, v in per_pair.items() if v == "fail"),
-                ),
-                "evidence": [],
-                "remedy": "drain the node and rerun; run `python -m validators node-check` on it",
-                "hosts": named,
-            },
-        )
+        report["findings"].insert(0, {
+            "id": "bad-node", "severity": "error",
+            "message": "%s: %s (pairs failed: %s; %d round(s))" % (
+                "implicated by elimination" if proven
+                else "suspect (every pair with it failed, none cleared)",
+                ", ".join(named),  # type: ignore[arg-type]
+                few(["-".join(p) for p, v in results if v == "fail"], 8), len(rounds.records)),
+            "evidence": _evidence_for(named, rounds.records),  # type: ignore[arg-type]
+            "remedy": "drain the node and rerun; run `python -m validators node-check` on it",
+            "hosts": named,
+        })  # fmt: skip
+    return report
+
+
+def _next_of(recorded: Any, _groups: Any) -> List[str]:
+    return next(recorded)
+
+
+def _evidence_for(hosts: Sequence[str], records: List[Dict[str, Any]], cap: int = 12) -> List[Dict[str, Any]]:
+    """The tests that were not good and hold one of `hosts`: log, round, verdict, why."""
+    out = []
+    for record in records:
+        for t in record["tests"]:
+            if t["verdict"] != "pass" and any(h in t["hosts"] for h in hosts) and len(out) < cap:
+                text = "round %d: %s %s%s" % (record["round"], "-".join(t["hosts"]) if len(t["hosts"]) <= 4
+                                              else few(t["hosts"], 4), t["verdict"],
+                                              ": %s" % t["why"] if t.get("why") else "")  # fmt: skip
+                out.append({"file": t["logs"][0], "line": None, "text": text})
+    return out
+
+
+def _run_bisect(command: List[str], args: argparse.Namespace, base_log: str) -> Dict[str, Any]:
+    order = sweep.unique(args.bisect)
+    if len(order) < 2:
+        raise NotStarted("--bisect needs at least two distinct hosts")
+    rounds = _Rounds(command, args, base_log, "group")
+    done = sweep.bisect_rounds(order, rounds.run, args.max_rounds)
+    for record, planned in zip(rounds.records, done["rounds"]):  # type: ignore[call-overload]
+        for test, plan in zip(record["tests"], planned):
+            test["under_test"], test["filler"] = list(plan["under_test"]), list(plan["filler"])
+    for number, record in enumerate(rounds.records, 1):  # what was known after each round
+        recorded = iter([[t["verdict"] for t in r["tests"]] for r in rounds.records])
+        replayed = functools.partial(_next_of, recorded)
+        now = sweep.bisect_rounds(order, replayed, max_rounds=number)["outcome"]
+        record["conclusion"] = {k: now[k] for k in ("cleared", "implicated", "suspects")}  # type: ignore[index]
+    outcome = done["outcome"]  # type: Dict[str, Any]  # type: ignore[assignment]
+    report = series_report(rounds.reports, rounds.labels, flaky=False)
+    report["bisect"] = dict(
+        outcome, parallel=args.parallel, rounds=rounds.records, wall_s=round(time.monotonic() - rounds.t0, 3)
+    )
+    named = outcome["implicated"] or outcome["suspects"]
+    if named and report["verdict"] != "pass":
+        proven = bool(outcome["implicated"])
+        report["findings"].insert(0, {
+            "id": "slow-node", "severity": "error",
+            "message": "%s: %s (%d round(s))" % (
+                "implicated by bisection (not good beside cleared nodes, at the scale the job was slow)"
+                if proven else "suspects: the slowness needs all of these together (each half was good)",
+                few(named, 16), len(rounds.records)),
+            "evidence": _evidence_for(named, rounds.records),
+            "remedy": "drain the node and rerun; run `python -m validators node-check` on it and check its "
+            "EFA devices (`fi_info -p efa`) and GPU clocks",
+            "hosts": named,
+        })  # fmt: skip
     return report
 
 
@@ -341,8 +589,11 @@ def _worse(a: Optional[str], b: str) -> str:
     return a if _RANK.get(a, 1) >= _RANK.get(b, 1) else b
 
 
-def series_report(reports: List[Dict[str, Any]], labels: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """Several runs -> one report: the worst run's report on top, every run summarised under `runs`."""
+def series_report(
+    reports: List[Dict[str, Any]], labels: List[Dict[str, Any]], flaky: bool = True
+) -> Dict[str, Any]:
+    """Several runs -> one report: the worst run's report on top, every run summarised under `runs`.
+    `flaky`: mixed results of the same test are a finding (not for a sweep, whose tests differ)."""
     worst_i = 0
     for i, rep in enumerate(reports):
         if _RANK.get(rep["verdict"], 1) > _RANK.get(reports[worst_i]["verdict"], 1):
@@ -364,7 +615,7 @@ def series_report(reports: List[Dict[str, Any]], labels: List[Dict[str, Any]]) -
         )
     verdicts = [r["verdict"] for r in runs]
     findings = list(top.get("findings") or [])
-    if len(set(verdicts)) > 1 and "fail" in verdicts:
+    if flaky and len(set(verdicts)) > 1 and "fail" in verdicts:
         findings.insert(
             0,
             {
@@ -392,6 +643,8 @@ def series_report(reports: List[Dict[str, Any]], labels: List[Dict[str, Any]]) -
 def _label(label: Dict[str, Any]) -> str:
     if "pair" in label:
         return "-".join(label["pair"])
+    if "group" in label:
+        return few(label["group"], 4)
     return "run %s" % label.get("run")
 
 
@@ -446,10 +699,17 @@ def summary_text(report: Dict[str, Any]) -> str:
         lines.append("  [%s] %s: %s" % (f.get("severity"), f.get("id"), f.get("message")))
         if f.get("remedy"):
             lines.append("      remedy: %s" % f["remedy"])
-    if report.get("pairwise"):
-        pw = report["pairwise"]
-        lines.append(
-            "pairwise: implicated=%s suspects=%s cleared=%s"
-            % (pw["implicated"], pw["suspects"], pw["cleared"])
-        )
+    for key in ("pairwise", "bisect"):
+        if report.get(key):
+            found = report[key]
+            for record in found.get("rounds") or []:
+                bad = [t for t in record["tests"] if t["verdict"] != "pass"]
+                lines.append("  round %d: %d test(s), %d at once, %.2f s; not pass: %s" % (
+                    record["round"], len(record["tests"]), record["max_at_once"], record["wall_s"],
+                    few(["-".join(t["hosts"]) if len(t["hosts"]) <= 4 else "%d hosts" % len(t["hosts"])
+                         for t in bad], 6) or "none"))  # fmt: skip
+            lines.append(
+                "%s: implicated=%s suspects=%s cleared=%s"
+                % (key, found["implicated"], found["suspects"], few(found["cleared"], 16))
+            )
     return "\n".join(lines) + "\n"

@@ -2,8 +2,9 @@
 failed. A node in any passing pair is cleared; a failing pair with one cleared node implicates the
 other; a node all of whose pairs failed, with no cleared partner, stays a suspect (not proven).
 
-Two plans: each node against a known-good one (one run per node, the answer is direct), or a ring of
-pairs (h0-h1, h1-h2, ..., hn-h0: every node tested twice, no known-good node needed).
+The fixed plans: each node against a known-good one (one run per node, the answer is direct), or a ring
+of pairs (h0-h1, h1-h2, ..., hn-h0: every node tested twice, no known-good node needed). The sweep in
+rounds of disjoint pairs, which finds a bad node in 2 rounds, is validators/run/sweep.py.
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -66,9 +67,19 @@ def eliminate(results: Sequence[Tuple[Pair, str]], known_good: Optional[str] = N
     }
 
 
-def substitute(argv: Sequence[str], pair: Pair, hostfile: Optional[str]) -> List[str]:
-    """The command for one pair: `{hosts}` -> `a,b`, `{host1}`/`{host2}`, `{hostfile}` -> a file of both."""
-    values = {"hosts": ",".join(pair), "host1": pair[0], "host2": pair[1], "hostfile": hostfile or ""}
+def substitute(
+    argv: Sequence[str], group: Sequence[str], hostfile: Optional[str], slots: Optional[int] = None
+) -> List[str]:
+    """The command for one pair or group: `{hosts}` -> `a,b`, `{host1}`/`{host2}`, `{hostfile}` -> a file
+    of them, `{nhosts}` -> their count, `{np}` -> count x slots (the count without --slots)."""
+    values = {
+        "hosts": ",".join(group),
+        "host1": group[0] if group else "",
+        "host2": group[1] if len(group) > 1 else "",
+        "hostfile": hostfile or "",
+        "nhosts": str(len(group)),
+        "np": str(len(group) * (slots or 1)),
+    }
     out = []
     for word in argv:
         for key, value in values.items():
@@ -77,5 +88,7 @@ def substitute(argv: Sequence[str], pair: Pair, hostfile: Optional[str]) -> List
     return out
 
 
-def uses_placeholders(argv: Sequence[str]) -> bool:
-    return any(("{hosts}" in w or "{host1}" in w or "{hostfile}" in w) for w in argv)
+def uses_placeholders(argv: Sequence[str], groups: bool = False) -> bool:
+    """Whether the command places its hosts: `{hosts}` or `{hostfile}`, or for pairs `{host1}` too."""
+    keys = ("{hosts}", "{hostfile}") if groups else ("{hosts}", "{host1}", "{hostfile}")
+    return any(k in w for w in argv for k in keys)

@@ -119,8 +119,17 @@ def resolve(argv: Sequence[str]) -> str:
     return found
 
 
+_OPEN_MPI = {}  # type: Dict[str, bool]  # mpirun path -> is Open MPI (a sweep asks once, not per pair)
+
+
 def is_open_mpi(mpirun: str) -> bool:
     """Only Open MPI takes `-x NAME`; MPICH/Intel (hydra) would reject it."""
+    if mpirun not in _OPEN_MPI:
+        _OPEN_MPI[mpirun] = _ask_open_mpi(mpirun)
+    return _OPEN_MPI[mpirun]
+
+
+def _ask_open_mpi(mpirun: str) -> bool:
     try:
         out = subprocess.run(
             [mpirun, "--version"],
@@ -344,7 +353,7 @@ def _watch(
                 result.kill_signal = end_all(tracker.members, grace, reap, tracker.signal)
                 break
             if dog.elapsed() >= next_census:  # which pids are the run's: the claims in its log are checked
-                tracker.members(marked=False)
+                tracker.census()
                 next_census = dog.elapsed() + CENSUS_EVERY
             time.sleep(TICK)
         stop = time.monotonic() + DRAIN_AFTER_EXIT  # a finished launcher's children may still be ending

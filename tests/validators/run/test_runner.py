@@ -310,7 +310,22 @@ def test_pairwise_ring_names_the_failing_pairs(tmp_path):
     out = tmp_path / "r.json"
     script = 'case "{hosts}" in *c*) echo "pair {hosts} broken"; exit 5;; esac; echo "pair {hosts} ok"'
     proc, _ = run_cli(
-        ["run", "--quiet", "--pairwise", "a", "b", "c", "--json", str(out), "--", "sh", "-c", script]
+        [
+            "run",
+            "--quiet",
+            "--plan",
+            "fixed",
+            "--pairwise",
+            "a",
+            "b",
+            "c",
+            "--json",
+            str(out),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]
     )
     report = load(out)
     pairs = {tuple(p["hosts"]): p["verdict"] for p in report["pairwise"]["pairs"]}
