@@ -466,7 +466,18 @@ def test_image_digest_is_recorded_for_the_release_gate(tmp_path):
         cmd + ["--image", "reg/x:1@" + digest, "--", "true"], capture_output=True, timeout=60
     )
     report = json.loads(out.read_text())
-    assert report["image"] == {"ref": "reg/x:1@" + digest, "digest": digest}
+    # with the lock the image carries: none here (no /opt/efa-image-build/variant.lock.json on this host)
+    assert report["image"] == {"ref": "reg/x:1@" + digest, "digest": digest, "lock": None}
+    lock = tmp_path / "variant.lock.json"
+    lock.write_text(json.dumps({"name": "v1", "components": {}}))
+    env = dict(__import__("os").environ, EFA_IMAGE_LOCK=str(lock))
+    subprocess.run(
+        cmd + ["--image", "reg/x:1@" + digest, "--", "true"], capture_output=True, timeout=60, env=env
+    )
+    from validators.run.imagebind import lock_sha256
+
+    found = json.loads(out.read_text())["image"]["lock"]
+    assert found["name"] == "v1" and found["sha256"] == lock_sha256({"name": "v1", "components": {}})
     assert preflight_names(report, digest, None) and not preflight_names(report, "sha256:" + "cd" * 32, None)
     assert proc.returncode in (1, 3)  # `true` prints no NCCL: never a pass
     bad = subprocess.run(cmd + ["--image", "reg/x:1", "--", "true"], capture_output=True, timeout=60)
