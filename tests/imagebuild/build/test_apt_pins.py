@@ -6,6 +6,7 @@ the pin (both builders)."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from cli import build_py
@@ -54,16 +55,21 @@ def test_a_pin_by_upstream_version_builds_records_and_passes_the_checks(
     assert rc == 0, f"{entry.get('error')} (log {entry['log']})"
     ref = entry["tags"][0]
     record = json.loads(
-        docker_client.containers.run(ref, ["cat", "/opt/efa-image-build/resolved-packages.json"], remove=True)
-    )
+        subprocess.run(
+            ["docker", "run", "--rm", ref, "cat", "/opt/efa-image-build/resolved-packages.json"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+    )  # fmt: skip
     by = {r["package"]: r for r in record["packages"]}
     assert set(by) == {"openssh-server", "openssh-client"}
     server = by["openssh-server"]
     assert server["pin"] == "openssh-server=1:9.2p1-*" and server["component"] == "openssh"
     assert server["version"].startswith("1:9.2p1-") and by["openssh-client"]["version"] == server["version"]
-    installed = docker_client.containers.run(
-        ref, ["dpkg-query", "-W", "--showformat=${Version}", "openssh-server"], remove=True
-    ).decode()
+    # through the CLI: the SDK's run(remove=True) can lose a fast container's output
+    installed = subprocess.run(
+        ["docker", "run", "--rm", ref, "dpkg-query", "-W", "--showformat=${Version}", "openssh-server"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
     assert installed == server["version"]
 
     report = tmp_path / "report.json"

@@ -29,14 +29,22 @@ def _load(tmp_path, image, extra=""):
     return path, load(str(path))
 
 
+RUNTIME = f"nvidia/cuda:12.8.1-runtime-ubuntu22.04@sha256:{'cd' * 32}"
+
+
 @pytest.mark.parametrize(
-    "image",
-    [f"nvidia/cuda@{DIGEST}", f"nvidia/cuda:12.8.1-devel-ubuntu22.04@{DIGEST}"],
+    "image, extra, shipped",
+    [
+        (f"nvidia/cuda@{DIGEST}", "", f"nvidia/cuda@{DIGEST}"),
+        # a -devel base by digest ships on a runtime image pinned by its own digest (derived it cannot be)
+        (f"nvidia/cuda:12.8.1-devel-ubuntu22.04@{DIGEST}", f', runtime_image: "{RUNTIME}"', RUNTIME),
+    ],
 )
-def test_digest_accepted_rendered_and_locked(tmp_path, image):
-    _, (v,) = _load(tmp_path, image)
+def test_digest_accepted_rendered_and_locked(tmp_path, image, extra, shipped):
+    _, (v,) = _load(tmp_path, image, extra)
     assert v.base.digest == DIGEST
-    assert f"FROM {image} AS system\n" in dockerfile(v)
+    assert f"FROM {shipped} AS system\n" in dockerfile(v)
+    assert shipped == image or f"FROM {image} AS build-system\n" in dockerfile(v)
     assert v.to_lock()["base"]["digest"] == DIGEST and v.to_lock()["base"]["image"] == image
 
 

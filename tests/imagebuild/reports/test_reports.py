@@ -140,8 +140,9 @@ def test_markdown_of_an_all_unknown_report_says_unknown():
     text = to_markdown({"verdict": "unknown", "efa": None, "nccl_tests": {"rows": [], "collective": None}})
     assert (
         "**UNKNOWN**" in text
-        and "| EFA | null |" in text
-        and "| busbw plateau | null GB/s @ null B |" in text
+        and "| EFA | unknown |" in text
+        and "| busbw plateau | unknown GB/s @ unknown B |" in text
+        and "null" not in text
     )
 
 
