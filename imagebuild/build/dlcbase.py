@@ -124,7 +124,8 @@ RUN mkdir -p {CUDA_DIR}/lib64 {CUDA_DIR}/include \\
  && ln -s libnccl.so.2 {CUDA_DIR}/lib64/libnccl.so \\
  && cp {SITE_PACKAGES}/nvidia/nccl/include/nccl.h {CUDA_DIR}/include/
 # The EFA installer's layout: libfabric and fi_* under /opt/amazon/efa (moved: one libfabric in the image),
-# Debian's Open MPI linked in at /opt/amazon/openmpi (etc: Debian's /etc/openmpi, the file it reads), then
+# Debian's Open MPI linked in at /opt/amazon/openmpi (etc: Debian's /etc/openmpi, the file it reads; orted
+# too: mpirun by absolute path starts the remote daemons from the same prefix), then
 # mpirun wrapped and the mca params appended as the DLC's install_efa.sh does (after a newline: Debian's file
 # ends without one, and a line appended to its last line would spoil both).
 # No aws-ofi-nccl: its source is not reachable here, and nothing stands in for it.
@@ -135,7 +136,7 @@ RUN multiarch="/usr/lib/$(uname -m)-linux-gnu" \\
  && mv /usr/bin/fi_* /opt/amazon/efa/bin/ \\
  && ln -s "$multiarch/openmpi/lib" /opt/amazon/openmpi/lib \\
  && ln -s /etc/openmpi /opt/amazon/openmpi/etc \\
- && for t in ompi_info mpiexec orterun; do ln -s "/usr/bin/$t" "/opt/amazon/openmpi/bin/$t"; done \\
+ && for t in ompi_info mpiexec orterun orted; do ln -s "/usr/bin/$t" "/opt/amazon/openmpi/bin/$t"; done \\
  && ln -s "$(readlink -f /usr/bin/mpirun)" {real} \\
  && printf '%s\\n' '#!/bin/bash' '{real} --allow-run-as-root "$@"' > {wrapper} \\
  && chmod 0755 {wrapper} \\

@@ -1,15 +1,18 @@
 """openssh: sshd and the ssh client, for multi-node launches (mpirun starts remote ranks over ssh).
 
-mpi-operator v2 workers run `/usr/sbin/sshd -De` (no step of the image's own runs first), so the image is
-ready for that as built, as aws/deep-learning-containers scripts/docker/common/install_efa.sh makes it:
-- host keys at build (openssh-server's install makes them; `ssh-keygen -A` makes any that is missing), since
-  `sshd -De` starts no key generation;
-- /var/run/sshd (sshd's privilege separation directory);
-- `session optional pam_loginuid.so` (a container may not set the login uid);
+Set up as mpi-operator's own base image and ADT's nccl-tests image do (kubeflow/mpi-operator build/base
+Dockerfile; awsome-distributed-training micro-benchmarks/nccl-tests/nccl-tests.Dockerfile):
+- sshd and the client on port 2222 (PORT), in sshd_config.d / ssh_config.d drop-ins: with host networking
+  (EKS with EFA, Slurm) port 22 is the host's own sshd;
+- `StrictModes no`: mpi-operator mounts its key Secret on ~/.ssh, whose modes fail sshd's checks;
+- no host keys in the image (the package's install makes some; they are removed): every container of an image
+  would share them. START makes this container's keys and runs `sshd -De`; the printed MPIJob's workers run
+  it (mpi-operator's default worker command, `/usr/sbin/sshd -De`, would find no keys);
+- /var/run/sshd (sshd's privilege separation directory); `session optional pam_loginuid.so` (a container may
+  not set the login uid);
 - the client trusts the cluster's hosts: `StrictHostKeyChecking no` and no known_hosts writes (hosts and pods
-  come and go), in an ssh_config.d drop-in that only applies cluster-internal (the image has no other use of
-  ssh). No user key is put in the image (the DLC script makes one): a private key in an image is a credential;
-  mpi-operator mounts its own, Slurm and SageMaker launch without ssh.
+  come and go). No user key is put in the image (the DLC script makes one): a private key in an image is a
+  credential; mpi-operator mounts its own, Slurm and SageMaker launch without ssh.
 
 Parameters:
   version   upstream release (`9.2p1`)
@@ -37,6 +40,9 @@ from imagebuild.variant import Component, Variant
 NAME = "openssh"
 SSHD = "/usr/sbin/sshd"
 CLIENT_CONF = "/etc/ssh/ssh_config.d/efa-image-build.conf"
+SERVER_CONF = "/etc/ssh/sshd_config.d/efa-image-build.conf"
+PORT = 2222  # mpi-operator's, on both sides (kubeflow/mpi-operator build/base Dockerfile)
+START = "/usr/local/sbin/efa-sshd"
 
 
 class Openssh(Block):
@@ -51,17 +57,22 @@ class Openssh(Block):
     def system_step(self, comp: Component, v: Variant) -> Optional[Tuple[str, str, Tuple[Any, ...]]]:
         if comp.method == "base":
             return None  # the base's own sshd and its configuration (a DLC's install_efa.sh made them)
-        return "partials/openssh.j2", "configure", (SSHD, CLIENT_CONF)
+        return "partials/openssh.j2", "configure", (SSHD, CLIENT_CONF, SERVER_CONF, PORT, START)
 
     def checks(self, lock: Mapping[str, Any]) -> List[Expectation]:
         ssh = lock_component(lock, NAME) or {}
+        ours = bool(ssh) and ssh.get("method") != "base"
         return [
+            self.sshd_check(lock, ssh),
             self.check(
                 lock,
-                "sshd-ready",
+                "ssh-host-keys-not-baked",
                 "command",
-                "`sshd -De` starts as mpi-operator runs it: config valid, host keys present, /var/run/sshd",
-                {"command": f"test -d /var/run/sshd && {SSHD} -t", "expect_rc": 0},
+                "no host key in the image: each container makes its own at start (shared keys let one node "
+                "pose as any other)",
+                {"command": "! ls /etc/ssh/ssh_host_*_key 2>/dev/null", "expect_rc": 0},
+                present=ours,
+                unless=BASE_SSHD,
             ),
             self.check(
                 lock,
@@ -79,14 +90,36 @@ class Openssh(Block):
                 lock,
                 "ssh-client-trusts-cluster",
                 "command",
-                "mpirun's ssh to a new node must not stop at a host key prompt (StrictHostKeyChecking no)",
+                "mpirun's ssh to a new node must not stop at a host key prompt (StrictHostKeyChecking no)"
+                + (f" and goes to the nodes' sshd port ({PORT})" if ours else ""),
                 {
                     "command": "ssh -G efa-image-build-node",
                     "expect_rc": 0,
-                    "expect_output": r"(?m)^stricthostkeychecking (false|no)$",
+                    "expect_output": r"(?ms)(?=.*^stricthostkeychecking (false|no)$)"
+                    + (rf"(?=.*^port {PORT}$)" if ours else ""),
                 },
             ),
         ]
+
+    def sshd_check(self, lock: Mapping[str, Any], ssh: Mapping[str, Any]) -> Expectation:
+        """sshd starts: ours as START runs it (keys made, port and StrictModes from the drop-in); a base's own
+        as its image has it (config and keys valid)."""
+        if ssh.get("method") == "base":
+            command, why = (
+                f"test -d /var/run/sshd && {SSHD} -t",
+                "the base's sshd: config and host keys valid",
+            )
+        else:
+            # a throwaway host key, never /etc/ssh's: the image has none, and ssh-host-keys-not-baked says so
+            key = "/tmp/efa-image-build-sshd-check"
+            command = (
+                f"test -d /var/run/sshd && test -x {START} && grep -q 'ssh-keygen -A' {START} "
+                f"&& ssh-keygen -q -t ed25519 -N '' -f {key} && {SSHD} -t -h {key} "
+                f"&& {SSHD} -T -h {key} | grep -x 'port {PORT}' "
+                f"&& {SSHD} -T -h {key} | grep -x 'strictmodes no'"
+            )
+            why = f"sshd starts as {START} runs it (keys made there): valid, port {PORT}, no StrictModes"
+        return self.check(lock, "sshd-ready", "command", why, {"command": command, "expect_rc": 0})
 
     def packages_check(self, lock: Mapping[str, Any], ssh: Mapping[str, Any]) -> Expectation:
         """The installed openssh-server/-client are the pinned builds: exactly, or by upstream version (the
@@ -103,6 +136,10 @@ class Openssh(Block):
         if exp.skip is None and not pins:
             return replace(exp, skip=f"openssh is installed by method {ssh.get('method')}: no apt pins")
         return exp
+
+
+# The base's own sshd is configured there (a DLC's install_efa.sh: port 22, keys at build).
+BASE_SSHD = "the base's own sshd, configured there (port, host keys): not set up by this tool"
 
 
 BLOCK = Openssh()

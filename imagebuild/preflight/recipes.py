@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from imagebuild.components import nccl, nccl_tests, openmpi, torch
+from imagebuild.components import nccl, nccl_tests, openmpi, openssh, torch
 from imagebuild.errors import UserError
 
 KEYS = {
@@ -263,6 +263,7 @@ def _prefix_bin(lock: Dict[str, Any], component: str, default: str, program: str
 
 
 TORCH_PORT = "29500"  # MASTER_PORT of the torch probe (torchrun's default)
+TORCH_PROBE = "probe_torch"  # probe(): validators.probe_torch, the framework's own NCCL
 
 
 def probe(lock: Dict[str, Any]) -> str:
@@ -272,7 +273,7 @@ def probe(lock: Dict[str, Any]) -> str:
     if comps.get(nccl_tests.NAME):
         return "nccl-tests"
     if comps.get(torch.NAME):
-        return "torch"
+        return TORCH_PROBE
     raise UserError(
         f"variant {lock.get('name')!r} has neither nccl_tests nor torch: the pre-flight has nothing to run "
         f"({nccl_tests_binary(lock)} is not in its image)",
@@ -284,7 +285,7 @@ def probe(lock: Dict[str, Any]) -> str:
 
 def probe_argv(lock: Dict[str, Any], cluster: Dict[str, Any]) -> List[str]:
     """The program each rank runs."""
-    if probe(lock) == "torch":
+    if probe(lock) == TORCH_PROBE:
         python = lock.get("python") or "python3"
         args = shlex.split(cluster.get("test_args") or DEFAULT_TORCH_ARGS)
         return [python, "-m", "validators.probe_torch"] + args + ["--timeout", str(cluster["timeout"])]
@@ -390,7 +391,9 @@ def mpirun_launch(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: st
         word = name if value is None else "%s=%s" % (name, value)
         if word not in names:
             names.append(word)
-    if probe(lock) == "torch":  # probe_torch reads its rank from OMPI_COMM_WORLD_*, rank 0's host from here
+    if (
+        probe(lock) == TORCH_PROBE
+    ):  # probe_torch reads its rank from OMPI_COMM_WORLD_*, rank 0's host from here
         names += ["MASTER_ADDR=%s" % _master(cluster, "mpirun"), "MASTER_PORT=%s" % TORCH_PORT]
     for word in names:
         argv += ["-x", word]
@@ -446,7 +449,7 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     for name, value in nccl_env(lock):
         if value is not None:
             body.append("export %s=%s" % (name, q(value)))
-    if probe(lock) == "torch":  # rank 0 is the first node's first task (srun's block distribution)
+    if probe(lock) == TORCH_PROBE:  # rank 0 is the first node's first task (srun's block distribution)
         body.append('export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
         body.append("export MASTER_PORT=%s" % TORCH_PORT)
     body += [
@@ -495,6 +498,15 @@ CLIQUE_KEY = "nvidia.com/gpu.clique"
 # EKS nodes carry their instance type as a well-known label; ADT's MPIJob selects its nodes by it
 # [awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml, commit 7217859f]
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def _worker_sshd(lock: Dict[str, Any]) -> List[str]:
+    """What a worker runs: the image's sshd start script (this container's host keys, port 2222), or a
+    base's own sshd as mpi-operator runs it by default (a DLC's, keys made at its build)."""
+    ssh = (lock.get("components") or {}).get(openssh.NAME) or {}
+    if ssh and ssh.get("method") != "base":
+        return [openssh.START]
+    return [openssh.SSHD, "-De"]
 
 
 def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
@@ -597,7 +609,7 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                                     "name": "worker",
                                     "image": image,
                                     "imagePullPolicy": "IfNotPresent",
-                                    "command": ["/usr/sbin/sshd", "-De"],
+                                    "command": _worker_sshd(lock),
                                     "resources": resources,
                                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
                                 }
