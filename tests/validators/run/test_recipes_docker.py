@@ -13,6 +13,7 @@ import json
 import shlex
 import subprocess
 import uuid
+from pathlib import Path
 
 import cli
 import pytest
@@ -55,9 +56,9 @@ def _prepare(container) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def _print_recipe(tmp_path, recipe: str, cluster: str) -> str:
+def _print_recipe(tmp_path, recipe: str, cluster: str, lock_doc: dict = LOCK) -> str:
     lock = tmp_path / "variant.lock.json"
-    lock.write_text(json.dumps(LOCK))
+    lock.write_text(json.dumps(lock_doc))
     cl = tmp_path / "cluster.yaml"
     cl.write_text(cluster)
     proc = subprocess.run(
@@ -123,6 +124,51 @@ def test_printed_mpirun_line_runs_across_two_containers(tmp_path, ssh_pair):  # 
     assert proc.returncode == 0
 
 
+def test_printed_mpirun_line_runs_the_torch_probe_across_two_containers(tmp_path, ssh_pair):  # noqa: F811
+    """An image without nccl-tests (a DLC extension): the recipe runs validators.probe_torch under mpirun, the
+    rank from OMPI_COMM_WORLD_*, rank 0's host from -x MASTER_ADDR. Real torch (the tests' own CPU build, seen
+    through the /src mount), gloo between the containers: nothing about EFA is proven, so never a pass."""
+    import torch
+
+    site = (
+        Path(torch.__file__).resolve().parents[1].relative_to(ROOT)
+    )  # the venv the tests run in, under /src
+    a, b = ssh_pair
+    for c in ssh_pair:
+        _prepare(c)
+        pth = _exec(
+            c, ["sh", "-c", "echo /src/%s > /usr/lib/python3/dist-packages/zz-tests-torch.pth" % site]
+        )
+        assert pth.returncode == 0, pth.stderr
+    lock = {
+        "name": "h5-torch",
+        "python": "/usr/bin/python3",
+        "components": {"torch": {"version": torch.__version__}, "openmpi": {"prefix": "/usr"}},
+        "env": [],
+    }
+    line = _print_recipe(
+        tmp_path,
+        "mpirun",
+        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\n"
+        "timeout: 120\nidle_timeout: 60\ntest_args: '--max-bytes 64K --iters 2'\n" % (a.name, b.name),
+        lock,
+    ).strip()
+    words = shlex.split(line)
+    assert "MASTER_ADDR=%s" % a.name in words and words[-8:-6] == ["-m", "validators.probe_torch"]
+    proc = subprocess.run(
+        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", line],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    report = json.loads(_read(a, "/tmp/preflight-report.json"))
+    assert report["run"]["exit_code"] == 0, proc.stderr[-3000:]
+    assert {r["rank"] for r in report["run"]["rank_output"]} >= {0, 1, 2, 3}  # ranks 2, 3 started on b
+    rows = report["nccl_tests"]["rows"]
+    assert rows and rows[-1]["size"] == 65536  # rank 0's table, parsed
+    assert report["verdict"] == "unknown" and proc.returncode == 3
+
+
 def test_printed_sbatch_script_runs_on_two_slurm_nodes(tmp_path, slurm_two_nodes):
     text = _print_recipe(
         tmp_path,
@@ -165,3 +211,39 @@ def test_printed_sbatch_script_runs_on_two_slurm_nodes(tmp_path, slurm_two_nodes
     logs = _exec(slurm_two_nodes, ["sh", "-c", "ls %s/preflight-%s" % (job, job_id)]).stdout.split()
     assert sorted(n for n in logs if n.startswith("rank-")) == ["rank-%d.log" % r for r in range(4)]
     assert "verdict exit 0" in out
+
+
+def test_printed_sbatch_script_runs_the_torch_probe_on_two_slurm_nodes(tmp_path, slurm_two_nodes):
+    """The same probe under srun: the rank from SLURM_PROCID/SLURM_NTASKS, rank 0's host from the allocation's
+    first node (`scontrol show hostnames`); this test Slurm's node names point at its loopback."""
+    import torch
+
+    site = Path(torch.__file__).resolve().parents[1].relative_to(ROOT)
+    c = slurm_two_nodes
+    setup = "echo /src/%s > /usr/lib/python3/dist-packages/zz-tests-torch.pth && " % site
+    setup += "grep -q ' node1 ' /etc/hosts || echo '127.0.0.1 node1 node2 ' >> /etc/hosts"
+    assert _exec(c, ["sh", "-c", setup]).returncode == 0
+    lock = {"name": "h5-torch", "python": "/usr/bin/python3", "env": [],
+            "components": {"torch": {"version": torch.__version__}}}  # fmt: skip
+    text = _print_recipe(
+        tmp_path,
+        "sbatch",
+        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\ncontainer_image: localhost:5000/h5/img:1\n"
+        "timeout: 120\nidle_timeout: 60\ntest_args: '--max-bytes 64K --iters 2'\nname: h5-torch\n",
+        lock,
+    )
+    assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in text
+    lines = ["CONTAINER=()" if line.startswith("CONTAINER=(") else line for line in text.splitlines()]
+    job = "/tmp/h5-torch-job"
+    write = ["docker", "exec", "-i", c.name, "sh", "-c", "mkdir -p %s && cat > %s/p.sbatch" % (job, job)]
+    put = subprocess.run(write, input="\n".join(lines) + "\n", text=True, capture_output=True, timeout=30)
+    assert put.returncode == 0, put.stderr
+    run = _exec(c, ["sbatch", "--wait", "--parsable", "--chdir", job, job + "/p.sbatch"], 240)
+    job_id = run.stdout.strip().split(";")[0]
+    out = _read(c, "%s/h5-torch-%s.out" % (job, job_id))
+    report = json.loads(_read(c, "%s/preflight-%s/report.json" % (job, job_id)))
+    rows = (report.get("nccl_tests") or {}).get("rows") or []
+    assert rows and rows[-1]["size"] == 65536, out[-3000:]  # rank 0's table, from its kept log
+    assert report["verdict"] == "unknown" and "verdict exit 3" in out  # gloo: nothing about EFA proven
+    logs = _exec(c, ["sh", "-c", "ls %s/preflight-%s" % (job, job_id)]).stdout.split()
+    assert sorted(n for n in logs if n.startswith("rank-")) == ["rank-%d.log" % r for r in range(4)]
