@@ -168,21 +168,7 @@ class Tracker:
         for pid in table if marked else ():
             if pid not in found and pid != self.me and _has_mark(pid, self.needle):
                 found.add(pid)
-        live = []
-        for pid in sorted(found):
-            ppid, pgrp, state, comm = table[pid]
-            if state == b"Z":
-                if ppid == self.me and pid != self.launcher:
-                    _reap(pid)  # an adopted orphan that died: ours to reap
-                continue
-            if pid == self.me or (pid == self.launcher and not with_launcher):
-                continue
-            live.append(pid)
-            self.seen.add(pid)
-            self.commands.add(comm)
-            if pgrp != self.launcher:
-                self.escaped.add(pid)
-        return live
+        return self._live({pid: table[pid] for pid in found}, with_launcher)
 
     def census(self) -> List[int]:
         """members(marked=False) found by walking the run's own process tree (/proc/PID/task/*/children):
@@ -206,14 +192,18 @@ class Tracker:
                 continue
             found[pid] = entry
             stack.extend(children_of(pid))
+        return self._live(found, with_launcher=True)
+
+    def _live(self, found: Dict[int, Entry], with_launcher: bool) -> List[int]:
+        """The live pids among `found`, recorded (seen, commands, escaped); adopted zombies reaped."""
         live = []
         for pid in sorted(found):
             ppid, pgrp, state, comm = found[pid]
             if state == b"Z":
                 if ppid == self.me and pid != self.launcher:
-                    _reap(pid)
+                    _reap(pid)  # an adopted orphan that died: ours to reap
                 continue
-            if pid == self.me:
+            if pid == self.me or (pid == self.launcher and not with_launcher):
                 continue
             live.append(pid)
             self.seen.add(pid)
