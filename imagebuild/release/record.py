@@ -170,13 +170,22 @@ def gate_variant(
         i for i in check_report.get("images") or [] if isinstance(i, dict) and i.get("image_id") == image_id
     ]
     if not mine:
-        gate.reasons.append(f"no static check report entry names image {image_id}")
+        gate.reasons.append(
+            f"no static check report entry names image {image_id} (make one: `build.py test --variant "
+            f"{variant}`, then pass its build/test-report.json with --checks)"
+        )
     else:
         for item in mine:
             bad = [c.get("name") for c in item.get("checks") or [] if c.get("status") in BAD_CHECK_STATUSES]
             if item.get("passed") is not True:
+                failing = ", ".join(
+                    f"{c.get('name')} ({c.get('status')})"
+                    for c in item.get("checks") or []
+                    if c.get("status") in BAD_CHECK_STATUSES
+                )
                 gate.reasons.append(
-                    f"static checks did not pass for {image_id} (passed={item.get('passed')!r})"
+                    f"static checks did not pass for {variant} (image {image_id}): "
+                    + (failing or f"passed={item.get('passed')!r}")
                 )
             elif bad:
                 gate.reasons.append(f"report says passed but these checks are fail/unknown: {', '.join(bad)}")

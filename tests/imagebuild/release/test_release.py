@@ -252,6 +252,19 @@ def test_gate_is_strict_about_contradictions():
     assert not rel.gate_variant(entry, report, [], False).ok
 
 
+def test_a_refusal_names_each_failing_check_and_the_command_for_a_missing_report():
+    entry = {"variant": "v", "status": "built", "image_id": "sha256:a", "digest": "sha256:" + "d" * 64,
+             "pushed": ["h/r:t@sha256:" + "d" * 64]}  # fmt: skip
+    failed = {"images": [{"image_id": "sha256:a", "passed": False, "checks": [
+        {"name": "plugin-ldd", "status": "fail"}, {"name": "fi-info-efa", "status": "unknown"},
+        {"name": "nccl-version-ctypes", "status": "pass"}]}]}  # fmt: skip
+    (why,) = rel.gate_variant(entry, failed, [], False).reasons
+    assert "for v (image sha256:a)" in why and "plugin-ldd (fail), fi-info-efa (unknown)" in why
+    assert "nccl-version-ctypes" not in why
+    (why,) = rel.gate_variant(entry, {"images": []}, [], False).reasons
+    assert "build.py test --variant v" in why and "--checks" in why
+
+
 def test_a_replayed_or_contradicted_preflight_never_clears_the_gate():
     digest = "sha256:" + "d" * 64
     entry = {"variant": "v", "status": "built", "image_id": "sha256:a", "digest": digest,
