@@ -10,6 +10,7 @@ counter-evidence, None otherwise; a check that is None is `unknown`, and the ver
 from typing import Callable, Dict, List, Optional
 
 from validators.judge import signatures
+from validators.judge.kept import not_kept_finding
 from validators.judge.shortlist import few
 from validators.parse.facts import Facts, is_libfabric_net
 
@@ -180,6 +181,10 @@ def decide(
         )
 
     findings = signatures.evaluate(facts, nccl_tests)
+    not_kept = not_kept_finding(facts)  # ranks past the cap: never a pass
+    if not_kept is not None:
+        checks.append(_check("ranks-kept", UNKNOWN, facts.not_kept_reason() or "", []))
+        findings.append(not_kept)
     if profile is not None and not profile.gdr_required:
         for f in findings:  # g5/g6e/p5.4xlarge run EFA without GDR by design: no failure there
             if f["id"] == "gdr-disabled":

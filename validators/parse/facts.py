@@ -43,6 +43,15 @@ HEADLESS_KINDS = frozenset(
 CRASHES_MAX = 32
 INTRA_PATHS_MAX = 8  # intra-node transports kept per rank
 WATCHDOG_MAX = 4096  # watchdog ranks kept
+# Ranks and processes kept with their evidence. Past the cap they are counted, not stored (a finding says how
+# many; efa and gdr are not shown for them, so the verdict cannot pass): memory and the report stay bounded at
+# any rank count (issue 23, item 10: a 32 MB log naming 300,000 ranks took 1.5 GB and wrote 425 MB). 32768
+# ranks, 4096 p5 nodes, is the largest job bench/ measures from real-log lines (134 MiB): every real size up
+# to it keeps each rank's detail. A scan worker's fold of its range is not capped: the range bounds it.
+RANKS_MAX = 32768
+PROCS_MAX = RANKS_MAX
+COUNTED_MAX = 1 << 19  # distinct ranks (processes) past the cap counted exactly up to here; past it, at least
+WORLD_RANKS_MAX = 1 << 19  # rank numbers of the world kept for coverage; past it, `seen` is at least that
 _SHARED = {}  # type: Dict[frozenset, frozenset]  # Proc.put: one copy of each distinct set
 _SHARED_MAX = 4096
 _GROWN = {}  # type: Dict[tuple, frozenset]  # Proc.put: (a shared set, a value) -> the shared set with it
@@ -435,6 +444,26 @@ def _shared(values: frozenset) -> frozenset:
     return _SHARED.setdefault(values, values)
 
 
+class Counted:
+    """Distinct keys counted, not kept: their hashes (one process makes and reads them), at most `most`;
+    past it the count is a floor (`full`)."""
+
+    def __init__(self, most: int = COUNTED_MAX) -> None:
+        self.hashes = set()  # type: Set[int]
+        self.most, self.full = most, False
+
+    def add(self, key: tuple) -> None:
+        h = hash(key)
+        if h not in self.hashes:
+            if len(self.hashes) >= self.most:
+                self.full = True
+            else:
+                self.hashes.add(h)
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+
 class Facts:
     """Accumulates events from one or more logs; see `add`.
 
@@ -461,6 +490,12 @@ class Facts:
         self.headless = Proc("", "")
         self.made = [] if partial else None  # type: Optional[List[dict]]  # every evidence record made
         self.comms = {} if partial else None  # type: Optional[Dict[Rank, List[tuple]]]  # see _comm_fold
+        # past RANKS_MAX / PROCS_MAX (not in a partial): what is not kept is folded into these two, never
+        # reported, so the counts and first lines per kind are those of a fold that kept everything
+        self.capped = not partial
+        self.kept_ranks = 0
+        self.spill, self.spill_rank = Proc("", ""), Rank("", "", "")
+        self.ranks_not_kept, self.procs_not_kept = Counted(), Counted()
 
     # ------------------------------------------------------------------ folding
     def _ev(self, event, cut: bool = False) -> dict:
@@ -489,8 +524,27 @@ class Facts:
     def _rank(self, proc: Proc, event) -> Rank:
         r = proc.ranks.get(event.dev)
         if r is None:
-            r = proc.ranks[event.dev] = Rank(proc.host, proc.pid, event.dev)
-            r.first_line = self._ev(event)
+            r = self._new_rank(proc, event.host, event.pid, event.dev)
+            if r is not self.spill_rank:
+                r.first_line = self._ev(event)
+        return r
+
+    def _new_proc(self, host: str, pid: str) -> Proc:
+        """A process first seen: kept, or past PROCS_MAX counted and folded into `spill`."""
+        if self.capped and len(self.procs) >= PROCS_MAX:
+            self.procs_not_kept.add((host, pid))
+            return self.spill
+        p = self.procs[(host, pid)] = Proc(host, pid)
+        return p
+
+    def _new_rank(self, proc: Proc, host: str, pid: str, dev: str) -> Rank:
+        """A rank new to `proc`: kept, or past RANKS_MAX (or in a process not kept) counted and folded into
+        `spill_rank`."""
+        if proc is self.spill or (self.capped and self.kept_ranks >= RANKS_MAX):
+            self.ranks_not_kept.add((host, pid, dev))
+            return self.spill_rank
+        self.kept_ranks += 1
+        r = proc.ranks[dev] = Rank(host, pid, dev)
         return r
 
     def add(self, event, cut: bool = False) -> None:
@@ -519,7 +573,7 @@ class Facts:
         key = (event.host, event.pid)  # its process (every headed event: inline)
         p = self.procs.get(key)
         if p is None:
-            p = self.procs[key] = Proc(event.host, event.pid)
+            p = self._new_proc(event.host, event.pid)
         if p.only_spliced and not event.spliced:
             p.only_spliced = False
         if kind == "channel":
@@ -643,12 +697,13 @@ class Facts:
         key = (host, pid)
         p = self.procs.get(key)
         if p is None:
-            p = self.procs[key] = Proc(host, pid)
+            p = self._new_proc(host, pid)
         p.only_spliced = False
         r = p.ranks.get(dev)
         if r is None:
-            r = p.ranks[dev] = Rank(host, pid, dev)
-            r.first_line = self._ev(Where(file, base + run.first[0], run.first[1]))
+            r = self._new_rank(p, host, pid, dev)
+            if r is not self.spill_rank:
+                r.first_line = self._ev(Where(file, base + run.first[0], run.first[1]))
         self._fold_run(p, r, file, base, run)
 
     def _fold_run(self, p: Proc, r: Rank, file: Optional[str], base: int, run: "NetRun") -> None:
@@ -696,7 +751,7 @@ class Facts:
         if self.world_nranks is None or n > self.world_nranks:
             self.world_nranks = n
             self.world_ranks = set()
-        if n == self.world_nranks:
+        if n == self.world_nranks and len(self.world_ranks) < WORLD_RANKS_MAX:
             self.world_ranks.add(rank)
 
     def export(self) -> tuple:
@@ -730,8 +785,11 @@ class Facts:
             key = (state[0], state[1])
             p = procs.get(key)
             if p is None:
-                p = procs[key] = Proc(*key)
-            _merge(p, state, fold)
+                p = self._new_proc(*key)
+                if p is self.spill:
+                    self._spill_state(key, state[7])
+                    continue
+            _merge(p, state, fold, self._new_rank)
         _merge(self.headless, headless, fold)
         self.headless_versions |= versions
         _add_kept(self.counts, self.evidence, counts, evidence)
@@ -741,6 +799,15 @@ class Facts:
                 break
             self.watchdog_ranks.add(rank)
         self.crashes.extend(crashes[: CRASHES_MAX - len(self.crashes)])
+
+    def _spill_state(self, key: Tuple[str, str], ranks: tuple) -> None:
+        """A process not kept (Proc.state's ranks): what a fold that kept it leaves outside it, nothing more
+        (the spill is never read): its ranks counted, its comm lines folded (the world's size and ranks)."""
+        host, pid = key
+        for rank in ranks:
+            self.ranks_not_kept.add((host, pid, rank[0]))
+            for comm in rank[6]:
+                self._comm_fold(self.spill_rank, comm)
 
     def finalize(self) -> None:
         """Give spliced lines back to their process.
@@ -825,7 +892,7 @@ class Facts:
                 return None, f"{p.host}:{p.pid} has NET channels but printed no provider line"
             if r.net_unnamed:
                 return None, f"{p.host}:{p.pid} [{r.dev}] has a NET channel line cut before its network name"
-        silent = self.silent_rank()
+        silent = self.silent_rank() or self.not_kept_reason()
         if silent is not None:
             return None, silent
         return True, "%d rank(s) with %d NET channel(s), all via %s, provider efa" % (
@@ -903,7 +970,7 @@ class Facts:
         for host in sorted(hosts):
             if not hosts[host]:
                 return None, f"host {host} printed no NET channel with /GDRDMA: GDR not shown there"
-        silent = self.silent_rank()
+        silent = self.silent_rank() or self.not_kept_reason()
         if silent is not None:
             return None, silent
         return True, "all %d NET channel(s) use /GDRDMA" % gdr
@@ -921,6 +988,23 @@ class Facts:
         were kept depends on how the log was split, not on its order."""
         ranks = self.watchdog_ranks
         return (None if len(ranks) >= WATCHDOG_MAX else ranks), WATCHDOG_MAX
+
+    def not_kept(self) -> Tuple[int, int, bool]:
+        """(ranks, processes) counted past RANKS_MAX / PROCS_MAX and not kept, and whether those counts are
+        floors (more than COUNTED_MAX distinct ones)."""
+        ranks, procs = self.ranks_not_kept, self.procs_not_kept
+        return len(ranks), len(procs), ranks.full or procs.full
+
+    def not_kept_reason(self) -> Optional[str]:
+        """Why efa and gdr cannot be shown for every rank: ranks or processes past the cap, or None."""
+        ranks, procs, floor = self.not_kept()
+        if not ranks and not procs:
+            return None
+        return (
+            "%s%d rank(s) and %d process(es) past the first %d ranks (%d processes) were counted, not "
+            "kept: their evidence was not read"
+            % ("more than " if floor else "", ranks, procs, RANKS_MAX, PROCS_MAX)
+        )
 
     def coverage(self) -> Tuple[Optional[int], int]:
         """(world size as printed, how many of its ranks printed their init line)."""
@@ -943,8 +1027,14 @@ def _add_kept(counts: dict, evidence: dict, src_counts: dict, src_evidence: dict
         lst.extend(lines[: EVIDENCE_PER_KIND - len(lst)])
 
 
-def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple], None]] = None) -> None:
-    """Add a process's facts (Proc.state) to `into`; a rank new to `into` takes the state's whole.
+def _merge(
+    into: Proc,
+    state: tuple,
+    comm_fold: Optional[Callable[[Rank, tuple], None]] = None,
+    new_rank: Optional[Callable[[Proc, str, str, str], Rank]] = None,
+) -> None:
+    """Add a process's facts (Proc.state) to `into`; a rank new to `into` takes the state's whole
+    (`new_rank`, Facts.merge: the rank kept, or the spill where it is not).
 
     `comm_fold` (Facts.merge): the state is the fold of the lines after those `into` folded, of the same
     process; the result is one fold of both: what `add` caps (env, intra-node paths) capped in line order,
@@ -976,7 +1066,10 @@ def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple],
     for dev, counters, net_names, paths, firsts, comm, comms in ranks:
         mine = has.get(dev)
         if mine is None:
-            mine = has[dev] = Rank(host, pid, dev)
+            if new_rank is None:
+                mine = has[dev] = Rank(host, pid, dev)
+            else:
+                mine = new_rank(into, state[0], state[1], dev)
             if comm is not None:
                 for name, value in zip(Rank.COMM, comm):
                     setattr(mine, name, value)
