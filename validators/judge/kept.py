@@ -7,7 +7,8 @@ the verdict must not pass on them (issue 23, item 10; verdict.decide adds the `r
 
 from typing import Optional
 
-from validators.parse.facts import PROCS_MAX, RANKS_MAX, Facts
+from validators.parse import facts as fold
+from validators.parse.facts import Facts
 
 
 def not_kept_finding(facts: Facts) -> Optional[dict]:
@@ -24,9 +25,9 @@ def not_kept_finding(facts: Facts) -> Optional[dict]:
         "message": "%d rank(s) on %d process(es) kept with their evidence; %s" % (kept, procs_kept, why),
         "kept": {"ranks": kept, "processes": procs_kept},
         "not_kept": {"ranks": ranks, "processes": procs, "at_least": floor},
-        "cap": {"ranks": RANKS_MAX, "processes": PROCS_MAX},
+        "cap": {"ranks": fold.RANKS_MAX, "processes": fold.PROCS_MAX},
         "evidence": [],
         "remedy": "Parse the logs of at most %d ranks at a time (a group of nodes each), each judged on "
-        "its own; a log of a smaller job that names this many ranks is corrupt or forged." % RANKS_MAX,
+        "its own; a log of a smaller job that names this many ranks is corrupt or forged." % fold.RANKS_MAX,
         "source": "validators/judge/kept.py",
     }

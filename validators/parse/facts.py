@@ -448,9 +448,9 @@ class Counted:
     """Distinct keys counted, not kept: their hashes (one process makes and reads them), at most `most`;
     past it the count is a floor (`full`)."""
 
-    def __init__(self, most: int = COUNTED_MAX) -> None:
+    def __init__(self, most: Optional[int] = None) -> None:
         self.hashes = set()  # type: Set[int]
-        self.most, self.full = most, False
+        self.most, self.full = COUNTED_MAX if most is None else most, False
 
     def add(self, key: tuple) -> None:
         h = hash(key)
