@@ -433,6 +433,7 @@ class Analysis:
     def merge(self, base: int, part: Partial) -> None:
         """Add a range's Partial (its line numbers count from `base`), in the order of ranges."""
         self.facts.merge(part.facts, base)
+        part.facts = ()  # used up: freed now, not when the next range's fold is unpickled (a flood's is big)
         if part.replay:
             self.replay = True
         parser, file = self._parser, self._file
