@@ -369,9 +369,19 @@ class _TestsLines(list):
         self.append((lineno, text))
 
 
-def fold_range(file: str, lines: Iterable) -> Iterator[Partial]:
+class Kept:
+    """The processes the parent keeps, set once it is full (Facts.full): from then on a range's fold spills
+    every other process as the parent's merge would, instead of sending it whole (a rank flood)."""
+
+    def __init__(self) -> None:
+        self.procs = None  # type: Optional[frozenset]
+
+
+def fold_range(file: str, lines: Iterable, kept: Optional[Kept] = None) -> Iterator[Partial]:
     """The one Partial of a range's scanned lines: `prepare` and `Analysis.apply` done in the worker."""
     a = Analysis(partial=True)
+    if kept is not None and kept.procs is not None:
+        a.facts.keep_only(kept.procs)
     a._file = file
     a._parser = tests = _TestsLines()
     apply = a.apply
@@ -551,12 +561,15 @@ def analyze_file(
     apply, merge = a.apply, a.merge
     # split: each worker parses and folds its range, the parent merges the folds in order (issue 15);
     # serial: the lines are parsed and folded as they are scanned
-    fold = functools.partial(fold_range, path)
+    kept = Kept()  # sent with each range submitted (pickled then): set once the parent keeps no more
+    fold = functools.partial(fold_range, path, kept=kept)
     items = scan_prepared(path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare)
     with closing(items):  # on an error too, the workers end now
         for base, item in items:
             if type(item) is Partial:
                 merge(base, item)
+                if kept.procs is None and a.facts.full():
+                    kept.procs = frozenset(a.facts.procs)
                 if progress is not None:
                     progress(path, stats.get("bytes", 0), size)
             else:

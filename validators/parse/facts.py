@@ -453,7 +453,15 @@ class Counted:
         self.most, self.full = COUNTED_MAX if most is None else most, False
 
     def add(self, key: tuple) -> None:
-        h = hash(key)
+        self.add_hash(hash(key))
+
+    def update(self, other: "Counted") -> None:
+        """Add what a scan worker counted (forked from this process: the same string hashes)."""
+        for h in other.hashes:
+            self.add_hash(h)
+        self.full = self.full or other.full
+
+    def add_hash(self, h: int) -> None:
         if h not in self.hashes:
             if len(self.hashes) >= self.most:
                 self.full = True
@@ -496,6 +504,15 @@ class Facts:
         self.kept_ranks = 0
         self.spill, self.spill_rank = Proc("", ""), Rank("", "", "")
         self.ranks_not_kept, self.procs_not_kept = Counted(), Counted()
+        self.kept = None  # type: Optional[frozenset]  # keep_only
+
+    def keep_only(self, procs: frozenset) -> None:
+        """A partial: every process but these is spilled and counted (the parent is full and keeps these)."""
+        self.kept = procs
+
+    def full(self) -> bool:
+        """No process will be kept any more (only those kept already)."""
+        return self.capped and len(self.procs) >= PROCS_MAX
 
     # ------------------------------------------------------------------ folding
     def _ev(self, event, cut: bool = False) -> dict:
@@ -531,7 +548,7 @@ class Facts:
 
     def _new_proc(self, host: str, pid: str) -> Proc:
         """A process first seen: kept, or past PROCS_MAX counted and folded into `spill`."""
-        if self.capped and len(self.procs) >= PROCS_MAX:
+        if (self.kept is not None and (host, pid) not in self.kept) or self.full():
             self.procs_not_kept.add((host, pid))
             return self.spill
         p = self.procs[(host, pid)] = Proc(host, pid)
@@ -769,13 +786,26 @@ class Facts:
             self.watchdog_ranks,
             self.crashes,
             self.made or [],
+            (tuple(comms.get(self.spill_rank, ())), self.ranks_not_kept, self.procs_not_kept),
         )
 
     def merge(self, part: tuple, base: int) -> None:
         """Add `part` (`export` of a partial: the fold of the lines that follow those folded here, its line
         numbers counted from `base`): the result is the fold of all these lines in one pass. `part` is used
         up (its evidence records are shifted and taken)."""
-        states, headless, versions, counts, evidence, sig_counts, sig_evidence, watchdog, crashes, made = part
+        (
+            states,
+            headless,
+            versions,
+            counts,
+            evidence,
+            sig_counts,
+            sig_evidence,
+            watchdog,
+            crashes,
+            made,
+            spilled,
+        ) = part
         for ev in made:  # the one place a partial's line numbers are shifted
             ev["line"] += base
         if self.made is not None:
@@ -791,6 +821,11 @@ class Facts:
                     continue
             _merge(p, state, fold, self._new_rank)
         _merge(self.headless, headless, fold)
+        spilled_comms, ranks_not_kept, procs_not_kept = spilled  # what the range spilled (keep_only)
+        for comm in spilled_comms:
+            fold(self.spill_rank, comm)
+        self.ranks_not_kept.update(ranks_not_kept)
+        self.procs_not_kept.update(procs_not_kept)
         self.headless_versions |= versions
         _add_kept(self.counts, self.evidence, counts, evidence)
         _add_kept(self.signature_counts, self.signature_evidence, sig_counts, sig_evidence)
