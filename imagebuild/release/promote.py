@@ -149,8 +149,9 @@ def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]])
     """Write each missing tag and read it back; then read every tag again before the record is written.
 
     If another digest won a tag (a release elsewhere, not holding our lock), this release is refused
-    (exit 1). A failure part-way says exactly which tags moved; a rerun finds those on this digest and
-    completes.
+    (exit 1). A failure part-way says which tags this run moved and then what every release tag names in
+    the registry now (a write whose answer was lost may have landed); a rerun finds those on this digest
+    and completes.
     """
     for r in repos:
         r["moved"] = []
@@ -177,6 +178,8 @@ def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]])
         log(f"release {gate.variant}: stopped part-way; no record written")
         log(f"  tags moved to {gate.digest} by this run: {', '.join(moved) or 'none'}")
         log(f"  tags not promoted: {', '.join(left) or 'none'}")
+        for line in tags_now(registries, repos, gate.digest):
+            log(line)
         log("  rerun the same command to complete (tags already on this digest are kept)")
         raise
 
@@ -188,3 +191,35 @@ def _verify(registries: Registries, ref: ImageRef, tag: str, digest: str) -> Non
         raise ChecksFailed(
             f"{ref.name}:{tag} names {other} after it was written as {digest}: another release won the tag"
         )
+
+
+def tags_now(registries: Registries, repos: List[Dict[str, Any]], digest: str) -> List[str]:
+    """What each release tag names in the registry now, read after a failure: the exact state a rerun or a
+    person starts from (a tag is listed as unread, never guessed, when the registry cannot say)."""
+    on, absent, other, unread = [], [], [], []
+    why = ""
+    for r in repos:
+        ref = split_ref(r["repository"], key="pushed")
+        for tag in r["tags"]:
+            name = f"{r['repository']}:{tag}"
+            try:
+                now = registries.manifest(ref.registry, ref.repository, tag)
+            except (UserError, ChecksFailed) as err:
+                unread.append(name)
+                why = getattr(err, "message", None) or str(err)
+                continue
+            if now is None:
+                absent.append(name)
+            elif now.digest == digest:
+                on.append(name)
+            else:
+                other.append(f"{name} ({now.digest})")
+    lines = [
+        f"  in the registry now: tags on {digest}: {', '.join(on) or 'none'}",
+        f"  in the registry now: tags absent: {', '.join(absent) or 'none'}",
+    ]
+    if other:
+        lines.append(f"  in the registry now: tags on another digest: {', '.join(other)}")
+    if unread:
+        lines.append(f"  could not read what these tags name now: {', '.join(unread)} ({why})")
+    return lines
