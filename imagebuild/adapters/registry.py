@@ -310,7 +310,7 @@ def _read_capped(resp: Any, limit: int) -> bytes:
     declared = resp.headers.get("Content-Length", "").strip()
     length = int(declared) if declared.isdigit() else None
     if length is not None and length > limit:
-        raise _TooLarge(f"an answer of {length} bytes (Content-Length)")
+        raise _TooLarge(f"an answer of {length} bytes (Content-Length), refused before reading it")
     chunks: List[bytes] = []
     total = 0
     while True:
@@ -320,7 +320,7 @@ def _read_capped(resp: Any, limit: int) -> bytes:
         chunks.append(chunk)
         total += len(chunk)
         if total > limit:
-            raise _TooLarge(f"an answer of more than {limit} bytes")
+            raise _TooLarge(f"an answer of more than {limit} bytes, cut off there")
     body = b"".join(chunks)
     if length is not None and len(body) < length:
         raise http.client.IncompleteRead(body, length - len(body))
@@ -401,8 +401,8 @@ class RegistryAPI:
                     return resp.status, dict(resp.headers.items()), body
             except _TooLarge as err:
                 raise UserError(
-                    f"registry {self.registry}: {method} {url} gave {err}, over the cap of "
-                    f"{self.bounds.max_body} bytes; refused unread",
+                    f"registry {self.registry}: {method} {url} gave {err}: over the cap of "
+                    f"{self.bounds.max_body} bytes",
                     key="registry",
                 ) from None
             except (OSError, http.client.HTTPException, ValueError) as err:
