@@ -127,6 +127,22 @@ def test_a_server_that_drips_fails_the_release_at_its_deadline(raw_server, tmp_p
     assert not (tmp_path / "rec").exists()
 
 
+def test_a_server_that_drips_its_status_line_is_cut_at_the_request_deadline(raw_server):
+    """The head itself dripped (http.client reads it line by line, each read well inside a socket timeout)."""
+
+    def drip_head(_method, _path, sock, stop):
+        for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}":
+            if stop.wait(0.2):
+                return
+            sock.sendall(bytes([byte]))
+
+    server = raw_server(drip_head)
+    api = RegistryAPI(server.host, bounds=Bounds(request_s=0.5, operation_s=1.5))
+    with pytest.raises(UserError, match=r"gave no complete answer within 1.5 s \(last: .*within 0.5 s"):
+        api.manifest("h23-test/x", "dev")
+    assert 2 <= len(server.requests) <= 4
+
+
 def test_a_3_gib_content_length_is_refused_before_reading(raw_server, tmp_path, deadlines):
     def huge(_method, _path, sock, _stop):
         sock.sendall(
