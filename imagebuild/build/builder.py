@@ -35,12 +35,8 @@ from imagebuild.build.summary import write_summary as write_summary
 from imagebuild.components import REGISTRY
 from imagebuild.errors import UserError
 from imagebuild.render.dockerfile import ca_stages, with_build_ca
-from imagebuild.variant import LOCK_LABEL
+from imagebuild.variant import BASE_DIGEST_LABEL, BASE_ID_LABEL, HASH_LABEL, LOCK_LABEL, VARIANT_LABEL
 
-HASH_LABEL = "org.efa-image-build.context-hash"
-VARIANT_LABEL = "org.efa-image-build.variant"
-BASE_DIGEST_LABEL = "org.efa-image-build.base.digest"  # the base's manifest digest, when the engine knows it
-BASE_ID_LABEL = "org.efa-image-build.base.image-id"  # the base's image id (config digest) in the engine
 DEFAULT_CA = "/etc/ssl/certs/ca-certificates.crt"
 CA_IN_CONTEXT = Path("certs") / "build-ca.crt"
 DOCKERFILE_IN_TAR = ".efa-image-build.Dockerfile"
