@@ -35,6 +35,7 @@ from imagebuild.build.summary import write_summary as write_summary
 from imagebuild.components import REGISTRY
 from imagebuild.errors import UserError
 from imagebuild.render.dockerfile import ca_stages, with_build_ca
+from imagebuild.safefile import atomic_file
 from imagebuild.variant import BASE_DIGEST_LABEL, BASE_ID_LABEL, HASH_LABEL, LOCK_LABEL, VARIANT_LABEL
 
 DEFAULT_CA = "/etc/ssl/certs/ca-certificates.crt"
@@ -464,7 +465,8 @@ def _prepare_context(variant_dir: Path, lock: dict, opts: BuildOptions, log) -> 
             )
     if ca:
         if not ca_dest.exists() or ca_dest.read_bytes() != ca.read_bytes():
-            shutil.copyfile(ca, ca_dest)
+            with atomic_file(ca_dest) as tmp:
+                shutil.copyfile(ca, tmp)
         stages = ca_stages((variant_dir / "Dockerfile").read_text())
         where = f"builder stages {', '.join(stages)}" if stages else "no builder stage here"
         log(f"build CA: {ca} -> context/{CA_IN_CONTEXT} ({where}; never the final image)")
@@ -501,8 +503,8 @@ def memo_hash(variant_dir: Path, base: Optional[str] = None) -> str:
     if not isinstance(memo, dict):
         memo = {}
     chash = context_hash(variant_dir, memo, base)
-    memo_path.parent.mkdir(exist_ok=True)
-    memo_path.write_text(json.dumps(memo))
+    with atomic_file(memo_path) as tmp:
+        tmp.write_text(json.dumps(memo))
     return chash
 
 

@@ -77,6 +77,32 @@ def test_a_symlink_in_the_training_folder_is_refused_and_its_target_never_copied
     assert written(out) == []
 
 
+def test_a_hard_link_to_a_file_outside_the_training_folder_is_refused(tmp_path):
+    """The same leak as a symlink out, by another door (issue 23, item 8)."""
+    path = project(tmp_path)
+    secret = tmp_path / "outside" / "credentials"
+    secret.parent.mkdir()
+    secret.write_text("aws_secret_access_key = H13-NOT-A-REAL-KEY\n")
+    link = tmp_path / "examples" / "training" / "config.ini"
+    os.link(secret, link)
+    out = tmp_path / "build"
+    rc, err = render(path, out)
+    assert rc == 2 and "Traceback" not in err
+    assert f"{link}: key 'training.source_dir': a hard link to a file outside the training folder" in err
+    assert written(out) == []
+
+
+def test_hard_links_that_all_lie_inside_the_training_folder_are_copied(tmp_path):
+    path = project(tmp_path)
+    train = tmp_path / "examples" / "training"
+    (train / "sub").mkdir()
+    os.link(train / "train.py", train / "sub" / "same.py")
+    out = tmp_path / "build"
+    assert render(path, out)[0] == 0
+    copied = out / VARIANT / "context" / "training"
+    assert (copied / "sub" / "same.py").read_bytes() == (train / "train.py").read_bytes()
+
+
 def test_a_fifo_in_the_training_folder_is_refused_without_hanging(tmp_path):
     path = project(tmp_path)
     fifo = tmp_path / "examples" / "training" / "pipe"
