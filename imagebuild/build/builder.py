@@ -355,9 +355,10 @@ def known_image_id(base: BaseIdentity) -> Optional[str]:
 
 def base_labels(digest: Optional[str], image_id: Optional[str]) -> Dict[str, str]:
     """The labels that say what the image was built from: the base's manifest digest and image id, where
-    known (`bake` pulls nothing, so it knows a registry base's digest only; `build` asks its engine)."""
-    labels = {BASE_DIGEST_LABEL: digest, BASE_ID_LABEL: image_id}
-    return {k: v for k, v in labels.items() if v}
+    known (`bake` pulls nothing, so it knows a registry base's digest only; `build` asks its engine). An
+    unknown one is written empty: an image inherits its base's labels, and a base built by this tool (or
+    forged) carries its own base's, which must never be read as this image's base."""
+    return {BASE_DIGEST_LABEL: digest or "", BASE_ID_LABEL: image_id or ""}
 
 
 def unconfirmed_message(base: BaseIdentity, outcome: str = "Not skipped and not built") -> str:
@@ -540,7 +541,7 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                     existing.tag(*_split_ref(ref))
                 result.status, result.image_id, result.found_in = "skipped", existing.id, "engine"
                 result.base_digest = existing.labels.get(BASE_DIGEST_LABEL) or base.digest
-                result.base_image_id = existing.labels.get(BASE_ID_LABEL)
+                result.base_image_id = existing.labels.get(BASE_ID_LABEL) or None
                 log(f"skipped: {tags[0]} already built from this content ({existing.id})")
                 report.event(name, "skipped", tags[0])
             elif remote is not None:

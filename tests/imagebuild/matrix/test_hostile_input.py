@@ -216,6 +216,9 @@ def test_every_label_the_tool_sets_is_named_in_one_place_and_refused_to_the_matr
     added = builder.base_labels("sha256:" + "a" * 64, "sha256:" + "b" * 64)
     added |= {builder.HASH_LABEL: "h", builder.VARIANT_LABEL: "v"}
     assert len(added) == 4 and all(variant.is_tool_label(k) for k in added)
+    # an unknown base is written empty, over the labels the image inherits from its base (which may be forged)
+    unknown = builder.base_labels(None, None)
+    assert set(unknown) == {builder.BASE_DIGEST_LABEL, builder.BASE_ID_LABEL} and not any(unknown.values())
     assert not variant.is_tool_label("org.efa-image-build.channel")
     assert not variant.is_tool_label("org.efa-image-build..version")
 
