@@ -33,16 +33,16 @@ def _tool_label(key: str) -> str:
 
 
 TITLE_LABEL = _tool_label("org.opencontainers.image.title")
-LOCK_LABEL = _tool_label(TOOL_PREFIX + "lock")
-LOCK_LABELS = (LOCK_LABEL, _tool_label(LEGACY_PREFIX + "lock"))  # read both
-VARIANT_LABEL = _tool_label(TOOL_PREFIX + "variant")
-HASH_LABEL = _tool_label(TOOL_PREFIX + "context-hash")
-BASE_DIGEST_LABEL = _tool_label(TOOL_PREFIX + "base.digest")  # the base's manifest digest, when known
-BASE_ID_LABEL = _tool_label(TOOL_PREFIX + "base.image-id")  # the base's image id (config digest)
-LAYOUT_LABEL = _tool_label(TOOL_PREFIX + "layout")  # the DLC-layout test base
-CHECK_CONTAINER_LABEL = _tool_label(TOOL_PREFIX + "check")  # containers of `build.py test`
-INSPECT_CONTAINER_LABEL = _tool_label(TOOL_PREFIX + "inspect")  # containers of `inspect-base`
-_VERSION_LABEL = (TOOL_PREFIX + "{}.version").split("{}")  # one per component, and the CUDA version
+LOCK_LABEL = _tool_label("org.efa-image-build.lock")
+LOCK_LABELS = (LOCK_LABEL, _tool_label("io.github.efa-image-build.lock"))  # read both
+VARIANT_LABEL = _tool_label("org.efa-image-build.variant")
+HASH_LABEL = _tool_label("org.efa-image-build.context-hash")
+BASE_DIGEST_LABEL = _tool_label("org.efa-image-build.base.digest")  # the base's manifest digest, when known
+BASE_ID_LABEL = _tool_label("org.efa-image-build.base.image-id")  # the base's image id (config digest)
+LAYOUT_LABEL = _tool_label("org.efa-image-build.layout")  # the DLC-layout test base
+CHECK_CONTAINER_LABEL = _tool_label("org.efa-image-build.check")  # containers of `build.py test`
+INSPECT_CONTAINER_LABEL = _tool_label("org.efa-image-build.inspect")  # containers of `inspect-base`
+_VERSION_LABEL = "org.efa-image-build.{}.version".split("{}")  # one per component, and the CUDA version
 
 
 def version_label(component: str) -> str:
