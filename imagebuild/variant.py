@@ -11,13 +11,51 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild.catalog import platforms
 
 LOCK_SCHEMA = "efa-image-build/lock/v1"
-LOCK_LABEL = "org.efa-image-build.lock"
-LOCK_LABELS = (LOCK_LABEL, "io.github.efa-image-build.lock")  # read both; the second: older docs' wording
+
+# ---------------------------------------------------------------- the labels the tool sets
+# Every label the tool writes on an image or a container is named here, and only here: the matrix may not set
+# one (imagebuild.matrix.guards asks `is_tool_label`), since a forged one would be trusted (a base digest that
+# a skipped rebuild reports, a lock that `test` and `release` read, a container label the cleanup acts on).
+_TOOL_LABELS: List[str] = []
+TOOL_PREFIX = "org.efa-image-build."
+LEGACY_PREFIX = "io.github.efa-image-build."  # older docs' wording of the lock label; all of it is ours
+
+
+def _tool_label(key: str) -> str:
+    """Name one label the tool sets (and so the matrix may not)."""
+    _TOOL_LABELS.append(key)
+    return key
+
+
+TITLE_LABEL = _tool_label("org.opencontainers.image.title")
+LOCK_LABEL = _tool_label("org.efa-image-build.lock")
+LOCK_LABELS = (LOCK_LABEL, _tool_label("io.github.efa-image-build.lock"))  # read both
+VARIANT_LABEL = _tool_label("org.efa-image-build.variant")
+HASH_LABEL = _tool_label("org.efa-image-build.context-hash")
+BASE_DIGEST_LABEL = _tool_label("org.efa-image-build.base.digest")  # the base's manifest digest, when known
+BASE_ID_LABEL = _tool_label("org.efa-image-build.base.image-id")  # the base's image id (config digest)
+LAYOUT_LABEL = _tool_label("org.efa-image-build.layout")  # the DLC-layout test base
+CHECK_CONTAINER_LABEL = _tool_label("org.efa-image-build.check")  # containers of `build.py test`
+INSPECT_CONTAINER_LABEL = _tool_label("org.efa-image-build.inspect")  # containers of `inspect-base`
+_VERSION_LABEL = "org.efa-image-build.{}.version".split("{}")  # one per component, and the CUDA version
+
+
+def version_label(component: str) -> str:
+    """The label that carries a component's version (`nccl`, `aws_ofi_nccl` -> `aws-ofi-nccl`, `cuda`)."""
+    return component.replace("_", "-").join(_VERSION_LABEL)
+
+
+def is_tool_label(key: str) -> bool:
+    """True for a label the tool sets (above, a component's version label) or one under the legacy prefix."""
+    head, tail = _VERSION_LABEL
+    middle = key[len(head) : len(key) - len(tail)]
+    is_version = key.startswith(head) and key.endswith(tail) and middle != "" and "." not in middle
+    return key in _TOOL_LABELS or is_version or key.startswith(LEGACY_PREFIX)
 
 
 def lock_from_labels(labels: Optional[Mapping[str, str]]) -> Optional[Dict[str, Any]]:

@@ -26,12 +26,12 @@ from imagebuild.check.expectations import Expectation, derive
 from imagebuild.check.probes import INVENTORY_PATH
 from imagebuild.check.report import write_report as write_report
 from imagebuild.errors import UserError
-from imagebuild.variant import LOCK_LABELS, lock_from_labels
+from imagebuild.variant import CHECK_CONTAINER_LABEL, LOCK_LABELS, lock_from_labels
 
 CHECK_MODULE = Path(__file__).with_name("test_image.py")
 INVENTORY = Path(__file__).with_name("inventory.py")
 VALIDATORS = Path(validators.__file__).resolve().parent  # its nodecheck goes beside inventory.py
-CONTAINER_LABEL = "org.efa-image-build.check"
+CONTAINER_LABEL = CHECK_CONTAINER_LABEL
 STATUSES = ("pass", "fail", "unknown", "skip")
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
