@@ -212,6 +212,7 @@ class Variant:
     env_forbidden: Tuple[ForbiddenEnv, ...] = ()
     labels: Tuple[Tuple[str, str], ...] = ()
     tags: Tuple[str, ...] = ()
+    channels: Tuple[str, ...] = ()  # moving tag names: only release moves them, to a gated digest
     instance_types: Tuple[str, ...] = ()
     training: Optional[Training] = None
     options: Tuple[Tuple[str, Any], ...] = ()
@@ -271,6 +272,7 @@ class Variant:
             ],
             "labels": dict(self.labels),
             "tags": list(self.tags),
+            "channels": list(self.channels),
             "instance_types": list(self.instance_types),
             "training": None
             if self.training is None

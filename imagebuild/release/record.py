@@ -338,6 +338,13 @@ def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) ->
         if digest and prev_digest and prev_digest != digest:
             pinned += f" (was `{prev_digest}`)"
         lines.append(f"- base: `{base}`{moved}{pinned}")
+    for chan in record.get("channels") or []:
+        last = (chan.get("history") or [{}])[-1]
+        if last.get("released_at") == record["released_at"]:
+            lines.append(
+                f"- channel `{chan['repository']}:{chan['tag']}`: moved from "
+                f"`{last.get('from') or 'nothing'}` to `{chan['digest']}`"
+            )
     checks = record["reports"]["checks"]
     lines.append(
         f"- static checks: passed ({len(checks['checks'])} checks, report `{checks['sha256'][:19]}`)"
