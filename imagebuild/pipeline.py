@@ -340,8 +340,10 @@ def check_targets(out: Path, names: Sequence[str]) -> List[Target]:
 def check(req: CheckRequest) -> List[Any]:
     """Static checks of each image in a container of it; the reports (`checks.runner.ImageReport`), also
     written as JSON and JUnit. A variant whose build failed is a failed report, not skipped."""
-    from imagebuild.adapters.docker_engine import connect, ensure_local
+    from imagebuild.adapters.docker_engine import connect, ensure_local, image_labels
+    from imagebuild.check import software
     from imagebuild.check.runner import ImageReport, check_image, merge_junit, write_report
+    from imagebuild.variant import lock_from_labels
 
     out = Path(req.out)
     json_path = Path(req.json_path) if req.json_path else out / "test-report.json"
@@ -366,6 +368,7 @@ def check(req: CheckRequest) -> List[Any]:
                 ensure_local(client, ref, pushed)
             part = Path(tmp) / f"{i}.xml"
             rep = check_image(client, ref, lock=lock, lock_file=lock_file, variant=variant, junit=part)
+            rep.software = software.describe(client, ref, lock or lock_from_labels(image_labels(ref)))
             parts.append(part)
             reports.append(rep)
             statuses = [c["status"] for c in rep.checks]
