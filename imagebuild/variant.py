@@ -272,7 +272,6 @@ class Variant:
             ],
             "labels": dict(self.labels),
             "tags": list(self.tags),
-            "channels": list(self.channels),
             "instance_types": list(self.instance_types),
             "training": None
             if self.training is None
@@ -286,7 +285,12 @@ class Variant:
                 "require_hashes": self.training.require_hashes,
             },
             "options": dict(self.options),
-        }
+        } | self._channels_lock()
+
+    def _channels_lock(self) -> Dict[str, Any]:
+        """`channels` only where the matrix declares some: a lock (hence the image's label and its content
+        hash) without channels stays what it was before channels existed, so no image is rebuilt for them."""
+        return {"channels": list(self.channels)} if self.channels else {}
 
     def lock_json(self, indent: Optional[int] = 2) -> str:
         seps = (",", ": ") if indent else (",", ":")
