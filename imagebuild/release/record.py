@@ -387,7 +387,8 @@ def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) ->
         f"- image id: `{record['image_id']}`",
     ]
     for repo in record.get("repositories") or []:
-        lines.append(f"- {repo['repository']}: tags {', '.join('`' + t + '`' for t in repo['tags'])}")
+        tags = ", ".join("`" + t + "`" for t in repo["tags"]) or "none (channels only)"
+        lines.append(f"- {repo['repository']}: tags {tags}")
     base = (lock.get("base") or {}).get("image")
     if base:
         prev_base = (((previous or {}).get("lock") or {}).get("base") or {}).get("image")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from cli import build_py
@@ -141,3 +142,11 @@ def test_dev_moves_on_each_promotion_and_a_release_tag_refuses_a_second_digest(
     # one name in both roles is bad input
     res = release(sum_a, image_a, "--tag", "dev")
     assert res.rc == 2 and "both a release tag and a channel" in res.err, res.err
+
+
+def test_a_release_with_no_tag_and_no_channel_is_exit_2(tmp_path):
+    image = SimpleNamespace(id="sha256:" + "0" * 64)
+    summary = write_summary(tmp_path / "s.json", [summary_entry("chan", image, tags=["team/app:c1"])])
+    checks = write_check_report(tmp_path / "c.json", [("chan", image.id, True)])
+    res = build_py("release", "--summary", str(summary), "--checks", str(checks), "--registry", "127.0.0.1:9")
+    assert res.rc == 2 and "no release tag and no channel" in res.err, res.err
