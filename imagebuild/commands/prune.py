@@ -5,7 +5,8 @@ the build summary and the release records name are considered, in the local engi
 summary's pushed refs name. One is kept when the latest build, a release record, a channel or any other tag
 names its image. `--dry-run` lists them and removes nothing. `--registry HOST` limits the registries asked
 to that one; ECR is not pruned here (its lifecycle policies do that). Release tags are never removed.
-Exit 0 done, 2 bad input or an unreachable or refusing registry.
+Exit 0 done, 1 a local tag could not be removed (a container uses it), 2 bad input or an unreachable or
+refusing registry (`--engine-only`, or `--registry HOST` for one registry, leaves the others alone).
 """
 
 from __future__ import annotations

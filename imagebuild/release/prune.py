@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from imagebuild.build.builder import HASH_LABEL
-from imagebuild.errors import UserError
+from imagebuild.errors import ChecksFailed, UserError
 
 _AGE = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -81,9 +81,7 @@ def named_by(summary: Dict[str, Any], records: Iterable[Dict[str, Any]]) -> Name
         named.image_ids.add(entry.get("image_id"))
         named.digests.add(entry.get("digest"))
         named.repositories.update(split_tag(str(t))[0] for t in entry.get("tags") or [])
-        named.repositories.update(
-            str(p).split("@", 1)[0].rpartition(":")[0] for p in entry.get("pushed") or []
-        )
+        named.repositories.update(split_tag(str(p).split("@", 1)[0])[0] for p in entry.get("pushed") or [])
     for rec in records:
         named.image_ids.add(rec.get("image_id"))
         named.digests.add(rec.get("digest"))
@@ -279,9 +277,15 @@ def _remove(found: List[Candidate], client: Any, apis: Dict[str, Any], log: Call
     from imagebuild.adapters.registry_tags import delete_manifest
 
     done: Set[Tuple[str, str]] = set()
+    failed = []
     for c in found:
         if c.where == "local":
-            client.images.remove(c.ref, noprune=False)
+            try:
+                client.images.remove(c.ref, noprune=False)
+            except Exception as err:  # noqa: BLE001 - docker APIError: a container still uses it, say
+                failed.append(c.ref)
+                log(f"  could not remove local tag {c.ref}: {getattr(err, 'explanation', None) or err}")
+                continue
             log(f"  removed local tag {c.ref}")
             continue
         ref = split_ref(c.ref, key="registry")
@@ -295,3 +299,5 @@ def _remove(found: List[Candidate], client: Any, apis: Dict[str, Any], log: Call
         delete_manifest(api, ref.repository, c.digest)
         done.add((ref.name, c.digest))
         log(f"  deleted {ref.name}@{c.digest} from the registry")
+    if failed:
+        raise ChecksFailed(f"{len(failed)} local content tag(s) could not be removed: {', '.join(failed)}")

@@ -77,9 +77,19 @@ def test_prune_dry_run_lists_exactly_the_unreferenced_content_tags(
         res = build_py(*argv, "--dry-run", "--older-than", "1d")
         assert res.rc == 0 and res.out == "", res.out
 
-        # the real prune removes exactly those; the release tag, the channel and the latest build stay
+        # the real prune removes exactly those; the release tag, the channel and the latest build stay. A
+        # container of #4 keeps its image's last tag: said, exit 1; the rest is removed, and a rerun finishes
+        holder = docker_client.containers.create(made[4][0].id, ["true"])
+        try:
+            res = build_py(*argv, "--older-than", "0s")
+            assert res.rc == 1 and "1 local content tag(s) could not be removed" in res.err, res.err
+            left = [t for t in docker_client.images.get(made[4][0].id).tags]
+            assert len(left) == 1 and left[0].endswith(made[4][1])
+        finally:
+            holder.remove(force=True)
         res = build_py(*argv, "--older-than", "0s")
         assert res.rc == 0, res.err
+        assert [line.split("\t")[2] for line in res.out.splitlines()] == left
         assert [api.manifest(repo, t) is not None for _img, t in made] == [True, True, True, False, False]
         assert api.manifest(repo, "r1").digest == entries[1]["digest"]
         assert api.manifest(repo, "dev").digest == entries[2]["digest"]
