@@ -575,10 +575,11 @@ def release(req: ReleaseRequest) -> None:
             for _entry, gate, repos, _lock, _src in plans:
                 for r in repos:
                     todo = ", ".join(r["todo"]) or "(all present)"
-                    print(f"would tag {r['repository']}@{gate.digest} as {todo}")
+                    if r["tags"]:
+                        print(f"would tag {r['repository']}@{gate.digest} as {todo}")
                     for m in r["channels"]:
                         where = f"{r['repository']}:{m['tag']}"
-                        print(f"would move channel {where} from {m['from']} to {gate.digest}")
+                        print(f"would move channel {where} from {m['from'] or '(nothing)'} to {gate.digest}")
             return
         promote.carry_out(plans, registries, store, when, previous_of)
 

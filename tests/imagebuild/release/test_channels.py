@@ -108,13 +108,22 @@ def test_dev_moves_on_each_promotion_and_a_release_tag_refuses_a_second_digest(
     assert res.rc == 1 and "never overwritten" in res.err, res.err
     assert api.manifest(repo, "r1").digest == digest_a and api.manifest(repo, "dev").digest == digest_a
 
+    # a dry run says which channels would move, and moves none
+    res = release(sum_b, image_b, "--channel", "staging", "--dry-run")
+    assert res.rc == 0, res.err
+    host_repo = f"{registry.host}/{repo}"
+    assert res.out.splitlines() == [
+        f"would move channel {host_repo}:dev from {digest_a} to {digest_b}",
+        f"would move channel {host_repo}:staging from (nothing) to {digest_b}",
+    ]
+    assert api.manifest(repo, "dev").digest == digest_a and api.manifest(repo, "staging") is None
+
     # second promotion (channels only, one more from the command line): dev moves to B, r1 stays on A
     res = release(sum_b, image_b, "--channel", "staging")
     assert res.rc == 0, res.err
     assert api.manifest(repo, "dev").digest == digest_b and api.manifest(repo, "staging").digest == digest_b
     assert api.manifest(repo, "r1").digest == digest_a
     record = json.loads((records / "chan" / "latest.json").read_text())
-    host_repo = f"{registry.host}/{repo}"
     dev = next(c for c in record["channels"] if c["tag"] == "dev")
     assert dev["repository"] == host_repo and dev["digest"] == digest_b
     assert [(h["from"], h["digest"]) for h in dev["history"]] == [(None, digest_a), (digest_a, digest_b)]
