@@ -159,3 +159,34 @@ def test_a_release_with_no_tag_and_no_channel_is_exit_2(tmp_path):
     checks = write_check_report(tmp_path / "c.json", [("chan", image.id, True)])
     res = build_py("release", "--summary", str(summary), "--checks", str(checks), "--registry", "127.0.0.1:9")
     assert res.rc == 2 and "no release tag and no channel" in res.err, res.err
+
+
+@pytest.mark.docker
+def test_a_real_build_carries_the_locks_channels_to_push_which_leaves_them_alone(
+    registry, docker_client, local_base, tmp_path
+):
+    """build.py build of a rendered variant whose lock has `channels: [dev]` and `tags: [REPO:dev]`: the
+    summary says so, and push writes the content tag but not `:dev`."""
+    repo = f"chan-{uuid.uuid4().hex[:10]}/built"
+    vdir = tmp_path / "out" / "chanvar"
+    (vdir / "context").mkdir(parents=True)
+    (vdir / "Dockerfile").write_text(f"FROM {local_base}\nRUN echo {repo} > /built-for\n")
+    lock = {"schema": "efa-image-build/lock/v1", "name": "chanvar", "components": {}, "labels": {},
+            "tags": [f"{repo}:dev"], "channels": ["dev"]}  # fmt: skip
+    (vdir / "variant.lock.json").write_text(json.dumps(lock, sort_keys=True))
+    out = tmp_path / "out"
+    argv = ["build", "--builder", "classic", "--no-render", "--out", str(out), "--plain"]
+    res = build_py(*argv, "--cache", str(tmp_path / "cache"))
+    try:
+        assert res.rc == 0, res.err
+        entry = json.loads((out / "summary.json").read_text())["variants"][0]
+        assert entry["channels"] == ["dev"] and entry["tags"][1] == f"{repo}:dev"
+        content = entry["tags"][0].split(":", 1)[1]
+        res = build_py("push", "--summary", str(out / "summary.json"), "--registry", registry.host)
+        assert res.rc == 0, res.err
+        api = RegistryAPI(registry.host)
+        assert api.manifest(repo, content).config_digest == entry["image_id"]
+        assert api.manifest(repo, "dev") is None
+    finally:
+        for image in docker_client.images.list(name=repo):
+            docker_client.images.remove(image.id, force=True)
