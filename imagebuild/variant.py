@@ -250,6 +250,7 @@ class Variant:
     env_forbidden: Tuple[ForbiddenEnv, ...] = ()
     labels: Tuple[Tuple[str, str], ...] = ()
     tags: Tuple[str, ...] = ()
+    channels: Tuple[str, ...] = ()  # moving tag names: only release moves them, to a gated digest
     instance_types: Tuple[str, ...] = ()
     training: Optional[Training] = None
     options: Tuple[Tuple[str, Any], ...] = ()
@@ -322,7 +323,12 @@ class Variant:
                 "require_hashes": self.training.require_hashes,
             },
             "options": dict(self.options),
-        }
+        } | self._channels_lock()
+
+    def _channels_lock(self) -> Dict[str, Any]:
+        """`channels` only where the matrix declares some: a lock (hence the image's label and its content
+        hash) without channels stays what it was before channels existed, so no image is rebuilt for them."""
+        return {"channels": list(self.channels)} if self.channels else {}
 
     def lock_json(self, indent: Optional[int] = 2) -> str:
         seps = (",", ": ") if indent else (",", ":")

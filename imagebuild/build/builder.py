@@ -214,6 +214,9 @@ class VariantResult:
     base_ref: Optional[str] = None  # the FROM the lock names (build args filled in)
     base_hashed: Optional[str] = None  # the identity that went into the content hash
     base_source: Optional[str] = None  # how it was learned: BASE_SOURCES
+    channels: List[str] = field(
+        default_factory=list
+    )  # the lock's moving tags: release moves them, push never
 
 
 class Reporter:
@@ -523,6 +526,7 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
 
         try:
             lock = read_lock(variant_dir)
+            result.channels = [str(c) for c in lock.get("channels") or []]
             base = opts.base_of(client, lock)
             result.base_ref, result.base_hashed, result.base_source = base.ref, base.identity, base.source
             if base.problem:

@@ -43,6 +43,7 @@ class ImageReport:
     image_id: str
     checks: List[dict] = field(default_factory=list)
     duration_s: float = 0.0
+    software: Optional[dict] = None  # training code hash and Python packages (imagebuild/check/software.py)
 
     @property
     def passed(self) -> bool:
@@ -51,7 +52,7 @@ class ImageReport:
         return "pass" in statuses and not statuses & {"fail", "unknown"}
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "variant": self.variant,
             "image": self.image,
             "image_id": self.image_id,
@@ -59,6 +60,9 @@ class ImageReport:
             "duration_s": self.duration_s,
             "checks": self.checks,
         }
+        if self.software is not None:
+            doc["software"] = self.software
+        return doc
 
 
 def _env_of(image) -> dict:

@@ -538,6 +538,7 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         env_forbidden=tuple(forb),
         labels=tuple(sorted(labels.items())),
         tags=tuple(spec.tags or ()),
+        channels=tuple(dict.fromkeys(spec.channels or ())),
         instance_types=instance_types,
         training=training,
         options=tuple(

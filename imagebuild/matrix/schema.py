@@ -122,6 +122,11 @@ Tag = Annotated[
         250,
     ),
 ]
+# A channel is a tag name alone (`dev`): it moves on each promotion, in every repository of the variant.
+Channel = Annotated[
+    str,
+    _pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", "channel: a tag name like dev (no repo, no host)", 128),
+]
 InstanceType = Annotated[str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "instance type like p5.48xlarge", 40)]
 ParamValue = Annotated[str, _pattern(r"[A-Za-z0-9_./:,=+@%-]*", "parameter value", 300)]
 Platform = Literal["linux/amd64", "linux/arm64"]
@@ -298,6 +303,11 @@ class VariantBody(Strict):
     env: Optional[Dict[EnvName, EnvValue]] = Field(None, description="extra env (the env linter reviews it)")
     labels: Optional[Dict[LabelKey, LabelValue]] = None
     tags: Optional[List[Tag]] = None
+    channels: Optional[List[Channel]] = Field(
+        None,
+        description="moving tags (dev, staging): `build.py release` moves them to each promoted digest; "
+        "push never writes them",
+    )
     instance_types: Optional[List[InstanceType]] = None
     training: Optional[TrainingSpec] = None
     options: Optional[OptionsSpec] = None
