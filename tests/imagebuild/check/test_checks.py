@@ -355,10 +355,24 @@ def test_local_image_passes_every_check_that_applies(good_report):
     assert st["validators-compiled"] == "pass"
     assert all(st[n] == "skip" for n in PLUGIN_CHECKS)  # no plugin in this variant: skipped, never passed
     assert report.passed and sum(1 for s in st.values() if s == "pass") >= 12
+    # the team's own checks of matrix.local.yaml (and its checks.local.yaml) ran, in the same report
+    custom = {n: s for n, s in st.items() if n.startswith("custom:")}
+    assert custom == dict.fromkeys(
+        ("custom:entry-point-file", "custom:sagemaker-code-dir", "custom:training-entry-point-runs"), "pass"
+    )
 
 
 def _failed(report) -> set:
     return {c["name"] for c in report.checks if c["status"] in ("fail", "unknown")}
+
+
+@pytest.mark.docker
+def test_the_teams_own_check_alone_fails_an_image_it_catches(docker_client, derive_image, good_report):
+    ref = derive_image("entry-point-writable", "RUN chmod 666 /opt/ml/code/train.py", base=good_report[0])
+    report = check_image(docker_client, ref)
+    assert _failed(report) == {"custom:entry-point-file"} and not report.passed
+    detail = next(c["detail"] for c in report.checks if c["name"] == "custom:entry-point-file")
+    assert "permissions -rw-rw-rw- (want -rw-r--r--)" in detail
 
 
 @pytest.mark.docker
