@@ -21,11 +21,18 @@ WHY = "the team's own check (matrix `checks:`)"
 
 
 def expectations(lock: dict) -> List[Expectation]:
-    """One expectation per check the lock records, in name order. Pure."""
+    """One expectation per check the lock records, in name order; a record this tool did not write (a label
+    made by hand) is one that stays unknown, never skipped. Pure."""
+    checks = lock.get("checks") or {}
+    if not isinstance(checks, dict):
+        return [Expectation(PREFIX + "checks", "custom_unknown", "the lock's checks are not a mapping")]
     out = []
-    for name, spec in sorted((lock.get("checks") or {}).items()):
+    for name, spec in sorted(checks.items(), key=lambda item: str(item[0])):
+        spec = spec if isinstance(spec, dict) else {}
         kind = next((k for k in ("command", "path", "metadata") if k in spec), "unknown")
-        out.append(Expectation(PREFIX + name, f"custom_{kind}", spec.get("description") or WHY, dict(spec)))
+        out.append(
+            Expectation(f"{PREFIX}{name}", f"custom_{kind}", str(spec.get("description") or WHY), spec)
+        )
     return out
 
 

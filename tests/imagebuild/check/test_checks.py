@@ -16,6 +16,7 @@ from cli import build_py, build_py_process
 from paths import ROOT
 from services import RUN
 
+from imagebuild.check import custom
 from imagebuild.check.expectations import derive
 from imagebuild.check.probes import (
     Target,
@@ -82,6 +83,25 @@ def test_every_component_present_turns_its_checks_on():
     assert list(skipped) == ["runtime-no-build-tools"] and "DLC" in skipped["runtime-no-build-tools"]
     lock["base"] = {"kind": "local"}
     assert sorted(e.name for e in derive(lock) if e.skip) == ["mpirun-plain-root", "openmpi-dlc-mca-params"]
+
+
+def test_the_locks_own_checks_come_last_as_custom_and_a_malformed_record_stays_unknown():
+    lock = _lock(nccl={"version": "2.27.7"})
+    lock["checks"] = {"b-file": {"path": "/x"}, "a-cmd": {"command": "true"}, "c-meta": {"metadata": {}},
+                      "d-what": {"colour": "red"}}  # fmt: skip
+    exps = derive(lock)
+    assert [(e.name, e.probe) for e in exps[-4:]] == [
+        ("custom:a-cmd", "custom_command"),
+        ("custom:b-file", "custom_path"),
+        ("custom:c-meta", "custom_metadata"),
+        ("custom:d-what", "custom_unknown"),
+    ]
+    assert not any(e.name.startswith("custom:") for e in exps[:-4])
+    assert custom.PROBES["custom_unknown"](_data_target(), {})[0] == "unknown"
+    lock["checks"] = ["not", "a", "mapping"]
+    assert [(e.name, e.probe) for e in derive(lock) if e.name.startswith("custom:")] == [
+        ("custom:checks", "custom_unknown")
+    ]
 
 
 def test_docker_env_substitution_as_the_env_lines_did_it():
