@@ -239,6 +239,23 @@ class Training:
 
 
 @dataclass(frozen=True)
+class CustomCheck:
+    """One of the team's own checks (matrix `checks:`), as the lock records it: its spec as canonical JSON
+    (hashable, like the rest of a Variant); `build.py test` reports it as `custom:<name>`."""
+
+    name: str
+    spec_json: str
+
+    @property
+    def spec(self) -> Dict[str, Any]:
+        return json.loads(self.spec_json)
+
+    @classmethod
+    def of(cls, name: str, spec: Mapping[str, Any]) -> CustomCheck:
+        return cls(name, json.dumps(dict(spec), sort_keys=True, separators=(",", ":")))
+
+
+@dataclass(frozen=True)
 class Variant:
     name: str
     base: BaseImage
@@ -259,6 +276,7 @@ class Variant:
     matrix: str = ""
     platform: str = platforms.DEFAULT
     build_steps: Tuple[str, ...] = ()  # the user's shell lines, RUN in the final stage before the code
+    checks: Tuple[CustomCheck, ...] = ()  # the team's own checks, by name
     lint: Tuple[Tuple[str, str, str], ...] = field(default=(), compare=False)  # (severity, name, message)
 
     def component(self, name: str) -> Optional[Component]:
@@ -278,8 +296,10 @@ class Variant:
         return dict(self.options).get(name, default)
 
     def to_lock(self) -> Dict[str, Any]:
-        """The lock as a JSON-ready dict (dump with sort_keys=True: see `lock_json`)."""
-        return {
+        """The lock as a JSON-ready dict (dump with sort_keys=True: see `lock_json`). `checks` only when the
+        variant has some: the lock (and content hash) of a variant without them stays what it was."""
+        checks = {"checks": {c.name: c.spec for c in self.checks}} if self.checks else {}
+        return checks | {
             "schema": LOCK_SCHEMA,
             "name": self.name,
             "description": self.description,

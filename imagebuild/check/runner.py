@@ -33,6 +33,7 @@ INVENTORY = Path(__file__).with_name("inventory.py")
 VALIDATORS = Path(validators.__file__).resolve().parent  # its nodecheck goes beside inventory.py
 CONTAINER_LABEL = CHECK_CONTAINER_LABEL
 STATUSES = ("pass", "fail", "unknown", "skip")
+IMAGE_CONFIG = ("User", "WorkingDir", "Entrypoint", "Cmd")  # what a metadata check may compare
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -162,6 +163,7 @@ def check_image(
                 "history": history,
                 "python": python,
                 "entrypoint": (image.attrs.get("Config") or {}).get("Entrypoint"),
+                "config": {k: (image.attrs.get("Config") or {}).get(k) for k in IMAGE_CONFIG},
                 "expectations": [e.to_json() for e in exps],
                 "results": str(tmpd / "results.jsonl"),
             }

@@ -25,6 +25,7 @@ from imagebuild.variant import (
     Artifact,
     BaseImage,
     Component,
+    CustomCheck,
     EnvVar,
     Training,
     Variant,
@@ -556,5 +557,10 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         matrix=os.path.basename(m.file),
         platform=platform,
         build_steps=tuple(spec.build_steps or ()),
+        checks=tuple(
+            CustomCheck.of(n, c.model_dump(mode="json", exclude_none=True))
+            for n, c in sorted((spec.checks or {}).items())
+            if c is not None
+        ),
         lint=lint,
     )

@@ -47,6 +47,7 @@ def build_py(*args, timeout=60, **kw):
 def project(tmp_path: Path, name: str = "m.yaml") -> Path:
     """matrix.local.yaml with its training folder, copied where the test may change them."""
     shutil.copytree(ROOT / "examples" / "training", tmp_path / "examples" / "training")
+    shutil.copy(ROOT / "checks.local.yaml", tmp_path)  # its checks_file
     path = tmp_path / name
     path.write_text((ROOT / "matrix.local.yaml").read_text())
     return path
