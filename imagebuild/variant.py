@@ -299,51 +299,61 @@ class Variant:
         """The lock as a JSON-ready dict (dump with sort_keys=True: see `lock_json`). `checks` only when the
         variant has some: the lock (and content hash) of a variant without them stays what it was."""
         checks = {"checks": {c.name: c.spec for c in self.checks}} if self.checks else {}
-        return checks | {
-            "schema": LOCK_SCHEMA,
-            "name": self.name,
-            "description": self.description,
-            "matrix": self.matrix,
-            "axes": dict(self.axes),
-            "base": {
-                "image": self.base.image,
-                "kind": self.base.kind,
-                "os": self.base.os,
-                "registry_arg": self.base.registry_arg,
-                "digest": self.base.digest,
-                "runtime_image": self.base.runtime_image,
-            },
-            "platform": self.platform,
-            "build_steps": list(self.build_steps),
-            "cuda": self.cuda,
-            "python": self.python,
-            "packages": list(self.packages),
-            "components": {c.name: c.to_json() for c in self.components},
-            "env": [
-                {"name": e.name, "value": e.value, "reason": e.reason, "source": e.source, "origin": e.origin}
-                | ({"overridable": True} if e.overridable else {})
-                for e in self.env
-            ],
-            "env_forbidden": [
-                {"name": f.name, "reason": f.reason, "source": f.source, "severity": f.severity}
-                for f in self.env_forbidden
-            ],
-            "labels": dict(self.labels),
-            "tags": list(self.tags),
-            "instance_types": list(self.instance_types),
-            "training": None
-            if self.training is None
-            else {
-                "source_dir": self.training.source_dir,
-                "entry_point": self.training.entry_point,
-                "requirements": self.training.requirements,
-                "sagemaker": self.training.sagemaker,
-                "code_dir": self.training.code_dir,
-                "install_requirements": self.training.install_requirements,
-                "require_hashes": self.training.require_hashes,
-            },
-            "options": dict(self.options),
-        } | self._channels_lock()
+        return (
+            checks
+            | {
+                "schema": LOCK_SCHEMA,
+                "name": self.name,
+                "description": self.description,
+                "matrix": self.matrix,
+                "axes": dict(self.axes),
+                "base": {
+                    "image": self.base.image,
+                    "kind": self.base.kind,
+                    "os": self.base.os,
+                    "registry_arg": self.base.registry_arg,
+                    "digest": self.base.digest,
+                    "runtime_image": self.base.runtime_image,
+                },
+                "platform": self.platform,
+                "build_steps": list(self.build_steps),
+                "cuda": self.cuda,
+                "python": self.python,
+                "packages": list(self.packages),
+                "components": {c.name: c.to_json() for c in self.components},
+                "env": [
+                    {
+                        "name": e.name,
+                        "value": e.value,
+                        "reason": e.reason,
+                        "source": e.source,
+                        "origin": e.origin,
+                    }
+                    | ({"overridable": True} if e.overridable else {})
+                    for e in self.env
+                ],
+                "env_forbidden": [
+                    {"name": f.name, "reason": f.reason, "source": f.source, "severity": f.severity}
+                    for f in self.env_forbidden
+                ],
+                "labels": dict(self.labels),
+                "tags": list(self.tags),
+                "instance_types": list(self.instance_types),
+                "training": None
+                if self.training is None
+                else {
+                    "source_dir": self.training.source_dir,
+                    "entry_point": self.training.entry_point,
+                    "requirements": self.training.requirements,
+                    "sagemaker": self.training.sagemaker,
+                    "code_dir": self.training.code_dir,
+                    "install_requirements": self.training.install_requirements,
+                    "require_hashes": self.training.require_hashes,
+                },
+                "options": dict(self.options),
+            }
+            | self._channels_lock()
+        )
 
     def _channels_lock(self) -> Dict[str, Any]:
         """`channels` only where the matrix declares some: a lock (hence the image's label and its content
