@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from validators.judge.shortlist import few
 from validators.report import jsonout, outfile
+from validators.report.redact import redact_argv, secret_values
 from validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
 from validators.run import report as runreport
 from validators.run.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
@@ -303,9 +304,10 @@ def _run(args: argparse.Namespace) -> int:
     elif args.image:  # with the lock the image carries: the gate compares it with the digest's
         report["image"] = imagebind.binding(args.image)
     if sm is not None:
+        shown = redact_argv(command, secret_values(dict(os.environ)))
         report["sagemaker_node"] = {"host": sm["sm_current_host"], "node_rank": int(sm["sm_node_rank"]),
                                     "nodes": int(sm["sm_nodes"]), "master": sm["sm_master"],
-                                    "command": command}  # fmt: skip
+                                    "command": shown}  # fmt: skip
     _write_outputs(report, args)
     if args.json != "-":
         sys.stdout.write(summary_text(report))

@@ -80,7 +80,7 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
             entry["last_lines"] = [text for _n, text in state.last]
         ranks.append(entry)
     return {
-        "command": result.argv,
+        "command": result.redactor.argv(result.argv),
         "launcher": result.kind,
         "notes": result.notes,
         "exit_code": result.returncode,
@@ -385,7 +385,8 @@ def combine(
         elif verdict == "pass" and check["status"] == "unknown" and not result.replay:
             verdict = "unknown"
     report["checks"] = checks
-    report["findings"] = findings + list(report.get("findings") or [])
+    # the lines were masked as they arrived; messages built from the command line are masked here
+    report["findings"] = result.redactor.tree(findings + list(report.get("findings") or []))
     if not ended_ok:
         verdict = "fail"
     elif parse_error is not None and verdict != "fail":
@@ -393,7 +394,7 @@ def combine(
     if verdict not in EXIT_BY_VERDICT:
         verdict = "unknown"
     report["verdict"] = verdict
-    report["run"] = run_facts(result)
+    report["run"] = result.redactor.tree(run_facts(result))
     if result.replay:
         report["replay"] = True
     report.setdefault("instance_type", instance_type)

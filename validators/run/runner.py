@@ -22,6 +22,7 @@ import time
 from typing import IO, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from validators.report.contract import REPLAY_MARK  # the stand-in's first line: the output is a recording
+from validators.report.redact import Redactor, redact_text, secret_values
 from validators.run import launchers, reaper
 from validators.run.watchdog import Watchdog, end_all
 
@@ -84,6 +85,7 @@ class RunResult:
         self.log = None  # type: Optional[str]
         self.timeout = None  # type: Optional[float]
         self.idle_timeout = None  # type: Optional[float]
+        self.redactor = Redactor()  # the run's secrets: every line and report field passes through it
 
     def failed_ranks(self) -> List[launchers.RankExit]:
         return launchers.failed_ranks(list(self.launcher_lines))
@@ -114,8 +116,8 @@ def resolve(argv: Sequence[str]) -> str:
     found = shutil.which(prog)
     if found is None:
         if os.sep in prog and os.path.exists(prog):
-            raise NotStarted("launcher %r is not executable" % prog)
-        raise NotStarted("launcher %r not found on PATH" % prog)
+            raise NotStarted(redact_text("launcher %r is not executable" % prog))
+        raise NotStarted(redact_text("launcher %r not found on PATH" % prog))
     return found
 
 
@@ -206,6 +208,7 @@ def run_command(
     mark = reaper.new_mark()
     env = dict(os.environ if env is None else env)
     env[reaper.MARK_VAR] = mark
+    result.redactor = Redactor(secret_values(env))
     was_subreaper = reaper.is_subreaper()
     result.subreaper = was_subreaper or reaper.set_subreaper(True)
     before = reaper.Tracker.children_now()
@@ -219,7 +222,9 @@ def run_command(
         os.close(rfd)
         if not was_subreaper:
             reaper.set_subreaper(False)
-        raise NotStarted("launcher %r could not start: %s" % (argv[0], err.strerror or err)) from None
+        raise NotStarted(
+            redact_text("launcher %r could not start: %s" % (argv[0], err.strerror or err))
+        ) from None
     finally:
         os.close(wfd)
     tracker = reaper.Tracker(proc.pid, mark, before)
@@ -419,12 +424,17 @@ class _Reader:
             self.line(logical, cut)
 
     def line(self, text: str, cut: bool) -> None:
-        """One line as the rank printed it: counted, kept in the log, tailed per rank, parsed."""
+        """One line as the rank printed it, its secrets masked: counted, kept in the log, tailed per rank,
+        parsed (nothing after this sees the secret)."""
         result = self.result
         result.lines += 1
         if cut:
             result.cut_lines += 1
         rank, body = self.tag(text)
+        masked = result.redactor.line(text, rank)
+        if masked != text:
+            text = masked
+            rank, body = self.tag(text)
         state = result.ranks.get(rank)
         if state is None:
             state = result.ranks[rank] = RankState()
