@@ -13,10 +13,13 @@ Linux /proc only; elsewhere the process group is all that is known.
 import ctypes
 import os
 import sys
+import time
 import uuid
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 MARK_VAR = "VALIDATORS_RUN_ID"
+CONFIRM_WALKS = 3  # empty tree walks in a row before the run counts as ended (then the marker scan too)
+MAX_ENDED = 4096  # pids remembered as ended by the runner (the rest are counted)
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
@@ -136,6 +139,8 @@ class Tracker:
         self.seen = set()  # type: Set[int]  # every pid found in the run, for claims about pids
         self.commands = set()  # type: Set[str]  # their command names (comm)
         self.escaped = set()  # type: Set[int]  # found outside the launcher's process group
+        self.ended = set()  # type: Set[int]  # pids the runner signalled (at most MAX_ENDED)
+        self.ended_count = 0
 
     @staticmethod
     def children_now() -> Set[int]:
@@ -170,14 +175,28 @@ class Tracker:
                 found.add(pid)
         return self._live({pid: table[pid] for pid in found}, with_launcher)
 
-    def census(self) -> List[int]:
+    def live(self, with_launcher: bool = True) -> List[int]:
+        """The run's live pids, empty only when CONFIRM_WALKS tree walks in a row and then the marker scan
+        found none. A chain whose generations fork, start a new session and exit lives a millisecond per
+        pid: a scan of the whole /proc table reads its pid after it is gone and never sees the next one, so
+        it ran on after the runner (issue 23). As this process is their subreaper, each generation is a
+        child of it or of the one before: a walk of the run's tree (a few small files) sees it, and SIGKILL
+        landing during its fork ends the chain."""
+        for _ in range(CONFIRM_WALKS):
+            found = self.census(with_launcher)
+            if found:
+                return found
+            time.sleep(0.002)
+        return self.members(with_launcher)
+
+    def census(self, with_launcher: bool = True) -> List[int]:
         """members(marked=False) found by walking the run's own process tree (/proc/PID/task/*/children):
         the cost grows with the run's processes, not the host's. With 128 runs at once (a sweep round),
         each listing every process of the host 4 times a second took both cores of a small head node.
         Only while this process is a subreaper: then nothing of the run's leaves its tree (an orphan comes
         back to it). Elsewhere, or without the children files, the whole table as members() reads it."""
         if not (is_subreaper() and children_files()):
-            return self.members(marked=False)
+            return self.members(with_launcher, marked=False)
         roots = [self.launcher] + [
             p for p in children_of(self.me) if p != self.launcher and p not in self.before
         ]
@@ -192,7 +211,7 @@ class Tracker:
                 continue
             found[pid] = entry
             stack.extend(children_of(pid))
-        return self._live(found, with_launcher=True)
+        return self._live(found, with_launcher)
 
     def _live(self, found: Dict[int, Entry], with_launcher: bool) -> List[int]:
         """The live pids among `found`, recorded (seen, commands, escaped); adopted zombies reaped."""
@@ -213,8 +232,12 @@ class Tracker:
         return live
 
     def signal(self, pids: List[int], sig: int) -> None:
-        """Signal each member, and the launcher's whole group (what /proc may not show)."""
+        """Signal each member, and the launcher's whole group (what /proc may not show); each is recorded."""
         for pid in pids:
+            if pid not in self.ended:
+                self.ended_count += 1
+                if len(self.ended) < MAX_ENDED:
+                    self.ended.add(pid)
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):

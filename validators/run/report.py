@@ -101,6 +101,11 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         "leftover_pids": result.leftovers,
         "escaped_pids": result.escaped,
         "subreaper": result.subreaper,
+        # how the run's processes were found: the tree this process adopts orphans into, and the marker
+        # variable every descendant inherits; ended until a walk and a scan in a row find none
+        "tracking": "subreaper tree walk and marker scan" if result.subreaper else "marker scan",
+        "ended_pids": result.ended[:LIST_CAP],
+        "ended_count": result.ended_count,
         # the replay stand-in announced itself: every report made from this one must say REPLAY
         "replay": result.replay,
         "failed_ranks": [
@@ -172,18 +177,21 @@ def run_findings(result: RunResult) -> List[Dict[str, Any]]:
                 "id": "leftover-processes",
                 "severity": "warning",
                 "message": "the command left %d process(es) running after it ended (pids %s)%s;"
-                " the runner ended them"
+                " the runner ended %d process(es) (pids %s)"
                 % (
                     len(result.leftovers),
                     names([str(p) for p in result.leftovers], 10),
                     "; %d had left its process group (setsid or a double fork)" % len(result.escaped)
                     if result.escaped
                     else "",
+                    result.ended_count,
+                    names([str(p) for p in result.ended], 10),
                 ),
                 "evidence": [],
                 "remedy": "a launcher should wait for its ranks; check for daemonised children",
                 "pids": result.leftovers[:LIST_CAP],
                 "escaped_pids": result.escaped[:LIST_CAP],
+                "ended_pids": result.ended[:LIST_CAP],
             }
         )
     if result.partial_line and result.killed is None:

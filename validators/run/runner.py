@@ -83,6 +83,8 @@ class RunResult:
         self.launcher_lines = collections.deque(maxlen=LAUNCHER_KEEP)  # type: Deque[str]
         self.leftovers = []  # type: List[int]
         self.escaped = []  # type: List[int]  # leftovers that had left the launcher's process group
+        self.ended = []  # type: List[int]  # processes the runner signalled, the launcher left out (capped)
+        self.ended_count = 0
         self.subreaper = False
         self.seen_pids = set()  # type: Set[int]  # local processes of the run, as the census saw them
         self.commands = set()  # type: Set[str]  # their command names
@@ -374,27 +376,29 @@ def _watch(
                 if reason != WATCHDOG_ABORT:
                     result.killed = reason
                     result.silent_s = dog.silent_for()
-                result.kill_signal = end_all(tracker.members, grace, reap, tracker.signal)
+                result.kill_signal = end_all(tracker.live, grace, reap, tracker.signal)
                 break
             if dog.elapsed() >= next_census:  # which pids are the run's: the claims in its log are checked
                 tracker.census()
                 next_census = dog.elapsed() + CENSUS_EVERY
             time.sleep(TICK)
         stop = time.monotonic() + DRAIN_AFTER_EXIT  # a finished launcher's children may still be ending
-        while not abort.is_set() and time.monotonic() < stop and tracker.members(with_launcher=False):
+        while not abort.is_set() and time.monotonic() < stop and tracker.live(with_launcher=False):
             sample()
             time.sleep(TICK)
-        left = tracker.members(with_launcher=False)
+        left = tracker.live(with_launcher=False)
         if left:
             result.leftovers = left
             result.escaped = sorted(set(left) & tracker.escaped)
-            end_all(tracker.members, grace, reap, tracker.signal)
+            end_all(tracker.live, grace, reap, tracker.signal)
         proc.wait()
         tracker.reap_adopted()
         sample()
     finally:
         result.seen_pids = set(tracker.seen) | {proc.pid}
         result.commands = set(tracker.commands)
+        result.ended = sorted(tracker.ended - {proc.pid})
+        result.ended_count = tracker.ended_count - (proc.pid in tracker.ended)
         done.set()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import cli
@@ -166,3 +167,57 @@ def test_without_proc_the_launchers_group_is_still_ended(monkeypatch):
         assert_none_left(nap)
     finally:
         reaper.set_subreaper(was)
+
+
+CHAIN = """
+import os, signal, sys, time
+record, mark, stop = sys.argv[1], sys.argv[2], time.time() + 20  # the chain ends by itself after 20 s
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("started", flush=True)
+while time.time() < stop:
+    if os.fork():
+        os._exit(0)  # each generation forks, and exits: its child is an orphan
+    os.setsid()  # in a session and process group of its own
+    fd = os.open(record, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, b"%d\\n" % os.getpid())
+    os.close(fd)
+    time.sleep(0.005)
+"""
+
+
+def _chain_alive(pids, mark: str):
+    """The recorded pids that are still the chain's (its marker in their argv: a reused pid is not)."""
+    alive = []
+    for pid in pids:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                if mark.encode() in fh.read():
+                    alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def test_a_chain_that_forks_and_exits_in_new_sessions_ends_with_the_run(tmp_path):
+    """Each generation lives a few ms in a session of its own: a scan of /proc read its pid after it was
+    gone and never saw the next, so the chain ran on after `validators run` returned, unreported (issue 23,
+    item 4). Ended with the run, every generation named, none alive after."""
+    record, out, mark = tmp_path / "pids", tmp_path / "r.json", "chain" + unique_sleep(1).replace(".", "")
+    proc, _ = run_cli(
+        ["run", "--quiet", "--grace", "1", "--timeout", "60", "--json", str(out), "--"]
+        + [sys.executable, "-c", CHAIN, str(record), mark],
+        timeout=60,
+    )
+    after = record.read_text().split()
+    time.sleep(1.0)  # a live generation would have written a new pid by now (one each ~5 ms)
+    recorded = [int(p) for p in record.read_text().split()]
+    assert len(recorded) == len(after) > 1, "the chain outlived the run"
+    assert _chain_alive(recorded, mark) == []
+    report = load(out)
+    run = report["run"]
+    assert run["ended_count"] >= 1 and set(run["ended_pids"]) & set(recorded), run
+    assert run["leftover_pids"] and run["escaped_pids"]
+    left = finding(report, "leftover-processes")
+    assert left and "had left its process group" in left["message"] and left["ended_pids"]
+    assert "the runner ended %d process(es)" % run["ended_count"] in left["message"]
+    assert proc.returncode in (1, 3)
