@@ -11,7 +11,7 @@ A value is replaced by `***`; the name, scheme or header stays, so the line stil
 """
 
 import re
-from typing import Dict, Iterable, List, Match, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 MASK = "***"
 
@@ -78,7 +78,7 @@ def is_secret_name(name: str) -> bool:
     return any(pair in SECRET_PAIRS for pair in zip(parts, parts[1:]))
 
 
-def _assignment(m: Match) -> str:
+def _assignment(m: "re.Match") -> str:
     if not is_secret_name(m.group(1)):
         return m.group(0)
     value = m.group(3)

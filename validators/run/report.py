@@ -431,7 +431,7 @@ def combine(
             verdict = "fail"
         elif verdict == "pass" and check["status"] == "unknown" and not result.replay:
             verdict = "unknown"
-    report["checks"] = checks
+    report["checks"] = result.redactor.tree(checks)  # a detail may quote the command line
     # the lines were masked as they arrived; messages built from the command line are masked here
     report["findings"] = result.redactor.tree(findings + list(report.get("findings") or []))
     if not ended_ok:
