@@ -103,7 +103,9 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         "subreaper": result.subreaper,
         # how the run's processes were found: the tree this process adopts orphans into, and the marker
         # variable every descendant inherits; ended until a walk and a scan in a row find none
-        "tracking": "subreaper tree walk and marker scan" if result.subreaper else "marker scan",
+        "tracking": ("cgroup v2 %s, " % result.cgroup if result.cgroup else "")
+        + ("subreaper tree walk and marker scan" if result.subreaper else "marker scan"),
+        "cgroup": result.cgroup,
         "ended_pids": result.ended[:LIST_CAP],
         "ended_count": result.ended_count,
         # the replay stand-in announced itself: every report made from this one must say REPLAY

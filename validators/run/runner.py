@@ -24,6 +24,7 @@ from typing import IO, Any, Callable, Deque, Dict, Iterator, List, Optional, Seq
 from validators.report.contract import REPLAY_MARK  # the stand-in's first line: the output is a recording
 from validators.report.redact import Redactor, redact_text, secret_values
 from validators.run import launchers, reaper
+from validators.run.cgroup import RunCgroup
 from validators.run.watchdog import Watchdog, end_all
 
 MAX_LINE = 64 * 1024  # a longer line keeps its first MAX_LINE bytes (marked cut); the rest is counted
@@ -86,6 +87,7 @@ class RunResult:
         self.ended = []  # type: List[int]  # processes the runner signalled, the launcher left out (capped)
         self.ended_count = 0
         self.subreaper = False
+        self.cgroup = None  # type: Optional[str]  # the run's cgroup v2, where one could be made
         self.seen_pids = set()  # type: Set[int]  # local processes of the run, as the census saw them
         self.commands = set()  # type: Set[str]  # their command names
         self.claims = {}  # type: Dict[str, Set[int]]  # host -> pids, from the NCCL line heads
@@ -207,6 +209,7 @@ def run_command(
     nice: int = 0,
     max_output: int = MAX_OUTPUT,
     max_line: int = MAX_LINE,
+    use_cgroup: bool = True,
 ) -> RunResult:
     """Run argv to its end or until the watchdog ends it; every line goes to log, echo and on_lines
     (a batch per chunk read), behind the command, which writes to a spool file at its own speed.
@@ -225,14 +228,18 @@ def run_command(
     was_subreaper = reaper.is_subreaper()
     result.subreaper = was_subreaper or reaper.set_subreaper(True)
     before = reaper.Tracker.children_now()
+    group = RunCgroup.make("validators-run-" + mark) if use_cgroup else None
+    result.cgroup = group.path if group is not None else None
     wfd, rfd = _spool(spool_dir)
     try:
         proc = subprocess.Popen(
             list(argv), stdout=wfd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=group.join if group is not None else None,
         )  # fmt: skip
     except OSError as err:
         os.close(rfd)
+        if group is not None:
+            group.remove()
         if not was_subreaper:
             reaper.set_subreaper(False)
         raise NotStarted(
@@ -240,7 +247,7 @@ def run_command(
         ) from None
     finally:
         os.close(wfd)
-    tracker = reaper.Tracker(proc.pid, mark, before)
+    tracker = reaper.Tracker(proc.pid, mark, before, group)
     handlers = _interrupt_on_termination()
     arrivals = collections.deque()  # type: Deque[Tuple[int, float]]  # (spool size, when it was seen)
     done, abort = threading.Event(), threading.Event()
@@ -267,6 +274,9 @@ def run_command(
         reading.join()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        if group is not None:
+            group.kill()  # nothing is left by now; were anything, it ends here, before the cgroup goes
+            group.remove()
         if not was_subreaper:
             reaper.set_subreaper(False)
         os.close(rfd)
