@@ -12,6 +12,7 @@ import shlex
 from typing import List
 
 from imagebuild import components
+from imagebuild.check import custom
 from imagebuild.components.expectation import Expectation
 from validators.report.redact import AWS_KEY_ID
 
@@ -43,7 +44,8 @@ _EVERY_MODULE_COMPILED = (
 
 
 def derive(lock: dict) -> List[Expectation]:
-    """The checks for `lock`, in report order. Pure."""
+    """The checks for `lock`, in report order, the team's own (`checks:` in the lock) after the derived
+    ones. Pure."""
     python = lock.get("python") or "python3"
     comps = lock.get("components") or {}
     training = lock.get("training") or {}
@@ -141,4 +143,4 @@ def derive(lock: dict) -> List[Expectation]:
             False,
             f"no static check for {name} yet (version {comp.get('version')} recorded in the lock)",
         )
-    return out
+    return out + custom.expectations(lock)  # the team's own, last: custom:<name>
