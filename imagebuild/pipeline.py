@@ -130,7 +130,7 @@ def build(req: BuildRequest) -> List[Any]:
     """Render (unless told not to), then build each variant not already built; the summary's
     results (`builder.VariantResult`), also written to <out>/summary.json."""
     from imagebuild.adapters import docker_engine
-    from imagebuild.build import builder
+    from imagebuild.build import builder, lifeline
     from imagebuild.build.buildkit import cache_args, detect
     from imagebuild.build.shard import parse_shard
     from imagebuild.release.destinations import content_lookup
@@ -166,7 +166,7 @@ def build(req: BuildRequest) -> List[Any]:
     print(f"builder: {chosen.reason}")
     reporter = builder.make_reporter([d.name for d in dirs], plain=True if req.plain else None)
     cache.say = lambda line: reporter.event("artifacts", "info", line)
-    with reporter if isinstance(reporter, builder.RichReporter) else ExitStack():
+    with reporter if isinstance(reporter, builder.RichReporter) else ExitStack(), lifeline.held():
         results = builder.build_all(client, dirs, opts, reporter, jobs=req.jobs)
     builder.write_summary(out / "summary.json", results)
     counts = builder.summary_counts(results)
