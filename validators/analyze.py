@@ -37,7 +37,7 @@ Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): va
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
 # header and its footer are passed whole (linescan.Region), as they hold no distinctive substring
 # ('busbw' and the footer words find a table and footer pasted without their '#')
-NCCLTESTS_NEEDLES = ("#", "_perf", "busbw", "Out of bounds values", "Avg bus bandwidth")
+NCCLTESTS_NEEDLES = ("#", "_perf", "busbw", "Out of bounds values", "Avg bus bandwidth", "nccl-tests version")
 TABLE_MAX_ROWS = 4096
 
 

@@ -123,6 +123,7 @@ def _analyze(args) -> dict:
 
 def run_parse(args) -> int:
     from validators.analyze import collector_paused
+    from validators.judge.causes import lead_sentence
     from validators.report.formats import metric_lines, to_junit, to_markdown
 
     _check_outputs(args)
@@ -143,6 +144,9 @@ def run_parse(args) -> int:
         for target, text in outputs:
             outfile.write(target, text)
     stream = sys.stderr if args.json == "-" else sys.stdout
+    lead = lead_sentence(report.get("findings") or [])
+    if lead:
+        print(lead, file=stream)
     for line in metric_lines(report):
         print(line, file=stream)
     for c in report["checks"]:
@@ -173,13 +177,22 @@ def _image(args) -> Optional[str]:
 
 
 def run_explain(args) -> int:
+    """The findings cause first (validators.judge.causes), led by the root cause and its remedy; each
+    consequence prints the chain from its root cause."""
+    from validators.judge.causes import chain, lead_sentence
+
     report = _analyze(args)
     findings = report["findings"]
     out = sys.stdout
     if not findings:
         print("no known failure signature found (verdict: {})".format(report["verdict"]), file=out)
+    lead = lead_sentence(findings)
+    if lead:
+        print(lead, file=out)
     for f in findings:
         print("[{}] {}: {}".format(f["severity"], f["id"], f.get("title") or ""), file=out)
+        if f.get("caused_by"):
+            print("    chain: {}".format(" -> ".join(chain(findings, f["id"]))), file=out)
         if f.get("message"):
             print("    {}".format(f["message"]), file=out)
         for e in (f.get("evidence") or [])[:5]:

@@ -9,7 +9,7 @@ counter-evidence, None otherwise; a check that is None is `unknown`, and the ver
 
 from typing import Callable, Dict, List, Optional
 
-from validators.judge import signatures
+from validators.judge import causes, signatures
 from validators.judge.shortlist import few
 from validators.parse.facts import Facts, is_libfabric_net
 
@@ -185,6 +185,7 @@ def decide(
             if f["id"] == "gdr-disabled":
                 f["severity"] = "info"
                 f["message"] += f" (by design on {profile.name}: GPUDirect RDMA is not required)"
+    judge_provider(facts, findings, profile)
     findings.extend(diffs)
 
     if instance_type:
@@ -207,6 +208,7 @@ def decide(
                 continue
             findings.append(f)
 
+    findings = causes.order(findings)
     if any(f.get("severity") == "error" for f in findings):
         errors = [f for f in findings if f.get("severity") == "error"]
         checks.append(
@@ -233,6 +235,29 @@ def decide(
         "findings": findings,
         "profile": profile.to_dict() if profile is not None and hasattr(profile, "to_dict") else None,
     }
+
+
+def judge_provider(facts: Facts, findings: List[dict], profile) -> None:
+    """provider-not-efa against the platform: where neither the instance type given nor the plugin's platform
+    line says EFA, a provider that is its own fabric's (cxi on Slingshot) is a note, not the run's cause.
+    The efa check still fails (this run is not on EFA): no verdict changes here."""
+    native = signatures.BY_ID["provider-not-efa"]["native_fabrics"]
+    platforms = {p.platform() for p in facts.procs.values()} | {facts.headless.platform()}
+    if profile is not None or any(platforms - {None}):
+        return
+    for f in findings:
+        if f["id"] != "provider-not-efa":
+            continue
+        names = {n.split(";")[0].strip().lower() for p in facts.procs.values() for n in p.providers}
+        others = sorted(n for n in names if n not in ("efa", "efa-direct"))
+        if others and all(n in native for n in others):
+            fabrics = ", ".join(f"{n} is {native[n]}'s" for n in others)
+            f["severity"] = "info"
+            f["message"] += (
+                f" ({fabrics}: right for that fabric; no instance type was given and the plugin named no EFA "
+                "platform, "
+                "so this run is not on EFA but the provider is not its fault)"
+            )
 
 
 def _nics_check(facts: Facts, profile) -> dict:

@@ -120,7 +120,7 @@ def _hosts(facts: Facts) -> List[dict]:
         effs = [p.efa_for(r) for p in procs for r in p.ranks.values() if r.net] or [None]
         bad = [why for why in (p.counter_efa() for p in procs) if why]
         entry["efa"] = False if bad or False in effs else (True if all(e is True for e in effs) else None)
-        gdrs = [r.gdr() for r in ranks if r.net] or [None]
+        gdrs = [r.gdr(p.gdr_read0) for p in procs for r in p.ranks.values() if r.net] or [None]
         if any(p.gdr_disabled for p in procs) or False in gdrs:
             entry["gdr"] = False
         else:

@@ -1,0 +1,211 @@
+"""Cause before effect (issue 24): each failure class's finding comes first, its consequences name it, and the
+facts read as the text shows them. The fixtures are the project's own, written in each source's format."""
+
+import os
+from pathlib import Path
+
+import pytest
+from cli import validators_process
+from conftest import corpus_missing
+from paths import ROOT
+
+from validators.analyze import analyze_paths
+from validators.judge import causes
+from validators.report.formats import to_markdown
+
+FIX = ROOT / "tests" / "fixtures" / "logs"
+
+
+def _report(name: str, **kw) -> dict:
+    return analyze_paths([str(FIX / name)], **kw)
+
+
+def _ids(report: dict) -> list:
+    return [f["id"] for f in report["findings"]]
+
+
+# fixture -> the root cause first, then (effect, its cause) pairs the report must link
+CLASSES = {
+    "completion-error-unreachable.log": ("completion-error", [("hang", "completion-error")]),
+    "completion-error-unresponsive.log": ("completion-error", [("watchdog-timeout", "completion-error")]),
+    "hang.log": ("completion-error", [("hang", "completion-error")]),
+    "bootstrap-address-family.log": ("bootstrap-interface", [("crash", "bootstrap-interface")]),
+    "rank-topology-mismatch.log": ("rank-topology-mismatch", [("crash", "rank-topology-mismatch")]),
+    "resource-slurm.log": ("resource-allocation-failed", []),
+    "resource-eks-efa.log": ("resource-allocation-failed", []),
+    "resource-cuda-oom.log": ("resource-allocation-failed", [("crash", "resource-allocation-failed")]),
+    "internal-error-topology.log": ("topology-attribute-missing", [("crash", "topology-attribute-missing")]),
+    "efa-devices-missing.log": (
+        "efa-devices-missing",
+        [("ofi-init-failed", "efa-devices-missing"), ("socket-fallback", "ofi-init-failed")],
+    ),
+    "gdr-disabled-p4d.log": ("gdr-disabled", [("ofi-init-failed", "gdr-disabled")]),
+    "cuda-driver-too-old.log": ("cuda-driver-too-old", [("crash", "cuda-driver-too-old")]),
+    "socket-fallback-nccl2.4.log": ("plugin-missing", [("socket-fallback", "plugin-missing")]),
+    "ofi-test-optimal-provider.log": ("efa-devices-missing", [("ofi-init-failed", "efa-devices-missing")]),
+    "cxi-slingshot-hang.log": ("hang", []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_the_root_cause_comes_first_and_its_effects_name_it(name):
+    first, links = CLASSES[name]
+    report = _report(name)
+    ids = _ids(report)
+    assert ids[0] == first, ids
+    by_id = {f["id"]: f for f in report["findings"]}
+    for effect, cause in links:
+        assert ids.index(cause) < ids.index(effect), ids
+        assert by_id[effect]["caused_by"] == cause
+        assert "(see %s)" % cause in by_id[effect]["message"]
+    assert report["verdict"] == "fail"  # fail closed: no new rule makes a pass
+
+
+def test_a_consequence_says_why_in_its_message():
+    report = _report("efa-devices-missing.log")
+    fallback = next(f for f in report["findings"] if f["id"] == "socket-fallback")
+    said = "NCCL fell back to TCP sockets because the plugin failed to initialise"
+    assert fallback["message"].startswith(said)
+    assert causes.chain(report["findings"], "socket-fallback") == [
+        "efa-devices-missing",
+        "ofi-init-failed",
+        "socket-fallback",
+    ]
+
+
+def test_completion_error_names_the_provider_text_and_the_peer():
+    f = _report("completion-error-unreachable.log")["findings"][0]
+    assert "Unreachable remote (never received a response)" in f["message"]
+    assert "peer i-07d2e6c1b0f9a3e44" in f["message"] and "gpu-st-p5-1" in f["message"]
+    assert "security group" in f["remedy"]
+    g = _report("completion-error-unresponsive.log")["findings"][0]
+    assert "Unresponsive receiver (reachable by EFA device but handshake failed)" in g["message"]
+    assert "peer i-0f1e2d3c4b5a69788" in g["message"] and "peer" in g["remedy"]
+
+
+def test_an_internal_error_names_the_warn_before_it():
+    crash = _report("internal-error-warn.log")["findings"][0]
+    assert crash["id"] == "crash"
+    assert "the WARN before it: Could not find NET with id 2" in crash["message"]
+    assert "Could not find NET" in crash["evidence"][0]["text"]
+
+
+def test_ranks_of_one_host_that_found_different_nic_counts():
+    f = _report("rank-topology-mismatch.log")["findings"][0]
+    assert "4 nics in 1 process(es) and 2 nics in 1 process(es)" in f["message"]
+
+
+def test_resource_remedy_follows_the_resource():
+    assert "Slurm" in _report("resource-slurm.log")["findings"][0]["remedy"]
+    assert "EFA devices" in _report("resource-eks-efa.log")["findings"][0]["remedy"]
+    assert "GPU memory" in _report("resource-cuda-oom.log")["findings"][0]["remedy"]
+
+
+def test_a_native_provider_without_an_efa_platform_is_a_note_not_the_cause():
+    report = _report("cxi-slingshot-hang.log")
+    provider = next(f for f in report["findings"] if f["id"] == "provider-not-efa")
+    assert provider["severity"] == "info" and "HPE Slingshot" in provider["message"]
+    assert report["efa"] is False and report["verdict"] == "fail"
+    # judged against an EFA instance type, the same provider is an error again
+    on_efa = _report("cxi-slingshot-hang.log", instance_type="p5.48xlarge")
+    assert next(f for f in on_efa["findings"] if f["id"] == "provider-not-efa")["severity"] == "error"
+    # a provider that is no fabric's own (tcp) stays an error with no platform at all
+    tcp = _report("tcp-provider.log")
+    assert next(f for f in tcp["findings"] if f["id"] == "provider-not-efa")["severity"] == "error"
+
+
+# ------------------------------------------------------------------ facts as the text shows them
+def test_gdr_read0_receives_over_gdrdma_is_gdr_in_use():
+    report = _report("gdr-read0-ib.log")
+    assert report["gdr"] is True and report["efa"] is False and report["verdict"] == "fail"
+    assert "read 0" in next(c for c in report["checks"] if c["name"] == "gdr")["detail"]
+
+
+def test_gdr_read0_does_not_excuse_a_rank_without_any_gdr_receive():
+    lines = (FIX / "gdr-read0-ib.log").read_text().replace("/GDRDMA", "").splitlines()
+    from validators.analyze import analyze
+
+    assert analyze(lines)["gdr"] is False
+
+
+def test_nccl_2_4_socket_fallback_without_a_using_network_line_is_efa_false():
+    report = _report("socket-fallback-nccl2.4.log")
+    assert report["efa"] is False and report["nccl_version"] == "2.4.8"
+
+
+def test_the_plugins_test_program_finding_no_provider_is_efa_false():
+    assert _report("ofi-test-optimal-provider.log")["efa"] is False
+
+
+@pytest.mark.parametrize(
+    "name, version",
+    [
+        ("nccl-tests-header-nohash.log", "2.26.2"),
+        ("nccl-version-device-prefix.log", "2.29.7"),
+        ("bootstrap-address-family.log", "2.21.5"),
+    ],
+)
+def test_nccl_version_as_the_text_shows_it(name, version):
+    assert _report(name)["nccl_version"] == version
+
+
+# ------------------------------------------------------------------ what the user reads first
+def test_markdown_and_stdout_lead_with_the_root_cause_and_its_remedy(tmp_path):
+    report = _report("efa-devices-missing.log")
+    md = to_markdown(report).splitlines()
+    assert md[2].startswith("**Root cause: no EFA device visible to libfabric (efa-devices-missing)")
+    assert "remedy: pass /dev/infiniband" in md[2]
+    proc = validators_process("parse", FIX / "efa-devices-missing.log", timeout=60)
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("root cause: no EFA device visible") and "; remedy: " in first
+
+
+def test_explain_prints_the_chain():
+    proc = validators_process("explain", FIX / "gdr-disabled-p4d.log", timeout=60)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[0].startswith("root cause: GPUDirect RDMA is not in use")
+    assert "chain: gdr-disabled -> ofi-init-failed -> socket-fallback" in proc.stdout
+
+
+def test_order_is_data_and_stable():
+    found = [
+        {"id": "nccl-warn", "severity": "warning", "message": "w"},
+        {"id": "socket-fallback", "severity": "error", "message": "s"},
+        {"id": "several-nccl-tests-runs", "severity": "info", "message": "n"},
+        {"id": "ofi-init-failed", "severity": "error", "message": "o"},
+        {"id": "efa-devices-missing", "severity": "error", "message": "e"},
+    ]
+    ordered = [f["id"] for f in causes.order(found)]
+    assert ordered == [
+        "efa-devices-missing",
+        "ofi-init-failed",
+        "socket-fallback",
+        "nccl-warn",
+        "several-nccl-tests-runs",
+    ]
+
+
+# ------------------------------------------------------------------ the real-log corpus: no order regresses
+_DIR = Path(os.environ.get("NCCL_LOGS_DIR", ROOT.parent / "shared" / "nccl-logs"))
+# the root cause each real log's report led with before issue 24 (None: no error finding): it must stay first
+CORPUS_FIRST = {
+    "03-p3dn-2node-efa-nogdr-nccl2.4.6-allreduce": "gdr-disabled",
+    "13-eks-p3dn-2rank-efa-nccl2.6.4-allreduce": "gdr-disabled",
+    "14-eks-p3dn-2node-16rank-efa-nccl2.6.4-allreduce": "gdr-disabled",
+    "16-eks-p3dn-horovod-tf-16rank-efa-nccl2.6.4-training": "gdr-disabled",
+    "55-ec2-p4d-1node-ofi1.17.1-init-failed-sendrecv-socket-fallback-deepspeed": "ofi-init-failed",
+    "57-eks-g6e-48xlarge-4pod-1gpu-ofi1.16.2-efa-4nics-gdr-disabled-training": "gdr-disabled",
+    "58-eks-g6e-48xlarge-1pod-4proc-ofi1.16.2-training": "gdr-disabled",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_FIRST))
+def test_real_logs_keep_their_root_cause_first(name):
+    path = _DIR / (name + ".log")
+    if not path.exists():
+        corpus_missing(f"{name} not in the corpus")
+    report = analyze_paths([str(path)])
+    assert causes.root_cause(report["findings"])["id"] == CORPUS_FIRST[name]
+    socket = next((f for f in report["findings"] if f["id"] == "socket-fallback"), None)
+    if socket is not None:
+        assert socket["caused_by"] == "ofi-init-failed"
