@@ -25,6 +25,7 @@ def _positive_int(text: str) -> int:
     return v
 
 
+_FABRIC_HELP = "the nodes' fabric (efa, slingshot, infiniband, omnipath, psm3): the provider is judged by it"
 _WORKERS_HELP = "processes that scan a large log file (default: the CPUs allowed, at most 8; 1: one process)"
 
 
@@ -47,6 +48,7 @@ def register(sub) -> None:
         "--require-preflight`)",
     )
     p.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes in the run")
+    p.add_argument("--fabric", metavar="NAME", help=_FABRIC_HELP)
     p.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary (CI step summary)")
@@ -62,6 +64,7 @@ def register(sub) -> None:
     e.add_argument("logs", nargs="+", metavar="LOG")
     e.add_argument("--instance-type", metavar="T")
     e.add_argument("--nodes", type=_positive_int, metavar="N")
+    e.add_argument("--fabric", metavar="NAME", help=_FABRIC_HELP)
     e.add_argument("--workers", type=_positive_int, metavar="N", help=_WORKERS_HELP)
     e.set_defaults(func=run_explain)
 
@@ -108,10 +111,16 @@ def _analyze(args) -> dict:
         problem = unknown_instance_type(args.instance_type)
         if problem:
             raise InputError(problem)
+    fabric = getattr(args, "fabric", None)
+    if fabric is not None:
+        from validators.judge.verdict import FABRICS
+
+        if fabric not in FABRICS:
+            raise InputError("--fabric %r: expected one of %s" % (fabric, ", ".join(sorted(FABRICS))))
     progress = on_terminal(sys.stderr)
     try:
         workers = getattr(args, "workers", None)
-        return analyze_paths(args.logs, args.instance_type, args.nodes, workers, progress)
+        return analyze_paths(args.logs, args.instance_type, args.nodes, workers, progress, fabric)
     except OSError as err:
         raise InputError("{}: {}".format(err.filename or "input", err.strerror or err)) from None
     except ValueError as err:  # nccl-tests JSON that is not that format (names file and key)

@@ -83,14 +83,15 @@ CATALOG = [
         "title": "libfabric selected a provider other than efa",
         "when": "provider_not_efa",
         "remedy": "Unset FI_PROVIDER or set it to efa; check `fi_info -p efa -t FI_EP_RDM` lists devices.",
-        # a provider is judged against the platform, never alone: these are the native providers of other
-        # fabrics, right where nothing says the run is on EFA (verdict.judge_provider)
-        "native_fabrics": {
-            "cxi": "HPE Slingshot",
-            "verbs": "InfiniBand/RoCE",
-            "opx": "Cornelis Omni-Path",
-            "psm2": "Intel Omni-Path",
-            "psm3": "Intel Ethernet (PSM3)",
+        # a provider is judged against the platform, never alone (verdict.judge_provider): each fabric's
+        # own providers; `--fabric NAME` declares one, and with no declaration and no EFA platform shown, a
+        # provider that is another fabric's own is right for that fabric
+        "fabrics": {
+            "efa": {"name": "AWS EFA", "providers": ["efa", "efa-direct"]},
+            "slingshot": {"name": "HPE Slingshot", "providers": ["cxi"]},
+            "infiniband": {"name": "InfiniBand/RoCE", "providers": ["verbs"]},
+            "omnipath": {"name": "Omni-Path", "providers": ["opx", "psm2"]},
+            "psm3": {"name": "Intel Ethernet (PSM3)", "providers": ["psm3"]},
         },
         "source": "aws/aws-ofi-nccl doc/efa-env-var.md; ofiwg/libfabric man/fi_cxi.7.md, fi_verbs.7.md, "
         "fi_opx.7.md, fi_psm2.7.md, fi_psm3.7.md (each provider's fabric)",
@@ -201,8 +202,7 @@ CATALOG = [
             (
                 r"Unreachable remote|security group|err: 113\b",
                 "The peer never answered: the security group must allow all traffic to and from itself "
-                "(inbound "
-                "and outbound), and both instances must be in one subnet and placement group.",
+                "(inbound and outbound), and both instances must be in one subnet and placement group.",
             ),
             (
                 r"Unresponsive re",
@@ -211,15 +211,15 @@ CATALOG = [
             ),
         ],
         "remedy": "A network operation failed on the wire: read the provider's error text; if the line "
-        "names a "
-        "peer, check that node first (pairwise nccl-tests, `fi_info -p efa`), then the security group.",
+        "names a peer, check that node first (pairwise nccl-tests, `fi_info -p efa`), then the security "
+        "group.",
         "source": "aws/aws-ofi-nccl include/nccl_ofi_platform.h and src/platform-aws.cpp (log_cq_error: "
-        "'Request "
-        "%p (%s) completed with error: ... strerror'), src/nccl_ofi_rdma.cpp ('Unexpected status (%d) for "
-        "message'), src/nccl_ofi_sendrecv.c before d04444ec ('Request %p completed with error. RC ... Error: "
-        "%d (%s)'); ofiwg/libfabric prov/efa/src/efa_errno.h (status texts: 'Unresponsive receiver', "
-        "'Unreachable remote', 'Unexpected status returned by responder'), prov/efa/src/rdm/efa_rdm_error.h "
-        "('Peer EFA addr', 'Peer host id'); NVIDIA/nccl src/transport/net_ib.cc ('Got completion from peer')",
+        "'Request %p (%s) completed with error: ... strerror'), src/nccl_ofi_rdma.cpp ('Unexpected status "
+        "(%d) for message'), src/nccl_ofi_sendrecv.c before d04444ec ('Request %p completed with error. RC "
+        "... Error: %d (%s)'); ofiwg/libfabric prov/efa/src/efa_errno.h (status texts: 'Unresponsive "
+        "receiver', 'Unreachable remote', 'Unexpected status returned by responder'), "
+        "prov/efa/src/rdm/efa_rdm_error.h ('Peer EFA addr', 'Peer host id'); NVIDIA/nccl "
+        "src/transport/net_ib.cc ('Got completion from peer')",
     },
     {
         "id": "bootstrap-interface",
@@ -245,16 +245,14 @@ CATALOG = [
             },
         ],
         "remedy": "Give NCCL's bootstrap an interface that carries its address: set NCCL_SOCKET_IFNAME to "
-        "the "
-        "node's primary interface (e.g. '^docker,lo,veth' or 'ens'), make MASTER_ADDR / NCCL_COMM_ID an "
-        "address of "
-        "the family that interface has, and set NCCL_SOCKET_FAMILY=AF_INET (or AF_INET6) to pin one family.",
+        "the node's primary interface (e.g. '^docker,lo,veth' or 'ens'), make MASTER_ADDR / NCCL_COMM_ID an "
+        "address of the family that interface has, and set NCCL_SOCKET_FAMILY=AF_INET (or AF_INET6) to pin "
+        "one family.",
         "source": "NVIDIA/nccl src/bootstrap.cc ('Bootstrap : no socket interface found', 'NET/Socket : No "
-        "usable "
-        "listening interface found'), src/misc/socket.cc ('Net : Unsupported address family type', 'No "
-        "interface found in the same subnet', 'is neither AF_INET(%d) nor AF_INET6(%d)', "
-        "NCCL_SOCKET_FAMILY), "
-        "src/os/linux.cc ('connect to %s failed : %s'), src/transport/net_socket.cc ('no interface found')",
+        "usable listening interface found'), src/misc/socket.cc ('Net : Unsupported address family type', "
+        "'No interface found in the same subnet', 'is neither AF_INET(%d) nor AF_INET6(%d)', "
+        "NCCL_SOCKET_FAMILY), src/os/linux.cc ('connect to %s failed : %s'), src/transport/net_socket.cc "
+        "('no interface found')",
     },
     {
         "id": "rank-topology-mismatch",
@@ -273,14 +271,14 @@ CATALOG = [
             {"needle": "mismatch in info", "regex": r"Bootstrap Root : mismatch in info from procs"},
         ],
         "when": "ranks_disagree",
-        "remedy": "Give every rank the same view of its node: the same EFA devices in every container or pod "
-        "(request the instance's whole vpc.amazonaws.com/efa count), the same plugin rail settings "
+        "remedy": "Give every rank the same view of its node: the same EFA devices in every container or "
+        "pod (request the instance's whole vpc.amazonaws.com/efa count), the same plugin rail settings "
         "(OFI_NCCL_* / NCCL_NET_* env) and the same image; the rank that sees fewer NICs names the pod or "
         "node to fix.",
         "source": "NVIDIA/nccl src/init.cc ('Detected mixed local Net device counts across ranks'), "
         "src/bootstrap.cc ('Bootstrap Root : mismatch in info from procs'); aws/aws-ofi-nccl "
-        "src/nccl_ofi_rdma.cpp ('Unexpected number of remote rails', 'Topology reported unexpected number of "
-        "devices'), src/nccl_ofi_net.cpp ('Selected provider is %s ... (found %d nics)')",
+        "src/nccl_ofi_rdma.cpp ('Unexpected number of remote rails', 'Topology reported unexpected number "
+        "of devices'), src/nccl_ofi_net.cpp ('Selected provider is %s ... (found %d nics)')",
     },
     {
         "id": "topology-attribute-missing",
@@ -291,11 +289,10 @@ CATALOG = [
             {"needle": "XML Mismatch", "regex": r"XML Mismatch"},
         ],
         "remedy": "NCCL could not read the node's PCI/NIC layout from sysfs: run the container with the "
-        "host's "
-        "/sys visible (not masked), or give NCCL the instance's topology file (NCCL_TOPO_FILE; aws-ofi-nccl "
-        "ships them for p4d/p5); NCCL_TOPO_DUMP_FILE shows which node lacks the attribute.",
-        "source": "NVIDIA/nccl src/graph/xml.h ('Attribute %s of node %s not found'), src/graph/xml.cc ('XML "
-        "Mismatch'), src/init.cc (ncclInternalError: 'internal error - please report this issue')",
+        "host's /sys visible (not masked), or give NCCL the instance's topology file (NCCL_TOPO_FILE; "
+        "aws-ofi-nccl ships them for p4d/p5); NCCL_TOPO_DUMP_FILE shows which node lacks the attribute.",
+        "source": "NVIDIA/nccl src/graph/xml.h ('Attribute %s of node %s not found'), src/graph/xml.cc "
+        "('XML Mismatch'), src/init.cc (ncclInternalError: 'internal error - please report this issue')",
     },
     {
         "id": "resource-allocation-failed",
@@ -317,30 +314,26 @@ CATALOG = [
             (
                 r"out of memory|CUDA (?:malloc|calloc)|cuMemAlloc",
                 "GPU memory ran out: another process may hold the GPU (`nvidia-smi`), or the job's own "
-                "memory "
-                "leaves NCCL no room; leave NCCL_BUFFSIZE at its default and lower the batch.",
+                "memory leaves NCCL no room; leave NCCL_BUFFSIZE at its default and lower the batch.",
             ),
             (
                 r"Failed to (?:malloc|host alloc)|NET/Socket : unable|NET/OFI",
                 "Host memory ran out or is capped: raise the container's memory limit and memlock (`ulimit "
-                "-l "
-                "unlimited`, docker `--ulimit memlock=-1`).",
+                "-l unlimited`, docker `--ulimit memlock=-1`).",
             ),
             (
                 r"Insufficient vpc",
                 "The pod asked for more EFA devices than a node has free: request the instance's count (p5: "
-                "32, "
-                "p4d: 4) on nodes whose EFA device plugin runs, one such pod per node.",
+                "32, p4d: 4) on nodes whose EFA device plugin runs, one such pod per node.",
             ),
             (
                 r"Unable to allocate resources",
                 "Slurm refused the allocation: check the partition, node count, GRES and constraints asked "
-                "for "
-                "against `sinfo`.",
+                "for against `sinfo`.",
             ),
         ],
-        "remedy": "Read the line for what could not be allocated: GPU or host memory, a Slurm allocation, or "
-        "EFA devices for a pod.",
+        "remedy": "Read the line for what could not be allocated: GPU or host memory, a Slurm allocation, "
+        "or EFA devices for a pod.",
         "source": "NVIDIA/nccl src/include/alloc.h ('Failed to CUDA calloc', 'Failed to malloc'), "
         "src/include/checks.h (\"Cuda failure '%s'\"), src/transport/net_socket.cc ('unable to allocate'); "
         "aws/aws-ofi-nccl src/nccl_ofi_freelist.cpp, src/nccl_ofi_cuda.cpp ('cuMemAlloc failed'); "

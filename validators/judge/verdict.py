@@ -112,6 +112,7 @@ def decide(
     nodes: Optional[int] = None,
     get_profile: Optional[Callable] = None,
     judge: Optional[Callable] = None,
+    fabric: Optional[str] = None,
 ) -> dict:
     """The verdict part of the report: efa, gdr, checks, findings, verdict."""
     efa, efa_why = facts.efa_verdict()
@@ -185,7 +186,7 @@ def decide(
             if f["id"] == "gdr-disabled":
                 f["severity"] = "info"
                 f["message"] += f" (by design on {profile.name}: GPUDirect RDMA is not required)"
-    judge_provider(facts, findings, profile)
+    judge_provider(facts, findings, profile, fabric)
     findings.extend(diffs)
 
     if instance_type:
@@ -237,27 +238,41 @@ def decide(
     }
 
 
-def judge_provider(facts: Facts, findings: List[dict], profile) -> None:
-    """provider-not-efa against the platform: where neither the instance type given nor the plugin's platform
-    line says EFA, a provider that is its own fabric's (cxi on Slingshot) is a note, not the run's cause.
-    The efa check still fails (this run is not on EFA): no verdict changes here."""
-    native = signatures.BY_ID["provider-not-efa"]["native_fabrics"]
+FABRICS = signatures.BY_ID["provider-not-efa"]["fabrics"]
+
+
+def judge_provider(facts: Facts, findings: List[dict], profile, fabric: Optional[str] = None) -> None:
+    """provider-not-efa judged against the platform, never alone.
+
+    A declared fabric (`--fabric`) decides: its own providers are right (a note), any other stays an error.
+    Undeclared, an instance type given or the plugin's platform line means EFA (the error stands); with
+    neither, a provider that is another fabric's own (cxi on Slingshot) is a note, not the run's cause.
+    The efa check still fails (the run is not on EFA): no verdict changes here."""
+    finding = next((f for f in findings if f["id"] == "provider-not-efa"), None)
+    if finding is None:
+        return
+    names = {n.split(";")[0].strip().lower() for p in facts.procs.values() for n in p.providers}
+    others = sorted(n for n in names if n not in FABRICS["efa"]["providers"])
+    own = {n: k for k, v in FABRICS.items() for n in v["providers"]}
+    if fabric is not None:
+        right = set(FABRICS[fabric]["providers"])
+        said = "the declared fabric is {} ({})".format(FABRICS[fabric]["name"], "/".join(sorted(right)))
+        if others and set(others) <= right:
+            finding["severity"] = "info"
+            finding["message"] += f" ({said}: right for it; this run is not on EFA)"
+        else:
+            finding["message"] += f" ({said})"
+        return
     platforms = {p.platform() for p in facts.procs.values()} | {facts.headless.platform()}
     if profile is not None or any(platforms - {None}):
         return
-    for f in findings:
-        if f["id"] != "provider-not-efa":
-            continue
-        names = {n.split(";")[0].strip().lower() for p in facts.procs.values() for n in p.providers}
-        others = sorted(n for n in names if n not in ("efa", "efa-direct"))
-        if others and all(n in native for n in others):
-            fabrics = ", ".join(f"{n} is {native[n]}'s" for n in others)
-            f["severity"] = "info"
-            f["message"] += (
-                f" ({fabrics}: right for that fabric; no instance type was given and the plugin named no EFA "
-                "platform, "
-                "so this run is not on EFA but the provider is not its fault)"
-            )
+    if others and all(n in own for n in others):
+        fabrics = ", ".join("{} is {}'s".format(n, FABRICS[own[n]]["name"]) for n in others)
+        finding["severity"] = "info"
+        finding["message"] += (
+            f" ({fabrics}: right for that fabric; no instance type or fabric was given and the plugin named "
+            "no EFA platform, so this run is not on EFA but the provider is not its fault)"
+        )
 
 
 def _nics_check(facts: Facts, profile) -> dict:

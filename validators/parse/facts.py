@@ -615,9 +615,10 @@ class Facts:
             self._keep(kind, event)
         elif kind == "socket_if":
             self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1
-            if "Socket" not in p.internal_nets:
-                p.put("internal_nets", "Socket")
-                self._keep("internal_net", event)
+            p.put("internal_nets", "Socket")
+            # every such line is kept, not each process's first: a piece folded alone (Facts.merge) cannot
+            # know what the process printed before it
+            self._keep("internal_net", event)
         elif kind == "internal_net":
             p.put("internal_nets", d["name"])
             self._keep("internal_net", event)

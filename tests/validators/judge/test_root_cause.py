@@ -114,6 +114,28 @@ def test_a_native_provider_without_an_efa_platform_is_a_note_not_the_cause():
     assert next(f for f in tcp["findings"] if f["id"] == "provider-not-efa")["severity"] == "error"
 
 
+def test_a_declared_fabric_judges_the_provider():
+    slingshot = _report_cli("cxi-slingshot-hang.log", "--fabric", "slingshot")
+    provider = next(f for f in slingshot["findings"] if f["id"] == "provider-not-efa")
+    assert provider["severity"] == "info" and "declared fabric is HPE Slingshot" in provider["message"]
+    assert slingshot["findings"][0]["id"] == "hang" and slingshot["verdict"] == "fail"
+    efa = _report_cli("cxi-slingshot-hang.log", "--fabric", "efa")
+    assert efa["findings"][0]["id"] == "provider-not-efa" and efa["findings"][0]["severity"] == "error"
+
+
+def test_an_unknown_fabric_is_bad_input():
+    proc = validators_process("parse", FIX / "cxi-slingshot-hang.log", "--fabric", "token-ring", timeout=60)
+    assert proc.returncode == 2 and "--fabric 'token-ring'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _report_cli(name: str, *flags: str) -> dict:
+    import json
+
+    proc = validators_process("parse", FIX / name, "--json", "-", *flags, timeout=60)
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    return json.loads(proc.stdout)
+
+
 # ------------------------------------------------------------------ facts as the text shows them
 def test_gdr_read0_receives_over_gdrdma_is_gdr_in_use():
     report = _report("gdr-read0-ib.log")
