@@ -147,6 +147,11 @@ def decide(
         if not gdr_ev:
             gdr_ev = facts.evidence_of("network_socket") + facts.evidence_of("plugin_load_failed")
     gdr_status = _tri(gdr)
+    if gdr is True and facts.gdr_read0_sends():
+        # read as the text shows (GDR for receives), but sends through host memory never made a pass before
+        # and a new reading must not make one now: fail closed
+        gdr_status = UNKNOWN
+        gdr_why += "; sends without GPUDirect RDMA are not counted as a pass"
     if profile is not None and not profile.gdr_required and gdr is False:
         gdr_status, gdr_why = PASS, f"{gdr_why} (GPUDirect RDMA not required on {profile.name})"
     checks.append(_check("gdr", gdr_status, gdr_why, gdr_ev))

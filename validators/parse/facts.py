@@ -934,6 +934,14 @@ class Facts:
             )
         return True, "all %d NET channel(s) use /GDRDMA" % gdr
 
+    def gdr_read0_sends(self) -> int:
+        """NET channels without /GDRDMA that `gdr` counts as sends of ranks whose NCCL printed 'read 0'."""
+        return sum(
+            r.net_nogdr
+            for p, r in self.all_ranks()
+            if p.gdr_read0 and r.gdr(True) is not False and r.net_nogdr
+        )
+
     def _host_gdr_channels(self) -> Dict[str, int]:
         """{host: NET channels with /GDRDMA} for every host that has a rank."""
         out = {}  # type: Dict[str, int]

@@ -140,7 +140,26 @@ def _report_cli(name: str, *flags: str) -> dict:
 def test_gdr_read0_receives_over_gdrdma_is_gdr_in_use():
     report = _report("gdr-read0-ib.log")
     assert report["gdr"] is True and report["efa"] is False and report["verdict"] == "fail"
-    assert "read 0" in next(c for c in report["checks"] if c["name"] == "gdr")["detail"]
+    check = next(c for c in report["checks"] if c["name"] == "gdr")
+    assert "read 0" in check["detail"]
+    assert check["status"] == "unknown"  # fail closed: sends without GDR were never a pass
+
+
+def test_gdr_read0_never_makes_a_new_pass():
+    """The same log on EFA: every other check passes, the gdr check stays unknown, so the verdict does."""
+    text = (FIX / "gdr-read0-ib.log").read_text()
+    text = text.replace("NET/IB/0", "NET/AWS Libfabric/0")
+    text = text.replace(
+        "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.1.0.11<0>", "NET/OFI Selected Provider is efa"
+    )
+    text = text.replace(
+        "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.1.0.12<0>", "NET/OFI Selected Provider is efa"
+    )
+    from validators.analyze import analyze
+
+    report = analyze(text.splitlines())
+    assert report["efa"] is True and report["gdr"] is True
+    assert report["verdict"] == "unknown"
 
 
 def test_gdr_read0_does_not_excuse_a_rank_without_any_gdr_receive():
