@@ -201,6 +201,15 @@ def test_markdown_and_stdout_lead_with_the_root_cause_and_its_remedy(tmp_path):
     assert first.startswith("root cause: no EFA device visible") and "; remedy: " in first
 
 
+def test_the_run_summary_leads_with_the_root_cause_under_its_verdict():
+    from validators.cmd_preflight import summary_text
+
+    lines = summary_text(_report("bootstrap-address-family.log")).splitlines()
+    assert lines[0] == "verdict: fail"
+    assert lines[1].startswith("root cause: NCCL's bootstrap could not use a network interface or address")
+    assert "; remedy: give NCCL's bootstrap an interface" in lines[1]
+
+
 def test_explain_prints_the_chain():
     proc = validators_process("explain", FIX / "gdr-disabled-p4d.log", timeout=60)
     assert proc.returncode == 1
