@@ -219,7 +219,8 @@ CATALOG = [
         "... Error: %d (%s)'); ofiwg/libfabric prov/efa/src/efa_errno.h (status texts: 'Unresponsive "
         "receiver', 'Unreachable remote', 'Unexpected status returned by responder'), "
         "prov/efa/src/rdm/efa_rdm_error.h ('Peer EFA addr', 'Peer host id'); NVIDIA/nccl "
-        "src/transport/net_ib.cc ('Got completion from peer')",
+        "src/transport/net_ib.cc ('Got completion from peer'); torvalds/linux "
+        "drivers/net/ethernet/mellanox/mlx5/core/eq.c ('CQ error on CQN 0x%x, syndrome 0x%x')",
     },
     {
         "id": "bootstrap-interface",

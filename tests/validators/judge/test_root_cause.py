@@ -61,6 +61,110 @@ def test_the_root_cause_comes_first_and_its_effects_name_it(name):
     assert report["verdict"] == "fail"  # fail closed: no new rule makes a pass
 
 
+H = "node-q:4410:4462 [0]"
+# one line per text pattern of the new signatures, written in the format its source prints (see their
+# `source`): each gets through the line filter and names its signature first
+PATTERN_LINES = [
+    (
+        "completion-error",
+        f"{H} ofi_process_cq:298 NCCL WARN NET/OFI Unable to read from fi_cq_readerr. RC: -11. "
+        "Error: Resource temporarily unavailable",
+    ),
+    ("completion-error", "mlx5_core 0000:3b:00.0: CQ error on CQN 0x4a1, syndrome 0x1"),
+    ("completion-error", f"{H} process_recv:1088 NCCL WARN NET/OFI Unexpected status (2) for message 17"),
+    (
+        "completion-error",
+        f"{H} transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<42123> "
+        "with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+    ),
+    (
+        "completion-error",
+        "libfabric:9120:1765000000::efa:ep_data:efa_rdm_pke_handle_tx_error():512<warn> "
+        "Unresponsive remote (was previously responsive)",
+    ),
+    (
+        "completion-error",
+        f"{H} log_cq_error:125 NCCL WARN NET/OFI Request 0x7f01 (recv) completed with error: "
+        "err: 5, flags: 0, prov_errno: 12, strerror: Unexpected status returned by responder, len: 0",
+    ),
+    ("bootstrap-interface", f"{H} bootstrap.cc:126 NCCL WARN Bootstrap : no socket interface found"),
+    (
+        "bootstrap-interface",
+        f"{H} bootstrap.cc:120 NCCL WARN NET/Socket : No usable listening interface found",
+    ),
+    (
+        "bootstrap-interface",
+        f"{H} misc/socket.cc:261 NCCL WARN Net : No interface found in the same subnet as "
+        "remote address 10.9.0.3<51234>",
+    ),
+    (
+        "bootstrap-interface",
+        f"{H} misc/socket.cc:279 NCCL WARN Net : No valid <IPv4_or_hostname>:<port> pair found",
+    ),
+    (
+        "bootstrap-interface",
+        f"{H} misc/socket.cc:290 NCCL WARN Net : error encountered when getting address info : "
+        "Name or service not known",
+    ),
+    (
+        "bootstrap-interface",
+        f"{H} os/linux.cc:302 NCCL WARN socketStartConnect: connect to 10.0.0.7<34567> failed : "
+        "Network is unreachable",
+    ),
+    (
+        "bootstrap-interface",
+        f"{H} misc/socket.cc:585 NCCL WARN ncclSocketInit: connecting to address 10.0.0.7<0> "
+        "with family 0 is neither AF_INET(2) nor AF_INET6(10)",
+    ),
+    (
+        "rank-topology-mismatch",
+        f"{H} rdma_init:2067 NCCL WARN NET/OFI Unexpected number of remote rails for dev 0. "
+        "Expected 4 but got 2",
+    ),
+    (
+        "rank-topology-mismatch",
+        f"{H} bootstrap.cc:335 NCCL WARN Bootstrap Root : mismatch in info from procs, "
+        "nranks 16 vs 8, nroots 1 vs 1, iroot 0 vs 0, offset 0 vs 0",
+    ),
+    ("topology-attribute-missing", f"{H} graph/xml.cc:219 NCCL WARN XML Mismatch : gpu / nic"),
+    ("resource-allocation-failed", f"{H} include/alloc.h:493 NCCL WARN Failed to CUDA calloc 6291456 bytes"),
+    ("resource-allocation-failed", f"{H} include/alloc.h:178 NCCL WARN Failed to malloc 1048576 bytes"),
+    (
+        "resource-allocation-failed",
+        f"{H} transport/net_socket.cc:558 NCCL WARN NET/Socket : unable to allocate requests",
+    ),
+    (
+        "resource-allocation-failed",
+        f"{H} freelist_add:241 NCCL WARN NET/OFI Failed to allocate freelist block metadata",
+    ),
+    ("resource-allocation-failed", f"{H} cuda_alloc:287 NCCL WARN NET/OFI cuMemAlloc failed: out of memory"),
+]
+
+
+@pytest.mark.parametrize("sig, line", PATTERN_LINES)
+def test_each_pattern_line_names_its_signature_first(sig, line):
+    from validators.analyze import analyze
+
+    report = analyze([line])
+    assert _ids(report)[0] == sig, _ids(report)
+    assert report["verdict"] == "fail"
+
+
+def test_benign_lines_name_no_new_signature():
+    from validators.analyze import analyze
+
+    lines = [
+        f"{H} NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+        f"{H} NCCL INFO NET/Socket : Using [0]eth0:10.0.0.7<0>",
+        f"{H} NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+        f"{H} NCCL INFO 32 coll channels, 32 collnet channels, 0 nvls channels, 32 p2p channels, "
+        "32 p2p channels per peer",
+        f"{H} NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
+    ]
+    new = {"completion-error", "bootstrap-interface", "rank-topology-mismatch", "topology-attribute-missing"}
+    assert not new & set(_ids(analyze(lines))) and "resource-allocation-failed" not in _ids(analyze(lines))
+
+
 def test_a_consequence_says_why_in_its_message():
     report = _report("efa-devices-missing.log")
     fallback = next(f for f in report["findings"] if f["id"] == "socket-fallback")
