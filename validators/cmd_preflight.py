@@ -717,10 +717,16 @@ def _metric_lines(report: Dict[str, Any]) -> List[str]:
 
 
 def summary_text(report: Dict[str, Any]) -> str:
-    """A few lines for a terminal: verdict, then each finding with its remedy."""
+    """A few lines for a terminal: verdict, the root cause and its remedy in one sentence, then each finding
+    with its remedy."""
+    from validators.judge.causes import lead_sentence
+
     lines = ["verdict: %s" % report.get("verdict")]
     if report.get("replay"):
         lines[0] += " (REPLAY of a recorded log: no evidence about this cluster)"
+    lead = lead_sentence(report.get("findings") or [])
+    if lead:  # the root cause and its remedy, right under the verdict
+        lines.append(lead)
     lines += [m for m in _metric_lines(report) if not m.startswith("verdict")]
     run = report.get("run") or {}
     if run:
