@@ -56,6 +56,11 @@ COMMANDS = [
         "promote checked digests to release tags; write the release record and notes",
     ),
     (
+        "prune",
+        "imagebuild.commands.prune",
+        "remove the tool's content-tagged images no channel, release or latest build names",
+    ),
+    (
         "preflight",
         "imagebuild.commands.preflight",
         "print launch recipes for the pre-flight, or run it on SageMaker",

@@ -130,7 +130,7 @@ def build(req: BuildRequest) -> List[Any]:
     """Render (unless told not to), then build each variant not already built; the summary's
     results (`builder.VariantResult`), also written to <out>/summary.json."""
     from imagebuild.adapters import docker_engine
-    from imagebuild.build import builder
+    from imagebuild.build import builder, lifeline
     from imagebuild.build.buildkit import cache_args, detect
     from imagebuild.build.shard import parse_shard
     from imagebuild.release.destinations import content_lookup
@@ -166,7 +166,7 @@ def build(req: BuildRequest) -> List[Any]:
     print(f"builder: {chosen.reason}")
     reporter = builder.make_reporter([d.name for d in dirs], plain=True if req.plain else None)
     cache.say = lambda line: reporter.event("artifacts", "info", line)
-    with reporter if isinstance(reporter, builder.RichReporter) else ExitStack():
+    with reporter if isinstance(reporter, builder.RichReporter) else ExitStack(), lifeline.held():
         results = builder.build_all(client, dirs, opts, reporter, jobs=req.jobs)
     builder.write_summary(out / "summary.json", results)
     counts = builder.summary_counts(results)
@@ -340,8 +340,10 @@ def check_targets(out: Path, names: Sequence[str]) -> List[Target]:
 def check(req: CheckRequest) -> List[Any]:
     """Static checks of each image in a container of it; the reports (`checks.runner.ImageReport`), also
     written as JSON and JUnit. A variant whose build failed is a failed report, not skipped."""
-    from imagebuild.adapters.docker_engine import connect, ensure_local
+    from imagebuild.adapters.docker_engine import connect, ensure_local, image_labels
+    from imagebuild.check import software
     from imagebuild.check.runner import ImageReport, check_image, merge_junit, write_report
+    from imagebuild.variant import lock_from_labels
 
     out = Path(req.out)
     json_path = Path(req.json_path) if req.json_path else out / "test-report.json"
@@ -366,6 +368,7 @@ def check(req: CheckRequest) -> List[Any]:
                 ensure_local(client, ref, pushed)
             part = Path(tmp) / f"{i}.xml"
             rep = check_image(client, ref, lock=lock, lock_file=lock_file, variant=variant, junit=part)
+            rep.software = software.describe(client, ref, lock or lock_from_labels(image_labels(ref)))
             parts.append(part)
             reports.append(rep)
             statuses = [c["status"] for c in rep.checks]
@@ -432,6 +435,7 @@ def push(req: PushRequest) -> List[Any]:
     from imagebuild.adapters.docker_engine import connect, missing_image
     from imagebuild.build.summary import load_summary
     from imagebuild.jsonfile import write_json_atomic
+    from imagebuild.release.channels import entry_channels
     from imagebuild.release.push import push_image, record_pushes
 
     policy = req.target.policy()
@@ -452,13 +456,23 @@ def push(req: PushRequest) -> List[Any]:
                 f"variant {variant!r} has no tags in the summary", file=str(summary_path), key="tags"
             )
         repository, _first = _target_repository(tags[0], req.repository_prefix)
+        channels = entry_channels(entry)
         wanted = []
         for t in tags:
             repo_t, tag_t = _target_repository(t, req.repository_prefix)
+            if (tag_t or "latest") in channels:  # a channel names a gated digest: only release moves it
+                log(f"  {repo_t}:{tag_t}: a channel of {variant}; not pushed (`build.py release` moves it)")
+                continue
             wanted.append((repo_t, tag_t or "latest"))
-        wanted += [
-            (repository, reg.check_tag(t.replace("{variant}", variant), key="--tag")) for t in req.tags
-        ]
+        for t in req.tags:
+            extra = reg.check_tag(t.replace("{variant}", variant), key="--tag")
+            if extra in channels:
+                raise UserError(
+                    f"{extra!r} is a channel of variant {variant!r}; push never moves a channel",
+                    key="--tag",
+                    hint=f"`build.py release --variant {variant}` moves it to a digest whose checks passed",
+                )
+            wanted.append((repository, extra))
         log(f"push {variant} ({entry['image_id'][:19]})")
         why = missing_image(client, entry["image_id"])
         if why is not None:
@@ -505,6 +519,7 @@ def push(req: PushRequest) -> List[Any]:
 class ReleaseRequest:
     target: RegistryTarget
     tags: Sequence[str]  # release tags; {variant} and {date} expand; never overwritten
+    channels: Sequence[str] = ()  # channels moved to the promoted digest, beside the matrix's own
     summaries: Sequence[str] = ("build/summary.json",)
     variants: Sequence[str] = ()
     checks: Sequence[str] = ("build/test-report.json",)
@@ -519,7 +534,7 @@ def release(req: ReleaseRequest) -> None:
     """Promote the checked digests to the release tags and write the records: all or nothing
     (ChecksFailed, nothing promoted, when any variant or tag is refused)."""
     from imagebuild.build.summary import load_summary
-    from imagebuild.release import promote
+    from imagebuild.release import channels, promote
     from imagebuild.release import record as rel
 
     policy = req.target.policy()
@@ -536,23 +551,53 @@ def release(req: ReleaseRequest) -> None:
     checks = rel.gather_check_reports([Path(p) for p in req.checks])
     preflights = [(p, rel.read_json(Path(p), "pre-flight report")) for p in req.require_preflight]
     when = rel.now_utc()
+    if not req.tags and not req.channels and not any(channels.entry_channels(e) for e in entries):
+        raise UserError(
+            "nothing to promote to: no release tag and no channel",
+            key="--tag",
+            hint="give --tag (never moves) or --channel (moves on each promotion), or declare channels: "
+            "in the matrix",
+        )
     registries = Registries(req.target, policy)
     store = rel.RecordStore(Path(req.records), _s3_client(req), req.s3)
+    previous_of = _previous_records(req, store)
 
     with ExitStack() as held:
         if not req.dry_run:
             names = {n for e in entries for n in rel.unique_repositories(e)}
             for path in rel.lock_paths(sorted(names)):
                 held.enter_context(rel.hold_lock(path))
-        plans = promote.plan(entries, checks, preflights, req.tags, when, registries)
+        plans = promote.plan(
+            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of
+        )
         store.check_reachable()
         if req.dry_run:
             for _entry, gate, repos, _lock, _src in plans:
                 for r in repos:
                     todo = ", ".join(r["todo"]) or "(all present)"
-                    print(f"would tag {r['repository']}@{gate.digest} as {todo}")
+                    if r["tags"]:
+                        print(f"would tag {r['repository']}@{gate.digest} as {todo}")
+                    for m in r["channels"]:
+                        where = f"{r['repository']}:{m['tag']}"
+                        print(f"would move channel {where} from {m['from'] or '(nothing)'} to {gate.digest}")
             return
-        promote.carry_out(plans, registries, store, when, req.previous)
+        promote.carry_out(plans, registries, store, when, previous_of)
+
+
+def _previous_records(req: ReleaseRequest, store: Any) -> Any:
+    """variant -> its previous release record (`--previous`, else the store's latest), read once each:
+    the channels are checked against it before anything moves and carried forward from it after."""
+    from imagebuild.release import record as rel
+
+    seen: Dict[str, Any] = {}
+
+    def previous_of(variant: str) -> Any:
+        if variant not in seen:
+            given = rel.read_json(Path(req.previous), "previous release record") if req.previous else None
+            seen[variant] = given if given is not None else store.latest(variant)
+        return seen[variant]
+
+    return previous_of
 
 
 def _s3_client(req: ReleaseRequest) -> Any:

@@ -1,15 +1,21 @@
-"""Reading user-named files without being hung or flooded.
+"""Files in and out without harm: reading user-named files without being hung or flooded, and writing a
+file whole or not at all.
 
 Why: a path the user gives may be a FIFO (open() blocks forever), a device (/dev/zero never ends), or a
 huge file (MemoryError). The file type is checked on a non-blocking descriptor before anything is read,
-and reads are capped, so every such input is one UserError naming the path.
+and reads are capped, so every such input is one UserError naming the path. A write can fail half way (a
+full disk, a kill): `atomic_file` writes to a temporary name beside the file and renames it into place only
+when whole, and removes it on any exception, so nothing partial is ever left under either name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from typing import Optional
+import tempfile
+from pathlib import Path
+from typing import Iterator, Optional, Tuple
 
 from imagebuild.errors import UserError
 
@@ -23,6 +29,14 @@ def read_regular(
 
     `follow=False` refuses a symlink too (O_NOFOLLOW: no window between the check and the open).
     """
+    return read_regular_stat(path, limit, key, follow)[0]
+
+
+def read_regular_stat(
+    path: str, limit: int = MAX_INPUT_BYTES, key: Optional[str] = None, follow: bool = True
+) -> Tuple[bytes, os.stat_result]:
+    """`read_regular`, with the stat of the descriptor read (its inode and link count, for callers that
+    must know whether the same file is reachable elsewhere)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
     if not follow:
         flags |= getattr(os, "O_NOFOLLOW", 0)
@@ -47,7 +61,7 @@ def read_regular(
         os.close(fd)
     if len(data) > limit:  # grew while we read it
         raise UserError(f"file too large (more than {limit} bytes)", file=path, key=key)
-    return data
+    return data, info
 
 
 def read_text(path: str, limit: int = MAX_INPUT_BYTES, key: Optional[str] = None) -> str:
@@ -71,3 +85,25 @@ def kind_of(mode: int) -> str:
         if test(mode):
             return word
     return "a regular file" if stat.S_ISREG(mode) else "not a file"
+
+
+@contextlib.contextmanager
+def atomic_file(final: Path, sync: bool = True) -> Iterator[Path]:
+    """A new empty temporary file beside `final` (`.tmp-<name>.*`, mode 0600) for the block to fill; renamed
+    over `final` when the block ends (after an fsync unless `sync=False`), removed on any exception.
+
+    The block may replace the temporary file (os.link, os.replace onto it): only its name is kept."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".tmp-{final.name}.", dir=final.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        if sync:
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

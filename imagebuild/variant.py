@@ -11,13 +11,51 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild.catalog import platforms
 
 LOCK_SCHEMA = "efa-image-build/lock/v1"
-LOCK_LABEL = "org.efa-image-build.lock"
-LOCK_LABELS = (LOCK_LABEL, "io.github.efa-image-build.lock")  # read both; the second: older docs' wording
+
+# ---------------------------------------------------------------- the labels the tool sets
+# Every label the tool writes on an image or a container is named here, and only here: the matrix may not set
+# one (imagebuild.matrix.guards asks `is_tool_label`), since a forged one would be trusted (a base digest that
+# a skipped rebuild reports, a lock that `test` and `release` read, a container label the cleanup acts on).
+_TOOL_LABELS: List[str] = []
+TOOL_PREFIX = "org.efa-image-build."
+LEGACY_PREFIX = "io.github.efa-image-build."  # older docs' wording of the lock label; all of it is ours
+
+
+def _tool_label(key: str) -> str:
+    """Name one label the tool sets (and so the matrix may not)."""
+    _TOOL_LABELS.append(key)
+    return key
+
+
+TITLE_LABEL = _tool_label("org.opencontainers.image.title")
+LOCK_LABEL = _tool_label("org.efa-image-build.lock")
+LOCK_LABELS = (LOCK_LABEL, _tool_label("io.github.efa-image-build.lock"))  # read both
+VARIANT_LABEL = _tool_label("org.efa-image-build.variant")
+HASH_LABEL = _tool_label("org.efa-image-build.context-hash")
+BASE_DIGEST_LABEL = _tool_label("org.efa-image-build.base.digest")  # the base's manifest digest, when known
+BASE_ID_LABEL = _tool_label("org.efa-image-build.base.image-id")  # the base's image id (config digest)
+LAYOUT_LABEL = _tool_label("org.efa-image-build.layout")  # the DLC-layout test base
+CHECK_CONTAINER_LABEL = _tool_label("org.efa-image-build.check")  # containers of `build.py test`
+INSPECT_CONTAINER_LABEL = _tool_label("org.efa-image-build.inspect")  # containers of `inspect-base`
+_VERSION_LABEL = "org.efa-image-build.{}.version".split("{}")  # one per component, and the CUDA version
+
+
+def version_label(component: str) -> str:
+    """The label that carries a component's version (`nccl`, `aws_ofi_nccl` -> `aws-ofi-nccl`, `cuda`)."""
+    return component.replace("_", "-").join(_VERSION_LABEL)
+
+
+def is_tool_label(key: str) -> bool:
+    """True for a label the tool sets (above, a component's version label) or one under the legacy prefix."""
+    head, tail = _VERSION_LABEL
+    middle = key[len(head) : len(key) - len(tail)]
+    is_version = key.startswith(head) and key.endswith(tail) and middle != "" and "." not in middle
+    return key in _TOOL_LABELS or is_version or key.startswith(LEGACY_PREFIX)
 
 
 def lock_from_labels(labels: Optional[Mapping[str, str]]) -> Optional[Dict[str, Any]]:
@@ -201,6 +239,23 @@ class Training:
 
 
 @dataclass(frozen=True)
+class CustomCheck:
+    """One of the team's own checks (matrix `checks:`), as the lock records it: its spec as canonical JSON
+    (hashable, like the rest of a Variant); `build.py test` reports it as `custom:<name>`."""
+
+    name: str
+    spec_json: str
+
+    @property
+    def spec(self) -> Dict[str, Any]:
+        return json.loads(self.spec_json)
+
+    @classmethod
+    def of(cls, name: str, spec: Mapping[str, Any]) -> CustomCheck:
+        return cls(name, json.dumps(dict(spec), sort_keys=True, separators=(",", ":")))
+
+
+@dataclass(frozen=True)
 class Variant:
     name: str
     base: BaseImage
@@ -212,6 +267,7 @@ class Variant:
     env_forbidden: Tuple[ForbiddenEnv, ...] = ()
     labels: Tuple[Tuple[str, str], ...] = ()
     tags: Tuple[str, ...] = ()
+    channels: Tuple[str, ...] = ()  # moving tag names: only release moves them, to a gated digest
     instance_types: Tuple[str, ...] = ()
     training: Optional[Training] = None
     options: Tuple[Tuple[str, Any], ...] = ()
@@ -220,6 +276,7 @@ class Variant:
     matrix: str = ""
     platform: str = platforms.DEFAULT
     build_steps: Tuple[str, ...] = ()  # the user's shell lines, RUN in the final stage before the code
+    checks: Tuple[CustomCheck, ...] = ()  # the team's own checks, by name
     lint: Tuple[Tuple[str, str, str], ...] = field(default=(), compare=False)  # (severity, name, message)
 
     def component(self, name: str) -> Optional[Component]:
@@ -239,52 +296,69 @@ class Variant:
         return dict(self.options).get(name, default)
 
     def to_lock(self) -> Dict[str, Any]:
-        """The lock as a JSON-ready dict (dump with sort_keys=True: see `lock_json`)."""
-        return {
-            "schema": LOCK_SCHEMA,
-            "name": self.name,
-            "description": self.description,
-            "matrix": self.matrix,
-            "axes": dict(self.axes),
-            "base": {
-                "image": self.base.image,
-                "kind": self.base.kind,
-                "os": self.base.os,
-                "registry_arg": self.base.registry_arg,
-                "digest": self.base.digest,
-                "runtime_image": self.base.runtime_image,
-            },
-            "platform": self.platform,
-            "build_steps": list(self.build_steps),
-            "cuda": self.cuda,
-            "python": self.python,
-            "packages": list(self.packages),
-            "components": {c.name: c.to_json() for c in self.components},
-            "env": [
-                {"name": e.name, "value": e.value, "reason": e.reason, "source": e.source, "origin": e.origin}
-                | ({"overridable": True} if e.overridable else {})
-                for e in self.env
-            ],
-            "env_forbidden": [
-                {"name": f.name, "reason": f.reason, "source": f.source, "severity": f.severity}
-                for f in self.env_forbidden
-            ],
-            "labels": dict(self.labels),
-            "tags": list(self.tags),
-            "instance_types": list(self.instance_types),
-            "training": None
-            if self.training is None
-            else {
-                "source_dir": self.training.source_dir,
-                "entry_point": self.training.entry_point,
-                "requirements": self.training.requirements,
-                "sagemaker": self.training.sagemaker,
-                "code_dir": self.training.code_dir,
-                "install_requirements": self.training.install_requirements,
-                "require_hashes": self.training.require_hashes,
-            },
-            "options": dict(self.options),
-        }
+        """The lock as a JSON-ready dict (dump with sort_keys=True: see `lock_json`). `checks` only when the
+        variant has some: the lock (and content hash) of a variant without them stays what it was."""
+        checks = {"checks": {c.name: c.spec for c in self.checks}} if self.checks else {}
+        return (
+            checks
+            | {
+                "schema": LOCK_SCHEMA,
+                "name": self.name,
+                "description": self.description,
+                "matrix": self.matrix,
+                "axes": dict(self.axes),
+                "base": {
+                    "image": self.base.image,
+                    "kind": self.base.kind,
+                    "os": self.base.os,
+                    "registry_arg": self.base.registry_arg,
+                    "digest": self.base.digest,
+                    "runtime_image": self.base.runtime_image,
+                },
+                "platform": self.platform,
+                "build_steps": list(self.build_steps),
+                "cuda": self.cuda,
+                "python": self.python,
+                "packages": list(self.packages),
+                "components": {c.name: c.to_json() for c in self.components},
+                "env": [
+                    {
+                        "name": e.name,
+                        "value": e.value,
+                        "reason": e.reason,
+                        "source": e.source,
+                        "origin": e.origin,
+                    }
+                    | ({"overridable": True} if e.overridable else {})
+                    for e in self.env
+                ],
+                "env_forbidden": [
+                    {"name": f.name, "reason": f.reason, "source": f.source, "severity": f.severity}
+                    for f in self.env_forbidden
+                ],
+                "labels": dict(self.labels),
+                "tags": list(self.tags),
+                "instance_types": list(self.instance_types),
+                "training": None
+                if self.training is None
+                else {
+                    "source_dir": self.training.source_dir,
+                    "entry_point": self.training.entry_point,
+                    "requirements": self.training.requirements,
+                    "sagemaker": self.training.sagemaker,
+                    "code_dir": self.training.code_dir,
+                    "install_requirements": self.training.install_requirements,
+                    "require_hashes": self.training.require_hashes,
+                },
+                "options": dict(self.options),
+            }
+            | self._channels_lock()
+        )
+
+    def _channels_lock(self) -> Dict[str, Any]:
+        """`channels` only where the matrix declares some: a lock (hence the image's label and its content
+        hash) without channels stays what it was before channels existed, so no image is rebuilt for them."""
+        return {"channels": list(self.channels)} if self.channels else {}
 
     def lock_json(self, indent: Optional[int] = 2) -> str:
         seps = (",", ": ") if indent else (",", ":")

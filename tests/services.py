@@ -6,7 +6,10 @@
 - `MotoServer`: moto's server (`python -m moto.server`), for boto3 over real HTTP via endpoint_url.
 - `FaultProxy`: a small HTTP proxy in front of either one that answers chosen requests with 429/503 (a bounded
   number of times) or delays them, and forwards everything else byte for byte. It is how the tests throttle a
-  registry or an AWS API without mocking the client.
+  registry or an AWS API without mocking the client. A fault with `forward=True` lets the request through and
+  loses the answer (a gateway's 502 after the registry did the work).
+- `RawServer`: a TCP server on 127.0.0.1 whose answers a test writes byte for byte on the socket (a server
+  that drips, lies about its length, resets, or speaks no HTTP at all): what no real registry would do.
 
 Nothing here is a stand-in for the service itself: each is the real server, started and stopped here.
 Below them: small real images (FROM the local base, a lock in their label) and summaries/check reports in
@@ -197,6 +200,7 @@ class Fault:
     retry_after: Optional[str] = None
     body: Optional[bytes] = None
     content_type: str = "text/plain"
+    forward: bool = False  # let the request reach upstream first, then answer with `status` instead
     hits: int = 0
 
 
@@ -247,6 +251,8 @@ class FaultProxy:
                             time.sleep(fault.delay)
                         if fault.hits < fault.times:
                             fault.hits += 1
+                            if fault.forward:
+                                self._forward(body, headers)
                             text = fault.body or f"injected {fault.status}\n".encode()
                             self.send_response(fault.status)
                             if fault.retry_after:
@@ -258,6 +264,21 @@ class FaultProxy:
                                 self.wfile.write(text)
                             return
                         break
+                status, reason, got, data = self._forward(body, headers)
+                self.send_response(status, reason)
+                for k, v in got:
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                length = dict((k.lower(), v) for k, v in got).get("content-length")
+                length = length if self.command == "HEAD" else str(len(data))
+                if length is not None:
+                    self.send_header("Content-Length", length)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def _forward(self, body: bytes, headers: Dict[str, str]) -> tuple:
+                """The request sent upstream as it came: (status, reason, headers, body) of the answer."""
                 proxy.forwarded += 1
                 host, port = proxy.upstream.rsplit(":", 1)
                 conn = http.client.HTTPConnection(host, int(port), timeout=120)
@@ -270,17 +291,8 @@ class FaultProxy:
                 conn.request(self.command, self.path, body=body or None, headers=fwd)
                 resp = conn.getresponse()
                 data = resp.read()
-                self.send_response(resp.status, resp.reason)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(k, v)
-                length = resp.getheader("Content-Length") if self.command == "HEAD" else str(len(data))
-                if length is not None:
-                    self.send_header("Content-Length", length)
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
                 conn.close()
+                return resp.status, resp.reason, resp.getheaders(), data
 
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
 
@@ -295,6 +307,82 @@ class FaultProxy:
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+
+
+@dataclass
+class RawServer:
+    """TCP on 127.0.0.1:port; each connection's request head (and body, by Content-Length) is read, recorded
+    as (method, path) in `requests`, and `answer(method, path, sock, stop)` writes whatever it likes. `stop`
+    is set by `stop()`: an answer that drips or waits returns when it is set; no thread outlives the test."""
+
+    answer: Callable[[str, str, socket.socket, threading.Event], None]
+    port: int = 0
+    requests: List[tuple] = field(default_factory=list)
+    _listener: Optional[socket.socket] = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: List[threading.Thread] = field(default_factory=list)
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> RawServer:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.port = int(self._listener.getsockname()[1])
+        accept = threading.Thread(target=self._accept, daemon=True)
+        accept.start()
+        self._threads.append(accept)
+        return self
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            worker = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            worker.start()
+            self._threads.append(worker)
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            try:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    head += chunk
+                head, _, rest = head.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                fields = [x.partition(":") for x in lines[1:]]
+                length = next((int(v) for k, _, v in fields if k.strip().lower() == "content-length"), 0)
+                while len(rest) < length:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    rest += chunk
+                self.requests.append((method, path))
+                self.answer(method, path, conn, self._stop)
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._listener:
+            self._listener.close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+def http_answer(status: int, body: bytes = b"", headers: Optional[Dict[str, str]] = None) -> bytes:
+    """A whole HTTP/1.1 answer (closing the connection), as bytes for a RawServer to send."""
+    head = [f"HTTP/1.1 {status} X", f"Content-Length: {len(body)}", "Connection: close"]
+    head += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
 # -- small real images and documents in the agreed formats ------------------------------------------------

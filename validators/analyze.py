@@ -37,7 +37,7 @@ Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): va
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
 # header and its footer are passed whole (linescan.Region), as they hold no distinctive substring
 # ('busbw' and the footer words find a table and footer pasted without their '#')
-NCCLTESTS_NEEDLES = ("#", "_perf", "busbw", "Out of bounds values", "Avg bus bandwidth")
+NCCLTESTS_NEEDLES = ("#", "_perf", "busbw", "Out of bounds values", "Avg bus bandwidth", "nccl-tests version")
 TABLE_MAX_ROWS = 4096
 
 
@@ -468,9 +468,11 @@ class Analysis:
                 self.tests.append(res)
             self._parser = None
 
-    def report(self, instance_type: Optional[str] = None, nodes: Optional[int] = None) -> dict:
+    def report(
+        self, instance_type: Optional[str] = None, nodes: Optional[int] = None, fabric: Optional[str] = None
+    ) -> dict:
         self._finish_tests()
-        return build_report(self.facts, self.tests, self.inputs, instance_type, nodes)
+        return build_report(self.facts, self.tests, self.inputs, instance_type, nodes, fabric)
 
 
 class _Where:
@@ -600,14 +602,16 @@ def analyze_paths(
     nodes: Optional[int] = None,
     workers: Optional[int] = None,
     progress: Optional[Progress] = None,
+    fabric: Optional[str] = None,
 ) -> dict:
     """Report for files ('-' is stdin). Raises OSError / ValueError for unreadable inputs.
 
     Large regular files are scanned by `workers` processes (default: the CPUs; 1: serial);
-    the report is the same either way. `progress`: see analyze_file.
+    the report is the same either way. `progress`: see analyze_file. `fabric`: a declared fabric
+    (validators.judge.verdict.judge_provider).
     """
     with collector_paused():
-        return _analyze_paths(paths, instance_type, nodes, workers, progress)
+        return _analyze_paths(paths, instance_type, nodes, workers, progress, fabric)
 
 
 @contextmanager
@@ -634,6 +638,7 @@ def _analyze_paths(
     nodes: Optional[int],
     workers: Optional[int],
     progress: Optional[Progress],
+    fabric: Optional[str] = None,
 ) -> dict:
     a = Analysis()
     for path in paths:
@@ -652,7 +657,7 @@ def _analyze_paths(
                 analyze_stream(a, fh, path)
             continue
         analyze_file(a, path, workers, progress=progress)
-    report = a.report(instance_type, nodes)
+    report = a.report(instance_type, nodes, fabric)
     if a.replay:  # as `validators run` marks a replay's report (validators.run.report)
         from validators.run.report import replay_finding
 

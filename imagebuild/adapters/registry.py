@@ -4,6 +4,12 @@ The docker SDK pushes (the engine does the layer upload); the v2 API, spoken her
 questions a release needs without pulling anything: does this tag exist, which image (config digest) does a
 digest name, and "put this exact manifest under that tag" (promotion keeps the digest byte for byte).
 
+Every answer is bounded (`Bounds`): one request may take `request_s`, one operation (a call with its retries)
+`operation_s`, and a body may hold `max_body` bytes. Socket timeouts bound each read, not their sum, so a
+watchdog shuts the socket down at the request's deadline: a server that drips a byte at a time cannot hold a
+release. A manifest is used only after its bytes hash to the digest asked for (or, by tag, to the registry's
+digest header): a registry that serves other bytes is refused before anything is written from them.
+
 Credentials come from flags/env or the docker config (`~/.docker/config.json`, credential helpers included,
 via the docker SDK). They are passed per request and never written anywhere: not to a file, a label, a log
 line or a summary. `Credentials.__repr__` hides the secret so an accidental print cannot leak it.
@@ -13,16 +19,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import ipaddress
 import json
 import os
 import re
 import socket
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild.errors import ChecksFailed, UserError
 from imagebuild.retry import (
@@ -184,6 +193,145 @@ def scheme_for(host: str, plain_http: Optional[bool] = None) -> str:
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """How long one HTTP request and one operation (a call with all its retries) may take, and how many bytes
+    an answer may hold. 4 MiB: the size the OCI distribution spec says registries should accept for a
+    manifest; image configs are far smaller."""
+
+    request_s: float = 60.0
+    operation_s: float = 300.0
+    max_body: int = 4 * 1024 * 1024
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None) -> Bounds:
+        """The defaults, or REGISTRY_REQUEST_TIMEOUT / REGISTRY_OPERATION_TIMEOUT (seconds) from `env`."""
+        env = os.environ if env is None else env
+        return cls(
+            request_s=_seconds(env, "REGISTRY_REQUEST_TIMEOUT", cls.request_s),
+            operation_s=_seconds(env, "REGISTRY_OPERATION_TIMEOUT", cls.operation_s),
+        )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86400:
+        raise UserError(f"{text!r} is not a number of seconds in (0, 86400]", key=name)
+    return value
+
+
+class _Watchdog:
+    """Shuts one request's sockets down when its time is up, so a blocked read returns at the deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        self.fired = False
+        self._socks: List[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, seconds), self._fire)
+        self._timer.daemon = True
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._socks.append(sock)
+            if self.fired:
+                _shutdown(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._socks:
+                _shutdown(sock)
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._timer.cancel()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:  # the plain socket's shutdown, also under TLS: it only wakes the reader, the TLS state is left alone
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _WatchedHTTP(http.client.HTTPConnection):
+    def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.watchdog = watchdog
+
+    def connect(self) -> None:
+        super().connect()
+        self.watchdog.watch(self.sock)
+
+
+class _WatchedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.watchdog = watchdog
+
+    def connect(self) -> None:
+        super().connect()
+        self.watchdog.watch(self.sock)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, watchdog: _Watchdog) -> None:
+        super().__init__()
+        self.watchdog = watchdog
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_WatchedHTTP, req, watchdog=self.watchdog)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, watchdog: _Watchdog) -> None:
+        super().__init__()
+        self.watchdog = watchdog
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_WatchedHTTPS, req, context=self._context, watchdog=self.watchdog)
+
+
+class _TooLarge(Exception):
+    """An answer over the body cap (by its Content-Length, or by what arrived)."""
+
+
+def _read_capped(resp: Any, limit: int) -> bytes:
+    """The body, refused unread when its Content-Length is over `limit`, and cut off once more arrives;
+    a body shorter than its Content-Length is an IncompleteRead (http.client returns it short)."""
+    declared = resp.headers.get("Content-Length", "").strip()
+    length = int(declared) if declared.isdigit() else None
+    if length is not None and length > limit:
+        raise _TooLarge(f"an answer of {length} bytes (Content-Length), refused before reading it")
+    chunks: List[bytes] = []
+    total = 0
+    while True:
+        chunk = resp.read(min(65536, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _TooLarge(f"an answer of more than {limit} bytes, cut off there")
+    body = b"".join(chunks)
+    if length is not None and len(body) < length:
+        raise http.client.IncompleteRead(body, length - len(body))
+    return body
+
+
+def sha256_of(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+@dataclass(frozen=True)
 class RemoteManifest:
     """A manifest as the registry serves it: its digest, media type, raw bytes and the image config digest."""
 
@@ -218,45 +366,70 @@ class RegistryAPI:
         creds: Optional[Credentials] = None,
         plain_http: Optional[bool] = None,
         policy: RetryPolicy = DEFAULT_POLICY,
-        timeout: float = 30.0,
+        bounds: Optional[Bounds] = None,
         log: Optional[Log] = None,
     ) -> None:
         self.registry = registry
         self.creds = creds
         self.base = f"{scheme_for(registry, plain_http)}://{registry}"
         self.policy = policy
-        self.timeout = timeout
+        self.bounds = bounds if bounds is not None else Bounds.from_env()
         self.log = log
         self._auth: Optional[str] = None
 
     # -- transport -------------------------------------------------------------------------------------
-    def _once(self, method: str, path: str, headers: Dict[str, str], data: Optional[bytes]):
+    def _exchange(
+        self, method: str, url: str, headers: Dict[str, str], data: Optional[bytes], until: float
+    ) -> Tuple[int, Dict[str, str], bytes]:
+        """One HTTP request, done by `until` (monotonic) or within `bounds.request_s`, whichever is first.
+
+        An HTTP error status comes back as a status; a transport fault (reset, short body, timeout, garbage)
+        is Retryable; an answer over the body cap is exit 2 at once (asking again gets the same answer)."""
+        budget = min(self.bounds.request_s, until - time.monotonic())
+        if budget <= 0:
+            raise Retryable(f"{method} {url}: no time left")
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        with _Watchdog(budget) as watchdog:
+            opener = urllib.request.build_opener(_HTTPHandler(watchdog), _HTTPSHandler(watchdog))
+            try:
+                try:
+                    resp = opener.open(req, timeout=budget)
+                except urllib.error.HTTPError as err:
+                    resp = err
+                with resp:
+                    body = b"" if method == "HEAD" else _read_capped(resp, self.bounds.max_body)
+                    return resp.status, dict(resp.headers.items()), body
+            except _TooLarge as err:
+                raise UserError(
+                    f"registry {self.registry}: {method} {url} gave {err}: over the cap of "
+                    f"{self.bounds.max_body} bytes",
+                    key="registry",
+                ) from None
+            except (OSError, http.client.HTTPException, ValueError) as err:
+                if watchdog.fired:
+                    raise Retryable(f"{method} {url}: no complete answer within {budget:.3g} s") from err
+                reason = getattr(err, "reason", None) or f"{type(err).__name__}: {err}"
+                raise Retryable(f"{method} {url}: {reason}") from err
+
+    def _once(self, method: str, path: str, headers: Dict[str, str], data: Optional[bytes], until: float):
         url = self.base + path
         for _ in range(2):  # second pass only after an auth challenge
             hdrs = dict(headers)
             if self._auth:
                 hdrs["Authorization"] = self._auth
-            req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
-            try:
-                resp = urllib.request.urlopen(req, timeout=self.timeout)
-                return resp.status, dict(resp.headers.items()), resp.read()
-            except urllib.error.HTTPError as err:
-                body = err.read() if method != "HEAD" else b""
-                if err.code == 401 and self._auth is None:
-                    self._auth = self._answer_challenge(err.headers.get("WWW-Authenticate", ""), path)
-                    if self._auth:
-                        continue
-                if err.code == 429 or err.code >= 500:
-                    raise Retryable(
-                        f"{method} {url}: HTTP {err.code}", parse_retry_after(err.headers.get("Retry-After"))
-                    ) from err
-                return err.code, dict(err.headers.items()), body
-            except (urllib.error.URLError, socket.timeout, ConnectionError) as err:
-                reason = getattr(err, "reason", err)
-                raise Retryable(f"{method} {url}: {reason}") from err
+            status, got, body = self._exchange(method, url, hdrs, data, until)
+            if status == 401 and self._auth is None:
+                challenge = {k.lower(): v for k, v in got.items()}.get("www-authenticate", "")
+                self._auth = self._answer_challenge(challenge, path, until)
+                if self._auth:
+                    continue
+            if status == 429 or status >= 500:
+                retry_after = {k.lower(): v for k, v in got.items()}.get("retry-after")
+                raise Retryable(f"{method} {url}: HTTP {status}", parse_retry_after(retry_after))
+            return status, got, body
         return 401, {}, b""
 
-    def _answer_challenge(self, header: str, path: str) -> Optional[str]:
+    def _answer_challenge(self, header: str, path: str, until: float) -> Optional[str]:
         scheme, params = _parse_challenge(header)
         if scheme == "basic":
             return self.creds.basic_header() if self.creds else None
@@ -266,27 +439,36 @@ class RegistryAPI:
                 repo = path.split("/manifests/")[0].replace("/v2/", "", 1)
                 query["scope"] = f"repository:{repo}:pull,push"
             url = params["realm"] + "?" + urllib.parse.urlencode(query)
-            req = urllib.request.Request(url)
-            if self.creds:
-                req.add_header("Authorization", self.creds.basic_header())
+            hdrs = {"Authorization": self.creds.basic_header()} if self.creds else {}
+            status, _got, body = self._exchange("GET", url, hdrs, None, until)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    doc = json.loads(resp.read())
-            except (urllib.error.URLError, ValueError):
+                doc = json.loads(body) if status == 200 else {}
+            except ValueError:
                 return None
-            token = doc.get("token") or doc.get("access_token")
-            return f"Bearer {token}" if token else None
+            token = (doc.get("token") or doc.get("access_token")) if isinstance(doc, dict) else None
+            return f"Bearer {token}" if isinstance(token, str) and token else None
         return None
 
     def _call(self, method: str, path: str, headers: Dict[str, str], data: Optional[bytes] = None):
+        """One operation: bounded retries, all of them done within `bounds.operation_s`."""
+        until = time.monotonic() + self.bounds.operation_s
+        last: List[BaseException] = []
+
+        def attempt():
+            if time.monotonic() >= until:
+                raise _OutOfTime()
+            return self._once(method, path, headers, data, until)
+
         def on_retry(n: int, wait: float, err: BaseException) -> None:
+            last[:] = [err]
             if self.log:
                 self.log(f"  registry {self.registry}: {err}; retry {n} in {wait:.1f}s")
 
+        def sleep(wait: float) -> None:
+            time.sleep(max(0.0, min(wait, until - time.monotonic())))
+
         try:
-            status, hdrs, body = call_with_retry(
-                lambda: self._once(method, path, headers, data), self.policy, on_retry=on_retry
-            )
+            status, hdrs, body = call_with_retry(attempt, self.policy, sleep=sleep, on_retry=on_retry)
         except RetriesExhausted as err:
             raise UserError(
                 f"registry {self.registry} unreachable or failing: {err.last} "
@@ -294,6 +476,14 @@ class RegistryAPI:
                 key="registry",
                 hint="is the registry up and the host:port right? throttled? try again later",
             ) from err
+        except _OutOfTime:
+            why = f" (last: {last[0]})" if last else ""
+            raise UserError(
+                f"registry {self.registry}: {method} {path} gave no complete answer within "
+                f"{self.bounds.operation_s:g} s{why}",
+                key="registry",
+                hint="a slow or stuck registry; REGISTRY_OPERATION_TIMEOUT sets the limit (seconds)",
+            ) from None
         if status == 401:
             how = f"credentials from {self.creds.source}" if self.creds else "no credentials"
             raise AuthRefused(
@@ -316,13 +506,19 @@ class RegistryAPI:
         if status != 200:
             raise UserError(f"registry {self.registry}: GET manifest {repository}:{reference} gave {status}")
         lower = {k.lower(): v for k, v in hdrs.items()}
-        actual = "sha256:" + hashlib.sha256(body).hexdigest()
-        digest = lower.get("docker-content-digest") or actual
-        if digest != actual:
+        actual = sha256_of(body)
+        if ":" in reference and reference != actual:  # asked by digest: the bytes must be those bytes
             raise ChecksFailed(
-                f"registry {self.registry} served {repository}:{reference} with digest header {digest} "
-                f"but content {actual}"
+                f"registry {self.registry} answered GET {repository}@{reference} with other bytes (their "
+                f"sha256 is {actual}); refused: nothing is used or written from them"
             )
+        header = lower.get("docker-content-digest")
+        if header and header != actual:
+            raise ChecksFailed(
+                f"registry {self.registry} served {repository}:{reference} with digest header {header} "
+                f"but content {actual}; refused: nothing is used or written from it"
+            )
+        digest = actual
         media = lower.get("content-type", "").split(";")[0] or MANIFEST_TYPES[0]
         return RemoteManifest(digest, media, body, config_digest_of(body))
 
@@ -333,7 +529,7 @@ class RegistryAPI:
             return None
         if status != 200:
             raise UserError(f"registry {self.registry}: GET blob {repository}@{digest} gave {status}")
-        if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
+        if sha256_of(body) != digest:
             raise ChecksFailed(f"registry {self.registry} served blob {digest} with other content")
         return body
 
@@ -350,6 +546,10 @@ class RegistryAPI:
             raise Refused(f"registry {self.registry} refused tag {repository}:{tag}: HTTP {status} {text}")
         lower = {k.lower(): v for k, v in hdrs.items()}
         return lower.get("docker-content-digest") or manifest.digest
+
+
+class _OutOfTime(Exception):
+    """The operation's deadline passed before another attempt could start."""
 
 
 ExistingFn = Callable[[ImageRef], Optional[RemoteManifest]]

@@ -8,9 +8,9 @@ A variant lock lists, per component, the artifacts its Dockerfile COPYs from `co
 The build host fetches each once into the cache (`.cache/artifacts/` by default), verifies it
 (sha256; git: the checked-out HEAD is the pinned commit, then a deterministic `git archive`; pypi:
 `pip download --no-deps --only-binary :all:` then the wheel's sha256; a GPG signature against a keyring
-holding only the pinned fingerprint), and links it into the build context. Every write goes to a temporary
-name in the same folder and is renamed into place, so a full disk or a kill leaves either the old state or
-the complete, verified file.
+holding only the pinned fingerprint), and links it into the build context. Every write goes through
+`safefile.atomic_file` (a temporary name in the same folder, renamed into place when whole, removed on any
+error), so a full disk or an error leaves either the old state or the complete, verified file.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from imagebuild.errors import UserError, redact
+from imagebuild.safefile import atomic_file
 from imagebuild.variant import Artifact
 
 DEFAULT_CACHE = Path(".cache") / "artifacts"
@@ -170,28 +171,9 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _tmp_in(folder: Path, name: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{name}.", dir=folder)
-    os.close(fd)
-    return Path(tmp)
-
-
-def _commit_file(tmp: Path, final: Path) -> None:
-    """fsync then rename: after this returns the file is whole on disk under its final name."""
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-
-
 def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = _tmp_in(path.parent, path.name)
-    try:
+    with atomic_file(path) as tmp:
         tmp.write_text(json.dumps(data, sort_keys=True, indent=1) + "\n")
-        _commit_file(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _download(url: str, dest: Path, timeout: float = 60.0) -> str:
@@ -335,8 +317,8 @@ class ArtifactCache:
         assert art.url
         src = mirrored(art.url, self.mirror)
         self.say(f"fetching {redact(src)}")
-        tmp = _tmp_in(folder, art.filename)
-        try:
+        final = folder / art.filename
+        with atomic_file(final) as tmp:
             got = _download(src, tmp)
             if art.sha256 and got != art.sha256:
                 raise ArtifactError(
@@ -345,11 +327,7 @@ class ArtifactCache:
                 )
             if art.gpg_fingerprint:
                 self._verify_gpg(art, tmp, folder)
-            final = folder / art.filename
-            _commit_file(tmp, final)
-            return final, got
-        finally:
-            tmp.unlink(missing_ok=True)
+        return final, got
 
     def _verify_gpg(self, art: Artifact, data: Path, folder: Path) -> None:
         """gpg --verify against a keyring that holds the pinned fingerprint's key and nothing else."""
@@ -398,9 +376,8 @@ class ArtifactCache:
                 )
             for src, name in ((sig, art.signature_file), (key, art.key_file)):
                 if name:  # the Dockerfile may verify again in the image: keep them beside the file
-                    tmp = _tmp_in(folder, name)
-                    shutil.copyfile(src, tmp)
-                    _commit_file(tmp, folder / name)
+                    with atomic_file(folder / name) as tmp:
+                        shutil.copyfile(src, tmp)
         self.say(f"GPG signature good: {art.filename} signed by {art.gpg_fingerprint}")
 
     def _fetch_git(self, art: Artifact, folder: Path) -> Tuple[Path, str]:
@@ -416,8 +393,8 @@ class ArtifactCache:
                 shown = redact(src)
                 raise ArtifactError(f"{shown}: HEAD is {head} after checkout, pinned commit {art.commit}")
             prefix = art.filename.removesuffix(".tar") + "/"
-            tmp = _tmp_in(folder, art.filename)
-            try:
+            final = folder / art.filename
+            with atomic_file(final) as tmp:
                 # A tar (not gzip) of one commit: git writes it byte for byte the same on every host.
                 with open(tmp, "wb") as out:
                     proc = subprocess.run(
@@ -429,11 +406,7 @@ class ArtifactCache:
                 if proc.returncode != 0:
                     raise ArtifactError(f"git archive of {art.commit} failed: {proc.stderr.decode()[-300:]}")
                 sha = sha256_file(tmp)
-                final = folder / art.filename
-                _commit_file(tmp, final)
-                return final, sha
-            finally:
-                tmp.unlink(missing_ok=True)
+            return final, sha
 
     def _fetch_pypi(self, art: Artifact, folder: Path) -> Tuple[Path, str]:
         assert art.requirement and art.sha256
@@ -456,7 +429,8 @@ class ArtifactCache:
                     f"pinned sha256 {art.sha256}, got {got}"
                 )
             final = folder / wheel.name
-            _commit_file(wheel, final)
+            with atomic_file(final) as tmp:
+                os.replace(wheel, tmp)
             return final, got
 
 
@@ -464,16 +438,19 @@ class ArtifactCache:
 
 
 def place(src: Path, dest: Path) -> None:
-    """Hardlink `src` to `dest` (copy across filesystems), replacing whatever `dest` was, atomically."""
+    """Hardlink `src` to `dest` (copy across filesystems), replacing whatever `dest` was, atomically. A failed
+    copy (a full disk) leaves no partial file under either name, and is an ArtifactError."""
     if dest.exists() and os.path.samefile(src, dest):
         return
-    tmp = dest.parent / f".tmp-{dest.name}"
-    tmp.unlink(missing_ok=True)
     try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dest)
+        with atomic_file(dest) as tmp:
+            tmp.unlink()
+            try:
+                os.link(src, tmp)
+            except OSError:
+                shutil.copyfile(src, tmp)
+    except OSError as err:
+        raise ArtifactError(f"cannot stage {src.name} into {dest.parent}: {err.strerror or err}") from None
 
 
 def stage(cache: ArtifactCache, arts: List[Artifact], context: Path) -> List[Tuple[str, str]]:
@@ -499,15 +476,9 @@ def stage(cache: ArtifactCache, arts: List[Artifact], context: Path) -> List[Tup
     text = "".join(f"{sha}  {name}\n" for name, sha in sorted(set(sums)))
     sums_path = dest_dir / SUMS_FILE
     if not sums_path.exists() or sums_path.read_text() != text:
-        _write_text_atomic(sums_path, text)
+        try:
+            with atomic_file(sums_path) as tmp:
+                tmp.write_text(text)
+        except OSError as err:
+            raise ArtifactError(f"cannot write {sums_path}: {err.strerror or err}") from None
     return sums
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = _tmp_in(path.parent, path.name)
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

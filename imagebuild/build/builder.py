@@ -29,18 +29,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from imagebuild.adapters.docker_engine import find_image
 from imagebuild.adapters.registry import ExistingFn, ImageRef, Log, split_ref
-from imagebuild.build import buildkit, steplog
+from imagebuild.build import buildkit, lifeline, steplog
 from imagebuild.build.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
 from imagebuild.build.summary import write_summary as write_summary
 from imagebuild.components import REGISTRY
 from imagebuild.errors import UserError
 from imagebuild.render.dockerfile import ca_stages, with_build_ca
-from imagebuild.variant import LOCK_LABEL
+from imagebuild.safefile import atomic_file
+from imagebuild.variant import BASE_DIGEST_LABEL, BASE_ID_LABEL, HASH_LABEL, LOCK_LABEL, VARIANT_LABEL
 
-HASH_LABEL = "org.efa-image-build.context-hash"
-VARIANT_LABEL = "org.efa-image-build.variant"
-BASE_DIGEST_LABEL = "org.efa-image-build.base.digest"  # the base's manifest digest, when the engine knows it
-BASE_ID_LABEL = "org.efa-image-build.base.image-id"  # the base's image id (config digest) in the engine
 DEFAULT_CA = "/etc/ssl/certs/ca-certificates.crt"
 CA_IN_CONTEXT = Path("certs") / "build-ca.crt"
 DOCKERFILE_IN_TAR = ".efa-image-build.Dockerfile"
@@ -217,6 +214,9 @@ class VariantResult:
     base_ref: Optional[str] = None  # the FROM the lock names (build args filled in)
     base_hashed: Optional[str] = None  # the identity that went into the content hash
     base_source: Optional[str] = None  # how it was learned: BASE_SOURCES
+    channels: List[str] = field(
+        default_factory=list
+    )  # the lock's moving tags: release moves them, push never
 
 
 class Reporter:
@@ -358,9 +358,10 @@ def known_image_id(base: BaseIdentity) -> Optional[str]:
 
 def base_labels(digest: Optional[str], image_id: Optional[str]) -> Dict[str, str]:
     """The labels that say what the image was built from: the base's manifest digest and image id, where
-    known (`bake` pulls nothing, so it knows a registry base's digest only; `build` asks its engine)."""
-    labels = {BASE_DIGEST_LABEL: digest, BASE_ID_LABEL: image_id}
-    return {k: v for k, v in labels.items() if v}
+    known (`bake` pulls nothing, so it knows a registry base's digest only; `build` asks its engine). An
+    unknown one is written empty: an image inherits its base's labels, and a base built by this tool (or
+    forged) carries its own base's, which must never be read as this image's base."""
+    return {BASE_DIGEST_LABEL: digest or "", BASE_ID_LABEL: image_id or ""}
 
 
 def unconfirmed_message(base: BaseIdentity, outcome: str = "Not skipped and not built") -> str:
@@ -468,7 +469,8 @@ def _prepare_context(variant_dir: Path, lock: dict, opts: BuildOptions, log) -> 
             )
     if ca:
         if not ca_dest.exists() or ca_dest.read_bytes() != ca.read_bytes():
-            shutil.copyfile(ca, ca_dest)
+            with atomic_file(ca_dest) as tmp:
+                shutil.copyfile(ca, tmp)
         stages = ca_stages((variant_dir / "Dockerfile").read_text())
         where = f"builder stages {', '.join(stages)}" if stages else "no builder stage here"
         log(f"build CA: {ca} -> context/{CA_IN_CONTEXT} ({where}; never the final image)")
@@ -505,8 +507,8 @@ def memo_hash(variant_dir: Path, base: Optional[str] = None) -> str:
     if not isinstance(memo, dict):
         memo = {}
     chash = context_hash(variant_dir, memo, base)
-    memo_path.parent.mkdir(exist_ok=True)
-    memo_path.write_text(json.dumps(memo))
+    with atomic_file(memo_path) as tmp:
+        tmp.write_text(json.dumps(memo))
     return chash
 
 
@@ -524,6 +526,7 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
 
         try:
             lock = read_lock(variant_dir)
+            result.channels = [str(c) for c in lock.get("channels") or []]
             base = opts.base_of(client, lock)
             result.base_ref, result.base_hashed, result.base_source = base.ref, base.identity, base.source
             if base.problem:
@@ -542,7 +545,7 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                     existing.tag(*_split_ref(ref))
                 result.status, result.image_id, result.found_in = "skipped", existing.id, "engine"
                 result.base_digest = existing.labels.get(BASE_DIGEST_LABEL) or base.digest
-                result.base_image_id = existing.labels.get(BASE_ID_LABEL)
+                result.base_image_id = existing.labels.get(BASE_ID_LABEL) or None
                 log(f"skipped: {tags[0]} already built from this content ({existing.id})")
                 report.event(name, "skipped", tags[0])
             elif remote is not None:
@@ -728,6 +731,7 @@ def _buildkit_build(
                 env={**os.environ, **env},
                 text=True,
                 errors="replace",
+                preexec_fn=lifeline.die_with_parent,  # this process killed: the CLI cancels its build
             )
             opts.children.add(proc)
             steps = steplog.BuildkitSteps()

@@ -46,7 +46,7 @@ from imagebuild.build.artifacts import ArtifactCache, ArtifactError, stage
 from imagebuild.build.localbase import DEFAULT_NAME as DEBOOTSTRAP_BASE
 from imagebuild.components import nccl
 from imagebuild.errors import UserError
-from imagebuild.variant import Artifact
+from imagebuild.variant import LAYOUT_LABEL, Artifact
 
 # `-2nccl`: the layout with the DLC's two NCCLs and its mpirun settings (an engine may still hold the older
 # one-NCCL layout under `bookworm`; a new tag never lets a build take that one for this one).
@@ -66,7 +66,6 @@ APT_PACKAGES = (
     "libopenmpi3=4.1.4-3+b1",
 )
 RECORDED = ("libfabric1", "libfabric-bin", "openmpi-bin", "libopenmpi3")
-LAYOUT_LABEL = "org.efa-image-build.layout"
 DOCKER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 Say = Callable[[str], None]

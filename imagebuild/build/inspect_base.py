@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional
 from imagebuild.adapters.docker_engine import find_image, start
 from imagebuild.components import aws_ofi_nccl, efa_installer, libfabric, nccl, openmpi, torch
 from imagebuild.errors import UserError
+from imagebuild.variant import INSPECT_CONTAINER_LABEL
 from imagebuild.versions import is_version
 
 # The probe's facts are keyed by the components' own names (the blocks own them).
@@ -29,7 +30,7 @@ AWS_OFI_NCCL, EFA_INSTALLER = aws_ofi_nccl.NAME, efa_installer.NAME
 PROBE_DIR = "/tmp/efa-image-build-inspect"
 PROBE_FILES = ("inspect_probe.sh", "inspect_probe.py")
 PROBE_TIMEOUT_S = 300
-CONTAINER_LABEL = "org.efa-image-build.inspect"
+CONTAINER_LABEL = INSPECT_CONTAINER_LABEL
 # base.os values the matrix schema accepts (imagebuild/matrix/schema.py BaseSpec.os)
 KNOWN_OS = ("debian12", "ubuntu20.04", "ubuntu22.04", "ubuntu24.04")
 _PYTHONS = ("/usr/local/bin/python3", "/opt/conda/bin/python", "/usr/bin/python3")

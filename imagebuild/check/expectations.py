@@ -12,14 +12,16 @@ import shlex
 from typing import List
 
 from imagebuild import components
+from imagebuild.check import custom
 from imagebuild.components.expectation import Expectation
+from validators.report.redact import AWS_KEY_ID
 
 # Env vars whose whole namespace the policy owns: one set in the image but absent from the lock is a finding.
 POLICY_PREFIXES = ("NCCL_", "FI_", "RDMAV_")
 
 # Credentials must never be in env, labels or layer history. [AWS access key id formats; AWS CLI config keys]
 CREDENTIAL_PATTERNS = (
-    r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",
+    AWS_KEY_ID,  # the key id formats the redaction table masks (validators/report/redact.py)
     r"(?i)aws_secret_access_key",
     r"(?i)aws_session_token",
     r"(?i)-----BEGIN [A-Z ]*PRIVATE KEY-----",
@@ -42,7 +44,8 @@ _EVERY_MODULE_COMPILED = (
 
 
 def derive(lock: dict) -> List[Expectation]:
-    """The checks for `lock`, in report order. Pure."""
+    """The checks for `lock`, in report order, the team's own (`checks:` in the lock) after the derived
+    ones. Pure."""
     python = lock.get("python") or "python3"
     comps = lock.get("components") or {}
     training = lock.get("training") or {}
@@ -140,4 +143,4 @@ def derive(lock: dict) -> List[Expectation]:
             False,
             f"no static check for {name} yet (version {comp.get('version')} recorded in the lock)",
         )
-    return out
+    return out + custom.expectations(lock)  # the team's own, last: custom:<name>

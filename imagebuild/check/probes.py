@@ -11,7 +11,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from imagebuild.components import apt_by_upstream, apt_pin_matches, libfabric
 from imagebuild.versions import Version
@@ -33,6 +33,7 @@ class Target:
     lock: dict
     python: str = "python3"
     entrypoint: Optional[List[str]] = None
+    config: Dict[str, Any] = field(default_factory=dict)  # the image's Config: User, WorkingDir, Cmd, ...
     _inventories: Dict[Tuple[str, ...], Tuple[Optional[dict], str]] = field(default_factory=dict, repr=False)
 
     def inventory(self, *args: str) -> Tuple[Optional[dict], str]:

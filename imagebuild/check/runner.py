@@ -26,13 +26,14 @@ from imagebuild.check.expectations import Expectation, derive
 from imagebuild.check.probes import INVENTORY_PATH
 from imagebuild.check.report import write_report as write_report
 from imagebuild.errors import UserError
-from imagebuild.variant import LOCK_LABELS, lock_from_labels
+from imagebuild.variant import CHECK_CONTAINER_LABEL, LOCK_LABELS, lock_from_labels
 
 CHECK_MODULE = Path(__file__).with_name("test_image.py")
 INVENTORY = Path(__file__).with_name("inventory.py")
 VALIDATORS = Path(validators.__file__).resolve().parent  # its nodecheck goes beside inventory.py
-CONTAINER_LABEL = "org.efa-image-build.check"
+CONTAINER_LABEL = CHECK_CONTAINER_LABEL
 STATUSES = ("pass", "fail", "unknown", "skip")
+IMAGE_CONFIG = ("User", "WorkingDir", "Entrypoint", "Cmd")  # what a metadata check may compare
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -43,6 +44,7 @@ class ImageReport:
     image_id: str
     checks: List[dict] = field(default_factory=list)
     duration_s: float = 0.0
+    software: Optional[dict] = None  # training code hash and Python packages (imagebuild/check/software.py)
 
     @property
     def passed(self) -> bool:
@@ -51,7 +53,7 @@ class ImageReport:
         return "pass" in statuses and not statuses & {"fail", "unknown"}
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "variant": self.variant,
             "image": self.image,
             "image_id": self.image_id,
@@ -59,6 +61,9 @@ class ImageReport:
             "duration_s": self.duration_s,
             "checks": self.checks,
         }
+        if self.software is not None:
+            doc["software"] = self.software
+        return doc
 
 
 def _env_of(image) -> dict:
@@ -158,6 +163,7 @@ def check_image(
                 "history": history,
                 "python": python,
                 "entrypoint": (image.attrs.get("Config") or {}).get("Entrypoint"),
+                "config": {k: (image.attrs.get("Config") or {}).get(k) for k in IMAGE_CONFIG},
                 "expectations": [e.to_json() for e in exps],
                 "results": str(tmpd / "results.jsonl"),
             }

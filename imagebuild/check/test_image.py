@@ -14,6 +14,7 @@ import os
 import pytest
 import testinfra
 
+from imagebuild.check import custom
 from imagebuild.check.expectations import Expectation
 from imagebuild.check.probes import PROBES, Target
 
@@ -28,6 +29,7 @@ def _plan() -> dict:
 
 PLAN = _plan()
 EXPECTATIONS = [Expectation.from_json(e) for e in PLAN["expectations"]]
+EVALUATORS = {**PROBES, **custom.PROBES}  # the derived checks' and the team's own (custom:<name>)
 
 
 def _record(name: str, status: str, detail: str) -> None:
@@ -51,6 +53,7 @@ def target() -> Target:
         lock=PLAN["lock"],
         python=PLAN["python"],
         entrypoint=PLAN.get("entrypoint"),
+        config=PLAN.get("config") or {},
     )
 
 
@@ -60,7 +63,7 @@ def test_check(exp: Expectation, target: Target) -> None:
         _record(exp.name, "skip", exp.skip)
         pytest.skip(exp.skip)
     try:
-        status, detail = PROBES[exp.probe](target, exp.params)
+        status, detail = EVALUATORS[exp.probe](target, exp.params)
     except Exception as err:  # a probe that crashed saw nothing: unknown, and say why
         status, detail = "unknown", f"probe {exp.probe} raised {type(err).__name__}: {err}"
     _record(exp.name, status, detail)

@@ -41,8 +41,14 @@ def register(sub) -> None:
         "--tag",
         action="append",
         default=[],
-        required=True,
         help="release tag (repeatable; {variant} and {date} expand); never overwritten",
+    )
+    p.add_argument(
+        "--channel",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="channel to move to the promoted digest (repeatable; beside the matrix's channels:)",
     )
     p.add_argument(
         "--require-preflight",
@@ -64,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     request = pipeline.ReleaseRequest(
         target=registry_target(args),
         tags=tuple(args.tag),
+        channels=tuple(args.channel),
         summaries=tuple(args.summary or ["build/summary.json"]),
         variants=tuple(args.variant),
         checks=tuple(args.checks or ["build/test-report.json"]),

@@ -16,6 +16,7 @@ from imagebuild.variant import (
     Artifact,
     BaseImage,
     Component,
+    CustomCheck,
     EnvVar,
     ForbiddenEnv,
     Training,
@@ -118,5 +119,6 @@ def _from_lock(lock: Mapping[str, Any]) -> Variant:
         ),
         platform=lock.get("platform") or platforms.DEFAULT,
         build_steps=tuple(lock.get("build_steps") or ()),
+        checks=tuple(CustomCheck.of(n, spec) for n, spec in sorted(dict(lock.get("checks") or {}).items())),
         options=tuple(sorted((lock.get("options") or {}).items())),
     )

@@ -4,8 +4,9 @@ Why here and not in the templates: what reaches a Dockerfile must already be saf
 the file and line are still known (exit 2 naming them), and the templates stay free of defensive logic.
 - the matrix file's own name is written into a Dockerfile comment: a line break in it would add an
   instruction;
-- labels the tool owns (the lock, the variant, component versions, the OCI title) cannot be replaced: the
-  lock label is what `build.py test` and `release` trust;
+- labels the tool sets (imagebuild.variant names each: the lock, the variant, the base's digest and image id,
+  component versions, the OCI title, ...) cannot be set: the lock label is what `build.py test` and `release`
+  trust, the base labels what a skipped rebuild reports; other `org.efa-image-build.*` keys stay free;
 - an artifact's file name comes from its URL when not given: `https://host/` or `https://host/..` would
   name no file, or the artifacts folder's parent, in `COPY`;
 - `training.source_dir` must stay inside the matrix's folder (the build context is what ships).
@@ -22,14 +23,8 @@ from typing import Any, Optional
 from imagebuild.errors import UserError
 from imagebuild.matrix import schema
 from imagebuild.matrix.yamlsrc import MDict, file_of, line_of
+from imagebuild.variant import is_tool_label
 
-# Labels the tool sets itself (resolve.py, builder.py, variant.LOCK_LABEL, release.LOCK_LABELS); other
-# `org.efa-image-build.*` keys (e.g. a release channel) stay free for the matrix.
-TOOL_LABELS = re.compile(
-    r"org\.opencontainers\.image\.title"
-    r"|org\.efa-image-build\.(lock|variant|context-hash|check|[a-z0-9-]+\.version)"
-    r"|io\.github\.efa-image-build\..*"
-)
 SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 
 
@@ -56,7 +51,7 @@ def url_file_name(url: str) -> str:
 def refuse_hostile(spec: schema.VariantBody, body: MDict, file: str) -> None:
     """Refuse tool-owned labels, URLs that name no safe file, and a training folder outside the matrix's."""
     for key in spec.labels or {}:
-        if TOOL_LABELS.fullmatch(key):
+        if is_tool_label(key):
             raise UserError(
                 f"label '{key}' belongs to efa-image-build and cannot be set by the matrix",
                 key=f"labels.{key}",

@@ -4,7 +4,8 @@ Inheritance, lowest first: `defaults`, the `templates` named in `extends` (in or
 `extends`), the variant entry's own keys, the value of each axis (in the order the axes are written), then
 every `include` whose `match` fits the combination. `exclude` removes combinations. An include or exclude that
 matches
-nothing is an error (it is almost always a typo), and so are two variants with one name.
+nothing is an error (it is almost always a typo), and so are two variants with one name. The checks of a
+variant's `checks_file` sit below all of these (`checksfile`).
 Every error is a UserError with file, line and key; nothing here writes anything.
 """
 
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from imagebuild.errors import UserError
 from imagebuild.matrix import schema
+from imagebuild.matrix.checksfile import checks_layer
 from imagebuild.matrix.guards import check_file_name, refuse_hostile
 from imagebuild.matrix.resolve import Resolved, resolve
 from imagebuild.matrix.yamlsrc import MDict, MList, copy_dict, file_of, line_of, load_file, merge
@@ -39,6 +41,8 @@ _FIELD_WORDS = sorted(
             schema.TrainingSpec,
             schema.OptionsSpec,
             schema.IncludeSpec,
+            schema.CheckSpec,
+            schema.CheckMetadataSpec,
         )
         for name in model.model_fields
     }
@@ -275,6 +279,14 @@ def _fill(template: str, values: Dict[str, str], file: str, line: Optional[int],
     return out
 
 
+def _merged(parts: Sequence[MDict], file: str, line: Optional[int]) -> MDict:
+    body = MDict()
+    body.file, body.line = file, line
+    for part in parts:
+        body = merge(body, part)
+    return body
+
+
 def expand(path: str, display: Optional[str] = None, platform: Optional[str] = None) -> List[Resolved]:
     """Parse, validate and expand a matrix file into merged variant bodies (not yet resolved).
     `platform` overrides every variant's (`build.py render --platform linux/arm64`)."""
@@ -291,6 +303,7 @@ def expand(path: str, display: Optional[str] = None, platform: Optional[str] = N
     out: List[Resolved] = []
     names: Dict[str, Tuple[str, Optional[int]]] = {}
     memo: Dict[str, Tuple[str, ...]] = {}
+    checks_files: Dict[str, MDict] = {}
     for gi, group in enumerate(root["variants"]):
         gkey = f"variants[{gi}]"
         chain: List[MDict] = [defaults]
@@ -307,10 +320,10 @@ def expand(path: str, display: Optional[str] = None, platform: Optional[str] = N
             for inc in group.get("include") or []:
                 if all(dict(combo).get(k) == v for k, v in inc["match"].items()):
                     parts.append(inc["set"])
-            body = MDict()
-            body.file, body.line = file, group.line
-            for part in parts:
-                body = merge(body, part)
+            body = _merged(parts, file, group.line)
+            layer = checks_layer(body, path, file, validate, checks_files)
+            if layer is not None:
+                body = _merged([layer] + parts, file, group.line)
             values = dict(combo)
             name = _fill(group["name"], values, file, _at(group, "name"), f"{gkey}.name")
             if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,99}", name):

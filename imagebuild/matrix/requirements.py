@@ -1,24 +1,73 @@
-"""What a training `requirements.txt` asks of the build, read at load time (pure).
+"""What a training `requirements.txt` asks of the build, read at load time as pip reads it (pure).
 
 The image installs the file in a stage of its own before the training code is copied (so a code-only change
 keeps the pip layer). That stage sees the requirements file alone, so lines that point at other files or at
-the code (`-r`, `-c`, `-e`, local paths) cannot work there and are refused here, at their line. pip turns on
-hash-checking mode as soon as one requirement carries `--hash=`, and then wants a hash on every one
-(pip docs, "Secure installs / hash-checking mode"): a file that hashes some lines only is refused here too,
-rather than at build time.
+the code (`-r`, `-c`, `-e`, local paths, a local `--find-links` or index) cannot work there and are refused
+here, at their line. pip turns on hash-checking mode as soon as one requirement carries `--hash` (or the
+file says `--require-hashes`), and then wants a hash on every one (pip docs, "Secure installs /
+hash-checking mode"): a file that hashes some lines only is refused here too, rather than at build time.
+
+A refusal must hold for every spelling pip accepts, so lines are read the way pip's own reader reads them
+(pip docs, "Requirements File Format", https://pip.pypa.io/en/latest/reference/requirements-file-format/;
+pip's src/pip/_internal/req/req_file.py: `preprocess`, `break_args_options`, `build_parser`):
+- a line ending in `\\` is joined to the next with the backslashes stripped and nothing put between
+  (`--con\\` + `straint c.txt` is `--constraint c.txt`), unless the line is a comment line; the joined line
+  keeps the first line's number; comments (`#` at the start or after whitespace) are removed after joining;
+- `${NAME}` is replaced from the environment before the line is read: what it becomes is not known here, so
+  it is refused;
+- the requirement is the words (split on single spaces) before the first word starting with `-`; the rest is
+  shell-split and read by optparse, which takes any unique prefix of a long option (`--constr` is
+  `--constraint`), a short option's value joined or apart (`-cc.txt`, `-c c.txt`), a long option's after
+  `=` or apart; an unknown or ambiguous option is an error in pip, so it is refused here.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from imagebuild.errors import UserError
 
+KEY = "training.requirements"
+
+# The options pip reads in a requirements file (req_file.py SUPPORTED_OPTIONS and SUPPORTED_OPTIONS_REQ, with
+# their names in cli/cmdoptions.py), the union over the pip versions an image may carry: a prefix unique in
+# the union names the same option in every pip that has it. `--install-option` left pip in 23.1 and
+# `--global-option` in 25.3; `--no-require-hashes`, `--all-releases` and `--only-final` are newer.
+# long name -> (short name, takes a value)
+PIP_OPTIONS: Dict[str, Tuple[Optional[str], bool]] = {
+    "--index-url": ("-i", True),
+    "--pypi-url": (None, True),  # the same option as --index-url
+    "--extra-index-url": (None, True),
+    "--no-index": (None, False),
+    "--constraint": ("-c", True),
+    "--requirement": ("-r", True),
+    "--editable": ("-e", True),
+    "--find-links": ("-f", True),
+    "--no-binary": (None, True),
+    "--only-binary": (None, True),
+    "--prefer-binary": (None, False),
+    "--require-hashes": (None, False),
+    "--no-require-hashes": (None, False),
+    "--pre": (None, False),
+    "--all-releases": (None, True),
+    "--only-final": (None, True),
+    "--trusted-host": (None, True),
+    "--use-feature": (None, True),
+    "--hash": (None, True),
+    "--config-settings": ("-C", True),
+    "--global-option": (None, True),
+    "--install-option": (None, True),
+}
+_SHORT = {short: long for long, (short, _value) in PIP_OPTIONS.items() if short}
 # Options that name another file, an editable install or a local folder: the requirements stage has none.
-_REFUSED = ("-r", "--requirement", "-c", "--constraint", "-e", "--editable")
+_REFUSED = ("--requirement", "--constraint", "--editable")
+_LOCATIONS = ("--index-url", "--pypi-url", "--extra-index-url", "--find-links")  # must be http(s) URLs here
 _LOCAL = re.compile(r"^(\.{1,2}/|/|file:)")
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+_ENV_VAR = re.compile(r"\$\{[A-Z0-9_]+\}")  # pip's pattern (req_file.ENV_VAR_RE)
 
 
 @dataclass(frozen=True)
@@ -27,61 +76,163 @@ class RequirementsFile:
     hashed: bool  # every requirement carries --hash=: install with --require-hashes
 
 
-def _logical_lines(text: str) -> List[Tuple[int, str]]:
-    """(first physical line number, text) with `\\` continuations joined and comments removed."""
-    out: List[Tuple[int, str]] = []
-    buf, start = "", 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = re.sub(r"(^|\s)#.*$", "", raw).rstrip()
-        if not buf:
-            start = number
-        if line.endswith("\\"):
-            buf += line[:-1] + " "
-            continue
-        buf += line
-        if buf.strip():
-            out.append((start, buf.strip()))
-        buf = ""
-    if buf.strip():
-        out.append((start, buf.strip()))
+@dataclass(frozen=True)
+class Option:
+    name: str  # pip's long name, however it was spelled
+    spelled: str  # as written (`--constr`, `-c`)
+    value: Optional[str]
+
+
+def logical_lines(text: str) -> List[Tuple[int, str]]:
+    """(first physical line number, text) as pip's `preprocess` gives them: continuations joined, then
+    comments removed, then empty lines dropped."""
+    joined: List[Tuple[int, str]] = []
+    parts: List[str] = []
+    start = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.endswith("\\") or _COMMENT.match(line):
+            if _COMMENT.match(line):
+                line = " " + line
+            if parts:
+                joined.append((start, "".join(parts + [line])))
+                parts = []
+            else:
+                joined.append((number, line))
+        else:
+            if not parts:
+                start = number
+            parts.append(line.strip("\\"))
+    if parts:
+        joined.append((start, "".join(parts)))
+    out = []
+    for number, line in joined:
+        line = _COMMENT.sub("", line).strip()
+        if line:
+            out.append((number, line))
     return out
+
+
+def split_line(line: str) -> Tuple[str, str]:
+    """(requirement, options) as pip's `break_args_options`: words before the first that starts with `-`."""
+    words = line.split(" ")
+    for index, word in enumerate(words):
+        if word.startswith("-"):
+            return " ".join(words[:index]), " ".join(words[index:])
+    return line, ""
+
+
+def _long_name(spelled: str) -> str:
+    """optparse's reading of a long option: the exact name, else the one option it is a prefix of."""
+    if spelled in PIP_OPTIONS:
+        return spelled
+    matches = sorted(name for name in PIP_OPTIONS if name.startswith(spelled))
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ValueError(f"pip has no option `{spelled}` in a requirements file")
+    raise ValueError(f"`{spelled}` is ambiguous to pip ({', '.join(matches)})")
+
+
+def read_options(text: str) -> List[Option]:
+    """The options of a line's option part as pip's optparse reads them; ValueError where pip errors."""
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise ValueError(f"pip cannot split the options ({err})") from None
+    out: List[Option] = []
+    while words:
+        word = words.pop(0)
+        if word == "--":
+            break  # optparse: the rest are arguments, which pip ignores
+        if word.startswith("--"):
+            spelled, eq, value = word.partition("=")
+            name = _long_name(spelled)
+            takes = PIP_OPTIONS[name][1]
+            if eq and not takes:
+                raise ValueError(f"`{spelled}` ({name}) takes no value")
+            if takes and not eq:
+                if not words:
+                    raise ValueError(f"`{spelled}` ({name}) needs a value")
+                value = words.pop(0)
+            out.append(Option(name, spelled, value if takes else None))
+        elif word.startswith("-") and len(word) > 1:
+            rest = word[1:]
+            while rest:
+                spelled, rest = "-" + rest[0], rest[1:]
+                if spelled not in _SHORT:
+                    raise ValueError(f"pip has no option `{spelled}` in a requirements file")
+                name = _SHORT[spelled]
+                if not PIP_OPTIONS[name][1]:
+                    out.append(Option(name, spelled, None))
+                    continue
+                if not rest and not words:
+                    raise ValueError(f"`{spelled}` ({name}) needs a value")
+                out.append(Option(name, spelled, rest or words.pop(0)))
+                rest = ""
+    return out
+
+
+def _refuse(message: str, file: str, line: int, hint: Optional[str] = None) -> UserError:
+    return UserError(message, file=file, line=line, key=KEY, hint=hint)
+
+
+def _check_option(opt: Option, file: str, number: int) -> None:
+    read_as = f" (pip reads it as `{opt.name}`)" if opt.spelled != opt.name else ""
+    if opt.name in _REFUSED:
+        raise _refuse(
+            f"`{opt.spelled}` is not supported{read_as}: the requirements are installed before the training "
+            "code is copied, from this one file",
+            file,
+            number,
+            hint="list the packages in this file (pinned, ideally with --hash=sha256:...)",
+        )
+    if opt.name in _LOCATIONS and not re.match(r"^https?://", opt.value or "", re.I):
+        raise _refuse(
+            f"`{opt.spelled}` {opt.value!r}{read_as} is not an http(s) URL: the requirements stage has no "
+            "files but this one",
+            file,
+            number,
+        )
 
 
 def scan(text: str, file: str) -> RequirementsFile:
     """Count the requirements and decide hash mode; a line the requirements stage cannot honour is a
     UserError at its line (key `training.requirements`)."""
-    count, hashed = 0, []
-    for number, line in _logical_lines(text):
-        first = line.split()[0]
-        flag = first.split("=", 1)[0]
-        if flag in _REFUSED or any(first.startswith(o) and len(o) == 2 for o in ("-r", "-c", "-e")):
-            raise UserError(
-                f"`{flag}` is not supported: the requirements are installed before the training code is "
-                "copied, from this one file",
-                file=file,
-                line=number,
-                key="training.requirements",
-                hint="list the packages in this file (pinned, ideally with --hash=sha256:...)",
+    hashed: List[Tuple[int, bool]] = []
+    require_hashes = False
+    for number, line in logical_lines(text):
+        variable = _ENV_VAR.search(line)
+        if variable:
+            raise _refuse(
+                f"{variable.group(0)}: pip replaces it from the build's environment before it reads the "
+                "line, so what the line says is not known here",
+                file,
+                number,
+                hint="write the value itself",
             )
-        if first.startswith("-"):
-            continue  # a global option (--index-url, --extra-index-url, --only-binary, ...)
+        requirement, option_text = split_line(line)
+        try:
+            options = read_options(option_text)
+        except ValueError as err:
+            raise _refuse(str(err), file, number) from None
+        for opt in options:
+            _check_option(opt, file, number)
+        require_hashes |= any(o.name == "--require-hashes" for o in options)
+        if not requirement:
+            continue  # an options line (--index-url, --only-binary, ...)
+        first = requirement.split()[0]
         if _LOCAL.match(first):
-            raise UserError(
-                f"local path {first!r}: the requirements stage has no files but this one",
-                file=file,
-                line=number,
-                key="training.requirements",
-            )
-        count += 1
-        hashed.append((number, "--hash=" in line))
-    if any(h for _, h in hashed) and not all(h for _, h in hashed):
+            message = f"local path {first!r}: the requirements stage has no files but this one"
+            raise _refuse(message, file, number)
+        hashed.append((number, any(o.name == "--hash" for o in options)))
+    if (require_hashes or any(h for _, h in hashed)) and not all(h for _, h in hashed):
         number = next(n for n, h in hashed if not h)
-        raise UserError(
-            "this requirement has no --hash= but others do: pip's hash-checking mode needs a hash on every "
+        why = "the file says --require-hashes" if require_hashes else "others do"
+        raise _refuse(
+            f"this requirement has no --hash= but {why}: pip's hash-checking mode needs a hash on every "
             "requirement",
-            file=file,
-            line=number,
-            key="training.requirements",
+            file,
+            number,
             hint="pip hash / pip-compile --generate-hashes give them",
         )
-    return RequirementsFile(count, bool(hashed) and all(h for _, h in hashed))
+    return RequirementsFile(len(hashed), bool(hashed) and all(h for _, h in hashed))

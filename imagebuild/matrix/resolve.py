@@ -20,12 +20,16 @@ from imagebuild.errors import UserError
 from imagebuild.matrix import compat, envpolicy, requirements, schema
 from imagebuild.matrix.yamlsrc import MDict, file_of, line_of
 from imagebuild.variant import (
+    TITLE_LABEL,
+    VARIANT_LABEL,
     Artifact,
     BaseImage,
     Component,
+    CustomCheck,
     EnvVar,
     Training,
     Variant,
+    version_label,
 )
 from imagebuild.versions import Version, is_version
 
@@ -510,15 +514,15 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         raise ctx.error(p.message + f" [{p.source}]", p.key, hint=_TARGET_HINTS[p.rule])
 
     labels = {
-        "org.opencontainers.image.title": m.name,
-        "org.efa-image-build.variant": m.name,
+        TITLE_LABEL: m.name,
+        VARIANT_LABEL: m.name,
     }
     if spec.description:
         labels["org.opencontainers.image.description"] = spec.description
     for c in ordered:
-        labels[f"org.efa-image-build.{c.name.replace('_', '-')}.version"] = c.version
+        labels[version_label(c.name)] = c.version
     if spec.cuda:
-        labels["org.efa-image-build.cuda.version"] = spec.cuda
+        labels[version_label("cuda")] = spec.cuda
     labels.update(spec.labels or {})
     lint = tuple(
         (f.severity if f.name not in ignored else "ignored", f.name, f.message + f" [{f.source}]")
@@ -535,6 +539,7 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         env_forbidden=tuple(forb),
         labels=tuple(sorted(labels.items())),
         tags=tuple(spec.tags or ()),
+        channels=tuple(dict.fromkeys(spec.channels or ())),
         instance_types=instance_types,
         training=training,
         options=tuple(
@@ -552,5 +557,10 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         matrix=os.path.basename(m.file),
         platform=platform,
         build_steps=tuple(spec.build_steps or ()),
+        checks=tuple(
+            CustomCheck.of(n, c.model_dump(mode="json", exclude_none=True))
+            for n, c in sorted((spec.checks or {}).items())
+            if c is not None
+        ),
         lint=lint,
     )

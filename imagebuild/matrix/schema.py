@@ -122,6 +122,11 @@ Tag = Annotated[
         250,
     ),
 ]
+# A channel is a tag name alone (`dev`): it moves on each promotion, in every repository of the variant.
+Channel = Annotated[
+    str,
+    _pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", "channel: a tag name like dev (no repo, no host)", 128),
+]
 InstanceType = Annotated[str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "instance type like p5.48xlarge", 40)]
 ParamValue = Annotated[str, _pattern(r"[A-Za-z0-9_./:,=+@%-]*", "parameter value", 300)]
 Platform = Literal["linux/amd64", "linux/arm64"]
@@ -286,6 +291,117 @@ class OptionsSpec(Strict):
     )
 
 
+# ---------------------------------------------------------------- the team's own checks (`checks:`)
+# In container-structure-test's spirit (its command, file existence, file content and metadata tests, the
+# field names in snake_case; GoogleContainerTools/container-structure-test README.md): each check is one
+# mapping keyed by its name, so templates and axes add checks and `name: null` drops an inherited one.
+# Nothing here reaches a shell on the build host: a command runs as an argv inside the container under check.
+
+CheckName = Annotated[str, _pattern(r"[a-z0-9][a-z0-9._-]*", "check name (lowercase, digits, . _ -)", 64)]
+CHECK_KINDS = ("command", "path", "metadata")
+_COMMAND_KEYS = (
+    "args",
+    "exit_code",
+    "expected_output",
+    "excluded_output",
+    "expected_error",
+    "excluded_error",
+)
+_PATH_KEYS = ("should_exist", "permissions", "uid", "gid", "expected_contents", "excluded_contents")
+
+
+def _regex(value: str) -> str:
+    if len(value) > 500:
+        raise ValueError("a regular expression is longer than 500 characters")
+    try:
+        re.compile(value)
+    except re.error as err:
+        raise ValueError(f"{value!r} is not a valid regular expression ({err})") from None
+    return value
+
+
+def _word(value: str) -> str:
+    """One argv word or metadata value: any text but NUL, bounded (it travels in the lock label)."""
+    if "\x00" in value or len(value) > 2000:
+        raise ValueError("a command word may not hold a NUL character or be longer than 2000 characters")
+    return value
+
+
+Regex = Annotated[str, AfterValidator(_regex)]
+Regexes = Annotated[List[Regex], Field(max_length=50)]
+Word = Annotated[str, AfterValidator(_word)]
+Permissions = Annotated[
+    str,
+    _pattern(r"[-dlcbps][-r][-w][-xsS][-r][-w][-xsS][-r][-w][-xtT]", "permission string like -rw-r--r--", 10),
+]
+
+
+class CheckMetadataSpec(Strict):
+    """What the image's config must say (container-structure-test's metadataTest); exact values."""
+
+    env: Optional[Dict[EnvName, Word]] = Field(None, description="env var -> its exact value in the image")
+    labels: Optional[Dict[LabelKey, Word]] = Field(None, description="label -> its exact value")
+    entrypoint: Optional[Annotated[List[Word], Field(max_length=100)]] = Field(
+        None, description="the exact ENTRYPOINT ([] for none)"
+    )
+    cmd: Optional[Annotated[List[Word], Field(max_length=100)]] = Field(
+        None, description="the exact CMD ([] for none)"
+    )
+    workdir: Optional[Word] = Field(None, description='the WORKDIR ("" for none)')
+    user: Optional[Word] = Field(None, description='the USER ("" for root by default)')
+
+
+class CheckSpec(Strict):
+    """One check of the team's own: exactly one of `command`, `path`, `metadata` says which kind."""
+
+    description: Optional[Text] = Field(None, description="why the check is there (shown in the report)")
+    command: Optional[Word] = Field(None, description="command test: the program, run inside the image")
+    args: Optional[Annotated[List[Word], Field(max_length=100)]] = Field(None, description="its arguments")
+    exit_code: Optional[Annotated[int, Field(ge=0, le=255)]] = Field(None, description="expected (default 0)")
+    expected_output: Optional[Regexes] = Field(None, description="regexes stdout must match")
+    excluded_output: Optional[Regexes] = Field(None, description="regexes stdout must not match")
+    expected_error: Optional[Regexes] = Field(None, description="regexes stderr must match")
+    excluded_error: Optional[Regexes] = Field(None, description="regexes stderr must not match")
+    path: Optional[AbsPath] = Field(None, description="file test: the file or folder")
+    should_exist: Optional[bool] = Field(None, description="default true; false: the path must be absent")
+    permissions: Optional[Permissions] = Field(None, description="as `ls -l` shows them, e.g. -rw-r--r--")
+    uid: Optional[Annotated[int, Field(ge=0, le=2**32 - 1)]] = Field(None, description="owner's user id")
+    gid: Optional[Annotated[int, Field(ge=0, le=2**32 - 1)]] = Field(None, description="owner's group id")
+    expected_contents: Optional[Regexes] = Field(None, description="regexes the file's text must match")
+    excluded_contents: Optional[Regexes] = Field(None, description="regexes the file's text must not match")
+    metadata: Optional[CheckMetadataSpec] = Field(None, description="metadata test: the image's config")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> CheckSpec:
+        kinds = [k for k in CHECK_KINDS if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(
+                "a check needs exactly one of command, path, metadata"
+                + (f" (got {', '.join(kinds)})" if kinds else "")
+            )
+        for key in _COMMAND_KEYS + _PATH_KEYS:
+            owner = "command" if key in _COMMAND_KEYS else "path"
+            if getattr(self, key) is not None and kinds[0] != owner:
+                raise ValueError(f"{key} only applies to a {owner} check (this one is a {kinds[0]} check)")
+        details = (self.permissions, self.uid, self.gid, self.expected_contents, self.excluded_contents)
+        if self.should_exist is False and any(d is not None for d in details):
+            raise ValueError("should_exist: false takes no permissions, uid, gid or contents")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in CHECK_KINDS if getattr(self, k) is not None)
+
+
+Checks = Annotated[Dict[CheckName, Optional[CheckSpec]], Field(max_length=200)]
+
+
+class ChecksFile(Strict):
+    """A file of checks beside the matrix (`checks_file:`): the same `checks:` mapping, nothing else."""
+
+    checks: Checks
+
+
 class VariantBody(Strict):
     """Everything that describes one image; a patch sets some of it."""
 
@@ -298,6 +414,11 @@ class VariantBody(Strict):
     env: Optional[Dict[EnvName, EnvValue]] = Field(None, description="extra env (the env linter reviews it)")
     labels: Optional[Dict[LabelKey, LabelValue]] = None
     tags: Optional[List[Tag]] = None
+    channels: Optional[List[Channel]] = Field(
+        None,
+        description="moving tags (dev, staging): `build.py release` moves them to each promoted digest; "
+        "push never writes them",
+    )
     instance_types: Optional[List[InstanceType]] = None
     training: Optional[TrainingSpec] = None
     options: Optional[OptionsSpec] = None
@@ -312,6 +433,14 @@ class VariantBody(Strict):
         None,
         description="your own shell lines, each a RUN in the final stage after the requirements and before "
         "the training code (flash-attn, TransformerEngine, ...)",
+    )
+    checks: Optional[Checks] = Field(
+        None,
+        description="your own checks (command, file, metadata), run by `build.py test` as custom:<name>; "
+        "null drops an inherited one",
+    )
+    checks_file: Optional[RelPath] = Field(
+        None, description="a YAML file beside the matrix with more `checks:` (the matrix's own win by name)"
     )
 
 

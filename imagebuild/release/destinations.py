@@ -131,7 +131,15 @@ class Registries:
         body = self._api(host).blob(repository, config_digest)
         if body is None:
             return None
-        return (json.loads(body).get("config") or {}).get("Labels") or {}
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            raise UserError(
+                f"registry {host}: image config {repository}@{config_digest} is not JSON", key="registry"
+            ) from None
+        config = doc.get("config") if isinstance(doc, dict) else None
+        labels = config.get("Labels") if isinstance(config, dict) else None
+        return labels if isinstance(labels, dict) else {}
 
     def _api(self, host: str) -> reg.RegistryAPI:
         if host not in self._apis:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from imagebuild.adapters.docker_engine import image_labels
 from imagebuild.adapters.registry import ImageRef, check_tag, split_ref
 from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.release import channels
 from imagebuild.release import record as rel
 from imagebuild.release.destinations import Registries, log
 
@@ -57,13 +58,17 @@ def plan(
     tag_templates: Sequence[str],
     when: datetime,
     registries: Registries,
+    channel_names: Sequence[str] = (),
+    previous_of: Callable[[str], Optional[Dict[str, Any]]] = lambda _v: None,
 ) -> List[Plan]:
-    """Gate each variant and look at every release tag; ChecksFailed (nothing promoted) if any is refused."""
+    """Gate each variant and look at every release tag and channel (`channel_names` and the variant's
+    own); ChecksFailed (nothing promoted) if any is refused."""
     plans: List[Plan] = []
     refused = 0
     for entry in entries:
         gate = rel.gate_variant(entry, checks, preflights, bool(preflights))
         tags = [check_tag(rel.expand_tag(t, gate.variant, when), key="--tag") for t in tag_templates]
+        chans = variant_channels(entry, channel_names, tags)
         repos: List[Dict[str, Any]] = []
         lock, lock_source, manifest = None, "none", None
         if gate.ok:
@@ -90,6 +95,15 @@ def plan(
                             f"release tag {name}:{tag} already names {current.digest}; release tags are "
                             "never overwritten (choose a new tag)"
                         )
+                moves = []
+                for tag in chans:
+                    current = registries.manifest(ref.registry, ref.repository, tag)
+                    now = current.digest if current is not None else None
+                    why = channels.move_refusal(name, tag, now, gate.digest, previous_of(gate.variant))
+                    if why:
+                        gate.reasons.append(why)
+                    moves.append({"repository": name, "tag": tag, "from": now, "to": gate.digest,
+                                  "moved": False})  # fmt: skip
                 if lock is None:
                     labels = registries.config_labels(ref.registry, ref.repository, gate.image_id)
                     if labels is None:
@@ -101,7 +115,8 @@ def plan(
                     if why:
                         gate.reasons.append(f"pre-flight {gate.preflight['path']}: {why}")
                 repos.append({"repository": name, "ref": f"{name}@{gate.digest}", "tags": tags,
-                              "todo": todo, "already": already, "manifest": manifest})  # fmt: skip
+                              "todo": todo, "already": already, "manifest": manifest,
+                              "channels": moves})  # fmt: skip
         if gate.ok:
             log(f"release {gate.variant}: {gate.digest} clears the gate")
         else:
@@ -117,19 +132,32 @@ def plan(
     return plans
 
 
+def variant_channels(entry: Dict[str, Any], given: Sequence[str], tags: Sequence[str]) -> List[str]:
+    """The channels a release of this variant moves: the matrix's (through the summary) and `given`. A
+    name that is also a release tag of this run is bad input: a tag either moves or never does."""
+    names = list(dict.fromkeys([*channels.entry_channels(entry), *given]))
+    for name in names:
+        check_tag(name, key="--channel")
+        if name in tags:
+            raise UserError(
+                f"{name!r} is both a release tag and a channel of {entry.get('variant')}",
+                key="--tag",
+                hint="release tags never move, channels move on each promotion: give it one role",
+            )
+    return names
+
+
 def carry_out(
     plans: List[Plan],
     registries: Registries,
     store: rel.RecordStore,
     when: datetime,
-    previous_path: Optional[str],
+    previous_of: Callable[[str], Optional[Dict[str, Any]]],
 ) -> None:
     """Promote each planned variant, then write its release record and notes (local, and S3 if given)."""
     for entry, gate, repos, lock, lock_source in plans:
         promote(registries, gate, repos)
-        previous = rel.read_json(Path(previous_path), "previous release record") if previous_path else None
-        if previous is None:
-            previous = store.latest(gate.variant)
+        previous = previous_of(gate.variant)
         repositories = [
             {"repository": r["repository"], "ref": r["ref"], "tags": r["tags"], "moved": r["moved"],
              "already": r["already"]}
@@ -139,6 +167,9 @@ def carry_out(
             gate, lock, lock_source, repositories, previous, when,
             tool_version(), base_digest=entry.get("base_digest"),
         )  # fmt: skip
+        record["channels"] = channels.carry_forward(
+            previous, [m for r in repos for m in r["channels"]], record["released_at"]
+        )
         notes = rel.release_notes(record, previous)
         for where in store.write(record, notes):
             log(f"  wrote {where}")
@@ -149,8 +180,9 @@ def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]])
     """Write each missing tag and read it back; then read every tag again before the record is written.
 
     If another digest won a tag (a release elsewhere, not holding our lock), this release is refused
-    (exit 1). A failure part-way says exactly which tags moved; a rerun finds those on this digest and
-    completes.
+    (exit 1). A failure part-way says which tags this run moved and then what every release tag names in
+    the registry now (a write whose answer was lost may have landed); a rerun finds those on this digest
+    and completes.
     """
     for r in repos:
         r["moved"] = []
@@ -167,18 +199,49 @@ def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]])
                 r["moved"].append(tag)
                 log(f"  tagged {r['repository']}:{tag} -> {gate.digest}")
                 _verify(registries, ref, tag, gate.digest)
+            for move in r["channels"]:
+                _move_channel(registries, ref, move, r["manifest"], gate.digest)
         for r in repos:
             ref = split_ref(r["repository"], key="pushed")
-            for tag in r["tags"]:
+            for tag in [*r["tags"], *(m["tag"] for m in r["channels"])]:
                 _verify(registries, ref, tag, gate.digest)
     except (UserError, ChecksFailed):
         moved = [f"{r['repository']}:{t}" for r in repos for t in r["moved"]]
+        moved += [
+            f"{r['repository']}:{m['tag']} (channel)" for r in repos for m in r["channels"] if m["moved"]
+        ]
         left = [f"{r['repository']}:{t}" for r in repos for t in r["todo"] if t not in r["moved"]]
+        left += [
+            f"{r['repository']}:{m['tag']} (channel)"
+            for r in repos
+            for m in r["channels"]
+            if not m["moved"] and m["from"] != gate.digest
+        ]
         log(f"release {gate.variant}: stopped part-way; no record written")
         log(f"  tags moved to {gate.digest} by this run: {', '.join(moved) or 'none'}")
         log(f"  tags not promoted: {', '.join(left) or 'none'}")
+        for line in tags_now(registries, repos, gate.digest):
+            log(line)
         log("  rerun the same command to complete (tags already on this digest are kept)")
         raise
+
+
+def _move_channel(
+    registries: Registries, ref: ImageRef, move: Dict[str, Any], manifest: Any, digest: str
+) -> None:
+    """Move one channel tag to `digest`, if it still names what the plan saw (`from`) or already `digest`."""
+    current = registries.manifest(ref.registry, ref.repository, move["tag"])
+    now = current.digest if current is not None else None
+    if now == digest:
+        return
+    if now != move["from"]:
+        raise ChecksFailed(f"channel {ref.name}:{move['tag']} was moved to {now} meanwhile")
+    got = registries.put(ref.registry, ref.repository, move["tag"], manifest)
+    if got != digest:
+        raise ChecksFailed(f"{ref.name}:{move['tag']} was stored as {got}, not {digest}")
+    move["moved"] = True
+    log(f"  moved channel {ref.name}:{move['tag']} {move['from'] or '(new)'} -> {digest}")
+    _verify(registries, ref, move["tag"], digest)
 
 
 def _verify(registries: Registries, ref: ImageRef, tag: str, digest: str) -> None:
@@ -188,3 +251,35 @@ def _verify(registries: Registries, ref: ImageRef, tag: str, digest: str) -> Non
         raise ChecksFailed(
             f"{ref.name}:{tag} names {other} after it was written as {digest}: another release won the tag"
         )
+
+
+def tags_now(registries: Registries, repos: List[Dict[str, Any]], digest: str) -> List[str]:
+    """What each release tag names in the registry now, read after a failure: the exact state a rerun or a
+    person starts from (a tag is listed as unread, never guessed, when the registry cannot say)."""
+    on, absent, other, unread = [], [], [], []
+    why = ""
+    for r in repos:
+        ref = split_ref(r["repository"], key="pushed")
+        for tag in r["tags"]:
+            name = f"{r['repository']}:{tag}"
+            try:
+                now = registries.manifest(ref.registry, ref.repository, tag)
+            except (UserError, ChecksFailed) as err:
+                unread.append(name)
+                why = getattr(err, "message", None) or str(err)
+                continue
+            if now is None:
+                absent.append(name)
+            elif now.digest == digest:
+                on.append(name)
+            else:
+                other.append(f"{name} ({now.digest})")
+    lines = [
+        f"  in the registry now: tags on {digest}: {', '.join(on) or 'none'}",
+        f"  in the registry now: tags absent: {', '.join(absent) or 'none'}",
+    ]
+    if other:
+        lines.append(f"  in the registry now: tags on another digest: {', '.join(other)}")
+    if unread:
+        lines.append(f"  could not read what these tags name now: {', '.join(unread)} ({why})")
+    return lines

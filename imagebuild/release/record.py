@@ -270,6 +270,7 @@ def make_record(
             "digest": base_digest or ((lock or {}).get("base") or {}).get("digest"),
         },
         "reports": reports,
+        "software": (gate.checks or {}).get("software"),
         "previous": {"digest": previous.get("digest"), "released_at": previous.get("released_at")}
         if previous
         else None,
@@ -317,6 +318,65 @@ def component_changes(
     return rows
 
 
+def _recorded_software(record: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    soft = (record or {}).get("software")
+    return soft if isinstance(soft, dict) and "error" not in soft else None
+
+
+def package_changes(
+    new: Dict[str, str], old: Dict[str, str]
+) -> List[Tuple[str, Optional[str], Optional[str], str]]:
+    """(package, previous version, this version, change) for each Python package that differs."""
+    rows = []
+    for name in sorted(set(new) | set(old)):
+        change = _change(old.get(name), new.get(name))
+        if change != "unchanged":
+            rows.append((name, old.get(name), new.get(name), change))
+    return rows
+
+
+def software_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) -> List[str]:
+    """The notes' lines on the training code (content hash) and the Python packages installed, against the
+    previous release: what `build.py test` read in the image (its check report's `software`)."""
+    lines = ["", "## Training code and Python packages", ""]
+    soft = _recorded_software(record)
+    if soft is None:
+        given = record.get("software")
+        why = given.get("error") if isinstance(given, dict) else None
+        why = why or "the check report has no `software` (run this version of `build.py test`)"
+        lines.append(f"Not recorded: {why}.")
+        return lines
+    old = _recorded_software(previous)
+    code, old_code = soft.get("code"), (old or {}).get("code")
+    if code is None:
+        lines.append("- training code: none in the image")
+    else:
+        was = (old_code or {}).get("sha256")
+        change = (
+            "first record of it"
+            if old is None
+            else "unchanged"
+            if was == code["sha256"]
+            else f"changed, was `{was}`"
+            if was
+            else "added"
+        )
+        lines.append(
+            f"- training code `{code['path']}` ({code['files']} files): `{code['sha256']}` ({change})"
+        )
+    packages = soft.get("python_packages") or {}
+    if old is None:
+        lines.append(f"- Python packages: {len(packages)} installed (no previous record of them to compare)")
+        return lines
+    rows = package_changes(packages, old.get("python_packages") or {})
+    same = len(packages) - sum(1 for r in rows if r[2] is not None)
+    lines.append(f"- Python packages: {len(rows)} changed, {same} unchanged")
+    if rows:
+        lines += ["", "| package | previous | this release | change |", "|---|---|---|---|"]
+        lines += [f"| {n} | {o or '-'} | {v or '-'} | {c} |" for n, o, v, c in rows]
+    return lines
+
+
 def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) -> str:
     """Markdown: what was released, on what evidence, and component versions against the previous release."""
     lock = record.get("lock") or {}
@@ -327,7 +387,8 @@ def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) ->
         f"- image id: `{record['image_id']}`",
     ]
     for repo in record.get("repositories") or []:
-        lines.append(f"- {repo['repository']}: tags {', '.join('`' + t + '`' for t in repo['tags'])}")
+        tags = ", ".join("`" + t + "`" for t in repo["tags"]) or "none (channels only)"
+        lines.append(f"- {repo['repository']}: tags {tags}")
     base = (lock.get("base") or {}).get("image")
     if base:
         prev_base = (((previous or {}).get("lock") or {}).get("base") or {}).get("image")
@@ -338,6 +399,13 @@ def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) ->
         if digest and prev_digest and prev_digest != digest:
             pinned += f" (was `{prev_digest}`)"
         lines.append(f"- base: `{base}`{moved}{pinned}")
+    for chan in record.get("channels") or []:
+        last = (chan.get("history") or [{}])[-1]
+        if last.get("released_at") == record["released_at"]:
+            lines.append(
+                f"- channel `{chan['repository']}:{chan['tag']}`: moved from "
+                f"`{last.get('from') or 'nothing'}` to `{chan['digest']}`"
+            )
     checks = record["reports"]["checks"]
     lines.append(
         f"- static checks: passed ({len(checks['checks'])} checks, report `{checks['sha256'][:19]}`)"
@@ -360,6 +428,7 @@ def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) ->
         record.get("lock"), (previous or {}).get("lock") if previous else None
     ):
         lines.append(f"| {name} | {old or '-'} | {new or '-'} | {change} |")
+    lines += software_notes(record, previous)
     return "\n".join(lines) + "\n"
 
 

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from imagebuild.errors import UserError
 from imagebuild.render.dockerfile import dockerfile
-from imagebuild.safefile import read_regular
+from imagebuild.safefile import read_regular, read_regular_stat
 from imagebuild.variant import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,12 +35,15 @@ MAX_TREE_BYTES = 1024**3  # all of a folder's files together: everything read he
 MANIFEST_SCHEMA = "efa-image-build/context-manifest/v1"
 
 
-def _tree(src: Path, key: str = "training.source_dir") -> Dict[str, bytes]:
+def _tree(src: Path, key: str = "training.source_dir", own_links: bool = False) -> Dict[str, bytes]:
     """Every regular file under `src` by relative path. Anything else (a symlink, which could point at
     ~/.aws/credentials or /proc/self/environ; a FIFO, which would hang the read; a device) is a UserError
     naming the path: the build context ships into an image, so nothing is followed and nothing skipped
-    silently. The file type is checked on the open descriptor before reading (safefile.read_regular)."""
+    silently. The file type is checked on the open descriptor before reading (safefile.read_regular).
+    `own_links` (the user's training folder): a file with more hard links than this walk found names for is
+    refused too, as the same leak as a symlink out (see `_refuse_links_out`)."""
     out: Dict[str, bytes] = {}
+    links: Dict[Tuple[int, int], Tuple[int, List[str]]] = {}
     total = 0
     for dirpath, dirnames, filenames in os.walk(src, onerror=_walk_error(key)):
         for d in dirnames:
@@ -57,10 +60,29 @@ def _tree(src: Path, key: str = "training.source_dir") -> Dict[str, bytes]:
             full = Path(dirpath) / name
             if len(out) >= MAX_TREE_FILES:
                 raise UserError(f"more than {MAX_TREE_FILES} files", file=str(src), key=key)
-            data = read_regular(str(full), MAX_TREE_BYTES - total, key=key, follow=False)
+            data, info = read_regular_stat(str(full), MAX_TREE_BYTES - total, key=key, follow=False)
             total += len(data)
             out[str(full.relative_to(src))] = data
+            if own_links and info.st_nlink > 1:
+                links.setdefault((info.st_dev, info.st_ino), (info.st_nlink, []))[1].append(str(full))
+    _refuse_links_out(links, key)
     return out
+
+
+def _refuse_links_out(links: Dict[Tuple[int, int], Tuple[int, List[str]]], key: str) -> None:
+    """Refuse a file whose other hard links were not all found in the walk: a hard link to a file outside
+    the folder (~/.aws/credentials) copies it in as a symlink would. Where the other names are cannot be
+    learned cheaply, but that they are all inside can: the walk found as many names as the inode's link
+    count. `links`: (device, inode) -> (link count, the names found)."""
+    for count, names in links.values():
+        if len(names) < count:
+            raise UserError(
+                f"a hard link to a file outside the training folder ({count} links, {len(names)} of them "
+                "in the folder); only files of the folder itself are copied",
+                file=names[0],
+                key=key,
+                hint="replace the link with a copy of the file (cp, not cp -l or ln)",
+            )
 
 
 def _walk_error(key: str):
@@ -116,10 +138,10 @@ def render_variant(
     """
     trees = {} if trees is None else trees
 
-    def tree_of(src: Path, key: str) -> Dict[str, bytes]:
+    def tree_of(src: Path, key: str, own_links: bool = False) -> Dict[str, bytes]:
         cache_key = str(src.resolve())
         if cache_key not in trees:
-            trees[cache_key] = _tree(src, key)
+            trees[cache_key] = _tree(src, key, own_links)
         return trees[cache_key]
 
     lock = v.lock_json().encode()
@@ -133,7 +155,7 @@ def render_variant(
         files[f"context/validators/{rel}"] = data
     if v.training is not None:
         src = _inside(Path(matrix_dir) / v.training.source_dir, Path(matrix_dir), v)
-        for rel, data in tree_of(src, "training.source_dir").items():
+        for rel, data in tree_of(src, "training.source_dir", own_links=True).items():
             files[f"context/training/{rel}"] = data
     files["context.manifest.json"] = context_manifest(files, digests)
     return files

@@ -9,7 +9,7 @@ counter-evidence, None otherwise; a check that is None is `unknown`, and the ver
 
 from typing import Callable, Dict, List, Optional
 
-from validators.judge import signatures
+from validators.judge import causes, signatures
 from validators.judge.kept import not_kept_finding
 from validators.judge.shortlist import few
 from validators.parse.facts import Facts, is_libfabric_net
@@ -113,6 +113,7 @@ def decide(
     nodes: Optional[int] = None,
     get_profile: Optional[Callable] = None,
     judge: Optional[Callable] = None,
+    fabric: Optional[str] = None,
 ) -> dict:
     """The verdict part of the report: efa, gdr, checks, findings, verdict."""
     efa, efa_why = facts.efa_verdict()
@@ -147,6 +148,11 @@ def decide(
         if not gdr_ev:
             gdr_ev = facts.evidence_of("network_socket") + facts.evidence_of("plugin_load_failed")
     gdr_status = _tri(gdr)
+    if gdr is True and facts.gdr_read0_sends():
+        # read as the text shows (GDR for receives), but sends through host memory never made a pass before
+        # and a new reading must not make one now: fail closed
+        gdr_status = UNKNOWN
+        gdr_why += "; sends without GPUDirect RDMA are not counted as a pass"
     if profile is not None and not profile.gdr_required and gdr is False:
         gdr_status, gdr_why = PASS, f"{gdr_why} (GPUDirect RDMA not required on {profile.name})"
     checks.append(_check("gdr", gdr_status, gdr_why, gdr_ev))
@@ -190,6 +196,7 @@ def decide(
             if f["id"] == "gdr-disabled":
                 f["severity"] = "info"
                 f["message"] += f" (by design on {profile.name}: GPUDirect RDMA is not required)"
+    judge_provider(facts, findings, profile, fabric)
     findings.extend(diffs)
 
     if instance_type:
@@ -212,6 +219,7 @@ def decide(
                 continue
             findings.append(f)
 
+    findings = causes.order(findings)
     if any(f.get("severity") == "error" for f in findings):
         errors = [f for f in findings if f.get("severity") == "error"]
         checks.append(
@@ -238,6 +246,43 @@ def decide(
         "findings": findings,
         "profile": profile.to_dict() if profile is not None and hasattr(profile, "to_dict") else None,
     }
+
+
+FABRICS = signatures.BY_ID["provider-not-efa"]["fabrics"]
+
+
+def judge_provider(facts: Facts, findings: List[dict], profile, fabric: Optional[str] = None) -> None:
+    """provider-not-efa judged against the platform, never alone.
+
+    A declared fabric (`--fabric`) decides: its own providers are right (a note), any other stays an error.
+    Undeclared, an instance type given or the plugin's platform line means EFA (the error stands); with
+    neither, a provider that is another fabric's own (cxi on Slingshot) is a note, not the run's cause.
+    The efa check still fails (the run is not on EFA): no verdict changes here."""
+    finding = next((f for f in findings if f["id"] == "provider-not-efa"), None)
+    if finding is None:
+        return
+    names = {n.split(";")[0].strip().lower() for p in facts.procs.values() for n in p.providers}
+    others = sorted(n for n in names if n not in FABRICS["efa"]["providers"])
+    own = {n: k for k, v in FABRICS.items() for n in v["providers"]}
+    if fabric is not None:
+        right = set(FABRICS[fabric]["providers"])
+        said = "the declared fabric is {} ({})".format(FABRICS[fabric]["name"], "/".join(sorted(right)))
+        if others and set(others) <= right:
+            finding["severity"] = "info"
+            finding["message"] += f" ({said}: right for it; this run is not on EFA)"
+        else:
+            finding["message"] += f" ({said})"
+        return
+    platforms = {p.platform() for p in facts.procs.values()} | {facts.headless.platform()}
+    if profile is not None or any(platforms - {None}):
+        return
+    if others and all(n in own for n in others):
+        fabrics = ", ".join("{} is {}'s".format(n, FABRICS[own[n]]["name"]) for n in others)
+        finding["severity"] = "info"
+        finding["message"] += (
+            f" ({fabrics}: right for that fabric; no instance type or fabric was given and the plugin named "
+            "no EFA platform, so this run is not on EFA but the provider is not its fault)"
+        )
 
 
 def _nics_check(facts: Facts, profile) -> dict:

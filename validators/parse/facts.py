@@ -19,6 +19,9 @@ def is_efa_provider(name: Optional[str]) -> bool:
 
 EVIDENCE_PER_KIND = 5
 TEXT_MAX = 400
+# a signature's line is kept longer: its end may hold what the finding names (a completion error's peer
+# host id follows the provider's text and two addresses); at most EVIDENCE_PER_KIND of them per signature
+SIGNATURE_TEXT_MAX = 1000
 ENV_MAX = 64
 # what a line without an NCCL head may still tell (provider, plugin, network: not channels or ranks)
 HEADLESS_KINDS = frozenset(
@@ -34,10 +37,12 @@ HEADLESS_KINDS = frozenset(
         "platform",
         "network",
         "gdr_disabled",
+        "gdr_enabled",
         "internal_net",
         "ib_error",
         "cuda_driver",
         "ofi",
+        "socket_if",
     )
 )
 CRASHES_MAX = 32
@@ -57,8 +62,8 @@ _SHARED_MAX = 4096
 _GROWN = {}  # type: Dict[tuple, frozenset]  # Proc.put: (a shared set, a value) -> the shared set with it
 
 
-def _ev(event, cut: bool = False) -> dict:
-    text = event.text if len(event.text) <= TEXT_MAX else event.text[:TEXT_MAX] + "..."
+def _ev(event, cut: bool = False, limit: int = TEXT_MAX) -> dict:
+    text = event.text if len(event.text) <= limit else event.text[:limit] + "..."
     out = {"file": event.file, "line": event.lineno, "text": text}
     if cut:
         out["cut"] = True
@@ -218,8 +223,11 @@ class Rank:
             comms,
         )
 
-    def gdr(self) -> Optional[bool]:
-        if self.net_nogdr:
+    def gdr(self, read0: bool = False) -> Optional[bool]:
+        """GDR on this rank's NET channels. `read0`: its process printed NCCL's `GPU Direct RDMA Enabled ...,
+        read 0` (GDR for receives, sends through host memory by design): with receives over /GDRDMA, its
+        channels without /GDRDMA are those sends."""
+        if self.net_nogdr and not (read0 and self.net_gdr):
             return False
         if self.net == 0 or self.net_unclear:
             return None
@@ -246,7 +254,7 @@ class Rank:
             "provider": _one(proc.providers),
             "nics": _one(proc.nics),
             "efa": proc.efa_for(self),
-            "gdr": False if proc.gdr_disabled else self.gdr(),
+            "gdr": False if proc.gdr_disabled else self.gdr(proc.gdr_read0),
             "evidence": [e for e in (self.ev_nogdr or self.ev_unclear, self.ev_gdr, self.first_line) if e][
                 :2
             ],
@@ -275,6 +283,7 @@ class Proc:
         self.gdr_disabled = False
         self.ib_error = False  # a completion error from NCCL's IB transport (net_ib.cc)
         self.plugin_net_init_failed = False  # NCCL >= 2.28 "Failed to initialize NET plugin"
+        self.gdr_read0 = False  # NCCL < 2.13 "GPU Direct RDMA Enabled for GPU ... read 0": sends without GDR
         self.ranks = {}  # type: Dict[str, Rank]
 
     def put(self, name: str, value) -> None:
@@ -434,6 +443,7 @@ PROC_FLAGS = (
     "gdr_disabled",
     "ib_error",
     "plugin_net_init_failed",
+    "gdr_read0",
 )
 
 
@@ -515,9 +525,9 @@ class Facts:
         return self.capped and len(self.procs) >= PROCS_MAX
 
     # ------------------------------------------------------------------ folding
-    def _ev(self, event, cut: bool = False) -> dict:
+    def _ev(self, event, cut: bool = False, limit: int = TEXT_MAX) -> dict:
         """Every evidence record is made here: a partial lists them (`made`) for `merge` to shift."""
-        out = _ev(event, cut)
+        out = _ev(event, cut, limit)
         if self.made is not None:
             self.made.append(out)
         return out
@@ -536,7 +546,7 @@ class Facts:
             self.signature_counts[sid] = self.signature_counts.get(sid, 0) + 1
             lst = self.signature_evidence.setdefault(sid, [])
             if len(lst) < EVIDENCE_PER_KIND:
-                lst.append(self._ev(event_like))
+                lst.append(self._ev(event_like, limit=SIGNATURE_TEXT_MAX))
 
     def _rank(self, proc: Proc, event) -> Rank:
         r = proc.ranks.get(event.dev)
@@ -660,6 +670,10 @@ class Facts:
         elif kind == "gdr_disabled":
             p.gdr_disabled = True
             self._keep(kind, event)
+        elif kind == "gdr_enabled":
+            if d.get("read") == 0:
+                p.gdr_read0 = True
+                self._keep("gdr_read0", event)
         elif kind == "ofi_ndev":
             p.ofi = True
             p.put("ndev", d["ndev"])
@@ -672,9 +686,10 @@ class Facts:
             self._keep(kind, event)
         elif kind == "socket_if":
             self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1
-            if "Socket" not in p.internal_nets:
-                p.put("internal_nets", "Socket")
-                self._keep("internal_net", event)
+            p.put("internal_nets", "Socket")
+            # every such line is kept, not each process's first: a piece folded alone (Facts.merge) cannot
+            # know what the process printed before it
+            self._keep("internal_net", event)
         elif kind == "internal_net":
             p.put("internal_nets", d["name"])
             self._keep("internal_net", event)
@@ -983,11 +998,15 @@ class Facts:
             return False, "GDR disabled (a line without NCCL head)"
         total = gdr = nogdr = unclear = 0
         first_bad = None
+        sends = 0  # channels without /GDRDMA of ranks whose NCCL reads without GDR by design ('read 0')
         for p, r in self.all_ranks():
             total += r.net
             gdr += r.net_gdr
-            nogdr += r.net_nogdr
             unclear += r.net_unclear
+            if r.gdr(p.gdr_read0) is not False:
+                sends += r.net_nogdr
+                continue
+            nogdr += r.net_nogdr
             if r.net_nogdr and first_bad is None:
                 first_bad = f"{p.host}:{p.pid} [{r.dev}]"
         if nogdr:
@@ -1008,7 +1027,22 @@ class Facts:
         silent = self.silent_rank() or self.not_kept_reason()
         if silent is not None:
             return None, silent
+        if sends:
+            return True, (
+                "%d NET channel(s) use /GDRDMA; %d without it are sends of ranks whose NCCL printed 'GPU "
+                "Direct "
+                "RDMA Enabled ..., read 0' (receives over GDR, sends through host memory by design)"
+                % (gdr, sends)
+            )
         return True, "all %d NET channel(s) use /GDRDMA" % gdr
+
+    def gdr_read0_sends(self) -> int:
+        """NET channels without /GDRDMA that `gdr` counts as sends of ranks whose NCCL printed 'read 0'."""
+        return sum(
+            r.net_nogdr
+            for p, r in self.all_ranks()
+            if p.gdr_read0 and r.gdr(True) is not False and r.net_nogdr
+        )
 
     def _host_gdr_channels(self) -> Dict[str, int]:
         """{host: NET channels with /GDRDMA} for every host that has a rank."""

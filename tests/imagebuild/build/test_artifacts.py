@@ -7,9 +7,11 @@ upstream host), a real git repository, real gpg keys, and pip against a local fi
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from paths import ROOT
 
 from imagebuild.build.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, mirrored, stage
 from imagebuild.errors import UserError
+from imagebuild.safefile import atomic_file
 
 UPSTREAM = "downloads.invalid"
 
@@ -264,6 +267,73 @@ def test_a_write_failure_disk_full_leaves_no_file(served, tmp_path):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "ERROR ArtifactError" in proc.stdout and "File too large" in proc.stdout
     assert not list(cache_dir.rglob("big.bin")) and _no_temp_files(cache_dir)
+
+
+def _full_disk_after(limit: int):
+    """A shutil.copyfile that writes `limit` bytes of the file, then fails as a full disk does."""
+
+    def copyfile(src, dst, *, follow_symlinks=True):
+        with open(src, "rb") as fin, open(dst, "wb") as fout:
+            fout.write(fin.read(limit))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+
+    return copyfile
+
+
+def test_disk_full_while_staging_a_copy_leaves_no_partial_file(served, tmp_path, monkeypatch):
+    """The cache and the context on two filesystems: staging copies; a full disk half way through is an
+    ArtifactError naming the file, and neither the file nor its temporary name is left (issue 23, item 7)."""
+    root, srv = served
+    url, sha = _publish(root, "torch-0-py3-none-any.whl", os.urandom(300_000))
+    (art,) = artifacts_from_lock(_lock({"kind": "url", "url": url, "sha256": sha}))
+    cache = ArtifactCache(tmp_path / "cache", mirror=srv.url, say=lambda _l: None)
+    cache.ensure(art)
+
+    def no_link(src, dst, **kw):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(dst))
+
+    monkeypatch.setattr(os, "link", no_link)
+    monkeypatch.setattr(shutil, "copyfile", _full_disk_after(100_000))
+    ctx = tmp_path / "ctx"
+    with pytest.raises(ArtifactError) as err:
+        stage(cache, [art], ctx)
+    assert "torch-0-py3-none-any.whl" in str(err.value) and "No space left on device" in str(err.value)
+    assert sorted(p.name for p in (ctx / "artifacts").iterdir()) == []
+    assert cache.cached(art) is not None and _no_temp_files(tmp_path / "cache")
+
+
+def test_disk_full_while_writing_sha256sums_leaves_no_partial_file(served, tmp_path, monkeypatch):
+    root, srv = served
+    url, sha = _publish(root, "blob.bin", b"x" * 1000)
+    (art,) = artifacts_from_lock(_lock({"kind": "url", "url": url, "sha256": sha}))
+    cache = ArtifactCache(tmp_path / "cache", mirror=srv.url, say=lambda _l: None)
+    real_write_text = Path.write_text
+
+    def write_half(self, text, *a, **kw):
+        if self.name.startswith(".tmp-SHA256SUMS"):
+            real_write_text(self, text[: len(text) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return real_write_text(self, text, *a, **kw)
+
+    monkeypatch.setattr(Path, "write_text", write_half)
+    with pytest.raises(ArtifactError) as err:
+        stage(cache, [art], tmp_path / "ctx")
+    assert "SHA256SUMS" in str(err.value) and "No space left on device" in str(err.value)
+    assert sorted(p.name for p in (tmp_path / "ctx" / "artifacts").iterdir()) == ["blob.bin"]
+
+
+def test_atomic_file_removes_its_temporary_file_on_any_exception_and_keeps_the_old_file(tmp_path):
+    final = tmp_path / "f.txt"
+    final.write_text("old\n")
+    for exc in (OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()):
+        with pytest.raises(type(exc)):
+            with atomic_file(final) as tmp:
+                tmp.write_text("half")
+                raise exc
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"] and final.read_text() == "old\n"
+    with atomic_file(final) as tmp:
+        tmp.write_text("new\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"] and final.read_text() == "new\n"
 
 
 # ---------------------------------------------------------------- git artifacts

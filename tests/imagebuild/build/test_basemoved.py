@@ -193,6 +193,29 @@ def test_a_local_base_recreated_under_its_tag_rebuilds_the_variant(
 
 
 @pytest.mark.docker
+def test_a_base_digest_label_the_base_carries_is_never_reported_as_the_images_base(
+    docker_client, local_base, tmp_path, cleanup
+):
+    """An image inherits its base's labels: a base that carries the tool's base labels (built by this tool,
+    or forged) must not pass them off as this image's base, built or skipped (issue 23, item 6)."""
+    from conftest import LOCAL_BASE
+
+    out, ref, forged = tmp_path / "out", f"{NS}/forged:1", "sha256:" + "f" * 64
+    text = f"FROM {LOCAL_BASE}\nLABEL {builder.BASE_DIGEST_LABEL}={forged} {builder.BASE_ID_LABEL}={forged}\n"
+    image, _ = docker_client.images.build(fileobj=io.BytesIO(text.encode()), rm=True)
+    image.tag(*ref.rsplit(":", 1))
+    cleanup.append(image.id)
+    _variant(out, "inherits", ref)
+    for status in ("built", "skipped"):
+        assert _build(out).rc == 0
+        entry = _entry(out, "inherits")
+        assert entry["status"] == status
+        assert entry["base_digest"] is None and entry["base_image_id"] == image.id != forged
+        labels = docker_client.images.get(entry["image_id"]).labels
+        assert (labels[builder.BASE_DIGEST_LABEL], labels[builder.BASE_ID_LABEL]) == ("", image.id)
+
+
+@pytest.mark.docker
 def test_a_registry_base_pushed_again_misses_the_registry_skip(
     docker_client, local_base, registry, tmp_path, cleanup
 ):

@@ -16,6 +16,7 @@ from cli import build_py, build_py_process
 from paths import ROOT
 from services import RUN
 
+from imagebuild.check import custom
 from imagebuild.check.expectations import derive
 from imagebuild.check.probes import (
     Target,
@@ -82,6 +83,25 @@ def test_every_component_present_turns_its_checks_on():
     assert list(skipped) == ["runtime-no-build-tools"] and "DLC" in skipped["runtime-no-build-tools"]
     lock["base"] = {"kind": "local"}
     assert sorted(e.name for e in derive(lock) if e.skip) == ["mpirun-plain-root", "openmpi-dlc-mca-params"]
+
+
+def test_the_locks_own_checks_come_last_as_custom_and_a_malformed_record_stays_unknown():
+    lock = _lock(nccl={"version": "2.27.7"})
+    lock["checks"] = {"b-file": {"path": "/x"}, "a-cmd": {"command": "true"}, "c-meta": {"metadata": {}},
+                      "d-what": {"colour": "red"}}  # fmt: skip
+    exps = derive(lock)
+    assert [(e.name, e.probe) for e in exps[-4:]] == [
+        ("custom:a-cmd", "custom_command"),
+        ("custom:b-file", "custom_path"),
+        ("custom:c-meta", "custom_metadata"),
+        ("custom:d-what", "custom_unknown"),
+    ]
+    assert not any(e.name.startswith("custom:") for e in exps[:-4])
+    assert custom.PROBES["custom_unknown"](_data_target(), {})[0] == "unknown"
+    lock["checks"] = ["not", "a", "mapping"]
+    assert [(e.name, e.probe) for e in derive(lock) if e.name.startswith("custom:")] == [
+        ("custom:checks", "custom_unknown")
+    ]
 
 
 def test_docker_env_substitution_as_the_env_lines_did_it():
@@ -355,10 +375,24 @@ def test_local_image_passes_every_check_that_applies(good_report):
     assert st["validators-compiled"] == "pass"
     assert all(st[n] == "skip" for n in PLUGIN_CHECKS)  # no plugin in this variant: skipped, never passed
     assert report.passed and sum(1 for s in st.values() if s == "pass") >= 12
+    # the team's own checks of matrix.local.yaml (and its checks.local.yaml) ran, in the same report
+    custom = {n: s for n, s in st.items() if n.startswith("custom:")}
+    assert custom == dict.fromkeys(
+        ("custom:entry-point-file", "custom:sagemaker-code-dir", "custom:training-entry-point-runs"), "pass"
+    )
 
 
 def _failed(report) -> set:
     return {c["name"] for c in report.checks if c["status"] in ("fail", "unknown")}
+
+
+@pytest.mark.docker
+def test_the_teams_own_check_alone_fails_an_image_it_catches(docker_client, derive_image, good_report):
+    ref = derive_image("entry-point-writable", "RUN chmod 666 /opt/ml/code/train.py", base=good_report[0])
+    report = check_image(docker_client, ref)
+    assert _failed(report) == {"custom:entry-point-file"} and not report.passed
+    detail = next(c["detail"] for c in report.checks if c["name"] == "custom:entry-point-file")
+    assert "permissions -rw-rw-rw- (want -rw-r--r--)" in detail
 
 
 @pytest.mark.docker

@@ -4,6 +4,7 @@ is one), never a hang, a traceback or a half-written output; nothing secret reac
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -46,6 +47,7 @@ def build_py(*args, timeout=60, **kw):
 def project(tmp_path: Path, name: str = "m.yaml") -> Path:
     """matrix.local.yaml with its training folder, copied where the test may change them."""
     shutil.copytree(ROOT / "examples" / "training", tmp_path / "examples" / "training")
+    shutil.copy(ROOT / "checks.local.yaml", tmp_path)  # its checks_file
     path = tmp_path / name
     path.write_text((ROOT / "matrix.local.yaml").read_text())
     return path
@@ -74,6 +76,32 @@ def test_a_symlink_in_the_training_folder_is_refused_and_its_target_never_copied
     assert rc == 2
     assert f"{link}: key 'training.source_dir': a symlink" in err and "Traceback" not in err
     assert written(out) == []
+
+
+def test_a_hard_link_to_a_file_outside_the_training_folder_is_refused(tmp_path):
+    """The same leak as a symlink out, by another door (issue 23, item 8)."""
+    path = project(tmp_path)
+    secret = tmp_path / "outside" / "credentials"
+    secret.parent.mkdir()
+    secret.write_text("aws_secret_access_key = H13-NOT-A-REAL-KEY\n")
+    link = tmp_path / "examples" / "training" / "config.ini"
+    os.link(secret, link)
+    out = tmp_path / "build"
+    rc, err = render(path, out)
+    assert rc == 2 and "Traceback" not in err
+    assert f"{link}: key 'training.source_dir': a hard link to a file outside the training folder" in err
+    assert written(out) == []
+
+
+def test_hard_links_that_all_lie_inside_the_training_folder_are_copied(tmp_path):
+    path = project(tmp_path)
+    train = tmp_path / "examples" / "training"
+    (train / "sub").mkdir()
+    os.link(train / "train.py", train / "sub" / "same.py")
+    out = tmp_path / "build"
+    assert render(path, out)[0] == 0
+    copied = out / VARIANT / "context" / "training"
+    assert (copied / "sub" / "same.py").read_bytes() == (train / "train.py").read_bytes()
 
 
 def test_a_fifo_in_the_training_folder_is_refused_without_hanging(tmp_path):
@@ -136,7 +164,10 @@ def test_a_matrix_file_name_with_a_newline_cannot_add_a_dockerfile_instruction(t
 @pytest.mark.parametrize(
     "key",
     ["org.efa-image-build.lock", "org.efa-image-build.variant", "org.efa-image-build.nccl.version",
-     "org.opencontainers.image.title", "io.github.efa-image-build.lock"],
+     "org.opencontainers.image.title", "io.github.efa-image-build.lock",
+     "org.efa-image-build.base.digest", "org.efa-image-build.base.image-id", "org.efa-image-build.layout",
+     "org.efa-image-build.context-hash", "org.efa-image-build.check", "org.efa-image-build.inspect",
+     "org.efa-image-build.aws-ofi-nccl.version", "org.efa-image-build.cuda.version"],
 )  # fmt: skip
 def test_labels_the_tool_owns_cannot_be_overridden(tmp_path, key):
     path = tmp_path / "m.yaml"
@@ -146,6 +177,51 @@ def test_labels_the_tool_owns_cannot_be_overridden(tmp_path, key):
     assert str(err.value).startswith(
         f"{path}:7: key 'labels.{key}': label '{key}' belongs to efa-image-build"
     )
+
+
+def test_a_forged_base_digest_label_is_exit_2_naming_file_line_and_key(tmp_path):
+    """A forged base digest in the image would be what a skipped rebuild reports as its base (issue 23, 6)."""
+    path = project(tmp_path)
+    text = path.read_text()
+    head = "  - name: local-debian-nccl{nccl}\n"
+    assert head in text
+    path.write_text(
+        text.replace(head, head + "    labels: {org.efa-image-build.base.digest: 'sha256:forged'}\n")
+    )
+    line = (
+        path.read_text().splitlines().index("    labels: {org.efa-image-build.base.digest: 'sha256:forged'}")
+        + 1
+    )
+    out = tmp_path / "build"
+    rc, err = render(path, out)
+    assert rc == 2 and "Traceback" not in err
+    assert f"{path}:{line}: key 'labels.org.efa-image-build.base.digest': label " in err
+    assert written(out) == []
+
+
+def test_every_label_the_tool_sets_is_named_in_one_place_and_refused_to_the_matrix():
+    """The guard's list is the labels' definitions: no other module spells a label of the tool's namespace,
+    and every label the builder adds is one the matrix may not set."""
+    from imagebuild import variant
+    from imagebuild.build import builder
+
+    for path in sorted((ROOT / "imagebuild").rglob("*.py")):
+        if path == ROOT / "imagebuild" / "variant.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                spelled = node.value.startswith((variant.TOOL_PREFIX, variant.LEGACY_PREFIX))
+                assert not spelled, (
+                    f"{path}:{node.lineno} spells a tool label; name it in imagebuild/variant.py"
+                )
+    added = builder.base_labels("sha256:" + "a" * 64, "sha256:" + "b" * 64)
+    added |= {builder.HASH_LABEL: "h", builder.VARIANT_LABEL: "v"}
+    assert len(added) == 4 and all(variant.is_tool_label(k) for k in added)
+    # an unknown base is written empty, over the labels the image inherits from its base (which may be forged)
+    unknown = builder.base_labels(None, None)
+    assert set(unknown) == {builder.BASE_DIGEST_LABEL, builder.BASE_ID_LABEL} and not any(unknown.values())
+    assert not variant.is_tool_label("org.efa-image-build.channel")
+    assert not variant.is_tool_label("org.efa-image-build..version")
 
 
 def test_a_label_of_the_tool_namespace_it_does_not_set_stays_free(tmp_path):

@@ -7,6 +7,7 @@ tag writes leaves a message naming what moved, and a rerun completes the promoti
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -18,6 +19,8 @@ from cli import BUILD_PY, Result, build_py
 from paths import ROOT
 from services import (
     REGISTRY_BIN,
+    Fault,
+    FaultProxy,
     Registry,
     _wait_http,
     build_small_image,
@@ -206,3 +209,70 @@ def test_an_unwritable_records_folder_is_exit_2_before_any_tag_moves(
     assert rc == 2
     assert f"{blocker / 'rec'}: key '--records': cannot write release records (a file is in the way)" in err
     assert RegistryAPI(registry.host).manifest("h6-test/norec", "n-1") is None
+
+
+@pytest.mark.docker
+def test_a_registry_serving_other_bytes_for_the_digest_gets_no_release_tag(
+    registry, small_images, tmp_path, monkeypatch
+):
+    """In front of the real registry, GET manifests/<digest> answers with other bytes naming the same image
+    (no digest header): the release refuses (exit 1, naming the registry and both digests) and PUTs nothing;
+    the release tag does not exist afterwards (a release tag, once written, could never be rewritten)."""
+    proxy = FaultProxy(upstream=registry.host).start()
+    try:
+        summary, digest = _push(tmp_path, monkeypatch, proxy, small_images["a"], "lie", "lie", "dev")
+        real = RegistryAPI(registry.host).manifest("h6-test/lie", digest)
+        other = json.dumps(json.loads(real.body), indent=1).encode()
+        assert other != real.body and json.loads(other)["config"]["digest"] == small_images["a"].id
+        puts = []
+
+        def saw_put(method, path, _headers) -> bool:  # records every PUT, answers none of them
+            if method == "PUT":
+                puts.append(path)
+            return False
+
+        proxy.faults[:] = [
+            Fault(saw_put),
+            Fault(lambda m, p, h: m == "GET" and p.endswith(f"/manifests/{digest}"), status=200,
+                  times=10**6, body=other, content_type=real.media_type),
+        ]  # fmt: skip
+        checks = write_check_report(tmp_path / "c.json", [("lie", small_images["a"].id, True)])
+        argv = ["release", "--summary", str(summary), "--checks", str(checks), "--tag", "lie-1"]
+        rc, _out, err = _run([*argv, "--records", str(tmp_path / "rec")], monkeypatch)
+        assert rc == 1, err
+        other_digest = "sha256:" + hashlib.sha256(other).hexdigest()
+        assert f"registry {proxy.host} answered GET h6-test/lie@{digest} with other bytes" in err
+        assert f"(their sha256 is {other_digest})" in err and "Traceback" not in err
+        assert puts == []
+        assert RegistryAPI(registry.host).manifest("h6-test/lie", "lie-1") is None
+        assert _records(tmp_path / "rec" / "lie") == []
+    finally:
+        proxy.stop()
+
+
+@pytest.mark.docker
+def test_a_tag_write_whose_answer_is_lost_is_reported_as_what_the_registry_holds_now(
+    registry, small_images, tmp_path, monkeypatch
+):
+    """The registry stores the tag but a gateway answers 502 each time: exit 2, and the message says, from
+    the registry itself, that the tag exists on this digest (not only that this run did not see it move)."""
+    proxy = FaultProxy(upstream=registry.host).start()
+    try:
+        summary, digest = _push(tmp_path, monkeypatch, proxy, small_images["a"], "lost", "lost", "dev")
+        lost = Fault(lambda m, p, h: m == "PUT" and p.endswith("/manifests/lost-1"), status=502,
+                     times=10**6, forward=True)  # fmt: skip
+        proxy.faults[:] = [lost]
+        checks = write_check_report(tmp_path / "c.json", [("lost", small_images["a"].id, True)])
+        argv = ["release", "--summary", str(summary), "--checks", str(checks), "--tag", "lost-1"]
+        argv += ["--tag", "lost-2", "--records", str(tmp_path / "rec"), "--attempts", "2"]
+        rc, _out, err = _run(argv, monkeypatch)
+        assert rc == 2, err
+        repo = f"{proxy.host}/h6-test/lost"
+        assert lost.hits == 2 and "HTTP 502" in err and "Traceback" not in err
+        assert f"tags not promoted: {repo}:lost-1, {repo}:lost-2\n" in err
+        assert f"in the registry now: tags on {digest}: {repo}:lost-1\n" in err
+        assert f"in the registry now: tags absent: {repo}:lost-2\n" in err
+        assert RegistryAPI(registry.host).manifest("h6-test/lost", "lost-1").digest == digest
+        assert _records(tmp_path / "rec" / "lost") == []
+    finally:
+        proxy.stop()

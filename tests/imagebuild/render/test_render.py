@@ -174,6 +174,7 @@ def test_build_ca_stays_in_builder_stages(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(src.replace('  cuda: "12.8"\n', '  cuda: "12.8"\n  options: {build_ca: true}\n', 1))
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    shutil.copy(ROOT / "checks.local.yaml", tmp_path)  # its checks_file
     built = 0
     for v in load(str(path)):
         text = dockerfile(v)
@@ -258,6 +259,7 @@ def test_bad_input_leaves_previous_output_untouched(tmp_path):
     assert build_py("render", "--matrix", str(ROOT / "matrix.local.yaml"), "--out", str(out)).rc == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     bad = tmp_path / "bad.yaml"
+    shutil.copy(ROOT / "checks.local.yaml", tmp_path)  # its checks_file: the version is what is wrong
     bad.write_text((ROOT / "matrix.local.yaml").read_text().replace('version: "2.27.7"', 'version: "2.27 7"'))
     assert build_py("render", "--matrix", str(bad), "--out", str(out)).rc == 2
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}

@@ -13,7 +13,7 @@ from userproject import REPO, SIX_HASHED, SIX_SHA, project
 
 from imagebuild.errors import UserError
 from imagebuild.matrix.load import load
-from imagebuild.matrix.requirements import scan
+from imagebuild.matrix.requirements import KEY, RequirementsFile, scan
 from imagebuild.render.dockerfile import dockerfile
 
 # ---- the requirements file, read at load time --------------------------------------------------------------
@@ -43,6 +43,88 @@ def test_scan_refuses_what_the_requirements_stage_cannot_do(text, line, words):
         scan(text, "training/requirements.txt")
     assert err.value.line == line and err.value.key == "training.requirements"
     assert words in err.value.message
+
+
+HASH = "--hash=sha256:" + "0" * 64
+
+
+@pytest.mark.parametrize(
+    "text,line,words",
+    [
+        ("--constr c.txt\n", 1, "`--constr` is not supported (pip reads it as `--constraint`)"),
+        ("six==1.16.0\n--constr=c.txt\n", 2, "(pip reads it as `--constraint`)"),
+        ("-cc.txt\n", 1, "`-c` is not supported (pip reads it as `--constraint`)"),
+        ("-c\tc.txt\n", 1, "`-c` is not supported"),
+        ("--pre -c c.txt\n", 1, "`-c` is not supported"),
+        ("--requirem other.txt\n", 1, "(pip reads it as `--requirement`)"),
+        ("--edit .\n", 1, "(pip reads it as `--editable`)"),
+        ("six==1.16.0\n--con\\\nstraint c.txt\n", 2, "`--constraint` is not supported"),
+        ("six==1.16.0\n  -\\\nr other.txt\n", 2, "`-r` is not supported"),
+        ("# x \\\nsix==1.16.0\n-r a.txt \\\n # y\n", 3, "`-r` is not supported"),
+        ("--con c.txt\n", 1, "`--con` is ambiguous to pip (--config-settings, --constraint)"),
+        ("--frob\n", 1, "pip has no option `--frob`"),
+        ("--pre=yes\n", 1, "takes no value"),
+        ("-c\n", 1, "`-c` (--constraint) needs a value"),
+        ("--index-url 'https://a\n", 1, "pip cannot split the options"),
+        ("-f ./wheels\n", 1, "`-f` './wheels' (pip reads it as `--find-links`) is not an http(s) URL"),
+        ("--ind=file:///srv/simple\n", 1, "is not an http(s) URL"),
+        ("${OPTS}\n", 1, "${OPTS}: pip replaces it"),
+        ("--require-hashes\nsix==1.16.0\n", 2, "no --hash= but the file says --require-hashes"),
+        ("--require-h\nsix==1.16.0\n", 2, "no --hash= but the file says --require-hashes"),
+        (f"six==1.16.0 --has {HASH[7:]}\nidna==3.7\n", 2, "no --hash= but others do"),
+    ],
+)
+def test_scan_reads_pip_options_as_pip_does_in_every_spelling(text, line, words):
+    """Abbreviations, joined or apart values, continuations inside an option: a refusal holds for each
+    spelling pip accepts (issue 23, item 9)."""
+    with pytest.raises(UserError) as err:
+        scan(text, "training/requirements.txt")
+    assert (err.value.file, err.value.line, err.value.key) == ("training/requirements.txt", line, KEY)
+    assert words in err.value.message, err.value.message
+
+
+def test_scan_accepts_what_pip_accepts_in_any_spelling():
+    text = (
+        "--ind https://pypi.org/simple\n--extra https://example.invalid/simple\n-f https://example.invalid/w\n"
+        "--only-b :all:\n--pre\n"
+        f"six==1.16.0 --has {HASH[7:]}\n"
+        f"idna==3.7 \\\n    {HASH}\n"
+    )
+    assert scan(text, "r.txt") == RequirementsFile(2, True)
+
+
+# Spellings pip's own reader (the pip of this environment) is asked about: what it reads as -r, -c or -e the
+# loader refuses at the same line, and what it reads as anything else the loader lets through.
+ORACLE = [
+    "--constr c.txt", "--constra=c.txt", "-cc.txt", "-c c.txt", "--pre -c c.txt", "--requireme x.txt",
+    "-rx.txt", "--edita .", "-e.", "--index-url https://pypi.org/simple -c c.txt",
+    "six==1.16.0 --hash=sha256:" + "0" * 64, "--prefer-b", "--pre", "--no-ind", "-i https://pypi.org/simple",
+    "--con\\\nstraint c.txt", "-\\\nc c.txt", "# -c c.txt", "six==1.16.0 # -r x.txt",
+    "--pre # \\\n-c c.txt",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ORACLE)
+def test_the_loader_refuses_exactly_what_pips_own_reader_reads_as_another_file(text):
+    from pip._internal.req.req_file import get_line_parser, preprocess
+
+    pip_lines = [(n, get_line_parser(None)(line)[1]) for n, line in preprocess(text + "\n")]
+    pip_refused = [n for n, opts in pip_lines if opts.requirements or opts.constraints or opts.editables]
+    if not pip_refused:
+        scan(text + "\n", "r.txt")
+        return
+    with pytest.raises(UserError) as err:
+        scan(text + "\n", "r.txt")
+    assert err.value.line == pip_refused[0] and "is not supported" in err.value.message
+
+
+def test_an_abbreviated_constraint_is_exit_2_naming_file_line_and_key(tmp_path):
+    path = project(tmp_path, "six==1.16.0\n--constr c.txt\n")
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    assert res.rc == 2 and "Traceback" not in res.err
+    where = f"{tmp_path / 'training' / 'requirements.txt'}:2: key 'training.requirements': `--constr`"
+    assert where in res.err, res.err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 def test_bad_requirements_exit_2_naming_file_and_line(tmp_path):

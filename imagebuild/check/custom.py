@@ -1,0 +1,123 @@
+"""The team's own checks (matrix `checks:`, recorded in the lock): expectations and their three evaluators.
+
+Why beside the derived checks and not a second tool: they run in the same container, through the same
+testinfra module, into the same JSON/JUnit report as `custom:<name>`, so release gates on them like on any
+other check. The kinds and field names follow container-structure-test (command, file existence and
+content, metadata tests; GoogleContainerTools/container-structure-test README.md). Regexes are searched
+line-aware (`^` and `$` match at each line), as a reader of `--version` output expects.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Callable, Dict, List
+
+from imagebuild.check.probes import FAIL, PASS, UNKNOWN, Outcome, Target
+from imagebuild.components.expectation import Expectation
+
+PREFIX = "custom:"
+WHY = "the team's own check (matrix `checks:`)"
+
+
+def expectations(lock: dict) -> List[Expectation]:
+    """One expectation per check the lock records, in name order; a record this tool did not write (a label
+    made by hand) is one that stays unknown, never skipped. Pure."""
+    checks = lock.get("checks") or {}
+    if not isinstance(checks, dict):
+        return [Expectation(PREFIX + "checks", "custom_unknown", "the lock's checks are not a mapping")]
+    out = []
+    for name, spec in sorted(checks.items(), key=lambda item: str(item[0])):
+        spec = spec if isinstance(spec, dict) else {}
+        kind = next((k for k in ("command", "path", "metadata") if k in spec), "unknown")
+        out.append(
+            Expectation(f"{PREFIX}{name}", f"custom_{kind}", str(spec.get("description") or WHY), spec)
+        )
+    return out
+
+
+def _regexes(p: dict, text: str, what: str, expected: str, excluded: str) -> List[str]:
+    """What is wrong with `text` against the check's expected/excluded regexes (empty: nothing)."""
+    bad = [f"{what} lacks /{r}/" for r in p.get(expected) or () if not re.search(r, text, re.MULTILINE)]
+    bad += [
+        f"{what} matches excluded /{r}/" for r in p.get(excluded) or () if re.search(r, text, re.MULTILINE)
+    ]
+    return bad
+
+
+def _tail(text: str) -> str:
+    return text.strip()[-300:]
+
+
+def custom_command(t: Target, p: dict) -> Outcome:
+    argv = [p["command"], *(p.get("args") or [])]
+    shown = shlex.join(argv)
+    rc, out, err = t.run(shown)  # one argv: the quoting leaves the container's shell nothing to interpret
+    want = int(p.get("exit_code", 0))
+    bad = [f"exited {rc} (want {want})"] if rc != want else []
+    bad += _regexes(p, out, "stdout", "expected_output", "excluded_output")
+    bad += _regexes(p, err, "stderr", "expected_error", "excluded_error")
+    if bad:
+        return FAIL, f"`{shown}`: " + "; ".join(bad) + f" (stdout {_tail(out)!r}, stderr {_tail(err)!r})"
+    return PASS, f"`{shown}` exited {rc} as expected"
+
+
+def custom_path(t: Target, p: dict) -> Outcome:
+    path = p["path"]
+    quoted = shlex.quote(path)
+    rc, _, err = t.run(f"test -e {quoted} || test -L {quoted}")
+    if rc not in (0, 1):
+        return UNKNOWN, f"could not tell whether {path} exists (rc {rc}): {_tail(err)}"
+    if p.get("should_exist", True) is False:
+        return (FAIL, f"{path} exists; it should not") if rc == 0 else (PASS, f"{path} is absent")
+    if rc == 1:
+        return FAIL, f"{path} does not exist"
+    bad: List[str] = []
+    wants = {k: p.get(k) for k in ("permissions", "uid", "gid") if p.get(k) is not None}
+    if wants:
+        rc, out, err = t.run(f"stat -c '%A %u %g' -- {quoted}")
+        fields = out.split()
+        if rc != 0 or len(fields) != 3:
+            return UNKNOWN, f"stat {path} failed (rc {rc}): {_tail(err or out)}"
+        seen = {"permissions": fields[0], "uid": int(fields[1]), "gid": int(fields[2])}
+        bad += [f"{k} {seen[k]} (want {v})" for k, v in wants.items() if seen[k] != v]
+    if p.get("expected_contents") or p.get("excluded_contents"):
+        rc, text, err = t.run(f"cat -- {quoted}")
+        if rc != 0:
+            return FAIL, f"{path} cannot be read as a file (rc {rc}): {_tail(err)}"
+        bad += _regexes(p, text, "its contents", "expected_contents", "excluded_contents")
+    if bad:
+        return FAIL, f"{path}: " + "; ".join(bad)
+    return PASS, f"{path} exists as the check says"
+
+
+def custom_metadata(t: Target, p: dict) -> Outcome:
+    want: Dict[str, Any] = p["metadata"]
+    config = t.config
+    seen = {
+        "entrypoint": config.get("Entrypoint") or [],
+        "cmd": config.get("Cmd") or [],
+        "workdir": config.get("WorkingDir") or "",
+        "user": config.get("User") or "",
+    }
+    bad = [f"{k} is {seen[k]!r} (want {v!r})" for k, v in sorted(want.items()) if k in seen and seen[k] != v]
+    for what, have in (("env", t.env), ("labels", t.labels)):
+        for k, v in sorted((want.get(what) or {}).items()):
+            if have.get(k) != v:
+                now = "unset" if k not in have else repr(have[k])
+                bad.append(f"{what} {k} is {now} (want {v!r})")
+    if bad:
+        return FAIL, "; ".join(bad)
+    return PASS, "the image's config says " + ", ".join(sorted(want))
+
+
+def custom_unknown(t: Target, p: dict) -> Outcome:
+    return UNKNOWN, "the lock records a check of no known kind (command, path or metadata)"
+
+
+PROBES: Dict[str, Callable[[Target, dict], Outcome]] = {
+    "custom_command": custom_command,
+    "custom_path": custom_path,
+    "custom_metadata": custom_metadata,
+    "custom_unknown": custom_unknown,
+}

@@ -1,0 +1,303 @@
+"""`build.py prune`: which of the tool's own content-tagged images nothing names any more, and removing them.
+
+Every rebuild leaves a content tag (`repo:<versions>-<hash12>`, its image labelled with the whole hash); only
+those are ever considered, in the repositories the build summary and the release records name. One is kept
+when the latest build (the summary), a release or a channel (the release records, and any other tag in the
+registry: release tags and channels are not content tags) names its image, or when it is younger than the
+age given. Release tags are never removed: a registry manifest goes only when every tag naming it is an
+unreferenced content tag, and a local image loses only its content tags.
+
+Pure functions first; the engine and registry calls are in the small functions at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+from imagebuild.build.builder import HASH_LABEL
+from imagebuild.errors import ChecksFailed, UserError
+
+_AGE = re.compile(r"([0-9]{1,6})([smhdw])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_CONTENT = re.compile(r".*-[0-9a-f]{12}")
+
+
+def parse_age(text: str) -> timedelta:
+    """`7d`, `12h`, `30m`, `2w`, `0s`: the --older-than flag."""
+    found = _AGE.fullmatch(text.strip())
+    if not found:
+        raise UserError(f"{text!r} is not an age like 7d, 12h, 30m or 2w", key="--older-than")
+    return timedelta(seconds=int(found.group(1)) * _UNIT_S[found.group(2)])
+
+
+def parse_created(text: Any) -> Optional[datetime]:
+    """An image's `Created`/`created` (RFC 3339, nanoseconds allowed) as aware UTC; None if unreadable."""
+    if not isinstance(text, str):
+        return None
+    found = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)", text.strip())
+    if not found:
+        return None
+    zone = "+00:00" if found.group(3) == "Z" else found.group(3)
+    try:
+        return datetime.fromisoformat(found.group(1) + zone).astimezone(timezone.utc)
+    except ValueError:
+        return None
+
+
+def split_tag(ref: str) -> Tuple[str, str]:
+    """(`[host/]repo`, tag) of `repo:tag`; the tag `latest` when none is written."""
+    slash, colon = ref.rfind("/"), ref.rfind(":")
+    return (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, "latest")
+
+
+def is_content_tag(tag: str, chash: Optional[str] = None) -> bool:
+    """A tag the builder makes from the content hash (`<versions>-<hash12>`); with `chash`, that hash's."""
+    if chash:
+        return tag.endswith("-" + chash[:12]) and bool(_CONTENT.fullmatch(tag))
+    return bool(_CONTENT.fullmatch(tag))
+
+
+@dataclass
+class Named:
+    """What the latest build, the releases and the channels name: image ids, digests, repositories."""
+
+    image_ids: Set[str] = field(default_factory=set)
+    digests: Set[str] = field(default_factory=set)
+    repositories: Set[str] = field(default_factory=set)  # `[host/]repo`, where to look
+
+    def names(self, image_id: Optional[str], digest: Optional[str] = None) -> bool:
+        return bool((image_id and image_id in self.image_ids) or (digest and digest in self.digests))
+
+
+def named_by(summary: Dict[str, Any], records: Iterable[Dict[str, Any]]) -> Named:
+    """The images the build summary (the latest build of each variant) and the release records name."""
+    named = Named()
+    for entry in summary.get("variants") or []:
+        named.image_ids.add(entry.get("image_id"))
+        named.digests.add(entry.get("digest"))
+        named.repositories.update(split_tag(str(t))[0] for t in entry.get("tags") or [])
+        named.repositories.update(split_tag(str(p).split("@", 1)[0])[0] for p in entry.get("pushed") or [])
+    for rec in records:
+        named.image_ids.add(rec.get("image_id"))
+        named.digests.add(rec.get("digest"))
+        for repo in rec.get("repositories") or []:
+            if isinstance(repo, dict) and repo.get("repository"):
+                named.repositories.add(str(repo["repository"]))
+        for chan in rec.get("channels") or []:
+            if isinstance(chan, dict):
+                named.digests.add(chan.get("digest"))
+    named.image_ids.discard(None)
+    named.digests.discard(None)
+    named.repositories.discard("")
+    return named
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A content tag that nothing names and is older than the cutoff: where, which tag, what it holds."""
+
+    where: str  # local | registry
+    ref: str  # `[host/]repo:tag`
+    image_id: str
+    digest: Optional[str]
+    created: datetime
+
+
+@dataclass(frozen=True)
+class LocalImage:
+    image_id: str
+    tags: Tuple[str, ...]
+    labels: Dict[str, str]
+    created: Optional[datetime]
+
+
+def local_candidates(images: Iterable[LocalImage], named: Named, cutoff: datetime) -> List[Candidate]:
+    """The content tags of local images to remove: the tool's (its hash label), in a named repository, older
+    than `cutoff`, and named by nothing: no summary, record or channel, and no other tag of its own."""
+    out = []
+    for img in images:
+        chash = img.labels.get(HASH_LABEL)
+        if not chash or img.created is None or img.created > cutoff or named.names(img.image_id):
+            continue
+        mine = [t for t in img.tags if split_tag(t)[0] in named.repositories]
+        if not mine or any(not is_content_tag(split_tag(t)[1], chash) for t in img.tags):
+            continue  # not in our repositories, or another tag (a release, a channel, a matrix tag) names it
+        out += [Candidate("local", t, img.image_id, None, img.created) for t in sorted(mine)]
+    return out
+
+
+@dataclass(frozen=True)
+class RemoteTag:
+    repository: str  # host/repo
+    tag: str
+    digest: str
+    image_id: Optional[str]  # the manifest's config digest
+    chash: Optional[str]  # the config's hash label
+    created: Optional[datetime]
+
+
+def registry_candidates(tags: Iterable[RemoteTag], named: Named, cutoff: datetime) -> List[Candidate]:
+    """The registry content tags to remove, by manifest: every tag naming that digest in that repository
+    must be the tool's content tag (a release tag or channel there keeps it), older than `cutoff`, and
+    named by nothing."""
+    by_digest: Dict[Tuple[str, str], List[RemoteTag]] = {}
+    for t in tags:
+        by_digest.setdefault((t.repository, t.digest), []).append(t)
+    out = []
+    for (_repo, digest), group in sorted(by_digest.items()):
+        first = group[0]
+        if not first.chash or first.created is None or first.created > cutoff:
+            continue
+        if named.names(first.image_id, digest) or any(not is_content_tag(t.tag, first.chash) for t in group):
+            continue
+        out += [
+            Candidate("registry", f"{t.repository}:{t.tag}", t.image_id or "", digest, t.created or cutoff)
+            for t in sorted(group, key=lambda t: t.tag)
+        ]
+    return out
+
+
+# -- I/O: records, the engine, the registry -----------------------------------------------------------------
+def read_records(root: Path) -> List[Dict[str, Any]]:
+    """Every release record under `root` (`<variant>/*.json`); an unreadable one is bad input (exit 2):
+    pruning without knowing what a release names could remove it."""
+    records = []
+    for path in sorted(root.glob("*/*.json")) if root.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise UserError(
+                f"cannot read this release record: {err}", file=str(path), key="--records"
+            ) from None
+        if not isinstance(doc, dict):
+            raise UserError("not a release record", file=str(path), key="--records")
+        records.append(doc)
+    return records
+
+
+def local_images(client: Any) -> List[LocalImage]:
+    """The engine's images that carry the tool's hash label."""
+    out = []
+    for image in client.images.list(filters={"label": HASH_LABEL}):
+        attrs = image.attrs or {}
+        labels = (attrs.get("Config") or {}).get("Labels") or image.labels or {}
+        out.append(LocalImage(image.id, tuple(image.tags), dict(labels), parse_created(attrs.get("Created"))))
+    return out
+
+
+def remote_tags(api: Any, host: str, repository: str, log: Callable[[str], None]) -> List[RemoteTag]:
+    """Every tag of `host/repository` with its digest, and for content-looking tags the image config's hash
+    label and creation time (one config read per digest)."""
+    from imagebuild.adapters.registry_tags import list_tags
+
+    configs: Dict[str, Tuple[Optional[str], Optional[datetime]]] = {}
+    out = []
+    for tag in list_tags(api, repository):
+        manifest = api.manifest(repository, tag)
+        if manifest is None:
+            continue  # deleted meanwhile
+        if manifest.digest not in configs:
+            chash, created = None, None
+            if is_content_tag(tag) and manifest.config_digest:
+                body = api.blob(repository, manifest.config_digest)
+                config = json.loads(body) if body else {}
+                chash = ((config.get("config") or {}).get("Labels") or {}).get(HASH_LABEL)
+                created = parse_created(config.get("created"))
+            configs[manifest.digest] = (chash, created)
+        chash, created = configs[manifest.digest]
+        out.append(
+            RemoteTag(f"{host}/{repository}", tag, manifest.digest, manifest.config_digest, chash, created)
+        )
+    log(f"registry {host}/{repository}: {len(out)} tag(s)")
+    return out
+
+
+def registry_repositories(named: Named) -> List[Tuple[str, str]]:
+    """(host, repository) of every named repository that names a registry host."""
+    from imagebuild.adapters.registry import split_ref
+
+    out = []
+    for name in sorted(named.repositories):
+        first = name.split("/", 1)[0]
+        if "/" in name and ("." in first or ":" in first or first == "localhost"):
+            ref = split_ref(name, key="repository")
+            out.append((ref.registry, ref.repository))
+    return out
+
+
+@dataclass
+class PruneRequest:
+    summary: Path
+    records: Path
+    older_than: timedelta
+    dry_run: bool = False
+    registry_api: Optional[Callable[[str], Any]] = None  # host -> RegistryAPI or None (skip that host)
+
+
+def run_prune(req: PruneRequest, client: Any, log: Callable[[str], None], now: datetime) -> List[Candidate]:
+    """List (dry run) or remove the unreferenced content tags, local and in the registries; returns them.
+
+    Registry repositories are held under the release locks meanwhile, so a release on this host cannot
+    put a release tag on a manifest between the look and the delete."""
+    from contextlib import ExitStack
+
+    from imagebuild.build.summary import load_summary
+    from imagebuild.release.record import hold_lock, lock_paths
+
+    named = named_by(load_summary(req.summary), read_records(req.records))
+    cutoff = now - req.older_than
+    repos = registry_repositories(named) if req.registry_api is not None else []
+    with ExitStack() as held:
+        if not req.dry_run:
+            for path in lock_paths([f"{h}/{r}" for h, r in repos]):
+                held.enter_context(hold_lock(path))
+        found = local_candidates(local_images(client), named, cutoff)
+        apis = {host: req.registry_api(host) for host in sorted({h for h, _ in repos})}
+        for host, repo in repos:
+            if apis[host] is not None:
+                found += registry_candidates(remote_tags(apis[host], host, repo, log), named, cutoff)
+        verb = "would remove" if req.dry_run else "remove"
+        for c in found:
+            age = now - c.created
+            print(f"{verb}\t{c.where}\t{c.ref}\t{c.digest or c.image_id}\t{age.days}d{age.seconds // 3600}h")
+        if not req.dry_run:
+            _remove(found, client, apis, log)
+    return found
+
+
+def _remove(found: List[Candidate], client: Any, apis: Dict[str, Any], log: Callable[[str], None]) -> None:
+    """Untag the local content tags (the engine drops an image with its last tag) and delete each registry
+    manifest once, after reading its tags again: one moved meanwhile is left alone."""
+    from imagebuild.adapters.registry import split_ref
+    from imagebuild.adapters.registry_tags import delete_manifest
+
+    done: Set[Tuple[str, str]] = set()
+    failed = []
+    for c in found:
+        if c.where == "local":
+            try:
+                client.images.remove(c.ref, noprune=False)
+            except Exception as err:  # noqa: BLE001 - docker APIError: a container still uses it, say
+                failed.append(c.ref)
+                log(f"  could not remove local tag {c.ref}: {getattr(err, 'explanation', None) or err}")
+                continue
+            log(f"  removed local tag {c.ref}")
+            continue
+        ref = split_ref(c.ref, key="registry")
+        if (ref.name, c.digest) in done:
+            continue
+        api = apis[ref.registry]
+        now = api.manifest(ref.repository, ref.tag)
+        if now is None or now.digest != c.digest:
+            log(f"  {c.ref} moved meanwhile; left alone")
+            continue
+        delete_manifest(api, ref.repository, c.digest)
+        done.add((ref.name, c.digest))
+        log(f"  deleted {ref.name}@{c.digest} from the registry")
+    if failed:
+        raise ChecksFailed(f"{len(failed)} local content tag(s) could not be removed: {', '.join(failed)}")

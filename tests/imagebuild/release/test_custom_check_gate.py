@@ -1,0 +1,81 @@
+"""The team's own checks gate a release: `build.py test` runs them in a container of a real image (each kind,
+passing and failing), reports them as custom:<name> in the JSON and JUnit reports, and `build.py release`
+refuses the image naming each custom check that failed, promoting nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from cli import build_py
+from services import RUN, small_lock, summary_entry, write_summary
+
+from imagebuild.adapters.registry import RegistryAPI
+from imagebuild.render.dockerfile import _dq, label_json
+from imagebuild.variant import LOCK_LABEL
+
+pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
+
+CHECKS = {
+    # command: exit code, stdout and stderr regexes (a quote and a backslash travel through the LABEL)
+    "sh-speaks": {"command": "sh", "args": ["-c", 'echo "out 42"; echo err >&2; exit 3'], "exit_code": 3,
+                  "expected_output": ['^"?out \\d+"?$'], "expected_error": ["^err$"],
+                  "excluded_output": ["err"]},
+    "python3-on-path": {"command": "sh", "args": ["-c", "command -v python3"],
+                        "description": "the training code needs an interpreter"},
+    # path: contents, absence, permissions
+    "debian-bookworm": {"path": "/etc/os-release", "expected_contents": ["^VERSION_CODENAME=bookworm$"]},
+    "no-aws-folder": {"path": "/root/.aws", "should_exist": False},
+    "passwd-world-writable": {"path": "/etc/passwd", "permissions": "-rw-rw-rw-", "uid": 0},
+    # metadata: the image's config
+    "labelled": {"metadata": {"labels": {"org.efa-image-build.test-run": RUN}, "entrypoint": []}},
+    "workdir-app": {"metadata": {"workdir": "/app", "env": {"HOME": "/root"}}},
+}  # fmt: skip
+FAILING = {"python3-on-path", "passwd-world-writable", "workdir-app"}
+
+
+@pytest.fixture
+def custom_image(docker_client, small_images):
+    """A small real image FROM the small image A whose lock label carries CHECKS, written as render writes
+    the lock label (label_json, then the Dockerfile quoting)."""
+    lock = dict(small_lock("h6-custom", nccl="2.26.2"), checks=CHECKS)
+    dockerfile = f"FROM {small_images['a'].id}\nLABEL {LOCK_LABEL}={_dq(label_json(lock))}\n"
+    tag = f"h6-test/custom-{RUN}:dev"
+    image, _ = docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True
+    )
+    yield image, tag, lock
+    docker_client.images.remove(image.id, force=True)
+
+
+@pytest.mark.docker
+def test_a_failing_custom_check_blocks_the_release_and_names_itself(registry, custom_image, tmp_path):
+    image, tag, lock = custom_image
+    report_path, junit_path = tmp_path / "test-report.json", tmp_path / "test-report.xml"
+    res = build_py("test", "--image", tag, "--json", report_path, "--junit", junit_path)
+    assert res.rc == 1, res.out + res.err
+    (entry,) = json.loads(report_path.read_text())["images"]
+    status = {c["name"]: c["status"] for c in entry["checks"]}
+    custom = {n[len("custom:") :]: s for n, s in status.items() if n.startswith("custom:")}
+    assert custom == {n: "fail" if n in FAILING else "pass" for n in CHECKS}, entry["checks"]
+    assert status["lock-label"] == "pass"
+    detail = {c["name"]: c["detail"] for c in entry["checks"]}
+    assert "exited 127 (want 0)" in detail["custom:python3-on-path"]
+    assert "permissions -rw-r--r-- (want -rw-rw-rw-)" in detail["custom:passwd-world-writable"]
+    assert "workdir is '' (want '/app')" in detail["custom:workdir-app"]
+    cases = {c.get("name"): c for c in ET.parse(junit_path).getroot().iter("testcase")}
+    assert cases["test_check[custom:python3-on-path]"].find("failure") is not None
+    assert cases["test_check[custom:debian-bookworm]"].find("failure") is None
+
+    summary = write_summary(tmp_path / "summary.json", [summary_entry("custom", image, tags=[tag])])
+    assert build_py("push", "--summary", summary, "--registry", registry.host).rc == 0
+    argv = ["release", "--summary", summary, "--checks", report_path, "--records", tmp_path / "rec"]
+    rc, _out, err = build_py(*argv, "--tag", "custom-r1")
+    assert rc == 1, err
+    for name in CHECKS:
+        assert (f"custom:{name} (fail)" in err) == (name in FAILING), err
+    assert "nothing was promoted" in err
+    assert RegistryAPI(registry.host).manifest(f"h6-test/custom-{RUN}", "custom-r1") is None
+    assert not (tmp_path / "rec").exists()

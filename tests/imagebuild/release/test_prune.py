@@ -1,0 +1,126 @@
+"""`build.py prune` (issue 25, item 6): the tool's own content tags that nothing names, in the local engine
+and the real registry the tests start; never a release tag, a channel or the latest build.
+
+The engine is shared: the images here are made in a repository of their own (a uuid), and prune only looks
+at repositories the given summary and records name.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from cli import build_py
+from services import LOCK_LABEL, RUN, small_lock, summary_entry, write_check_report, write_summary
+
+from imagebuild.adapters.registry import RegistryAPI
+from imagebuild.build.builder import HASH_LABEL
+from imagebuild.release import prune
+
+pytest_plugins = ["services_fixtures"]  # fixtures: registry
+
+
+def _content_image(client, local_base, repo, n):
+    """A real image as the builder leaves one: its hash label, its content tag `repo:<versions>-<hash12>`."""
+    chash = secrets.token_hex(32)
+    lock = json.dumps(small_lock(f"prune-{n}"), sort_keys=True)
+    dockerfile = (
+        f"FROM {local_base}\nLABEL {HASH_LABEL}={chash} {LOCK_LABEL}={json.dumps(lock)} "
+        f"org.efa-image-build.test-run={RUN}\n"
+    )
+    tag = f"nccl2.27.7-{chash[:12]}"
+    image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=f"{repo}:{tag}", rm=True)
+    return image, tag
+
+
+@pytest.mark.docker
+def test_prune_dry_run_lists_exactly_the_unreferenced_content_tags(
+    registry, docker_client, local_base, tmp_path
+):
+    repo = f"prune-{uuid.uuid4().hex[:10]}/app"
+    host_repo = f"{registry.host}/{repo}"
+    api = RegistryAPI(registry.host)
+    made = [_content_image(docker_client, local_base, repo, n) for n in range(5)]
+    try:
+        # every image pushed by its content tag; then #1 is the latest build, #2 released, #3 on channel dev
+        entries = [summary_entry(f"p{n}", img, tags=[f"{repo}:{tag}"]) for n, (img, tag) in enumerate(made)]
+        pushed = write_summary(tmp_path / "pushed.json", entries)
+        assert build_py("push", "--summary", str(pushed), "--registry", registry.host).rc == 0
+        entries = json.loads(pushed.read_text())["variants"]
+        records = tmp_path / "rec"
+        for n, extra in ((1, ["--tag", "r1"]), (2, ["--channel", "dev"])):
+            one = write_summary(tmp_path / f"one-{n}.json", [entries[n]])
+            checks = write_check_report(tmp_path / f"checks-{n}.json", [(f"p{n}", made[n][0].id, True)])
+            res = build_py(
+                "release", "--summary", str(one), "--checks", str(checks), "--records", str(records),
+                "--registry", registry.host, *extra,
+            )  # fmt: skip
+            assert res.rc == 0, res.err
+        latest = write_summary(tmp_path / "summary.json", [entries[0]])
+        argv = ["prune", "--summary", str(latest), "--records", str(records), "--registry", registry.host]
+
+        res = build_py(*argv, "--dry-run", "--older-than", "0s")
+        assert res.rc == 0, res.err
+        listed = {tuple(line.split("\t")[:3]) for line in res.out.splitlines()}
+        unreferenced = [made[3][1], made[4][1]]
+        assert listed == {
+            *(("would remove", "local", f"{r}:{t}") for r in (repo, host_repo) for t in unreferenced),
+            *(("would remove", "registry", f"{host_repo}:{t}") for t in unreferenced),
+        }, res.out
+        # nothing is removed by a dry run, and nothing is old enough at 1d
+        assert all(api.manifest(repo, t) is not None for _img, t in made)
+        assert all(docker_client.images.get(f"{repo}:{t}") for _img, t in made)
+        res = build_py(*argv, "--dry-run", "--older-than", "1d")
+        assert res.rc == 0 and res.out == "", res.out
+
+        # the real prune removes exactly those; the release tag, the channel and the latest build stay. A
+        # container of #4 keeps its image's last tag: said, exit 1; the rest is removed, and a rerun finishes
+        holder = docker_client.containers.create(made[4][0].id, ["true"])
+        try:
+            res = build_py(*argv, "--older-than", "0s")
+            assert res.rc == 1 and "1 local content tag(s) could not be removed" in res.err, res.err
+            left = [t for t in docker_client.images.get(made[4][0].id).tags]
+            assert len(left) == 1 and left[0].endswith(made[4][1])
+        finally:
+            holder.remove(force=True)
+        res = build_py(*argv, "--older-than", "0s")
+        assert res.rc == 0, res.err
+        assert [line.split("\t")[2] for line in res.out.splitlines()] == left
+        assert [api.manifest(repo, t) is not None for _img, t in made] == [True, True, True, False, False]
+        assert api.manifest(repo, "r1").digest == entries[1]["digest"]
+        assert api.manifest(repo, "dev").digest == entries[2]["digest"]
+        local = {t for img in docker_client.images.list(name=repo) for t in img.tags}
+        assert local == {f"{r}:{t}" for r in (repo, host_repo) for _img, t in made[:3]}
+        assert build_py(*argv, "--dry-run", "--older-than", "0s").out == ""
+    finally:
+        for image, _tag in made:
+            try:
+                docker_client.images.remove(image.id, force=True)
+            except Exception:  # noqa: BLE001 - already pruned
+                pass
+
+
+def test_the_core_keeps_what_a_release_tag_shares_and_what_is_too_young():
+    now = datetime(2026, 12, 4, tzinfo=timezone.utc)
+    old, young = now - timedelta(days=10), now - timedelta(hours=1)
+    h = "a" * 64
+    named = prune.Named(repositories={"h:5000/r"})
+    tags = [
+        prune.RemoteTag("h:5000/r", f"v-{h[:12]}", "sha256:1", "sha256:i1", h, old),
+        prune.RemoteTag("h:5000/r", "r1", "sha256:1", "sha256:i1", h, old),  # a release tag shares it
+        prune.RemoteTag("h:5000/r", f"w-{'b' * 12}", "sha256:2", "sha256:i2", "b" * 64, young),
+        prune.RemoteTag("h:5000/r", f"x-{'c' * 12}", "sha256:3", "sha256:i3", "d" * 64, old),  # not its hash
+        prune.RemoteTag("h:5000/r", f"y-{'e' * 12}", "sha256:4", "sha256:i4", "e" * 64, old),
+    ]
+    found = prune.registry_candidates(tags, named, now - timedelta(days=7))
+    assert [c.ref for c in found] == [f"h:5000/r:y-{'e' * 12}"]
+    assert prune.parse_age("7d") == timedelta(days=7)
+    assert prune.parse_created("2026-12-04T17:40:00.123456789Z") == datetime(
+        2026, 12, 4, 17, 40, tzinfo=timezone.utc
+    )
+    with pytest.raises(prune.UserError):
+        prune.parse_age("7 days")
