@@ -51,7 +51,7 @@ def _not_kept(report: dict) -> dict:
 def test_a_flood_past_the_cap_is_counted_listed_to_the_cap_and_never_passes(tmp_path):
     """A whole `validators parse` of a flood twice the cap and more (split across workers where the
     machine has two CPUs): the first RANKS_MAX ranks listed, the others counted in a finding, a check
-    that is unknown, a report that does not grow with the flood (main listed every rank: ~56 MB here)."""
+    that is unknown, a report that does not grow with the flood (main listed every rank: ~66 MB here)."""
     ranks = 2 * facts.RANKS_MAX + 4096
     log = _flood(tmp_path, ranks)
     out = tmp_path / "report.json"
@@ -97,9 +97,10 @@ print(json.dumps(reports))
 
 
 def test_split_and_serial_folds_keep_and_count_the_same(tmp_path):
-    """Worker processes fold ranges of 4 KiB uncapped, the parent keeps to the cap as it merges: the same
-    report as one fold. The flood is printed twice (every rank again, further down): a kept rank takes its
-    second line, a rank not kept is counted once."""
+    """Worker processes fold ranges of 4 KiB, the parent keeps to the cap as it merges, and ranges sent
+    after it is full spill in the worker what it does not keep (analyze.Kept): the same report as one
+    fold. The flood is printed twice (every rank again, further down): a kept rank takes its second line,
+    a rank not kept is counted once."""
     log = _flood(tmp_path, 400)
     text = log.read_bytes()
     log.write_bytes(text + text)
