@@ -59,6 +59,9 @@ def register(sub) -> None:
     )
     p.add_argument("--repository-prefix", default="", help="prefix for repository names (e.g. team/)")
     p.add_argument("--force", action="store_true", help="overwrite a tag that holds another image")
+    from imagebuild.commands.attest import add_sign_args
+
+    add_sign_args(p, required=False)  # with --sign-key: `build.py attest` over what was just pushed
     p.set_defaults(func=run)
 
 
@@ -98,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         tags=tuple(args.tag),
         repository_prefix=args.repository_prefix,
         force=args.force,
+        sign_key=args.sign_key,
+        matrix=args.matrix,
     )
     pipeline.push(request)  # a refused tag is ChecksFailed: exit 1
     return 0
