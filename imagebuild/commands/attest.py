@@ -13,19 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from imagebuild.commands.push import add_registry_args, add_summary_args, registry_target
-
-
-def add_sign_args(p: argparse.ArgumentParser, required: bool) -> None:
-    p.add_argument(
-        "--sign-key",
-        required=required,
-        metavar="KEY.pem",
-        help="the team's private key (PEM, unencrypted) that signs the provenance; never written anywhere",
-    )
-    p.add_argument(
-        "--matrix", default="matrix.yaml", help="the matrix file the provenance names (default matrix.yaml)"
-    )
+from imagebuild.commands.push import add_registry_args, add_sign_args, add_summary_args, registry_target
 
 
 def register(sub) -> None:
