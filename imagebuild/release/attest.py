@@ -16,9 +16,7 @@ describes this digest). Unknown never passes: nothing attached is a failure too.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import tarfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -114,37 +112,13 @@ def parse_dpkg_status(text: str) -> List[DebPackage]:
     return sorted(found, key=lambda p: (p.name, p.arch))
 
 
-def read_image_file(client: Any, image: str, path: str) -> Optional[bytes]:
-    """A file of `image` (read from a created, never started container), or None when it has none; b""
-    for what is there but is not a regular file (a symlink, a folder)."""
-    import docker.errors
-
-    container = client.containers.create(image, ["true"], entrypoint="", network_disabled=True)
-    try:
-        try:
-            stream, _stat = container.get_archive(path)
-        except docker.errors.NotFound:
-            return None
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-            member = tar.next()  # a link is there too, but has no content here
-            if member is None or not member.isfile():
-                return b""
-            handle = tar.extractfile(member)
-            return handle.read() if handle is not None else b""
-    finally:
-        container.remove(force=True)
-
-
 PYTHONS = ("/usr/local/bin/python3", "/usr/bin/python3", "/opt/conda/bin/python3")
 
 
-def find_pythons(client: Any, image: str, named: Any) -> List[str]:
-    """Every interpreter of the image: the one the lock names and those of PYTHONS it has (a DLC has one in
-    /usr/local beside Debian's own; each has its own packages). A name without a path is run as it is."""
-    if isinstance(named, str) and named and not named.startswith("/"):
-        return [named]
-    candidates = ([named] if isinstance(named, str) and named else []) + list(PYTHONS)
-    return [p for p in dict.fromkeys(candidates) if read_image_file(client, image, p) is not None]
+def candidate_pythons(named: Any) -> List[str]:
+    """The interpreters to look for: the one the lock names, then PYTHONS (a DLC has one in /usr/local
+    beside Debian's own; each has its own packages)."""
+    return list(dict.fromkeys(([named] if isinstance(named, str) and named else []) + list(PYTHONS)))
 
 
 @dataclass(frozen=True)
@@ -162,17 +136,20 @@ class ImageFacts:
 def read_facts(client: Any, name: str, digest: str, image_id: str) -> ImageFacts:
     """Read the dpkg status and the Python distributions of a local image. An image without a dpkg status,
     or whose interpreter is there but cannot list its packages, cannot be described: ChecksFailed."""
+    from imagebuild.adapters.image_files import read_image_files
     from imagebuild.check import software
     from imagebuild.errors import ChecksFailed
     from imagebuild.variant import lock_from_labels
 
     labels = client.images.get(image_id).attrs.get("Config", {}).get("Labels") or {}
-    status = read_image_file(client, image_id, DPKG_STATUS)
+    lock = dict(lock_from_labels(labels) or {})
+    pythons = [p for p in candidate_pythons(lock.get("python")) if p.startswith("/")]
+    files = read_image_files(client, image_id, [DPKG_STATUS] + pythons)
+    status = files[DPKG_STATUS]
     if status is None:
         raise ChecksFailed(f"image {image_id[:19]} has no {DPKG_STATUS}: its OS packages cannot be listed")
-    lock = dict(lock_from_labels(labels) or {})
     python: Dict[str, Dict[str, str]] = {}
-    for interpreter in find_pythons(client, image_id, lock.get("python")):
+    for interpreter in (p for p in pythons if files[p] is not None):
         described = software.describe(client, image_id, dict(lock, python=interpreter))
         if described.get("error") or not isinstance(described.get("python_packages"), dict):
             why = described.get("error") or "no package list"
