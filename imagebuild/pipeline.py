@@ -633,7 +633,7 @@ def release(req: ReleaseRequest) -> None:
     if req.require_signed:
         from imagebuild.release.attest import load_public_key
 
-        signed_by = load_public_key(req.require_signed)
+        signed_by = load_public_key(req.require_signed, "--require-signed")
     summaries = [(p, load_summary(Path(p))) for p in req.summaries]
     all_entries = rel.gather_summaries([(str(p), doc) for p, doc in summaries])
     where = ", ".join(str(p) for p, _ in summaries)

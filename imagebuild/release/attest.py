@@ -34,12 +34,12 @@ TOOL = "efa-image-build"
 # ---------------------------------------------------------------- keys
 
 
-def _read_key_file(path: str, what: str) -> bytes:
+def _read_key_file(path: str, what: str, flag: str) -> bytes:
     try:
         with open(path, "rb") as fh:
             return fh.read()
     except OSError as err:
-        raise UserError(f"cannot read {what}: {err.strerror}", file=path, key="--key") from None
+        raise UserError(f"cannot read {what}: {err.strerror}", file=path, key=flag) from None
 
 
 def require_libraries() -> None:
@@ -55,30 +55,30 @@ def require_libraries() -> None:
             )
 
 
-def load_signer(path: str) -> Any:
+def load_signer(path: str, flag: str = "--sign-key") -> Any:
     """The team's private key (PEM, PKCS#8, unencrypted: ed25519, ECDSA or RSA) as a DSSE signer."""
     require_libraries()
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
     from securesystemslib.signer import CryptoSigner
 
-    data = _read_key_file(path, "signing key")
+    data = _read_key_file(path, "signing key", flag)
     try:
         return CryptoSigner(load_pem_private_key(data, password=None))
     except (ValueError, TypeError) as err:
         raise UserError(f"not an unencrypted PEM private key: {err}", file=path, key="--sign-key") from None
 
 
-def load_public_key(path: str) -> Any:
+def load_public_key(path: str, flag: str = "--key") -> Any:
     """The team's public key (PEM, SubjectPublicKeyInfo) as the key a DSSE signature is verified with."""
     require_libraries()
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
     from securesystemslib.signer import SSlibKey
 
-    data = _read_key_file(path, "public key")
+    data = _read_key_file(path, "public key", flag)
     try:
         return SSlibKey.from_crypto(load_pem_public_key(data))
     except (ValueError, TypeError) as err:
-        raise UserError(f"not a PEM public key: {err}", file=path, key="--key") from None
+        raise UserError(f"not a PEM public key: {err}", file=path, key=flag) from None
 
 
 # ---------------------------------------------------------------- reading the image

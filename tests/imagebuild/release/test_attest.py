@@ -216,13 +216,16 @@ def test_a_bad_key_file_is_exit_2_naming_it_and_nothing_is_attached(registry, sm
     digest = json.loads(summary.read_text())["variants"][0]["digest"]
     missing = tmp_path / "missing.pem"
     res = build_py("attest", "--summary", summary, *host, "--sign-key", missing, "--matrix", matrix)
-    assert res.rc == 2 and f"{missing}: key '--key': cannot read signing key" in res.err, res.err
+    assert res.rc == 2 and f"{missing}: key '--sign-key': cannot read signing key" in res.err, res.err
     assert _fallback(api, repo, digest, "sbom") is None and _fallback(api, repo, digest, "att") is None
 
     image = f"{registry.host}/{repo}:content-a"
-    for bad in (missing, not_a_key):
+    for bad, why in ((missing, "cannot read public key"), (not_a_key, "not a PEM public key")):
         res = build_py("verify", image, "--key", bad)
-        assert res.rc == 2 and str(bad) in res.err and "Traceback" not in res.err, res.err
+        assert res.rc == 2 and f"{bad}: key '--key': {why}" in res.err and "Traceback" not in res.err
+        argv = ["release", "--summary", summary, "--registry", registry.host, "--tag", "r1"]
+        res = build_py(*argv, "--require-signed", bad)
+        assert res.rc == 2 and f"{bad}: key '--require-signed': {why}" in res.err, res.err
     # a good key but nothing attached: unknown never passes
     _key, pub = make_keys(tmp_path, "team")
     res = build_py("verify", image, "--key", pub)
