@@ -20,11 +20,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from services import summary_entry, write_check_report, write_summary
 
 from imagebuild.adapters import oci_artifacts as oci
-from imagebuild.adapters.registry import RegistryAPI
+from imagebuild.adapters.registry import Credentials, RegistryAPI
 from imagebuild.build.dlcbase import DEFAULT_NAME as DLC_LAYOUT
 from imagebuild.release import attest
 
-pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
+pytest_plugins = ["services_fixtures"]  # fixtures: registry, auth_registry, small_images
 
 
 def make_keys(folder, name):
@@ -290,3 +290,31 @@ def test_the_image_facts_are_read_in_a_container_of_the_image(docker_client, sma
     doc = json.loads(attest.make_sbom(small))
     said = {"name": "efa-image-build:python", "value": "none: the image has no interpreter"}
     assert said in doc["metadata"]["properties"]
+
+
+@pytest.mark.docker
+def test_attest_and_verify_log_in_to_a_registry_with_auth_and_write_no_credential(
+    auth_registry, small_images, tmp_path
+):
+    repo = f"attest-{uuid.uuid4().hex[:10]}/app"
+    key, pub = make_keys(tmp_path, "team")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("variants: []\n")
+    summary = write_summary(
+        tmp_path / "s.json", [summary_entry("att", small_images["b"], tags=[f"{repo}:content-b"])]
+    )
+    login = ["--username", auth_registry.user, "--password-stdin"]
+    secret = auth_registry.password + "\n"
+    argv = ["push", "--summary", summary, "--registry", auth_registry.host, *login]
+    res = build_py(*argv, "--sign-key", key, "--matrix", matrix, stdin=secret)
+    assert res.rc == 0, res.err
+    digest = json.loads(summary.read_text())["variants"][0]["digest"]
+    image = f"{auth_registry.host}/{repo}@{digest}"
+    assert build_py("verify", image, "--key", pub).rc == 2  # no login: refused by the registry, exit 2
+    res = build_py("verify", image, "--key", pub, *login, stdin=secret)
+    assert res.rc == 0, res.err
+    api = RegistryAPI(auth_registry.host, Credentials(auth_registry.user, auth_registry.password))
+    attached = [a.payload for k in ("sbom", "att") for a in oci.fetch(api, repo, digest, k, referrers=False)]
+    assert len(attached) == 2
+    for text in [*attached, res.out + res.err]:
+        assert auth_registry.password not in (text if isinstance(text, str) else text.decode())
