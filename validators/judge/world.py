@@ -104,7 +104,8 @@ def world_check(
     def hosts_against(count: int, said: str) -> None:
         if len(named) > count:
             bad.append("the log names %d hosts (%s); %s" % (len(named), few(named, 8), said))
-            evidence.extend(_host_lines(facts, named[count:]))
+            rankless = [h for h in named if h not in with_ranks]  # the likelier extras: cite them first
+            evidence.extend(_host_lines(facts, rankless or named[count:]))
         elif len(with_ranks) < count:
             short.append(
                 "only %d host(s) printed ranks (%s); %s: give every host's log"
@@ -139,7 +140,8 @@ def world_check(
             bad.append("nccl-tests lists rank %d, outside the world of %d ranks" % (over[0]["rank"], world))
             evidence.append(_rank_ev(over[0]))
     if named and nt_hosts:
-        quiet = sorted({h for h in nt_hosts if h.lower() not in {n.lower() for n in named}})
+        printed = {n.lower() for n in named}
+        quiet = sorted({h for h in nt_hosts if h.lower() not in printed})
         if quiet:
             short.append("nccl-tests lists ranks on %s, which printed no NCCL line" % few(quiet, 8))
 
