@@ -469,7 +469,7 @@ class Analysis:
 
     def report(self, instance_type: Optional[str] = None, nodes: Optional[int] = None) -> dict:
         self._finish_tests()
-        return build_report(self.facts, self.tests, self.inputs, instance_type, nodes)
+        return build_report(self.facts, self.tests, self.inputs, instance_type, nodes, self.replay)
 
 
 class _Where:

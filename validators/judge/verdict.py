@@ -113,8 +113,10 @@ def decide(
     nodes: Optional[int] = None,
     get_profile: Optional[Callable] = None,
     judge: Optional[Callable] = None,
+    replay: bool = False,
 ) -> dict:
-    """The verdict part of the report: efa, gdr, checks, findings, verdict."""
+    """The verdict part of the report: efa, gdr, checks, findings, verdict (`replay`: the replay stand-in
+    printed the log, see world.world_check)."""
     efa, efa_why = demote(*facts.efa_verdict(), facts)
     gdr, gdr_why = demote(facts.gdr_verdict(), facts.gdr_reason(), facts)
     profile = get_profile(instance_type) if (get_profile and instance_type) else None
@@ -172,7 +174,7 @@ def decide(
             )
         )
 
-    consistent, world_findings = world_check(facts, nccl_tests, nodes)
+    consistent, world_findings = world_check(facts, nccl_tests, nodes, replay)
     if consistent is not None:
         checks.append(consistent)
 

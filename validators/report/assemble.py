@@ -20,19 +20,26 @@ def build_report(
     inputs: List[dict],
     instance_type: Optional[str] = None,
     nodes: Optional[int] = None,
+    replay: bool = False,
 ) -> dict:
-    """Assemble the report dict from folded facts and nccl-tests objects."""
+    """Assemble the report dict from folded facts and nccl-tests objects (`replay`: the log holds the
+    replay stand-in's mark)."""
     facts.finalize()
     with facts.reading():
-        return _build(facts, tests, inputs, instance_type, nodes)
+        return _build(facts, tests, inputs, instance_type, nodes, replay)
 
 
 def _build(
-    facts: Facts, tests: List[dict], inputs: List[dict], instance_type: Optional[str], nodes: Optional[int]
+    facts: Facts,
+    tests: List[dict],
+    inputs: List[dict],
+    instance_type: Optional[str],
+    nodes: Optional[int],
+    replay: bool = False,
 ) -> dict:
     with_rows = [t for t in tests if t.get("rows")]
     nccl_tests = (with_rows or tests or [None])[0]
-    decided = decide(facts, nccl_tests, instance_type, nodes, get_profile, judge)
+    decided = decide(facts, nccl_tests, instance_type, nodes, get_profile, judge, replay)
     if len(tests) > 1:
         decided["findings"].append(
             {

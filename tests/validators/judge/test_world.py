@@ -213,3 +213,18 @@ def test_the_highest_rank_named_is_the_same_on_the_general_path():
         general.line(i, x)
     assert fast.facts.peer_top == general.facts.peer_top
     assert fast.facts.peer_top[0] == 3 and "3[1] -> 0[0]" in fast.facts.peer_top[3]
+
+
+def test_a_replay_is_held_to_its_own_world_not_to_the_runs_node_count():
+    """The replay stand-in replays a 2-node recording whatever the sweep's group size (`--nodes 8`): its
+    world is held to itself, as `launch-matches-log` does not compare a replay; without the mark, the same
+    lines against `--nodes 8` fail."""
+    from validators.replay import MARK
+
+    good = (TEST_DIR / "fixtures" / "replay" / "good-efa-p5-2node.log").read_text().splitlines()
+    plain = check(analyze(good, nodes=8), "world-consistent")
+    assert plain["status"] == "fail" and "NCCL printed nNodes 2; --nodes says 8" in plain["detail"]
+    replayed = check(analyze([MARK] + good, nodes=8), "world-consistent")
+    assert replayed["status"] == "pass" and replayed["detail"].startswith("REPLAY, --nodes not compared")
+    lie = one_host(P5, "gpu-a", world=2)
+    assert check(analyze([MARK] + lie, nodes=2), "world-consistent")["status"] == "fail"
