@@ -207,7 +207,6 @@ def _headed(raw: str) -> Optional[tuple]:
 # a whole NET channel message with a clean tail, read after a _FAST_HEAD: its groups are the tail's
 _NET_MSG = re.compile(NET_CHANNEL_CLEAN).match
 _TAILS = {}  # type: dict  # (name, proxy, gdr, pci) as matched -> (net, gdr, proxy, pci), or False: no run
-_PEERS = channel_ranks  # the ranks a NET channel line names, on the general path
 _SIG_NEEDLES = tuple(signatures.line_needles())
 # A line read by _FAST_HEAD and _NET_MSG has as free text its host, device and network name; the rest is
 # written in these characters and decimal digits. A needle that holds a character outside them, and no
@@ -273,7 +272,7 @@ def _net_channel(raw: str) -> Optional[tuple]:
         (m.group(1), m.group(2), m.group(4)),
         text,
         (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci")),
-        max(_PEERS(msg) or (-1,)),
+        max(channel_ranks(msg) or (-1,)),
     )
 
 
