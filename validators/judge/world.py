@@ -119,6 +119,9 @@ def world_check(
         else:
             agree.append("%d host(s), as %s" % (count, said))
 
+    for count, said in ((nnodes, "NCCL printed nNodes %s" % nnodes), (nodes, "--nodes says %s" % nodes)):
+        if world is not None and count is not None and world < count:  # every node holds a rank
+            bad.append("NCCL printed nRanks %d, fewer ranks than nodes (%s)" % (world, said))
     if nnodes is not None and nodes is not None and nnodes != nodes:
         bad.append("NCCL printed nNodes %d; --nodes says %d" % (nnodes, nodes))
     if named and nnodes is not None:

@@ -228,3 +228,13 @@ def test_a_replay_is_held_to_its_own_world_not_to_the_runs_node_count():
     assert replayed["status"] == "pass" and replayed["detail"].startswith("REPLAY, --nodes not compared")
     lie = one_host(P5, "gpu-a", world=2)
     assert check(analyze([MARK] + lie, nodes=2), "world-consistent")["status"] == "fail"
+
+
+def test_fewer_ranks_than_nodes_is_a_contradiction():
+    """The fixture's world rewritten to 1 rank (nNodes 2 kept) and gpu-a's rank 0 alone: one rank cannot
+    span the two nodes NCCL and --nodes count."""
+    lie = [x for x in one_host(P5, "gpu-a:40100", world=1) if "40101" not in x]
+    detail = check(analyze(lie, nodes=2), "world-consistent")["detail"]
+    assert "NCCL printed nRanks 1, fewer ranks than nodes (NCCL printed nNodes 2)" in detail
+    assert "NCCL printed nRanks 1, fewer ranks than nodes (--nodes says 2)" in detail
+    assert analyze(lie, nodes=2)["verdict"] == "fail"
