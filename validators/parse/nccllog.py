@@ -109,8 +109,10 @@ def _is_error_text(text: str) -> bool:
     return ("rror" in text or "failure" in text) and _ERROR_LINE.search(text) is not None
 
 
-# Substrings that a line of interest must contain (the cheap prefilter before any regex).
-NEEDLES = ("NET", "WARN", "network", "ersion", " rank ", "atchdog", "error", "failure")
+# Substrings that a line of interest must contain (the cheap prefilter before any regex). "Bootstrap": the
+# first line every NCCL process prints (`Bootstrap : Using eth0:...`), read only to know its host, so that a
+# host that printed nothing else is named and must show its own evidence (issue 23, item 1)
+NEEDLES = ("NET", "WARN", "network", "ersion", " rank ", "atchdog", "error", "failure", "Bootstrap")
 
 
 class Event:
@@ -329,6 +331,8 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         return None
     if msg.startswith("NET/OFI "):
         return _ofi(msg)
+    if msg.startswith("Bootstrap"):  # names its process's host, nothing more
+        return [("bootstrap", {})]
     if msg.startswith("NET/Plugin") or msg.startswith("Successfully loaded external"):
         m = _PLUGIN_LOADED.match(msg)
         if m:

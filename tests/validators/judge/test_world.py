@@ -101,10 +101,13 @@ def test_channels_outside_the_world_are_counter_evidence_without_any_flag(nccl_l
     assert re.search(r"rank (\d+), outside", world["detail"]).group(1) in ev["text"]
 
 
-def test_a_third_host_that_printed_one_line_is_not_proven():
-    """The 2-node log plus `gpu-c` that printed one line (its CUDA driver, as every NCCL process does) and
-    no evidence."""
-    third = "[1,4]<stdout>:gpu-c:60100:60100 [0] NCCL INFO cudaDriverVersion 12040"
+@pytest.mark.parametrize(
+    "said",
+    ["Bootstrap : Using enp71s0:10.1.0.13<0>", "cudaDriverVersion 12040"],  # the fixture's own init lines
+)
+def test_a_third_host_that_printed_one_line_is_not_proven(said):
+    """The 2-node log plus `gpu-c` that printed one init line, as every NCCL process does, and no evidence."""
+    third = "[1,4]<stdout>:gpu-c:60100:60100 [0] NCCL INFO " + said
     lines = P5[:20] + [third] + P5[20:]
     for nodes in (None, 2, 3):
         r = analyze(lines, instance_type="p5.48xlarge", nodes=nodes)
