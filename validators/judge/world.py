@@ -40,13 +40,15 @@ def outside_world(facts: Facts) -> Optional[Tuple[str, List[dict]]]:
         return why, [_ev(Where(file, lineno, text))]
     for p, r in facts.all_ranks():
         if r.rank is not None and r.nranks is not None and r.rank >= r.nranks:
-            why = "rank %d (%s:%s [%s]) says it is rank %d of nRanks %d" % (
-                r.rank,
+            line = r.first_line or {}
+            why = "%s:%s [%s] says it is rank %d of nRanks %d (its first line: %s:%s)" % (
                 p.host,
                 p.pid,
                 r.dev,
                 r.rank,
                 r.nranks,
+                line.get("file") or "<stdin>",
+                line.get("line"),
             )
             return why, [r.first_line] if r.first_line else []
     return None

@@ -241,3 +241,16 @@ def test_fewer_ranks_than_nodes_is_a_contradiction():
     assert "NCCL printed nRanks 1, fewer ranks than nodes (NCCL printed nNodes 2)" in detail
     assert "NCCL printed nRanks 1, fewer ranks than nodes (--nodes says 2)" in detail
     assert analyze(lie, nodes=2)["verdict"] == "fail"
+
+
+def test_a_comm_line_past_its_own_nranks_is_outside_the_world():
+    """gpu-b's lines, nranks 4 -> 2, channel lines dropped: its comm lines say rank 2 and 3 of 2."""
+    lie = [x for x in one_host(P5, "gpu-b", world=2) if " via " not in x]
+    r = analyze(lie)
+    world = check(r, "world-consistent")
+    assert world["status"] == "fail" and r["verdict"] == "fail"
+    first = next(i for i, x in enumerate(lie, 1) if "gpu-b:51200" in x and "rank 2 nranks 2" in x)
+    assert (
+        f"gpu-b:51200 [0] says it is rank 2 of nRanks 2 (its first line: <stream>:{first})"
+        in (world["detail"])
+    )
