@@ -77,6 +77,38 @@ def _duplicates(facts: Facts) -> Optional[Tuple[str, List[dict]]]:
     return None
 
 
+def _misplaced(facts: Facts, nt_ranks: List[dict]) -> Optional[Tuple[str, List[dict]]]:
+    """The first nccl-tests `# Rank` line whose host or pid is not where that rank's NCCL lines come from.
+
+    nccl-tests and NCCL print the same process's gethostname() (cut at the first '.') and getpid(): a rank
+    listed on one host and heard from another is a table or lines of another run. A head printed right after
+    another line's tail (`...0node-a:100:200 [0] NCCL INFO`) carries that tail before its host: the host
+    need only end with the listed one; the pid must be the same."""
+    world = facts.world_nranks
+    where = {}  # type: Dict[int, tuple]
+    for p, r in facts.all_ranks():
+        if r.rank is not None and r.nranks == world:
+            where.setdefault(r.rank, (p, r))
+    for listed in nt_ranks:
+        found = where.get(listed.get("rank"))  # type: ignore[arg-type]
+        if found is None:
+            continue
+        p, r = found
+        host, pid = str(listed.get("host") or ""), listed.get("pid")
+        same_pid = pid is None or not p.pid.isdigit() or int(p.pid) == pid
+        if host and (not p.host.lower().endswith(host.lower()) or not same_pid):
+            why = "nccl-tests puts rank %s on %s pid %s; its NCCL lines come from %s:%s [%s]" % (
+                listed.get("rank"),
+                host,
+                pid,
+                p.host,
+                p.pid,
+                r.dev,
+            )
+            return why, [_rank_ev(listed)] + ([r.first_line] if r.first_line else [])
+    return None
+
+
 def _host_lines(facts: Facts, hosts: List[str]) -> List[dict]:
     return [_ev(Where(*facts.host_first[h])) for h in hosts[:3] if h in facts.host_first]
 
@@ -145,6 +177,10 @@ def world_check(
             evidence.append(_rank_ev(nt_ranks[-1]))
         else:
             agree.append("nccl-tests lists %d ranks" % world)
+        misplaced = _misplaced(facts, nt_ranks)
+        if misplaced is not None:
+            bad.append(misplaced[0])
+            evidence += misplaced[1]
         over = [r for r in nt_ranks if isinstance(r.get("rank"), int) and r["rank"] >= world]
         if over:
             bad.append("nccl-tests lists rank %d, outside the world of %d ranks" % (over[0]["rank"], world))

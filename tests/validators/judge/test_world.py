@@ -254,3 +254,22 @@ def test_a_comm_line_past_its_own_nranks_is_outside_the_world():
         f"gpu-b:51200 [0] says it is rank 2 of nRanks 2 (its first line: <stream>:{first})"
         in (world["detail"])
     )
+
+
+@pytest.mark.parametrize(
+    "old, new, says",
+    [
+        ("Pid  51201 on  gpu-b", "Pid  51299 on  gpu-b", "nccl-tests puts rank 3 on gpu-b pid 51299"),
+        ("Pid  51201 on  gpu-b", "Pid  51201 on  gpu-c", "nccl-tests puts rank 3 on gpu-c pid 51201"),
+    ],
+)
+def test_a_rank_line_of_another_run_is_a_contradiction(old, new, says):
+    """nccl-tests and NCCL print the same process's host and pid: the fixture's `# Rank 3` line moved to
+    another pid or host (a table pasted from another run) fails, naming both places."""
+    lines = [x.replace(old, new) for x in P5]
+    assert lines != P5
+    r = analyze(lines, instance_type="p5.48xlarge", nodes=2)
+    world = check(r, "world-consistent")
+    assert world["status"] == "fail" and r["verdict"] == "fail"
+    assert says + "; its NCCL lines come from gpu-b:51201 [1]" in world["detail"]
+    assert any("Rank 3" in e["text"] for e in world["evidence"])
