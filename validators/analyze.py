@@ -21,6 +21,7 @@ from validators.parse.nccllog import (
     NET_CHANNEL_CLEAN,
     Event,
     channel_line,
+    channel_ranks,
     classify,
     clean_net_tail,
     parse_text,
@@ -247,8 +248,8 @@ def _free(hk: tuple) -> bool:
 
 
 def _net_channel(raw: str) -> Optional[tuple]:
-    """((host, pid, dev), text, (net, gdr, proxy, pci)) for a whole NET channel line whose only fact is that
-    channel; else None.
+    """((host, pid, dev), text, (net, gdr, proxy, pci), highest rank named) for a whole NET channel line whose
+    only fact is that channel; else None.
 
     Such a line folds as `Facts.add` would fold its one channel event (no error text, no signature,
     no second head), so a run of them folds without an Event per line (Facts.add_net_run). The lines
@@ -271,6 +272,7 @@ def _net_channel(raw: str) -> Optional[tuple]:
         (m.group(1), m.group(2), m.group(4)),
         text,
         (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci")),
+        max(channel_ranks(msg) or (-1,)),
     )
 
 
@@ -292,6 +294,7 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
     run = {}  # type: dict  # the run's lines by tail (facts.NetRun: the first KEEP as (lineno, text))
+    top = None  # type: Optional[tuple]  # the run's highest rank named: (rank, lineno, text)
     head = hk = None  # the last _FAST_HEAD read (the line's start, up to 'NCCL INFO '): its (host, pid, dev)
     at = end = 0  # where its host starts, where it ends
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
@@ -307,7 +310,8 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                     hk, at, end = h.group(1, 2, 4), h.start(1), h.end()
             m = None if head is None else net_msg(raw, end)
             if m is not None:
-                groups = m.groups()
+                both = m.groups()
+                groups = both[2:]
                 tail = tails.get(groups)
                 if tail is None:
                     tail = _tail_key(groups)
@@ -315,8 +319,11 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                     clean = hk
                     if hk is not key and hk != key:
                         if run:
-                            yield key, NetRun(run)
-                        key, run = hk, {}
+                            yield key, NetRun(run, peer=top)
+                        key, run, top = hk, {}, None
+                    peer = max(int(both[0]), int(both[1]))
+                    if top is None or peer > top[0]:
+                        top = (peer, lineno, raw[at:])
                     g = run.get(tail)  # per line: a count past the first KEEP lines (no text cut out)
                     if g is None:
                         run[tail] = [(lineno, raw[at:])]
@@ -327,11 +334,13 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                     continue
             fast = _net_channel(raw)  # the general reading (a tail with more after it, a needle in a field)
             if fast is not None:
-                k, text, tail = fast
+                k, text, tail, peer = fast
                 if k is not key and k != key:
                     if run:
-                        yield key, NetRun(run)
-                    key, run = k, {}
+                        yield key, NetRun(run, peer=top)
+                    key, run, top = k, {}, None
+                if top is None or peer > top[0]:
+                    top = (peer, lineno, text)
                 g = run.get(tail)
                 if g is None:
                     run[tail] = [(lineno, text)]
@@ -341,13 +350,13 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                     g.append(lineno)
                 continue
         if run:
-            yield key, NetRun(run)
-            key, run = None, {}
+            yield key, NetRun(run, peer=top)
+            key, run, top = None, {}, None
         item = prep_line(lineno, raw, cut, flags)
         if item is not None:
             yield item
     if run:
-        yield key, NetRun(run)
+        yield key, NetRun(run, peer=top)
 
 
 class Partial:
@@ -472,7 +481,9 @@ class Analysis:
         self, instance_type: Optional[str] = None, nodes: Optional[int] = None, fabric: Optional[str] = None
     ) -> dict:
         self._finish_tests()
-        return build_report(self.facts, self.tests, self.inputs, instance_type, nodes, fabric)
+        return build_report(
+            self.facts, self.tests, self.inputs, instance_type, nodes, fabric=fabric, replay=self.replay
+        )
 
 
 class _Where:

@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional
 from validators.judge import causes, signatures
 from validators.judge.kept import not_kept_finding
 from validators.judge.shortlist import few
+from validators.judge.world import demote, outside_world, world_check
 from validators.parse.facts import Facts, is_libfabric_net
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
@@ -114,10 +115,12 @@ def decide(
     get_profile: Optional[Callable] = None,
     judge: Optional[Callable] = None,
     fabric: Optional[str] = None,
+    replay: bool = False,
 ) -> dict:
-    """The verdict part of the report: efa, gdr, checks, findings, verdict."""
-    efa, efa_why = facts.efa_verdict()
-    gdr, gdr_why = facts.gdr_verdict(), facts.gdr_reason()
+    """The verdict part of the report: efa, gdr, checks, findings, verdict (`replay`: the replay stand-in
+    printed the log, see world.world_check)."""
+    efa, efa_why = demote(*facts.efa_verdict(), facts)
+    gdr, gdr_why = demote(facts.gdr_verdict(), facts.gdr_reason(), facts)
     profile = get_profile(instance_type) if (get_profile and instance_type) else None
     checks = []
     efa_ev = facts.evidence_of("provider")[:2] + facts.evidence_of("channel_gdr")[:1]
@@ -134,7 +137,8 @@ def decide(
         )
     elif efa is None:
         efa_ev = (
-            facts.silent_rank_evidence()
+            (outside_world(facts) or ("", []))[1]
+            + facts.silent_rank_evidence()
             + facts.evidence_of("channel_unclear")
             + facts.evidence_of("network")[:1]
         )
@@ -144,7 +148,11 @@ def decide(
     if gdr is False:
         gdr_ev = facts.evidence_of("gdr_disabled") + facts.evidence_of("channel_nogdr")
     elif gdr is None:
-        gdr_ev = facts.silent_rank_evidence() + facts.evidence_of("channel_unclear")
+        gdr_ev = (
+            (outside_world(facts) or ("", []))[1]
+            + facts.silent_rank_evidence()
+            + facts.evidence_of("channel_unclear")
+        )
         if not gdr_ev:
             gdr_ev = facts.evidence_of("network_socket") + facts.evidence_of("plugin_load_failed")
     gdr_status = _tri(gdr)
@@ -173,6 +181,10 @@ def decide(
             )
         )
 
+    consistent, world_findings = world_check(facts, nccl_tests, nodes, replay)
+    if consistent is not None:
+        checks.append(consistent)
+
     diffs = host_differences(facts)
     if len(host_table(facts)) >= 2:
         checks.append(
@@ -198,6 +210,7 @@ def decide(
                 f["message"] += f" (by design on {profile.name}: GPUDirect RDMA is not required)"
     judge_provider(facts, findings, profile, fabric)
     findings.extend(diffs)
+    findings.extend(world_findings)
 
     if instance_type:
         if profile is None:

@@ -46,6 +46,7 @@ HEADLESS_KINDS = frozenset(
     )
 )
 CRASHES_MAX = 32
+HOSTS_KEPT = 4096  # hosts whose first line is kept (Facts.host_first): past it a host is counted, not cited
 INTRA_PATHS_MAX = 8  # intra-node transports kept per rank
 WATCHDOG_MAX = 4096  # watchdog ranks kept
 # Ranks and processes kept with their evidence. Past the cap they are counted, not stored (a finding says how
@@ -86,14 +87,16 @@ class NetRun:
     Why: a rank prints its NET channels together (32 lines per communicator on p5); `analyze.prepare`
     sums them and the fold takes one NetRun instead of one event per line."""
 
-    __slots__ = ("first", "counts", "names", "firsts", "keeps")
+    __slots__ = ("first", "counts", "names", "firsts", "keeps", "peer")
 
-    def __init__(self, groups: dict, cut: bool = False) -> None:
+    def __init__(self, groups: dict, cut: bool = False, peer: Optional[tuple] = None) -> None:
         """`groups`: {(net, gdr, proxy, pci): [(lineno, text)] in line order}, in the order of their first
         lines (a rank's channels share one or two tails: each group counts as a whole); `cut`: lines
         truncated. Only a group's first EVIDENCE_PER_KIND entries are read as (lineno, text): past them an
-        entry only counts (analyze.prepare puts the line number there, not cutting the line's text out)."""
+        entry only counts (analyze.prepare puts the line number there, not cutting the line's text out).
+        `peer`: (the highest rank the lines name, lineno, text of the first line naming it), or None."""
         self.first = next(iter(groups.values()))[0]
+        self.peer = peer
         counts = dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr"), 0)
         counts["net_unclear"] = 0
         names = []  # type: List[str]
@@ -506,6 +509,10 @@ class Facts:
         # NCCL lines pasted without their `host:pid:tid [dev]` head: a process of their own, never a rank,
         # read for the summary values and as counter-evidence, never as evidence for a rank
         self.headless = Proc("", "")
+        # the highest rank number a channel line names, and that line (file, lineno, text): past the world's
+        # size it is a line of another job (judge/world.py); line numbers shifted by `merge` itself
+        self.peer_top = None  # type: Optional[Tuple[int, Optional[str], int, str]]
+        self.host_first = {}  # type: Dict[str, Tuple[Optional[str], int, str]]  # host -> its first line
         self.made = [] if partial else None  # type: Optional[List[dict]]  # every evidence record made
         self.comms = {} if partial else None  # type: Optional[Dict[Rank, List[tuple]]]  # see _comm_fold
         # past RANKS_MAX / PROCS_MAX (not in a partial): what is not kept is folded into these two, never
@@ -601,6 +608,7 @@ class Facts:
         p = self.procs.get(key)
         if p is None:
             p = self._new_proc(event.host, event.pid)
+            self._host_seen(event.host, event.file, event.lineno, event.text)
         if p.only_spliced and not event.spliced:
             p.only_spliced = False
         if kind == "channel":
@@ -703,8 +711,21 @@ class Facts:
             p.put("plugin_deps_missing", d["lib"])
             self._keep("plugin_dep_missing", event)
 
+    def _host_seen(self, host: str, file: Optional[str], lineno: int, text: str) -> None:
+        """Keep a host's first line (the first HOSTS_KEPT hosts): what a host without evidence did print."""
+        if host not in self.host_first and len(self.host_first) < HOSTS_KEPT:
+            self.host_first[host] = (file, lineno, text[:TEXT_MAX])
+
+    def _peer(self, rank: int, file: Optional[str], lineno: int, text: str) -> None:
+        """A channel line names `rank`: keep the highest rank named and its first line."""
+        top = self.peer_top
+        if top is None or rank > top[0]:
+            self.peer_top = (rank, file, lineno, text[:TEXT_MAX])
+
     def _channel(self, p: Proc, event, d: dict, cut: bool) -> None:
         r = self._rank(p, event)
+        if d.get("src") is not None and d.get("dst") is not None:
+            self._peer(max(d["src"], d["dst"]), event.file, event.lineno, event.text)
         transport = d.get("transport")
         if transport == "NET":
             self._net(p, r, event, d, cut)
@@ -730,6 +751,7 @@ class Facts:
         p = self.procs.get(key)
         if p is None:
             p = self._new_proc(host, pid)
+            self._host_seen(host, file, base + run.first[0], run.first[1])
         p.only_spliced = False
         r = p.ranks.get(dev)
         if r is None:
@@ -739,6 +761,8 @@ class Facts:
         self._fold_run(p, r, file, base, run)
 
     def _fold_run(self, p: Proc, r: Rank, file: Optional[str], base: int, run: "NetRun") -> None:
+        if run.peer is not None:
+            self._peer(run.peer[0], file, base + run.peer[1], run.peer[2])
         for name in ("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr", "net_unclear"):
             setattr(r, name, getattr(r, name) + run.counts[name])
         for name in run.names:
@@ -801,6 +825,7 @@ class Facts:
             self.watchdog_ranks,
             self.crashes,
             self.made or [],
+            (self.peer_top, self.host_first),
             (tuple(comms.get(self.spill_rank, ())), self.ranks_not_kept, self.procs_not_kept),
         )
 
@@ -808,19 +833,11 @@ class Facts:
         """Add `part` (`export` of a partial: the fold of the lines that follow those folded here, its line
         numbers counted from `base`): the result is the fold of all these lines in one pass. `part` is used
         up (its evidence records are shifted and taken)."""
-        (
-            states,
-            headless,
-            versions,
-            counts,
-            evidence,
-            sig_counts,
-            sig_evidence,
-            watchdog,
-            crashes,
-            made,
-            spilled,
-        ) = part
+        states, headless, versions, counts, evidence, sig_counts, sig_evidence, watchdog, crashes, made = (
+            part[:10]
+        )
+        self._merge_world(part[10], base)
+        spilled = part[11]  # what the range spilled (keep_only)
         for ev in made:  # the one place a partial's line numbers are shifted
             ev["line"] += base
         if self.made is not None:
@@ -836,7 +853,7 @@ class Facts:
                     continue
             _merge(p, state, fold, self._new_rank)
         _merge(self.headless, headless, fold)
-        spilled_comms, ranks_not_kept, procs_not_kept = spilled  # what the range spilled (keep_only)
+        spilled_comms, ranks_not_kept, procs_not_kept = spilled
         for comm in spilled_comms:
             fold(self.spill_rank, comm)
         self.ranks_not_kept.update(ranks_not_kept)
@@ -858,6 +875,15 @@ class Facts:
             self.ranks_not_kept.add((host, pid, rank[0]))
             for comm in rank[6]:
                 self._comm_fold(self.spill_rank, comm)
+
+    def _merge_world(self, world: tuple, base: int) -> None:
+        """Add a later range's highest rank named and hosts' first lines (Facts.export's last part)."""
+        peer_top, host_first = world
+        if peer_top is not None:
+            rank, file, lineno, text = peer_top
+            self._peer(rank, file, base + lineno, text)
+        for host, (file, lineno, text) in host_first.items():
+            self._host_seen(host, file, base + lineno, text)
 
     def finalize(self) -> None:
         """Give spliced lines back to their process.
@@ -942,7 +968,7 @@ class Facts:
                 return None, f"{p.host}:{p.pid} has NET channels but printed no provider line"
             if r.net_unnamed:
                 return None, f"{p.host}:{p.pid} [{r.dev}] has a NET channel line cut before its network name"
-        silent = self.silent_rank() or self.not_kept_reason()
+        silent = self.silent_rank() or self.not_kept_reason() or self.silent_host()
         if silent is not None:
             return None, silent
         return True, "%d rank(s) with %d NET channel(s), all via %s, provider efa" % (
@@ -977,9 +1003,39 @@ class Facts:
         )
 
     def silent_rank_evidence(self) -> List[dict]:
-        """The first line of the first silent rank (what it did print), for the check's evidence."""
+        """The first line of the first silent rank, else of the first silent host (what it did print), for
+        the check's evidence."""
         found = self._silent()
-        return [found[1].first_line] if found is not None and found[1].first_line else []
+        if found is not None:
+            return [found[1].first_line] if found[1].first_line else []
+        host = self.memo("silent_host", self._first_silent_host)
+        line = self.host_first.get(host) if host is not None else None
+        return [_ev(Where(*line))] if line is not None else []
+
+    def silent_host(self) -> Optional[str]:
+        """The first host (by name) none of whose processes shows an efa provider or a NET channel,
+        described with its first line; None if none.
+
+        Every host the log names must prove it: a host that printed one line (a process with no rank, no
+        provider) would otherwise ride on the other hosts' evidence (issue 23, item 1)."""
+        host = self.memo("silent_host", self._first_silent_host)
+        if host is None:
+            return None
+        line = self.host_first.get(host)
+        where = " (its first line: %s:%s)" % (line[0] or "<stdin>", line[1]) if line is not None else ""
+        return "host %s printed no provider line and no NET channel%s: its transport is not shown" % (
+            host,
+            where,
+        )
+
+    def _first_silent_host(self) -> Optional[str]:
+        shown, named = set(), set()
+        for p in self.procs.values():
+            named.add(p.host)
+            if p.host not in shown and (p.on_efa_evidence() or any(r.net for r in p.ranks.values())):
+                shown.add(p.host)
+        silent = sorted(named - shown)
+        return silent[0] if silent else None
 
     def gdr_verdict(self) -> Optional[bool]:
         return self._gdr()[0]
@@ -1024,7 +1080,7 @@ class Facts:
         for host in sorted(hosts):
             if not hosts[host]:
                 return None, f"host {host} printed no NET channel with /GDRDMA: GDR not shown there"
-        silent = self.silent_rank() or self.not_kept_reason()
+        silent = self.silent_rank() or self.not_kept_reason() or self.silent_host()
         if silent is not None:
             return None, silent
         if sends:
@@ -1045,11 +1101,10 @@ class Facts:
         )
 
     def _host_gdr_channels(self) -> Dict[str, int]:
-        """{host: NET channels with /GDRDMA} for every host that has a rank."""
+        """{host: NET channels with /GDRDMA} for every host the log names (one with no rank has none)."""
         out = {}  # type: Dict[str, int]
         for p in self.procs.values():
-            if p.ranks:
-                out[p.host] = out.get(p.host, 0) + sum(r.net_gdr for r in p.ranks.values())
+            out[p.host] = out.get(p.host, 0) + sum(r.net_gdr for r in p.ranks.values())
         return out
 
     def timed_out_ranks(self) -> Tuple[Optional[Set[int]], int]:

@@ -13,7 +13,7 @@ see docs/validators.md for the list.
 """
 
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from validators.scan.prefix import strip_prefix
 
@@ -68,10 +68,10 @@ _CHANNEL_FRONT = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/(\d+))? : (-?\d+)(?:\[[0-9a-fA-Fx:.]*\])? -> (-?\d+)"
     r"(?:\[[0-9a-fA-Fx:.]*\])?(?: \[(send|receive)\])? via "
 )
-# a whole NET channel message with nothing after its tail: its network name, proxy, /GDRDMA and (PCI) as the
-# only groups (the front's groups made non-capturing: captures cost), read as `channel_line` reads it, in
-# one C match (analyze.prepare); any other message takes `channel_line`
-NET_CHANNEL_CLEAN = re.sub(r"(?<!\\)\((?!\?)", "(?:", _CHANNEL_FRONT.pattern) + (
+# a whole NET channel message with nothing after its tail: the two ranks it names, then its network name,
+# proxy, /GDRDMA and (PCI) as the only groups (the front's other groups made non-capturing: captures cost),
+# read as `channel_line` reads it, in one C match (analyze.prepare); any other message takes `channel_line`
+NET_CHANNEL_CLEAN = re.sub(r"(?<!\\)\((?![?-])", "(?:", _CHANNEL_FRONT.pattern) + (
     r"NET/([^/]+)/\d+(?:\((-?\d+)\))?(/GDRDMA)?(\(PCI\))?(?:/Shared)?\Z"
 )
 _NET_TAIL = re.compile(
@@ -115,8 +115,21 @@ def _is_error_text(text: str) -> bool:
     return ("rror" in text or "failure" in text) and _ERROR_LINE.search(text) is not None
 
 
-# Substrings that a line of interest must contain (the cheap prefilter before any regex).
-NEEDLES = ("NET", "WARN", "network", "ersion", " rank ", "atchdog", "error", "failure", "Direct RDMA")
+# Substrings that a line of interest must contain (the cheap prefilter before any regex). "Bootstrap": the
+# first line every NCCL process prints (`Bootstrap : Using eth0:...`), read only to know its host, so that a
+# host that printed nothing else is named and must show its own evidence (issue 23, item 1)
+NEEDLES = (
+    "NET",
+    "WARN",
+    "network",
+    "ersion",
+    " rank ",
+    "atchdog",
+    "error",
+    "failure",
+    "Direct RDMA",
+    "Bootstrap",
+)
 
 
 class Event:
@@ -338,6 +351,8 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         return None
     if msg.startswith("NET/OFI "):
         return _ofi(msg)
+    if msg.startswith("Bootstrap"):  # names its process's host, nothing more
+        return [("bootstrap", {})]
     if msg.startswith("NET/Plugin") or msg.startswith("Successfully loaded external"):
         m = _PLUGIN_LOADED.match(msg)
         if m:
@@ -469,6 +484,13 @@ def channel_line(msg: str) -> Optional[Dict[str, object]]:
     if _is_error_text(msg):
         return None
     return channel_tail(msg[m.end() :])
+
+
+def channel_ranks(msg: str) -> Optional[Tuple[int, int]]:
+    """The two ranks a channel message names (`Channel 00/0 : 3[1] -> 8[0] ...`: (3, 8)), None if it is none.
+    Why: a rank number at or past the world's size is a line of another job (judge/world.py)."""
+    m = _CHANNEL_FRONT.match(msg)
+    return None if m is None else (int(m.group(3)), int(m.group(4)))
 
 
 def clean_net_tail(

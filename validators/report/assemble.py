@@ -21,12 +21,13 @@ def build_report(
     instance_type: Optional[str] = None,
     nodes: Optional[int] = None,
     fabric: Optional[str] = None,
+    replay: bool = False,
 ) -> dict:
     """Assemble the report dict from folded facts and nccl-tests objects (`fabric`: a declared fabric, see
-    verdict.judge_provider)."""
+    verdict.judge_provider; `replay`: the log holds the replay stand-in's mark)."""
     facts.finalize()
     with facts.reading():
-        return _build(facts, tests, inputs, instance_type, nodes, fabric)
+        return _build(facts, tests, inputs, instance_type, nodes, fabric, replay)
 
 
 def _build(
@@ -36,10 +37,13 @@ def _build(
     instance_type: Optional[str],
     nodes: Optional[int],
     fabric: Optional[str] = None,
+    replay: bool = False,
 ) -> dict:
     with_rows = [t for t in tests if t.get("rows")]
     nccl_tests = (with_rows or tests or [None])[0]
-    decided = decide(facts, nccl_tests, instance_type, nodes, get_profile, judge, fabric)
+    decided = decide(
+        facts, nccl_tests, instance_type, nodes, get_profile, judge, fabric=fabric, replay=replay
+    )
     if len(tests) > 1:
         decided["findings"].append(
             {

@@ -340,6 +340,8 @@ def launch_findings(
     )
     if good:
         detail += "; agree: " + ", ".join(good)
+    if bad and status == "unknown":
+        detail += "; short: " + "; ".join(bad)
     findings = []
     if result.replay:
         findings.append(replay_finding(bad))
@@ -362,8 +364,8 @@ def launch_findings(
             {
                 "id": "launch-unverified",
                 "severity": "warning",
-                "message": "the log's ranks and hosts could not be checked against the launch (%s)"
-                % launch.said,
+                "message": "the log's ranks and hosts could not be checked against the launch (%s)%s"
+                % (launch.said, ": " + "; ".join(bad) if bad else ""),
                 "evidence": [],
                 "remedy": "run mpirun, srun or torchrun directly under `validators run`, or give --nodes N",
             }
