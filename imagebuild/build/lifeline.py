@@ -16,27 +16,18 @@ too (issue 23). So, while builds run:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import sys
 import threading
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator
+
+from validators.run.reaper import libc_prctl
 
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 0.25
 
 
-def _prctl() -> Optional[Callable[..., int]]:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _prctl()  # looked up here, not in the forked child (no loader locks taken after fork)
+_PRCTL = libc_prctl()  # looked up here, not in the forked child (no loader locks taken after fork)
 
 
 def die_with_parent() -> None:

@@ -31,7 +31,8 @@ PR_GET_CHILD_SUBREAPER = 37
 Entry = Tuple[int, int, bytes, str]  # (ppid, pgrp, state, command name)
 
 
-def _prctl() -> Optional[Callable[..., int]]:
+def libc_prctl() -> Optional[Callable[..., int]]:
+    """libc's prctl, or None off Linux (the build side's lifeline uses it too)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -41,7 +42,7 @@ def _prctl() -> Optional[Callable[..., int]]:
 
 
 def is_subreaper() -> bool:
-    prctl = _prctl()
+    prctl = libc_prctl()
     if prctl is None:
         return False
     flag = ctypes.c_int(0)
@@ -50,7 +51,7 @@ def is_subreaper() -> bool:
 
 def set_subreaper(on: bool) -> bool:
     """Adopt (or stop adopting) orphaned descendants; False where the kernel or platform cannot."""
-    prctl = _prctl()
+    prctl = libc_prctl()
     return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
 
 
