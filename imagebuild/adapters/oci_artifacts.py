@@ -50,7 +50,7 @@ def fallback_tag(digest: str, kind: str) -> str:
 
 def has_referrers(api: RegistryAPI, repository: str, digest: str) -> bool:
     """Whether the registry serves the referrers API (200 with an index) or not (404)."""
-    status, _hdrs, body = api._call("GET", f"/v2/{repository}/referrers/{digest}", {"Accept": OCI_INDEX})
+    status, _hdrs, body = api.call("GET", f"/v2/{repository}/referrers/{digest}", {"Accept": OCI_INDEX})
     if status == 404:
         return False
     if status == 200:
@@ -70,10 +70,10 @@ def has_referrers(api: RegistryAPI, repository: str, digest: str) -> bool:
 def upload_blob(api: RegistryAPI, repository: str, data: bytes) -> str:
     """Put `data` as a blob (POST for an upload session, then one PUT); its digest. Skipped if present."""
     digest = sha256_of(data)
-    status, _h, _b = api._call("HEAD", f"/v2/{repository}/blobs/{digest}", {})
+    status, _h, _b = api.call("HEAD", f"/v2/{repository}/blobs/{digest}", {})
     if status == 200:
         return digest
-    status, hdrs, body = api._call("POST", f"/v2/{repository}/blobs/uploads/", {}, b"")
+    status, hdrs, body = api.call("POST", f"/v2/{repository}/blobs/uploads/", {}, b"")
     location = {k.lower(): v for k, v in hdrs.items()}.get("location")
     if status != 202 or not location:
         raise UserError(f"registry {api.registry}: blob upload to {repository} refused: HTTP {status}")
@@ -81,7 +81,7 @@ def upload_blob(api: RegistryAPI, repository: str, data: bytes) -> str:
     query = urllib.parse.parse_qsl(parts.query) + [("digest", digest)]
     path = parts.path + "?" + urllib.parse.urlencode(query)
     headers = {"Content-Type": "application/octet-stream"}
-    status, _h, body = api._call("PUT", path, headers, data)
+    status, _h, body = api.call("PUT", path, headers, data)
     if status != 201:
         text = body.decode("utf-8", "replace")[:200]
         raise UserError(f"registry {api.registry}: blob {digest} to {repository}: HTTP {status} {text}")
@@ -123,7 +123,7 @@ def fetch(api: RegistryAPI, repository: str, digest: str, kind: str, referrers: 
         manifest = api.manifest(repository, ref)
         return [] if manifest is None else [_read(api, repository, f"{repository}:{ref}", manifest, kind)]
     query = urllib.parse.urlencode({"artifactType": KINDS[kind]})
-    status, _h, body = api._call("GET", f"/v2/{repository}/referrers/{digest}?{query}", {"Accept": OCI_INDEX})
+    status, _h, body = api.call("GET", f"/v2/{repository}/referrers/{digest}?{query}", {"Accept": OCI_INDEX})
     try:
         listed = json.loads(body)["manifests"] if status == 200 else None
     except (ValueError, KeyError, TypeError):

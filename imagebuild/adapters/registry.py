@@ -449,6 +449,10 @@ class RegistryAPI:
             return f"Bearer {token}" if isinstance(token, str) and token else None
         return None
 
+    def call(self, method: str, path: str, headers: Dict[str, str], data: Optional[bytes] = None):
+        """One bounded request for the other registry adapters (tags, artifacts): (status, headers, body)."""
+        return self._call(method, path, headers, data)
+
     def _call(self, method: str, path: str, headers: Dict[str, str], data: Optional[bytes] = None):
         """One operation: bounded retries, all of them done within `bounds.operation_s`."""
         until = time.monotonic() + self.bounds.operation_s

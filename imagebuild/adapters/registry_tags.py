@@ -22,7 +22,7 @@ def list_tags(api: RegistryAPI, repository: str) -> List[str]:
     path = f"/v2/{repository}/tags/list?n={PAGE}"
     tags: List[str] = []
     for _ in range(MAX_PAGES):
-        status, hdrs, body = api._call("GET", path, {})
+        status, hdrs, body = api.call("GET", path, {})
         if status == 404:
             return tags
         if status != 200:
@@ -45,7 +45,7 @@ def list_tags(api: RegistryAPI, repository: str) -> List[str]:
 
 def delete_manifest(api: RegistryAPI, repository: str, digest: str) -> None:
     """Delete manifest `digest` (and with it every tag that names it) from `repository`."""
-    status, _hdrs, _body = api._call("DELETE", f"/v2/{repository}/manifests/{digest}", {})
+    status, _hdrs, _body = api.call("DELETE", f"/v2/{repository}/manifests/{digest}", {})
     if status in (200, 202, 404):
         return
     hint = "the registry must allow deletion (distribution: storage.delete.enabled: true)"
