@@ -479,8 +479,9 @@ def _push_indexes(
         ref = dest.ref(dest.prepare(repo_t), tag_t)
         missing = [n for n in names if n not in done]
         if missing:
-            log(f"refused: index {ref} not pushed: {', '.join(missing)} not pushed")
-            refused += 1
+            failed = [n for n in missing if n in by_name]
+            log(f"index {ref} not written: {', '.join(missing)} not pushed in this run")
+            refused += 1 if failed else 0  # a twin left out by --variant is the user's choice, not a failure
             continue
         try:
             members = [read_entry(dest.api, ref.repository, done[n], by_name[n]["image_id"]) for n in names]
@@ -517,7 +518,11 @@ def push(req: PushRequest) -> List[Any]:
     failures = 0
     pushed: List[Any] = []
     plans = [(entry, _push_targets(entry, req)) for entry in entries]
-    twins = twin_groups([(e["variant"], w) for e, wanted in plans for w in wanted])
+    # twins are found among every built variant of the summary, so one pushed alone (--variant) still goes
+    # under its TAG-ARCH and never takes the shared tag from the index
+    others = [e for e in summary["variants"] if e not in entries and e.get("image_id") and e.get("tags")]
+    every = plans + [(e, _push_targets(e, req)) for e in others if e.get("status") in ("built", "skipped")]
+    twins = twin_groups([(e["variant"], w) for e, wanted in every for w in wanted])
     if twins and dest.api is None:
         raise UserError(
             "variants that share a tag are pushed as one image index, which this tool does for OCI "

@@ -121,3 +121,19 @@ def test_release_gate_checks_every_entry_of_the_index(registry, small_images, ar
     )
     res = build_py(*args, "--checks", str(both))
     assert res.rc == 0, res.err
+
+
+@pytest.mark.docker
+def test_a_twin_pushed_alone_leaves_the_shared_tag_to_the_index(
+    registry, small_images, arm64_image, tmp_path
+):
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    res = build_py("push", "--summary", str(summary), "--registry", registry.host, "--variant", "twin")
+    assert res.rc == 0, res.err
+    assert "not written: twin-arm64 not pushed in this run" in res.err
+    api = RegistryAPI(registry.host)
+    assert api.manifest(repo, "v1") is None
+    assert api.manifest(repo, "v1-amd64").config_digest == small_images["a"].id
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    assert api.manifest(repo, "v1").media_type == INDEX_TYPE
