@@ -9,7 +9,8 @@ export REQUIRE_DOCKER ?= 1
 host:
 	./scripts/setup-host.sh
 
-# Two stamps: the demo needs the tool and matplotlib only; the tests add their tools and torch (CPU build).
+# Two stamps: the demo needs the tool and matplotlib only; the tests add their tools, the SBOM/signing
+# libraries (attest) and torch (CPU build).
 $(VENV)/.demo: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -17,7 +18,7 @@ $(VENV)/.demo: pyproject.toml
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.demo
-	$(PY) -m pip install -q -e '.[test,torch]'
+	$(PY) -m pip install -q -e '.[test,attest,torch]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -50,6 +50,12 @@ COMMANDS = [
         "check built images against their variant lock (testinfra); exit 1 if a check fails",
     ),
     ("push", "imagebuild.commands.push", "push built images by digest to a registry or ECR"),
+    ("attest", "imagebuild.commands.attest", "attach an SBOM and a signed provenance to every pushed digest"),
+    (
+        "verify",
+        "imagebuild.commands.verify",
+        "check an image's signed provenance and SBOM against the team's public key",
+    ),
     (
         "release",
         "imagebuild.commands.release",

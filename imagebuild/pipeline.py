@@ -130,7 +130,7 @@ def build(req: BuildRequest) -> List[Any]:
     """Render (unless told not to), then build each variant not already built; the summary's
     results (`builder.VariantResult`), also written to <out>/summary.json."""
     from imagebuild.adapters import docker_engine
-    from imagebuild.build import builder
+    from imagebuild.build import builder, lifeline
     from imagebuild.build.buildkit import cache_args, detect
     from imagebuild.build.shard import parse_shard
     from imagebuild.release.destinations import content_lookup
@@ -166,7 +166,7 @@ def build(req: BuildRequest) -> List[Any]:
     print(f"builder: {chosen.reason}")
     reporter = builder.make_reporter([d.name for d in dirs], plain=True if req.plain else None)
     cache.say = lambda line: reporter.event("artifacts", "info", line)
-    with reporter if isinstance(reporter, builder.RichReporter) else ExitStack():
+    with reporter if isinstance(reporter, builder.RichReporter) else ExitStack(), lifeline.held():
         results = builder.build_all(client, dirs, opts, reporter, jobs=req.jobs)
     builder.write_summary(out / "summary.json", results)
     counts = builder.summary_counts(results)
@@ -398,6 +398,8 @@ class PushRequest:
     tags: Sequence[str] = ()  # extra tags; {variant} expands
     repository_prefix: str = ""
     force: bool = False  # overwrite a tag that holds another image
+    sign_key: Optional[str] = None  # attest each pushed digest (SBOM, signed provenance) with this key
+    matrix: str = "matrix.yaml"  # the matrix file the provenance names (with sign_key)
 
 
 def _select_built(summary: Dict[str, Any], names: Sequence[str], path: str) -> List[Dict[str, Any]]:
@@ -511,6 +513,7 @@ def push(req: PushRequest) -> List[Any]:
     summary_path = Path(req.summary)
     summary = load_summary(summary_path)
     entries = _select_built(summary, req.variants, str(summary_path))
+    signing = _signing(req.target, req.sign_key, req.matrix) if req.sign_key else None  # bad key: exit 2 now
     for t in req.tags:
         reg.check_tag(t.replace("{variant}", "v"), key="--tag")
     dest = Destination(req.target, policy)
@@ -573,9 +576,96 @@ def push(req: PushRequest) -> List[Any]:
             print(f"{variant}\t{res.ref}\t{res.digest}")
         pushed += results
     failures += _push_indexes(dest, twins, entries, done, summary, summary_path, req.force)
+    if signing is not None:
+        from imagebuild.release.attestations import attach_for_entries
+
+        attested = [e for e in entries if e.get("pushed")]
+        for where in attach_for_entries(client, _api_for(req.target, policy), attested, *signing, log):
+            print(f"attached\t{where}")
     if failures:
         raise ChecksFailed(f"{failures} variant(s) not pushed (see above)")
     return pushed
+
+
+# ---------------------------------------------------------------- attest and verify
+
+
+def _api_for(target: RegistryTarget, policy: Any) -> Any:
+    """host -> its v2 API, one per host; attestations are stored through the v2 API (not ECR's own)."""
+    if target.ecr:
+        raise UserError(
+            "SBOM and provenance are attached through the OCI v2 API; not yet to ECR", key="--ecr"
+        )
+    apis: Dict[str, Any] = {}
+
+    def api_for(host: str) -> Any:
+        if host not in apis:
+            apis[host] = target.api(host, policy)
+        return apis[host]
+
+    return api_for
+
+
+def _signing(target: RegistryTarget, key: str, matrix: str) -> Tuple[Any, Tuple[str, str]]:
+    """The signer and the matrix (path, sha256), read before anything is pushed or attached."""
+    from imagebuild.release.attest import load_signer
+    from imagebuild.release.attestations import read_matrix
+
+    if target.ecr:
+        _api_for(target, None)
+    return load_signer(key), read_matrix(matrix)
+
+
+@dataclass(frozen=True)
+class AttestRequest:
+    target: RegistryTarget
+    sign_key: str  # the team's private key (PEM)
+    summary: Path = Path("build/summary.json")
+    variants: Sequence[str] = ()
+    matrix: str = "matrix.yaml"  # the matrix file the provenance names by sha256
+
+
+def attest(req: AttestRequest) -> List[str]:
+    """Attach a CycloneDX SBOM and a signed provenance to every digest the summary says was pushed."""
+    from imagebuild.adapters.docker_engine import connect
+    from imagebuild.build.summary import load_summary
+    from imagebuild.release.attestations import attach_for_entries
+
+    policy = req.target.policy()
+    signer, matrix = _signing(req.target, req.sign_key, req.matrix)
+    summary = load_summary(Path(req.summary))
+    entries = _select_built(summary, req.variants, str(req.summary))
+    pushed = [e for e in entries if e.get("pushed")]
+    if not pushed:
+        raise UserError("nothing pushed to attest", file=str(req.summary), hint="run `build.py push` first")
+    return attach_for_entries(connect(), _api_for(req.target, policy), pushed, signer, matrix, log)
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    image: str  # HOST/REPO[:TAG][@sha256:D]
+    key: str  # the team's public key (PEM)
+    target: RegistryTarget = field(default_factory=RegistryTarget)
+
+
+def verify(req: VerifyRequest) -> str:
+    """The digest whose signature, provenance and SBOM verified; ChecksFailed naming what did not."""
+    from imagebuild.adapters.registry import split_ref
+    from imagebuild.release.attest import load_public_key
+    from imagebuild.release.attestations import problems_of
+
+    key = load_public_key(req.key)
+    ref = split_ref(req.image, key="IMAGE")
+    if not ref.registry:
+        raise UserError(f"{req.image!r} names no registry host", key="IMAGE", hint="HOST[:PORT]/REPO:TAG")
+    api = _api_for(req.target, req.target.policy())(ref.registry)
+    manifest = api.manifest(ref.repository, ref.digest or ref.tag or "latest")
+    if manifest is None:
+        raise ChecksFailed(f"{req.image}: not in the registry")
+    problems = problems_of(api, ref.repository, manifest.digest, key, req.key)
+    if problems:
+        raise ChecksFailed(f"{ref.name}@{manifest.digest} does not verify:\n  " + "\n  ".join(problems))
+    return manifest.digest
 
 
 # ---------------------------------------------------------------- release
@@ -594,6 +684,7 @@ class ReleaseRequest:
     s3: Optional[str] = None  # s3://BUCKET/PREFIX for records and notes too
     previous: Optional[str] = None  # previous release record (default: the latest)
     dry_run: bool = False
+    require_signed: Optional[str] = None  # a public key: every digest's SBOM and provenance must verify
 
 
 def release(req: ReleaseRequest) -> None:
@@ -604,6 +695,11 @@ def release(req: ReleaseRequest) -> None:
     from imagebuild.release import record as rel
 
     policy = req.target.policy()
+    signed_by = None
+    if req.require_signed:
+        from imagebuild.release.attest import load_public_key
+
+        signed_by = load_public_key(req.require_signed, "--require-signed")
     summaries = [(p, load_summary(Path(p))) for p in req.summaries]
     all_entries = rel.gather_summaries([(str(p), doc) for p, doc in summaries])
     where = ", ".join(str(p) for p, _ in summaries)
@@ -624,6 +720,10 @@ def release(req: ReleaseRequest) -> None:
             hint="give --tag (never moves) or --channel (moves on each promotion), or declare channels: "
             "in the matrix",
         )
+    if signed_by is not None:
+        from imagebuild.release.attestations import require_signed
+
+        require_signed(_api_for(req.target, policy), entries, signed_by, req.require_signed)
     registries = Registries(req.target, policy)
     store = rel.RecordStore(Path(req.records), _s3_client(req), req.s3)
     previous_of = _previous_records(req, store)

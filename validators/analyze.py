@@ -21,6 +21,7 @@ from validators.parse.nccllog import (
     NET_CHANNEL_CLEAN,
     Event,
     channel_line,
+    channel_ranks,
     classify,
     clean_net_tail,
     parse_text,
@@ -37,7 +38,7 @@ Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): va
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
 # header and its footer are passed whole (linescan.Region), as they hold no distinctive substring
 # ('busbw' and the footer words find a table and footer pasted without their '#')
-NCCLTESTS_NEEDLES = ("#", "_perf", "busbw", "Out of bounds values", "Avg bus bandwidth")
+NCCLTESTS_NEEDLES = ("#", "_perf", "busbw", "Out of bounds values", "Avg bus bandwidth", "nccl-tests version")
 TABLE_MAX_ROWS = 4096
 
 
@@ -247,8 +248,8 @@ def _free(hk: tuple) -> bool:
 
 
 def _net_channel(raw: str) -> Optional[tuple]:
-    """((host, pid, dev), text, (net, gdr, proxy, pci)) for a whole NET channel line whose only fact is that
-    channel; else None.
+    """((host, pid, dev), text, (net, gdr, proxy, pci), highest rank named) for a whole NET channel line whose
+    only fact is that channel; else None.
 
     Such a line folds as `Facts.add` would fold its one channel event (no error text, no signature,
     no second head), so a run of them folds without an Event per line (Facts.add_net_run). The lines
@@ -271,6 +272,7 @@ def _net_channel(raw: str) -> Optional[tuple]:
         (m.group(1), m.group(2), m.group(4)),
         text,
         (d.get("net"), d.get("gdr"), d.get("proxy"), d.get("pci")),
+        max(channel_ranks(msg) or (-1,)),
     )
 
 
@@ -292,6 +294,7 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
     run = {}  # type: dict  # the run's lines by tail (facts.NetRun: the first KEEP as (lineno, text))
+    top = None  # type: Optional[tuple]  # the run's highest rank named: (rank, lineno, text)
     head = hk = None  # the last _FAST_HEAD read (the line's start, up to 'NCCL INFO '): its (host, pid, dev)
     at = end = 0  # where its host starts, where it ends
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
@@ -307,7 +310,8 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                     hk, at, end = h.group(1, 2, 4), h.start(1), h.end()
             m = None if head is None else net_msg(raw, end)
             if m is not None:
-                groups = m.groups()
+                both = m.groups()
+                groups = both[2:]
                 tail = tails.get(groups)
                 if tail is None:
                     tail = _tail_key(groups)
@@ -315,8 +319,11 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                     clean = hk
                     if hk is not key and hk != key:
                         if run:
-                            yield key, NetRun(run)
-                        key, run = hk, {}
+                            yield key, NetRun(run, peer=top)
+                        key, run, top = hk, {}, None
+                    peer = max(int(both[0]), int(both[1]))
+                    if top is None or peer > top[0]:
+                        top = (peer, lineno, raw[at:])
                     g = run.get(tail)  # per line: a count past the first KEEP lines (no text cut out)
                     if g is None:
                         run[tail] = [(lineno, raw[at:])]
@@ -327,11 +334,13 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                     continue
             fast = _net_channel(raw)  # the general reading (a tail with more after it, a needle in a field)
             if fast is not None:
-                k, text, tail = fast
+                k, text, tail, peer = fast
                 if k is not key and k != key:
                     if run:
-                        yield key, NetRun(run)
-                    key, run = k, {}
+                        yield key, NetRun(run, peer=top)
+                    key, run, top = k, {}, None
+                if top is None or peer > top[0]:
+                    top = (peer, lineno, text)
                 g = run.get(tail)
                 if g is None:
                     run[tail] = [(lineno, text)]
@@ -341,13 +350,13 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
                     g.append(lineno)
                 continue
         if run:
-            yield key, NetRun(run)
-            key, run = None, {}
+            yield key, NetRun(run, peer=top)
+            key, run, top = None, {}, None
         item = prep_line(lineno, raw, cut, flags)
         if item is not None:
             yield item
     if run:
-        yield key, NetRun(run)
+        yield key, NetRun(run, peer=top)
 
 
 class Partial:
@@ -369,9 +378,19 @@ class _TestsLines(list):
         self.append((lineno, text))
 
 
-def fold_range(file: str, lines: Iterable) -> Iterator[Partial]:
+class Kept:
+    """The processes the parent keeps, set once it is full (Facts.full): from then on a range's fold spills
+    every other process as the parent's merge would, instead of sending it whole (a rank flood)."""
+
+    def __init__(self) -> None:
+        self.procs = None  # type: Optional[frozenset]
+
+
+def fold_range(file: str, lines: Iterable, kept: Optional[Kept] = None) -> Iterator[Partial]:
     """The one Partial of a range's scanned lines: `prepare` and `Analysis.apply` done in the worker."""
     a = Analysis(partial=True)
+    if kept is not None and kept.procs is not None:
+        a.facts.keep_only(kept.procs)
     a._file = file
     a._parser = tests = _TestsLines()
     apply = a.apply
@@ -433,6 +452,7 @@ class Analysis:
     def merge(self, base: int, part: Partial) -> None:
         """Add a range's Partial (its line numbers count from `base`), in the order of ranges."""
         self.facts.merge(part.facts, base)
+        part.facts = ()  # used up: freed now, not when the next range's fold is unpickled (a flood's is big)
         if part.replay:
             self.replay = True
         parser, file = self._parser, self._file
@@ -457,9 +477,13 @@ class Analysis:
                 self.tests.append(res)
             self._parser = None
 
-    def report(self, instance_type: Optional[str] = None, nodes: Optional[int] = None) -> dict:
+    def report(
+        self, instance_type: Optional[str] = None, nodes: Optional[int] = None, fabric: Optional[str] = None
+    ) -> dict:
         self._finish_tests()
-        return build_report(self.facts, self.tests, self.inputs, instance_type, nodes)
+        return build_report(
+            self.facts, self.tests, self.inputs, instance_type, nodes, fabric=fabric, replay=self.replay
+        )
 
 
 class _Where:
@@ -550,12 +574,15 @@ def analyze_file(
     apply, merge = a.apply, a.merge
     # split: each worker parses and folds its range, the parent merges the folds in order (issue 15);
     # serial: the lines are parsed and folded as they are scanned
-    fold = functools.partial(fold_range, path)
+    kept = Kept()  # sent with each range submitted (pickled then): set once the parent keeps no more
+    fold = functools.partial(fold_range, path, kept=kept)
     items = scan_prepared(path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare)
     with closing(items):  # on an error too, the workers end now
         for base, item in items:
             if type(item) is Partial:
                 merge(base, item)
+                if kept.procs is None and a.facts.full():
+                    kept.procs = frozenset(a.facts.procs)
                 if progress is not None:
                     progress(path, stats.get("bytes", 0), size)
             else:
@@ -586,14 +613,16 @@ def analyze_paths(
     nodes: Optional[int] = None,
     workers: Optional[int] = None,
     progress: Optional[Progress] = None,
+    fabric: Optional[str] = None,
 ) -> dict:
     """Report for files ('-' is stdin). Raises OSError / ValueError for unreadable inputs.
 
     Large regular files are scanned by `workers` processes (default: the CPUs; 1: serial);
-    the report is the same either way. `progress`: see analyze_file.
+    the report is the same either way. `progress`: see analyze_file. `fabric`: a declared fabric
+    (validators.judge.verdict.judge_provider).
     """
     with collector_paused():
-        return _analyze_paths(paths, instance_type, nodes, workers, progress)
+        return _analyze_paths(paths, instance_type, nodes, workers, progress, fabric)
 
 
 @contextmanager
@@ -620,6 +649,7 @@ def _analyze_paths(
     nodes: Optional[int],
     workers: Optional[int],
     progress: Optional[Progress],
+    fabric: Optional[str] = None,
 ) -> dict:
     a = Analysis()
     for path in paths:
@@ -638,7 +668,7 @@ def _analyze_paths(
                 analyze_stream(a, fh, path)
             continue
         analyze_file(a, path, workers, progress=progress)
-    report = a.report(instance_type, nodes)
+    report = a.report(instance_type, nodes, fabric)
     if a.replay:  # as `validators run` marks a replay's report (validators.run.report)
         from validators.run.report import replay_finding
 

@@ -7,6 +7,7 @@ report exists (temp file + rename), so a bad input never leaves a half-written r
 
 import argparse
 import os
+import stat
 import sys
 from typing import List, Optional
 
@@ -25,6 +26,7 @@ def _positive_int(text: str) -> int:
     return v
 
 
+_FABRIC_HELP = "the nodes' fabric (efa, slingshot, infiniband, omnipath, psm3): the provider is judged by it"
 _WORKERS_HELP = "processes that scan a large log file (default: the CPUs allowed, at most 8; 1: one process)"
 
 
@@ -47,6 +49,7 @@ def register(sub) -> None:
         "--require-preflight`)",
     )
     p.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes in the run")
+    p.add_argument("--fabric", metavar="NAME", help=_FABRIC_HELP)
     p.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary (CI step summary)")
@@ -62,6 +65,7 @@ def register(sub) -> None:
     e.add_argument("logs", nargs="+", metavar="LOG")
     e.add_argument("--instance-type", metavar="T")
     e.add_argument("--nodes", type=_positive_int, metavar="N")
+    e.add_argument("--fabric", metavar="NAME", help=_FABRIC_HELP)
     e.add_argument("--workers", type=_positive_int, metavar="N", help=_WORKERS_HELP)
     e.set_defaults(func=run_explain)
 
@@ -80,6 +84,45 @@ def _check_inputs(paths: List[str]) -> None:
             raise InputError(f"{path}: is a directory, expected a log file")
         if not os.access(path, os.R_OK):
             raise InputError(f"{path}: not readable")
+        special = special_file(path)
+        if special:
+            raise InputError(f"{path}: {special}, not a log file (a stream goes on stdin: `... | parse -`)")
+
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_file(path: str) -> Optional[str]:
+    """What `path` is when it is no file to read ('a FIFO', 'a character device'...), else None.
+
+    A named FIFO blocks open() until a writer comes, which may be never; /dev/zero never ends (build.py's
+    imagebuild/safefile.py refuses both; validators cannot import it). The one pipe read is the one a shell
+    hands over already open, `parse <(cmd)` (/dev/fd/N, whose link names `pipe:[...]`): its writer exists."""
+    try:
+        mode = os.stat(path).st_mode  # never blocks, not even on a FIFO
+    except OSError:
+        return None  # the open names the error
+    if stat.S_ISFIFO(mode) and _open_pipe(path):
+        return None
+    return next((word for test, word in _SPECIAL if test(mode)), None)
+
+
+def _open_pipe(path: str) -> bool:
+    """Whether `path` leads, by symlinks, to an anonymous pipe (`/dev/fd/63` -> `pipe:[123]`)."""
+    for _ in range(8):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return False
+        if target.startswith("pipe:["):
+            return True
+        path = os.path.join(os.path.dirname(path), target)
+    return False
 
 
 def _check_outputs(args) -> None:
@@ -108,10 +151,16 @@ def _analyze(args) -> dict:
         problem = unknown_instance_type(args.instance_type)
         if problem:
             raise InputError(problem)
+    fabric = getattr(args, "fabric", None)
+    if fabric is not None:
+        from validators.judge.verdict import FABRICS
+
+        if fabric not in FABRICS:
+            raise InputError("--fabric %r: expected one of %s" % (fabric, ", ".join(sorted(FABRICS))))
     progress = on_terminal(sys.stderr)
     try:
         workers = getattr(args, "workers", None)
-        return analyze_paths(args.logs, args.instance_type, args.nodes, workers, progress)
+        return analyze_paths(args.logs, args.instance_type, args.nodes, workers, progress, fabric)
     except OSError as err:
         raise InputError("{}: {}".format(err.filename or "input", err.strerror or err)) from None
     except ValueError as err:  # nccl-tests JSON that is not that format (names file and key)
@@ -123,6 +172,7 @@ def _analyze(args) -> dict:
 
 def run_parse(args) -> int:
     from validators.analyze import collector_paused
+    from validators.judge.causes import lead_sentence
     from validators.report.formats import metric_lines, to_junit, to_markdown
 
     _check_outputs(args)
@@ -143,6 +193,9 @@ def run_parse(args) -> int:
         for target, text in outputs:
             outfile.write(target, text)
     stream = sys.stderr if args.json == "-" else sys.stdout
+    lead = lead_sentence(report.get("findings") or [])
+    if lead:
+        print(lead, file=stream)
     for line in metric_lines(report):
         print(line, file=stream)
     for c in report["checks"]:
@@ -173,13 +226,22 @@ def _image(args) -> Optional[str]:
 
 
 def run_explain(args) -> int:
+    """The findings cause first (validators.judge.causes), led by the root cause and its remedy; each
+    consequence prints the chain from its root cause."""
+    from validators.judge.causes import chain, lead_sentence
+
     report = _analyze(args)
     findings = report["findings"]
     out = sys.stdout
     if not findings:
         print("no known failure signature found (verdict: {})".format(report["verdict"]), file=out)
+    lead = lead_sentence(findings)
+    if lead:
+        print(lead, file=out)
     for f in findings:
         print("[{}] {}: {}".format(f["severity"], f["id"], f.get("title") or ""), file=out)
+        if f.get("caused_by"):
+            print("    chain: {}".format(" -> ".join(chain(findings, f["id"]))), file=out)
         if f.get("message"):
             print("    {}".format(f["message"]), file=out)
         for e in (f.get("evidence") or [])[:5]:

@@ -16,9 +16,18 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from validators.judge.shortlist import few
 from validators.report import jsonout, outfile
+from validators.report.redact import redact_argv, secret_values
 from validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
 from validators.run import report as runreport
-from validators.run.runner import NotStarted, StreamingParser, nccl_env, prepare, run_command
+from validators.run.runner import (
+    MAX_LINE,
+    MAX_OUTPUT,
+    NotStarted,
+    StreamingParser,
+    nccl_env,
+    prepare,
+    run_command,
+)
 
 EXIT_USAGE = 2
 BACKGROUND_NICE = 10  # reading and parsing yield the CPU to the job's ranks; the watchdog's thread does not
@@ -31,6 +40,19 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError("not a number: %r" % text) from None
     if value <= 0:
         raise argparse.ArgumentTypeError("must be > 0: %r" % text)
+    return value
+
+
+def _size(text: str) -> int:
+    """A byte count: `65536`, `64K`, `512M`, `1G` (powers of 1024), at least 1024."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    scale = units.get(text[-1:].upper(), 1)
+    try:
+        value = int(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a size: %r (bytes, or a number and K, M or G)" % text) from None
+    if value < 1024:
+        raise argparse.ArgumentTypeError("must be at least 1K: %r" % text)
     return value
 
 
@@ -83,6 +105,20 @@ def register(sub: Any) -> None:
     run.add_argument("--markdown", metavar="FILE", help="write a Markdown summary here")
     run.add_argument("--log", metavar="FILE", help="keep the whole output here (default: a file in $TMPDIR)")
     run.add_argument("--rank-logs", metavar="DIR", help="also write each rank's lines to DIR/rank-N.log")
+    run.add_argument(
+        "--max-output",
+        type=_size,
+        default=MAX_OUTPUT,
+        metavar="SIZE",
+        help="output read and kept, at most (default 512M): past it the run is ended (finding output-limit)",
+    )
+    run.add_argument(
+        "--max-line",
+        type=_size,
+        default=MAX_LINE,
+        metavar="SIZE",
+        help="bytes kept of one line (default 64K): the rest is counted, not kept (finding long-lines)",
+    )
     run.add_argument("--repeat", type=_count, default=1, metavar="K", help="run K times; any failure fails")
     run.add_argument(
         "--pairwise",
@@ -204,6 +240,8 @@ def run_once(
             rank_logs=rank_logs,
             spool_dir=os.path.dirname(os.path.abspath(log_path)),
             nice=BACKGROUND_NICE,
+            max_output=getattr(args, "max_output", MAX_OUTPUT),
+            max_line=getattr(args, "max_line", MAX_LINE),
         )
     result.log = log_path
     result.notes = notes + env_notes + result.notes
@@ -303,9 +341,10 @@ def _run(args: argparse.Namespace) -> int:
     elif args.image:  # with the lock the image carries: the gate compares it with the digest's
         report["image"] = imagebind.binding(args.image)
     if sm is not None:
+        shown = redact_argv(command, secret_values(dict(os.environ)))
         report["sagemaker_node"] = {"host": sm["sm_current_host"], "node_rank": int(sm["sm_node_rank"]),
                                     "nodes": int(sm["sm_nodes"]), "master": sm["sm_master"],
-                                    "command": command}  # fmt: skip
+                                    "command": shown}  # fmt: skip
     _write_outputs(report, args)
     if args.json != "-":
         sys.stdout.write(summary_text(report))
@@ -678,10 +717,16 @@ def _metric_lines(report: Dict[str, Any]) -> List[str]:
 
 
 def summary_text(report: Dict[str, Any]) -> str:
-    """A few lines for a terminal: verdict, then each finding with its remedy."""
+    """A few lines for a terminal: verdict, the root cause and its remedy in one sentence, then each finding
+    with its remedy."""
+    from validators.judge.causes import lead_sentence
+
     lines = ["verdict: %s" % report.get("verdict")]
     if report.get("replay"):
         lines[0] += " (REPLAY of a recorded log: no evidence about this cluster)"
+    lead = lead_sentence(report.get("findings") or [])
+    if lead:  # the root cause and its remedy, right under the verdict
+        lines.append(lead)
     lines += [m for m in _metric_lines(report) if not m.startswith("verdict")]
     run = report.get("run") or {}
     if run:

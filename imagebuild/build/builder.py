@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from imagebuild.adapters.docker_engine import find_image
 from imagebuild.adapters.registry import ExistingFn, ImageRef, Log, split_ref
-from imagebuild.build import buildkit, steplog
+from imagebuild.build import buildkit, lifeline, steplog
 from imagebuild.build.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
 from imagebuild.build.summary import write_summary as write_summary
 from imagebuild.components import REGISTRY
@@ -731,6 +731,7 @@ def _buildkit_build(
                 env={**os.environ, **env},
                 text=True,
                 errors="replace",
+                preexec_fn=lifeline.die_with_parent,  # this process killed: the CLI cancels its build
             )
             opts.children.add(proc)
             steps = steplog.BuildkitSteps()

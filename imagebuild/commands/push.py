@@ -50,6 +50,19 @@ def add_summary_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_sign_args(p: argparse.ArgumentParser, required: bool) -> None:
+    """The key that signs the provenance and the matrix it names; shared by push and attest."""
+    p.add_argument(
+        "--sign-key",
+        required=required,
+        metavar="KEY.pem",
+        help="the team's private key (PEM, unencrypted) that signs the provenance; never written anywhere",
+    )
+    p.add_argument(
+        "--matrix", default="matrix.yaml", help="the matrix file the provenance names (default matrix.yaml)"
+    )
+
+
 def register(sub) -> None:
     p = sub.add_parser("push", help="push built images by digest to a registry or ECR", description=__doc__)
     add_summary_args(p)
@@ -59,6 +72,7 @@ def register(sub) -> None:
     )
     p.add_argument("--repository-prefix", default="", help="prefix for repository names (e.g. team/)")
     p.add_argument("--force", action="store_true", help="overwrite a tag that holds another image")
+    add_sign_args(p, required=False)  # with --sign-key: `build.py attest` over what was just pushed
     p.set_defaults(func=run)
 
 
@@ -98,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         tags=tuple(args.tag),
         repository_prefix=args.repository_prefix,
         force=args.force,
+        sign_key=args.sign_key,
+        matrix=args.matrix,
     )
     pipeline.push(request)  # a refused tag is ChecksFailed: exit 1
     return 0

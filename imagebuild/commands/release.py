@@ -57,6 +57,11 @@ def register(sub) -> None:
         metavar="REPORT.json",
         help="also require a pre-flight report with verdict pass for the same digest (repeatable)",
     )
+    p.add_argument(
+        "--require-signed",
+        metavar="PUB.pem",
+        help="also require every digest's SBOM and signed provenance to verify with this public key",
+    )
     p.add_argument("--records", default="build/releases", help="local folder for release records")
     p.add_argument("--s3", metavar="s3://BUCKET/PREFIX", help="also write records and notes to S3")
     p.add_argument("--previous", metavar="RECORD.json", help="previous release record (default: the latest)")
@@ -79,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         s3=args.s3,
         previous=args.previous,
         dry_run=args.dry_run,
+        require_signed=args.require_signed,
     )
     pipeline.release(request)  # refused: ChecksFailed, exit 1
     return 0

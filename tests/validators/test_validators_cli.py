@@ -1,10 +1,15 @@
 """`python -m validators parse|explain`: exit codes, outputs, bad input (run as a real subprocess)."""
 
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from cli import validators, validators_process
 from paths import ROOT
 
@@ -213,3 +218,37 @@ def test_each_verb_is_registered_by_the_module_cli_names_for_it():
 def _minimal_args(verb: str) -> list:
     """Arguments that make `verb` parse (the positional ones it needs)."""
     return {"parse": ["x.log"], "explain": ["x.log"], "run": ["--", "true"]}.get(verb, [])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "socket"])
+def test_a_special_file_is_refused_naming_it_not_read(tmp_path, kind):
+    """A FIFO with no writer would block open() forever, /dev/zero never ends: exit 2, file named, nothing
+    written, as build.py refuses them (issue 23, item 4). A regression ends at the subprocess timeout."""
+    if kind == "fifo":
+        path = str(tmp_path / "log.fifo")
+        os.mkfifo(path)
+    elif kind == "socket":
+        path = str(tmp_path / "log.sock")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+    else:
+        path = kind
+    j = tmp_path / "r.json"
+    for verb in ("parse", "explain"):
+        args = (verb, GOOD, path, "--json", str(j)) if verb == "parse" else (verb, path)
+        p = cli(*args, timeout=30)
+        assert p.returncode == 2, p.stderr
+        word = {"fifo": "a FIFO", "/dev/zero": "a character device", "socket": "a socket"}[kind]
+        assert ("error: %s: %s" % (path, word)).encode() in p.stderr and b"Traceback" not in p.stderr
+    assert not j.exists()
+
+
+def test_a_pipe_a_shell_hands_over_is_still_read(tmp_path):
+    """`parse <(cmd)`: /dev/fd/N is a pipe already open, its writer there: read, not refused."""
+    j = tmp_path / "r.json"
+    script = '"$0" -m validators parse <(cat "$1") --json "$2"'
+    p = subprocess.run(
+        ["bash", "-c", script, sys.executable, GOOD, str(j)], cwd=str(ROOT), capture_output=True, timeout=60
+    )
+    assert p.returncode in (0, 1, 3), p.stderr
+    assert json.loads(j.read_text())["efa"] is True

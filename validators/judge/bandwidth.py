@@ -170,6 +170,20 @@ def _plateau_check(
             f"; {100.0 * bw / wire:.0f}% of wire speed {wire:.0f} GB/s busbw "
             f"({profile.efa_gbps} Gbps EFA per node, {k} nodes, {n} ranks)"
         )
+    if wire and bw > wire:
+        findings.append(
+            {
+                "id": "busbw-above-wire",
+                "severity": "error",
+                "message": f"{coll} busbw plateau {bw:g} GB/s is {100.0 * bw / wire:.0f}% of the wire speed "
+                f"{wire:.0f} GB/s busbw of {k} x {profile.name} ({profile.efa_gbps} Gbps EFA per node, {n} "
+                "ranks): more than the NICs can carry, not a real measurement",
+                "evidence": ev,
+                "remedy": "check the node and rank counts (--nodes, the log's nRanks) and that the table is "
+                "this run's output; a table edited or taken from another run is no evidence",
+            }
+        )
+        return _check(name, "fail", said + "; above the wire speed: not a real measurement", ev)
     exp = profiles.expected_busbw(profile, coll, k, n, size)
     if exp is None:
         return _check(name, "unknown", said + f"; no published {coll} reference for {profile.name}", ev)

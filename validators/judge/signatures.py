@@ -83,7 +83,18 @@ CATALOG = [
         "title": "libfabric selected a provider other than efa",
         "when": "provider_not_efa",
         "remedy": "Unset FI_PROVIDER or set it to efa; check `fi_info -p efa -t FI_EP_RDM` lists devices.",
-        "source": "aws/aws-ofi-nccl doc/efa-env-var.md",
+        # a provider is judged against the platform, never alone (verdict.judge_provider): each fabric's
+        # own providers; `--fabric NAME` declares one, and with no declaration and no EFA platform shown, a
+        # provider that is another fabric's own is right for that fabric
+        "fabrics": {
+            "efa": {"name": "AWS EFA", "providers": ["efa", "efa-direct"]},
+            "slingshot": {"name": "HPE Slingshot", "providers": ["cxi"]},
+            "infiniband": {"name": "InfiniBand/RoCE", "providers": ["verbs"]},
+            "omnipath": {"name": "Omni-Path", "providers": ["opx", "psm2"]},
+            "psm3": {"name": "Intel Ethernet (PSM3)", "providers": ["psm3"]},
+        },
+        "source": "aws/aws-ofi-nccl doc/efa-env-var.md; ofiwg/libfabric man/fi_cxi.7.md, fi_verbs.7.md, "
+        "fi_opx.7.md, fi_psm2.7.md, fi_psm3.7.md (each provider's fabric)",
     },
     {
         "id": "two-libfabrics",
@@ -165,6 +176,170 @@ CATALOG = [
         "memory (FI_EFA_SET_CUDA_SYNC_MEMOPS=0 on libfabric 1.18-1.19, or EFA installer >= 1.29).",
         "source": "aws/aws-ofi-nccl src/nccl_ofi_sendrecv.cpp ('Unable to register memory (type = %d)'), "
         "issue 584; awsome-distributed-training efa-cheatsheet.md",
+    },
+    {
+        "id": "completion-error",
+        "severity": "error",
+        "title": "a network operation completed with an error",
+        "lines": [
+            {"needle": "completed with error", "regex": r"completed with error"},
+            {"needle": "fi_cq_readerr", "regex": r"Unable to read from fi_cq_readerr"},
+            {"needle": "CQ error", "regex": r"\bCQ error\b", "scan": True},
+            {"needle": "Unresponsive re", "regex": r"Unresponsive (?:receiver|remote)", "scan": True},
+            {"needle": "Unreachable remote", "regex": r"Unreachable remote", "scan": True},
+            {
+                "needle": "Unexpected status",
+                "regex": r"Unexpected status (?:returned by responder|\(-?\d+\) for message)",
+                "scan": True,
+            },
+            {
+                "needle": "Got completion",
+                "regex": r"NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status)",
+            },
+        ],
+        "when": "completion_errors",
+        "remedy_by": [
+            (
+                r"Unreachable remote|security group|err: 113\b",
+                "The peer never answered: the security group must allow all traffic to and from itself "
+                "(inbound and outbound), and both instances must be in one subnet and placement group.",
+            ),
+            (
+                r"Unresponsive re",
+                "The peer stopped answering: its process died or hung first; read the log of the peer named "
+                "(host id / address) for its first error, and test that node pair (pairwise nccl-tests).",
+            ),
+        ],
+        "remedy": "A network operation failed on the wire: read the provider's error text; if the line "
+        "names a peer, check that node first (pairwise nccl-tests, `fi_info -p efa`), then the security "
+        "group.",
+        "source": "aws/aws-ofi-nccl include/nccl_ofi_platform.h and src/platform-aws.cpp (log_cq_error: "
+        "'Request %p (%s) completed with error: ... strerror'), src/nccl_ofi_rdma.cpp ('Unexpected status "
+        "(%d) for message'), src/nccl_ofi_sendrecv.c before d04444ec ('Request %p completed with error. RC "
+        "... Error: %d (%s)'); ofiwg/libfabric prov/efa/src/efa_errno.h (status texts: 'Unresponsive "
+        "receiver', 'Unreachable remote', 'Unexpected status returned by responder'), "
+        "prov/efa/src/rdm/efa_rdm_error.h ('Peer EFA addr', 'Peer host id'); NVIDIA/nccl "
+        "src/transport/net_ib.cc ('Got completion from peer'); torvalds/linux "
+        "drivers/net/ethernet/mellanox/mlx5/core/eq.c ('CQ error on CQN 0x%x, syndrome 0x%x')",
+    },
+    {
+        "id": "bootstrap-interface",
+        "severity": "error",
+        "title": "NCCL's bootstrap could not use a network interface or address",
+        "lines": [
+            {"needle": "interface found", "regex": r"[Nn]o (?:usable listening |socket )?interface found"},
+            {"needle": "same subnet", "regex": r"No interface found in the same subnet"},
+            {
+                "needle": "family",
+                "regex": r"[Uu]nsupported (?:address|IP) family|is neither AF_INET\(\d+\) nor AF_INET6"
+                r"|Address family not supported",
+            },
+            {
+                "needle": "pair found",
+                "regex": r"No valid (?:<IPv4_or_hostname>:<port>|\[IPv6\]:port) pair found",
+            },
+            {"needle": "getting address info", "regex": r"error encountered when getting address info"},
+            {
+                "needle": "onnect to ",
+                "regex": r"[Cc]onnect to \S+ failed : "
+                r"(?:Network is unreachable|Cannot assign requested address)",
+            },
+        ],
+        "remedy": "Give NCCL's bootstrap an interface that carries its address: set NCCL_SOCKET_IFNAME to "
+        "the node's primary interface (e.g. '^docker,lo,veth' or 'ens'), make MASTER_ADDR / NCCL_COMM_ID an "
+        "address of the family that interface has, and set NCCL_SOCKET_FAMILY=AF_INET (or AF_INET6) to pin "
+        "one family.",
+        "source": "NVIDIA/nccl src/bootstrap.cc ('Bootstrap : no socket interface found', 'NET/Socket : No "
+        "usable listening interface found'), src/misc/socket.cc ('Net : Unsupported address family type', "
+        "'No interface found in the same subnet', 'is neither AF_INET(%d) nor AF_INET6(%d)', "
+        "NCCL_SOCKET_FAMILY), src/os/linux.cc ('connect to %s failed : %s'), src/transport/net_socket.cc "
+        "('no interface found')",
+    },
+    {
+        "id": "rank-topology-mismatch",
+        "severity": "error",
+        "title": "ranks of one job disagree on their network topology",
+        "lines": [
+            {
+                "needle": "mixed local Net device",
+                "regex": r"Detected mixed local Net device counts across ranks",
+            },
+            {"needle": "number of remote", "regex": r"Unexpected number of remote (?:control )?rails"},
+            {
+                "needle": "unexpected number of devices",
+                "regex": r"Topology reported unexpected number of devices",
+            },
+            {"needle": "mismatch in info", "regex": r"Bootstrap Root : mismatch in info from procs"},
+        ],
+        "when": "ranks_disagree",
+        "remedy": "Give every rank the same view of its node: the same EFA devices in every container or "
+        "pod (request the instance's whole vpc.amazonaws.com/efa count), the same plugin rail settings "
+        "(OFI_NCCL_* / NCCL_NET_* env) and the same image; the rank that sees fewer NICs names the pod or "
+        "node to fix.",
+        "source": "NVIDIA/nccl src/init.cc ('Detected mixed local Net device counts across ranks'), "
+        "src/bootstrap.cc ('Bootstrap Root : mismatch in info from procs'); aws/aws-ofi-nccl "
+        "src/nccl_ofi_rdma.cpp ('Unexpected number of remote rails', 'Topology reported unexpected number "
+        "of devices'), src/nccl_ofi_net.cpp ('Selected provider is %s ... (found %d nics)')",
+    },
+    {
+        "id": "topology-attribute-missing",
+        "severity": "error",
+        "title": "NCCL's topology detection missed an attribute of the node",
+        "lines": [
+            {"needle": "of node", "regex": r"Attribute \S+ of node \S+ not found"},
+            {"needle": "XML Mismatch", "regex": r"XML Mismatch"},
+        ],
+        "remedy": "NCCL could not read the node's PCI/NIC layout from sysfs: run the container with the "
+        "host's /sys visible (not masked), or give NCCL the instance's topology file (NCCL_TOPO_FILE; "
+        "aws-ofi-nccl ships them for p4d/p5); NCCL_TOPO_DUMP_FILE shows which node lacks the attribute.",
+        "source": "NVIDIA/nccl src/graph/xml.h ('Attribute %s of node %s not found'), src/graph/xml.cc "
+        "('XML Mismatch'), src/init.cc (ncclInternalError: 'internal error - please report this issue')",
+    },
+    {
+        "id": "resource-allocation-failed",
+        "severity": "error",
+        "title": "a memory, launcher or fabric resource could not be allocated",
+        "lines": [
+            {"needle": "Failed to ", "regex": r"Failed to (?:CUDA )?(?:malloc|calloc|host alloc)"},
+            {"needle": "out of memory", "regex": r"Cuda failure 'out of memory'"},
+            {"needle": "unable to allocate", "regex": r"NET/Socket ?: ?unable to allocate"},
+            {
+                "needle": "llocat",
+                "regex": r"NET/OFI .*(?:[Uu]nable to allocate|[Ff]ailed to allocate|allocation failed)",
+            },
+            {"needle": "cuMemAlloc failed", "regex": r"NET/OFI cuMemAlloc failed"},
+            {"needle": "allocate resources", "regex": r"Unable to allocate resources", "scan": True},
+            {"needle": "Insufficient vpc", "regex": r"Insufficient vpc\.amazonaws\.com/efa", "scan": True},
+        ],
+        "remedy_by": [
+            (
+                r"out of memory|CUDA (?:malloc|calloc)|cuMemAlloc",
+                "GPU memory ran out: another process may hold the GPU (`nvidia-smi`), or the job's own "
+                "memory leaves NCCL no room; leave NCCL_BUFFSIZE at its default and lower the batch.",
+            ),
+            (
+                r"Failed to (?:malloc|host alloc)|NET/Socket : unable|NET/OFI",
+                "Host memory ran out or is capped: raise the container's memory limit and memlock (`ulimit "
+                "-l unlimited`, docker `--ulimit memlock=-1`).",
+            ),
+            (
+                r"Insufficient vpc",
+                "The pod asked for more EFA devices than a node has free: request the instance's count (p5: "
+                "32, p4d: 4) on nodes whose EFA device plugin runs, one such pod per node.",
+            ),
+            (
+                r"Unable to allocate resources",
+                "Slurm refused the allocation: check the partition, node count, GRES and constraints asked "
+                "for against `sinfo`.",
+            ),
+        ],
+        "remedy": "Read the line for what could not be allocated: GPU or host memory, a Slurm allocation, "
+        "or EFA devices for a pod.",
+        "source": "NVIDIA/nccl src/include/alloc.h ('Failed to CUDA calloc', 'Failed to malloc'), "
+        "src/include/checks.h (\"Cuda failure '%s'\"), src/transport/net_socket.cc ('unable to allocate'); "
+        "aws/aws-ofi-nccl src/nccl_ofi_freelist.cpp, src/nccl_ofi_cuda.cpp ('cuMemAlloc failed'); "
+        "SchedMD/slurm src/srun/libsrun/allocate.c ('Unable to allocate resources: %s'); kubernetes "
+        "pkg/scheduler/framework/plugins/noderesources/fit.go ('Insufficient %v')",
     },
     {
         "id": "ll-corruption",
@@ -336,12 +511,20 @@ def _plugin_init_failed(facts, tests):
 
 
 def _socket_fallback(facts, tests):
-    procs = [p for p in facts.procs.values() if any(_is_socket(n) for n in p.networks())]
+    procs = [p for p in _procs_and_headless(facts) if _on_sockets(p)]
     if not procs:
         return None
     return "NCCL uses TCP sockets in %d process(es) on %s" % (len(procs), _hosts(procs)), facts.evidence_of(
         "network_socket"
-    )
+    ) + facts.evidence_of("internal_net")[:2]
+
+
+def _on_sockets(p) -> bool:
+    """Socket is its network: named so, or (NCCL < 2.7 prints no 'Using network') no plugin, and Socket the
+    only transport NCCL set up for itself ('NET/Socket : Using' after 'NET/IB : No device found')."""
+    if any(_is_socket(n) for n in p.networks()):
+        return True
+    return not p.networks() and p.plugin_missing() and set(p.internal_nets) == {"Socket"}
 
 
 def _provider_not_efa(facts, tests):
@@ -357,7 +540,7 @@ def _gdr_off(facts, tests):
         return None
     disabled = any(p.gdr_disabled for p in facts.procs.values())
     on_rdma_net = any(
-        r.net_nogdr and any(not _is_socket(n) for n in r.net_names)
+        r.gdr(p.gdr_read0) is False and any(not _is_socket(n) for n in r.net_names)
         for p in facts.procs.values()
         for r in p.ranks.values()
     )
@@ -427,7 +610,114 @@ def _crashed(facts, tests):
     if not crashes:
         return None
     relayed = _crash_kind(facts, "relay")
-    return _describe(crashes), [c["evidence"] for c in crashes + relayed]
+    text, ev = _describe(crashes), [c["evidence"] for c in crashes + relayed]
+    before = _warn_before(facts, crashes)
+    if before is not None:  # "internal error" says nothing: the WARN printed before it says what failed
+        text += "; the WARN before it: %s" % _message_of(before["text"])
+        ev.insert(0, before)
+    return text, ev
+
+
+def _warn_before(facts, crashes) -> Optional[dict]:
+    """The last WARN kept before the first crash whose only text is NCCL's 'internal error', on its host."""
+    for c in crashes:
+        if "internal error" not in (c.get("error") or c["what"]):
+            continue
+        at = c["evidence"]
+        warns = [
+            w
+            for w in facts.evidence_of("warn")
+            if w.get("file") == at.get("file")
+            and (w.get("line") or 0) < (at.get("line") or 0)
+            and (not c.get("host") or c["host"] in (w.get("text") or ""))
+            and "internal error" not in (w.get("text") or "")
+        ]
+        if warns:
+            return warns[-1]
+    return None
+
+
+def _message_of(text: str) -> str:
+    """A line's message: what follows its NCCL level, else the line."""
+    for level in (" NCCL WARN ", " NCCL INFO "):
+        i = text.find(level)
+        if i >= 0:
+            return text[i + len(level) :].strip()
+    return text.strip()
+
+
+_HEAD_HOST = re.compile(r"([^\s:\[\]|]+):\d+:\d+ \[[^\]\s]*\]")
+_OFI_ERROR = re.compile(
+    r"strerror: (.*?)(?:, len: -?\d+|$)|Error: -?\d+ \((.*?)\)?(?:\. Completed length|$)"
+    r"|Error: ([A-Za-z][^.]*)"
+)
+_PEER = re.compile(r"Peer host id: ([^\s,]+)|Peer EFA addr: ([^\s,]+)|from peer ([^\s,]+)")
+_STATUS = re.compile(
+    r"Unresponsive (?:receiver|remote) \([^)]*\)|Unreachable remote \([^)]*\)|Unexpected status[^.,;]*"
+    r"|Got completion[^,;]*"
+)
+
+
+def completion_detail(text: str) -> str:
+    """`on HOST: <the provider's error text> (peer <host id or address>)` of a completion error line."""
+    head = _HEAD_HOST.search(text)
+    m = _OFI_ERROR.search(text)
+    what = next((g for g in m.groups() if g), None) if m else None
+    if what:
+        what = what.split(" My EFA addr", 1)[0].strip()
+    else:
+        st = _STATUS.search(text)
+        what = st.group(0).strip() if st else _message_of(text)[:160]
+    found = [None, None, None]  # type: List[Optional[str]]  # host id, EFA address, IB peer: the first given
+    for p in _PEER.finditer(text):
+        for i, value in enumerate(p.groups()):
+            if value and value not in ("N/A", "(null)") and found[i] is None:
+                found[i] = value
+    peer = next((v for v in found if v), None)
+    where = " on %s" % head.group(1) if head else ""
+    return "completion error%s: %s%s" % (where, what, " (peer %s)" % peer if peer else "")
+
+
+def _completion_errors(facts, tests):
+    ev = facts.signature_evidence.get("completion-error") or []
+    if not ev:
+        return None
+    said = []
+    own = [e for e in ev if " Test NCCL failure " not in (e.get("text") or "")]  # not nccl-tests' relay of it
+    for e in own or ev:
+        d = completion_detail(e.get("text") or "")
+        if d not in said:
+            said.append(d)
+    return "; ".join(said[:3]) + (" (and more)" if len(said) > 3 else ""), []
+
+
+def _ranks_disagree(facts, tests):
+    """Processes of one host that found different NIC counts (between hosts: hosts-differ says it)."""
+    by_host = {}  # type: Dict[str, Dict[int, list]]
+    for p in facts.procs.values():
+        if len(p.nics) == 1:
+            by_host.setdefault(p.host, {}).setdefault(next(iter(p.nics)), []).append(p)
+    parts, ev = [], []
+    for host in sorted(by_host):
+        sides = by_host[host]
+        if len(sides) < 2:
+            continue
+        said = ["%d nics in %d process(es)" % (n, len(sides[n])) for n in sorted(sides, reverse=True)]
+        parts.append("on %s the plugin found %s" % (host, " and ".join(said)))
+        for n in sorted(sides):
+            line = next(
+                (
+                    e
+                    for e in facts.evidence_of("provider")
+                    if host in e["text"] and "found %d nic" % n in e["text"]
+                ),
+                None,
+            )
+            if line is not None:
+                ev.append(line)
+    if not parts:
+        return None
+    return "; ".join(parts[:3]), ev
 
 
 def _stalled(facts, tests):
@@ -500,6 +790,8 @@ PREDICATES = {
     "tests_no_results": _tests_no_results,
     "watchdog": _watchdog,
     "crashed": _crashed,
+    "completion_errors": _completion_errors,
+    "ranks_disagree": _ranks_disagree,
     "stalled": _stalled,
     "driver_older_than_runtime": _driver_older_than_runtime,
     "warn_lines": _warn_lines,

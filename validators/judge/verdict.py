@@ -9,8 +9,10 @@ counter-evidence, None otherwise; a check that is None is `unknown`, and the ver
 
 from typing import Callable, Dict, List, Optional
 
-from validators.judge import signatures
+from validators.judge import causes, signatures
+from validators.judge.kept import not_kept_finding
 from validators.judge.shortlist import few
+from validators.judge.world import demote, outside_world, world_check
 from validators.parse.facts import Facts, is_libfabric_net
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
@@ -112,10 +114,13 @@ def decide(
     nodes: Optional[int] = None,
     get_profile: Optional[Callable] = None,
     judge: Optional[Callable] = None,
+    fabric: Optional[str] = None,
+    replay: bool = False,
 ) -> dict:
-    """The verdict part of the report: efa, gdr, checks, findings, verdict."""
-    efa, efa_why = facts.efa_verdict()
-    gdr, gdr_why = facts.gdr_verdict(), facts.gdr_reason()
+    """The verdict part of the report: efa, gdr, checks, findings, verdict (`replay`: the replay stand-in
+    printed the log, see world.world_check)."""
+    efa, efa_why = demote(*facts.efa_verdict(), facts)
+    gdr, gdr_why = demote(facts.gdr_verdict(), facts.gdr_reason(), facts)
     profile = get_profile(instance_type) if (get_profile and instance_type) else None
     checks = []
     efa_ev = facts.evidence_of("provider")[:2] + facts.evidence_of("channel_gdr")[:1]
@@ -132,7 +137,8 @@ def decide(
         )
     elif efa is None:
         efa_ev = (
-            facts.silent_rank_evidence()
+            (outside_world(facts) or ("", []))[1]
+            + facts.silent_rank_evidence()
             + facts.evidence_of("channel_unclear")
             + facts.evidence_of("network")[:1]
         )
@@ -142,10 +148,19 @@ def decide(
     if gdr is False:
         gdr_ev = facts.evidence_of("gdr_disabled") + facts.evidence_of("channel_nogdr")
     elif gdr is None:
-        gdr_ev = facts.silent_rank_evidence() + facts.evidence_of("channel_unclear")
+        gdr_ev = (
+            (outside_world(facts) or ("", []))[1]
+            + facts.silent_rank_evidence()
+            + facts.evidence_of("channel_unclear")
+        )
         if not gdr_ev:
             gdr_ev = facts.evidence_of("network_socket") + facts.evidence_of("plugin_load_failed")
     gdr_status = _tri(gdr)
+    if gdr is True and facts.gdr_read0_sends():
+        # read as the text shows (GDR for receives), but sends through host memory never made a pass before
+        # and a new reading must not make one now: fail closed
+        gdr_status = UNKNOWN
+        gdr_why += "; sends without GPUDirect RDMA are not counted as a pass"
     if profile is not None and not profile.gdr_required and gdr is False:
         gdr_status, gdr_why = PASS, f"{gdr_why} (GPUDirect RDMA not required on {profile.name})"
     checks.append(_check("gdr", gdr_status, gdr_why, gdr_ev))
@@ -166,6 +181,10 @@ def decide(
             )
         )
 
+    consistent, world_findings = world_check(facts, nccl_tests, nodes, replay)
+    if consistent is not None:
+        checks.append(consistent)
+
     diffs = host_differences(facts)
     if len(host_table(facts)) >= 2:
         checks.append(
@@ -180,12 +199,18 @@ def decide(
         )
 
     findings = signatures.evaluate(facts, nccl_tests)
+    not_kept = not_kept_finding(facts)  # ranks past the cap: never a pass
+    if not_kept is not None:
+        checks.append(_check("ranks-kept", UNKNOWN, facts.not_kept_reason() or "", []))
+        findings.append(not_kept)
     if profile is not None and not profile.gdr_required:
         for f in findings:  # g5/g6e/p5.4xlarge run EFA without GDR by design: no failure there
             if f["id"] == "gdr-disabled":
                 f["severity"] = "info"
                 f["message"] += f" (by design on {profile.name}: GPUDirect RDMA is not required)"
+    judge_provider(facts, findings, profile, fabric)
     findings.extend(diffs)
+    findings.extend(world_findings)
 
     if instance_type:
         if profile is None:
@@ -207,6 +232,7 @@ def decide(
                 continue
             findings.append(f)
 
+    findings = causes.order(findings)
     if any(f.get("severity") == "error" for f in findings):
         errors = [f for f in findings if f.get("severity") == "error"]
         checks.append(
@@ -233,6 +259,43 @@ def decide(
         "findings": findings,
         "profile": profile.to_dict() if profile is not None and hasattr(profile, "to_dict") else None,
     }
+
+
+FABRICS = signatures.BY_ID["provider-not-efa"]["fabrics"]
+
+
+def judge_provider(facts: Facts, findings: List[dict], profile, fabric: Optional[str] = None) -> None:
+    """provider-not-efa judged against the platform, never alone.
+
+    A declared fabric (`--fabric`) decides: its own providers are right (a note), any other stays an error.
+    Undeclared, an instance type given or the plugin's platform line means EFA (the error stands); with
+    neither, a provider that is another fabric's own (cxi on Slingshot) is a note, not the run's cause.
+    The efa check still fails (the run is not on EFA): no verdict changes here."""
+    finding = next((f for f in findings if f["id"] == "provider-not-efa"), None)
+    if finding is None:
+        return
+    names = {n.split(";")[0].strip().lower() for p in facts.procs.values() for n in p.providers}
+    others = sorted(n for n in names if n not in FABRICS["efa"]["providers"])
+    own = {n: k for k, v in FABRICS.items() for n in v["providers"]}
+    if fabric is not None:
+        right = set(FABRICS[fabric]["providers"])
+        said = "the declared fabric is {} ({})".format(FABRICS[fabric]["name"], "/".join(sorted(right)))
+        if others and set(others) <= right:
+            finding["severity"] = "info"
+            finding["message"] += f" ({said}: right for it; this run is not on EFA)"
+        else:
+            finding["message"] += f" ({said})"
+        return
+    platforms = {p.platform() for p in facts.procs.values()} | {facts.headless.platform()}
+    if profile is not None or any(platforms - {None}):
+        return
+    if others and all(n in own for n in others):
+        fabrics = ", ".join("{} is {}'s".format(n, FABRICS[own[n]]["name"]) for n in others)
+        finding["severity"] = "info"
+        finding["message"] += (
+            f" ({fabrics}: right for that fabric; no instance type or fabric was given and the plugin named "
+            "no EFA platform, so this run is not on EFA but the provider is not its fault)"
+        )
 
 
 def _nics_check(facts: Facts, profile) -> dict:

@@ -19,6 +19,9 @@ def is_efa_provider(name: Optional[str]) -> bool:
 
 EVIDENCE_PER_KIND = 5
 TEXT_MAX = 400
+# a signature's line is kept longer: its end may hold what the finding names (a completion error's peer
+# host id follows the provider's text and two addresses); at most EVIDENCE_PER_KIND of them per signature
+SIGNATURE_TEXT_MAX = 1000
 ENV_MAX = 64
 # what a line without an NCCL head may still tell (provider, plugin, network: not channels or ranks)
 HEADLESS_KINDS = frozenset(
@@ -34,22 +37,34 @@ HEADLESS_KINDS = frozenset(
         "platform",
         "network",
         "gdr_disabled",
+        "gdr_enabled",
         "internal_net",
         "ib_error",
         "cuda_driver",
         "ofi",
+        "socket_if",
     )
 )
 CRASHES_MAX = 32
+HOSTS_KEPT = 4096  # hosts whose first line is kept (Facts.host_first): past it a host is counted, not cited
 INTRA_PATHS_MAX = 8  # intra-node transports kept per rank
 WATCHDOG_MAX = 4096  # watchdog ranks kept
+# Ranks and processes kept with their evidence. Past the cap they are counted, not stored (a finding says how
+# many; efa and gdr are not shown for them, so the verdict cannot pass): memory and the report stay bounded at
+# any rank count (issue 23, item 10: a 32 MB log naming 300,000 ranks took 1.5 GB and wrote 425 MB). 32768
+# ranks, 4096 p5 nodes, is the largest job bench/ measures from real-log lines (134 MiB): every real size up
+# to it keeps each rank's detail. A scan worker's fold of its range is not capped: the range bounds it.
+RANKS_MAX = 32768
+PROCS_MAX = RANKS_MAX
+COUNTED_MAX = 1 << 19  # distinct ranks (processes) past the cap counted exactly up to here; past it, at least
+WORLD_RANKS_MAX = 1 << 19  # rank numbers of the world kept for coverage; past it, `seen` is at least that
 _SHARED = {}  # type: Dict[frozenset, frozenset]  # Proc.put: one copy of each distinct set
 _SHARED_MAX = 4096
 _GROWN = {}  # type: Dict[tuple, frozenset]  # Proc.put: (a shared set, a value) -> the shared set with it
 
 
-def _ev(event, cut: bool = False) -> dict:
-    text = event.text if len(event.text) <= TEXT_MAX else event.text[:TEXT_MAX] + "..."
+def _ev(event, cut: bool = False, limit: int = TEXT_MAX) -> dict:
+    text = event.text if len(event.text) <= limit else event.text[:limit] + "..."
     out = {"file": event.file, "line": event.lineno, "text": text}
     if cut:
         out["cut"] = True
@@ -72,14 +87,16 @@ class NetRun:
     Why: a rank prints its NET channels together (32 lines per communicator on p5); `analyze.prepare`
     sums them and the fold takes one NetRun instead of one event per line."""
 
-    __slots__ = ("first", "counts", "names", "firsts", "keeps")
+    __slots__ = ("first", "counts", "names", "firsts", "keeps", "peer")
 
-    def __init__(self, groups: dict, cut: bool = False) -> None:
+    def __init__(self, groups: dict, cut: bool = False, peer: Optional[tuple] = None) -> None:
         """`groups`: {(net, gdr, proxy, pci): [(lineno, text)] in line order}, in the order of their first
         lines (a rank's channels share one or two tails: each group counts as a whole); `cut`: lines
         truncated. Only a group's first EVIDENCE_PER_KIND entries are read as (lineno, text): past them an
-        entry only counts (analyze.prepare puts the line number there, not cutting the line's text out)."""
+        entry only counts (analyze.prepare puts the line number there, not cutting the line's text out).
+        `peer`: (the highest rank the lines name, lineno, text of the first line naming it), or None."""
         self.first = next(iter(groups.values()))[0]
+        self.peer = peer
         counts = dict.fromkeys(("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr"), 0)
         counts["net_unclear"] = 0
         names = []  # type: List[str]
@@ -209,8 +226,11 @@ class Rank:
             comms,
         )
 
-    def gdr(self) -> Optional[bool]:
-        if self.net_nogdr:
+    def gdr(self, read0: bool = False) -> Optional[bool]:
+        """GDR on this rank's NET channels. `read0`: its process printed NCCL's `GPU Direct RDMA Enabled ...,
+        read 0` (GDR for receives, sends through host memory by design): with receives over /GDRDMA, its
+        channels without /GDRDMA are those sends."""
+        if self.net_nogdr and not (read0 and self.net_gdr):
             return False
         if self.net == 0 or self.net_unclear:
             return None
@@ -237,7 +257,7 @@ class Rank:
             "provider": _one(proc.providers),
             "nics": _one(proc.nics),
             "efa": proc.efa_for(self),
-            "gdr": False if proc.gdr_disabled else self.gdr(),
+            "gdr": False if proc.gdr_disabled else self.gdr(proc.gdr_read0),
             "evidence": [e for e in (self.ev_nogdr or self.ev_unclear, self.ev_gdr, self.first_line) if e][
                 :2
             ],
@@ -266,6 +286,7 @@ class Proc:
         self.gdr_disabled = False
         self.ib_error = False  # a completion error from NCCL's IB transport (net_ib.cc)
         self.plugin_net_init_failed = False  # NCCL >= 2.28 "Failed to initialize NET plugin"
+        self.gdr_read0 = False  # NCCL < 2.13 "GPU Direct RDMA Enabled for GPU ... read 0": sends without GDR
         self.ranks = {}  # type: Dict[str, Rank]
 
     def put(self, name: str, value) -> None:
@@ -425,6 +446,7 @@ PROC_FLAGS = (
     "gdr_disabled",
     "ib_error",
     "plugin_net_init_failed",
+    "gdr_read0",
 )
 
 
@@ -433,6 +455,34 @@ def _shared(values: frozenset) -> frozenset:
     if len(_SHARED) >= _SHARED_MAX:
         _SHARED.clear()
     return _SHARED.setdefault(values, values)
+
+
+class Counted:
+    """Distinct keys counted, not kept: their hashes (one process makes and reads them), at most `most`;
+    past it the count is a floor (`full`)."""
+
+    def __init__(self, most: Optional[int] = None) -> None:
+        self.hashes = set()  # type: Set[int]
+        self.most, self.full = COUNTED_MAX if most is None else most, False
+
+    def add(self, key: tuple) -> None:
+        self.add_hash(hash(key))
+
+    def update(self, other: "Counted") -> None:
+        """Add what a scan worker counted (forked from this process: the same string hashes)."""
+        for h in other.hashes:
+            self.add_hash(h)
+        self.full = self.full or other.full
+
+    def add_hash(self, h: int) -> None:
+        if h not in self.hashes:
+            if len(self.hashes) >= self.most:
+                self.full = True
+            else:
+                self.hashes.add(h)
+
+    def __len__(self) -> int:
+        return len(self.hashes)
 
 
 class Facts:
@@ -459,13 +509,32 @@ class Facts:
         # NCCL lines pasted without their `host:pid:tid [dev]` head: a process of their own, never a rank,
         # read for the summary values and as counter-evidence, never as evidence for a rank
         self.headless = Proc("", "")
+        # the highest rank number a channel line names, and that line (file, lineno, text): past the world's
+        # size it is a line of another job (judge/world.py); line numbers shifted by `merge` itself
+        self.peer_top = None  # type: Optional[Tuple[int, Optional[str], int, str]]
+        self.host_first = {}  # type: Dict[str, Tuple[Optional[str], int, str]]  # host -> its first line
         self.made = [] if partial else None  # type: Optional[List[dict]]  # every evidence record made
         self.comms = {} if partial else None  # type: Optional[Dict[Rank, List[tuple]]]  # see _comm_fold
+        # past RANKS_MAX / PROCS_MAX (not in a partial): what is not kept is folded into these two, never
+        # reported, so the counts and first lines per kind are those of a fold that kept everything
+        self.capped = not partial
+        self.kept_ranks = 0
+        self.spill, self.spill_rank = Proc("", ""), Rank("", "", "")
+        self.ranks_not_kept, self.procs_not_kept = Counted(), Counted()
+        self.kept = None  # type: Optional[frozenset]  # keep_only
+
+    def keep_only(self, procs: frozenset) -> None:
+        """A partial: every process but these is spilled and counted (the parent is full and keeps these)."""
+        self.kept = procs
+
+    def full(self) -> bool:
+        """No process will be kept any more (only those kept already)."""
+        return self.capped and len(self.procs) >= PROCS_MAX
 
     # ------------------------------------------------------------------ folding
-    def _ev(self, event, cut: bool = False) -> dict:
+    def _ev(self, event, cut: bool = False, limit: int = TEXT_MAX) -> dict:
         """Every evidence record is made here: a partial lists them (`made`) for `merge` to shift."""
-        out = _ev(event, cut)
+        out = _ev(event, cut, limit)
         if self.made is not None:
             self.made.append(out)
         return out
@@ -484,13 +553,32 @@ class Facts:
             self.signature_counts[sid] = self.signature_counts.get(sid, 0) + 1
             lst = self.signature_evidence.setdefault(sid, [])
             if len(lst) < EVIDENCE_PER_KIND:
-                lst.append(self._ev(event_like))
+                lst.append(self._ev(event_like, limit=SIGNATURE_TEXT_MAX))
 
     def _rank(self, proc: Proc, event) -> Rank:
         r = proc.ranks.get(event.dev)
         if r is None:
-            r = proc.ranks[event.dev] = Rank(proc.host, proc.pid, event.dev)
-            r.first_line = self._ev(event)
+            r = self._new_rank(proc, event.host, event.pid, event.dev)
+            if r is not self.spill_rank:
+                r.first_line = self._ev(event)
+        return r
+
+    def _new_proc(self, host: str, pid: str) -> Proc:
+        """A process first seen: kept, or past PROCS_MAX counted and folded into `spill`."""
+        if (self.kept is not None and (host, pid) not in self.kept) or self.full():
+            self.procs_not_kept.add((host, pid))
+            return self.spill
+        p = self.procs[(host, pid)] = Proc(host, pid)
+        return p
+
+    def _new_rank(self, proc: Proc, host: str, pid: str, dev: str) -> Rank:
+        """A rank new to `proc`: kept, or past RANKS_MAX (or in a process not kept) counted and folded into
+        `spill_rank`."""
+        if proc is self.spill or (self.capped and self.kept_ranks >= RANKS_MAX):
+            self.ranks_not_kept.add((host, pid, dev))
+            return self.spill_rank
+        self.kept_ranks += 1
+        r = proc.ranks[dev] = Rank(host, pid, dev)
         return r
 
     def add(self, event, cut: bool = False) -> None:
@@ -519,7 +607,8 @@ class Facts:
         key = (event.host, event.pid)  # its process (every headed event: inline)
         p = self.procs.get(key)
         if p is None:
-            p = self.procs[key] = Proc(event.host, event.pid)
+            p = self._new_proc(event.host, event.pid)
+            self._host_seen(event.host, event.file, event.lineno, event.text)
         if p.only_spliced and not event.spliced:
             p.only_spliced = False
         if kind == "channel":
@@ -589,6 +678,10 @@ class Facts:
         elif kind == "gdr_disabled":
             p.gdr_disabled = True
             self._keep(kind, event)
+        elif kind == "gdr_enabled":
+            if d.get("read") == 0:
+                p.gdr_read0 = True
+                self._keep("gdr_read0", event)
         elif kind == "ofi_ndev":
             p.ofi = True
             p.put("ndev", d["ndev"])
@@ -601,9 +694,10 @@ class Facts:
             self._keep(kind, event)
         elif kind == "socket_if":
             self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1
-            if "Socket" not in p.internal_nets:
-                p.put("internal_nets", "Socket")
-                self._keep("internal_net", event)
+            p.put("internal_nets", "Socket")
+            # every such line is kept, not each process's first: a piece folded alone (Facts.merge) cannot
+            # know what the process printed before it
+            self._keep("internal_net", event)
         elif kind == "internal_net":
             p.put("internal_nets", d["name"])
             self._keep("internal_net", event)
@@ -617,8 +711,21 @@ class Facts:
             p.put("plugin_deps_missing", d["lib"])
             self._keep("plugin_dep_missing", event)
 
+    def _host_seen(self, host: str, file: Optional[str], lineno: int, text: str) -> None:
+        """Keep a host's first line (the first HOSTS_KEPT hosts): what a host without evidence did print."""
+        if host not in self.host_first and len(self.host_first) < HOSTS_KEPT:
+            self.host_first[host] = (file, lineno, text[:TEXT_MAX])
+
+    def _peer(self, rank: int, file: Optional[str], lineno: int, text: str) -> None:
+        """A channel line names `rank`: keep the highest rank named and its first line."""
+        top = self.peer_top
+        if top is None or rank > top[0]:
+            self.peer_top = (rank, file, lineno, text[:TEXT_MAX])
+
     def _channel(self, p: Proc, event, d: dict, cut: bool) -> None:
         r = self._rank(p, event)
+        if d.get("src") is not None and d.get("dst") is not None:
+            self._peer(max(d["src"], d["dst"]), event.file, event.lineno, event.text)
         transport = d.get("transport")
         if transport == "NET":
             self._net(p, r, event, d, cut)
@@ -643,15 +750,19 @@ class Facts:
         key = (host, pid)
         p = self.procs.get(key)
         if p is None:
-            p = self.procs[key] = Proc(host, pid)
+            p = self._new_proc(host, pid)
+            self._host_seen(host, file, base + run.first[0], run.first[1])
         p.only_spliced = False
         r = p.ranks.get(dev)
         if r is None:
-            r = p.ranks[dev] = Rank(host, pid, dev)
-            r.first_line = self._ev(Where(file, base + run.first[0], run.first[1]))
+            r = self._new_rank(p, host, pid, dev)
+            if r is not self.spill_rank:
+                r.first_line = self._ev(Where(file, base + run.first[0], run.first[1]))
         self._fold_run(p, r, file, base, run)
 
     def _fold_run(self, p: Proc, r: Rank, file: Optional[str], base: int, run: "NetRun") -> None:
+        if run.peer is not None:
+            self._peer(run.peer[0], file, base + run.peer[1], run.peer[2])
         for name in ("net", "net_unnamed", "net_proxied", "net_gdr", "net_pci", "net_nogdr", "net_unclear"):
             setattr(r, name, getattr(r, name) + run.counts[name])
         for name in run.names:
@@ -696,7 +807,7 @@ class Facts:
         if self.world_nranks is None or n > self.world_nranks:
             self.world_nranks = n
             self.world_ranks = set()
-        if n == self.world_nranks:
+        if n == self.world_nranks and len(self.world_ranks) < WORLD_RANKS_MAX:
             self.world_ranks.add(rank)
 
     def export(self) -> tuple:
@@ -714,13 +825,19 @@ class Facts:
             self.watchdog_ranks,
             self.crashes,
             self.made or [],
+            (self.peer_top, self.host_first),
+            (tuple(comms.get(self.spill_rank, ())), self.ranks_not_kept, self.procs_not_kept),
         )
 
     def merge(self, part: tuple, base: int) -> None:
         """Add `part` (`export` of a partial: the fold of the lines that follow those folded here, its line
         numbers counted from `base`): the result is the fold of all these lines in one pass. `part` is used
         up (its evidence records are shifted and taken)."""
-        states, headless, versions, counts, evidence, sig_counts, sig_evidence, watchdog, crashes, made = part
+        states, headless, versions, counts, evidence, sig_counts, sig_evidence, watchdog, crashes, made = (
+            part[:10]
+        )
+        self._merge_world(part[10], base)
+        spilled = part[11]  # what the range spilled (keep_only)
         for ev in made:  # the one place a partial's line numbers are shifted
             ev["line"] += base
         if self.made is not None:
@@ -730,9 +847,17 @@ class Facts:
             key = (state[0], state[1])
             p = procs.get(key)
             if p is None:
-                p = procs[key] = Proc(*key)
-            _merge(p, state, fold)
+                p = self._new_proc(*key)
+                if p is self.spill:
+                    self._spill_state(key, state[7])
+                    continue
+            _merge(p, state, fold, self._new_rank)
         _merge(self.headless, headless, fold)
+        spilled_comms, ranks_not_kept, procs_not_kept = spilled
+        for comm in spilled_comms:
+            fold(self.spill_rank, comm)
+        self.ranks_not_kept.update(ranks_not_kept)
+        self.procs_not_kept.update(procs_not_kept)
         self.headless_versions |= versions
         _add_kept(self.counts, self.evidence, counts, evidence)
         _add_kept(self.signature_counts, self.signature_evidence, sig_counts, sig_evidence)
@@ -741,6 +866,24 @@ class Facts:
                 break
             self.watchdog_ranks.add(rank)
         self.crashes.extend(crashes[: CRASHES_MAX - len(self.crashes)])
+
+    def _spill_state(self, key: Tuple[str, str], ranks: tuple) -> None:
+        """A process not kept (Proc.state's ranks): what a fold that kept it leaves outside it, nothing more
+        (the spill is never read): its ranks counted, its comm lines folded (the world's size and ranks)."""
+        host, pid = key
+        for rank in ranks:
+            self.ranks_not_kept.add((host, pid, rank[0]))
+            for comm in rank[6]:
+                self._comm_fold(self.spill_rank, comm)
+
+    def _merge_world(self, world: tuple, base: int) -> None:
+        """Add a later range's highest rank named and hosts' first lines (Facts.export's last part)."""
+        peer_top, host_first = world
+        if peer_top is not None:
+            rank, file, lineno, text = peer_top
+            self._peer(rank, file, base + lineno, text)
+        for host, (file, lineno, text) in host_first.items():
+            self._host_seen(host, file, base + lineno, text)
 
     def finalize(self) -> None:
         """Give spliced lines back to their process.
@@ -825,7 +968,7 @@ class Facts:
                 return None, f"{p.host}:{p.pid} has NET channels but printed no provider line"
             if r.net_unnamed:
                 return None, f"{p.host}:{p.pid} [{r.dev}] has a NET channel line cut before its network name"
-        silent = self.silent_rank()
+        silent = self.silent_rank() or self.not_kept_reason() or self.silent_host()
         if silent is not None:
             return None, silent
         return True, "%d rank(s) with %d NET channel(s), all via %s, provider efa" % (
@@ -860,9 +1003,39 @@ class Facts:
         )
 
     def silent_rank_evidence(self) -> List[dict]:
-        """The first line of the first silent rank (what it did print), for the check's evidence."""
+        """The first line of the first silent rank, else of the first silent host (what it did print), for
+        the check's evidence."""
         found = self._silent()
-        return [found[1].first_line] if found is not None and found[1].first_line else []
+        if found is not None:
+            return [found[1].first_line] if found[1].first_line else []
+        host = self.memo("silent_host", self._first_silent_host)
+        line = self.host_first.get(host) if host is not None else None
+        return [_ev(Where(*line))] if line is not None else []
+
+    def silent_host(self) -> Optional[str]:
+        """The first host (by name) none of whose processes shows an efa provider or a NET channel,
+        described with its first line; None if none.
+
+        Every host the log names must prove it: a host that printed one line (a process with no rank, no
+        provider) would otherwise ride on the other hosts' evidence (issue 23, item 1)."""
+        host = self.memo("silent_host", self._first_silent_host)
+        if host is None:
+            return None
+        line = self.host_first.get(host)
+        where = " (its first line: %s:%s)" % (line[0] or "<stdin>", line[1]) if line is not None else ""
+        return "host %s printed no provider line and no NET channel%s: its transport is not shown" % (
+            host,
+            where,
+        )
+
+    def _first_silent_host(self) -> Optional[str]:
+        shown, named = set(), set()
+        for p in self.procs.values():
+            named.add(p.host)
+            if p.host not in shown and (p.on_efa_evidence() or any(r.net for r in p.ranks.values())):
+                shown.add(p.host)
+        silent = sorted(named - shown)
+        return silent[0] if silent else None
 
     def gdr_verdict(self) -> Optional[bool]:
         return self._gdr()[0]
@@ -881,11 +1054,15 @@ class Facts:
             return False, "GDR disabled (a line without NCCL head)"
         total = gdr = nogdr = unclear = 0
         first_bad = None
+        sends = 0  # channels without /GDRDMA of ranks whose NCCL reads without GDR by design ('read 0')
         for p, r in self.all_ranks():
             total += r.net
             gdr += r.net_gdr
-            nogdr += r.net_nogdr
             unclear += r.net_unclear
+            if r.gdr(p.gdr_read0) is not False:
+                sends += r.net_nogdr
+                continue
+            nogdr += r.net_nogdr
             if r.net_nogdr and first_bad is None:
                 first_bad = f"{p.host}:{p.pid} [{r.dev}]"
         if nogdr:
@@ -903,17 +1080,31 @@ class Facts:
         for host in sorted(hosts):
             if not hosts[host]:
                 return None, f"host {host} printed no NET channel with /GDRDMA: GDR not shown there"
-        silent = self.silent_rank()
+        silent = self.silent_rank() or self.not_kept_reason() or self.silent_host()
         if silent is not None:
             return None, silent
+        if sends:
+            return True, (
+                "%d NET channel(s) use /GDRDMA; %d without it are sends of ranks whose NCCL printed 'GPU "
+                "Direct "
+                "RDMA Enabled ..., read 0' (receives over GDR, sends through host memory by design)"
+                % (gdr, sends)
+            )
         return True, "all %d NET channel(s) use /GDRDMA" % gdr
 
+    def gdr_read0_sends(self) -> int:
+        """NET channels without /GDRDMA that `gdr` counts as sends of ranks whose NCCL printed 'read 0'."""
+        return sum(
+            r.net_nogdr
+            for p, r in self.all_ranks()
+            if p.gdr_read0 and r.gdr(True) is not False and r.net_nogdr
+        )
+
     def _host_gdr_channels(self) -> Dict[str, int]:
-        """{host: NET channels with /GDRDMA} for every host that has a rank."""
+        """{host: NET channels with /GDRDMA} for every host the log names (one with no rank has none)."""
         out = {}  # type: Dict[str, int]
         for p in self.procs.values():
-            if p.ranks:
-                out[p.host] = out.get(p.host, 0) + sum(r.net_gdr for r in p.ranks.values())
+            out[p.host] = out.get(p.host, 0) + sum(r.net_gdr for r in p.ranks.values())
         return out
 
     def timed_out_ranks(self) -> Tuple[Optional[Set[int]], int]:
@@ -921,6 +1112,23 @@ class Facts:
         were kept depends on how the log was split, not on its order."""
         ranks = self.watchdog_ranks
         return (None if len(ranks) >= WATCHDOG_MAX else ranks), WATCHDOG_MAX
+
+    def not_kept(self) -> Tuple[int, int, bool]:
+        """(ranks, processes) counted past RANKS_MAX / PROCS_MAX and not kept, and whether those counts are
+        floors (more than COUNTED_MAX distinct ones)."""
+        ranks, procs = self.ranks_not_kept, self.procs_not_kept
+        return len(ranks), len(procs), ranks.full or procs.full
+
+    def not_kept_reason(self) -> Optional[str]:
+        """Why efa and gdr cannot be shown for every rank: ranks or processes past the cap, or None."""
+        ranks, procs, floor = self.not_kept()
+        if not ranks and not procs:
+            return None
+        return (
+            "%s%d rank(s) and %d process(es) past the first %d ranks (%d processes) were counted, not "
+            "kept: their evidence was not read"
+            % ("more than " if floor else "", ranks, procs, RANKS_MAX, PROCS_MAX)
+        )
 
     def coverage(self) -> Tuple[Optional[int], int]:
         """(world size as printed, how many of its ranks printed their init line)."""
@@ -943,8 +1151,14 @@ def _add_kept(counts: dict, evidence: dict, src_counts: dict, src_evidence: dict
         lst.extend(lines[: EVIDENCE_PER_KIND - len(lst)])
 
 
-def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple], None]] = None) -> None:
-    """Add a process's facts (Proc.state) to `into`; a rank new to `into` takes the state's whole.
+def _merge(
+    into: Proc,
+    state: tuple,
+    comm_fold: Optional[Callable[[Rank, tuple], None]] = None,
+    new_rank: Optional[Callable[[Proc, str, str, str], Rank]] = None,
+) -> None:
+    """Add a process's facts (Proc.state) to `into`; a rank new to `into` takes the state's whole
+    (`new_rank`, Facts.merge: the rank kept, or the spill where it is not).
 
     `comm_fold` (Facts.merge): the state is the fold of the lines after those `into` folded, of the same
     process; the result is one fold of both: what `add` caps (env, intra-node paths) capped in line order,
@@ -976,7 +1190,10 @@ def _merge(into: Proc, state: tuple, comm_fold: Optional[Callable[[Rank, tuple],
     for dev, counters, net_names, paths, firsts, comm, comms in ranks:
         mine = has.get(dev)
         if mine is None:
-            mine = has[dev] = Rank(host, pid, dev)
+            if new_rank is None:
+                mine = has[dev] = Rank(host, pid, dev)
+            else:
+                mine = new_rank(into, state[0], state[1], dev)
             if comm is not None:
                 for name, value in zip(Rank.COMM, comm):
                     setattr(mine, name, value)

@@ -13,7 +13,7 @@ see docs/validators.md for the list.
 """
 
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from validators.scan.prefix import strip_prefix
 
@@ -36,6 +36,9 @@ _GDR_DISABLED = re.compile(
     r"|does not support GDR|GDR support is not available",
     re.I,
 )
+# NCCL 2.4 src/transport/net.cc, 2.5-2.12 src/graph/paths.cc: "GPU Direct RDMA Enabled for GPU %lx / HCA %d
+# (distance %d <= %d), read %d" (read 0: sends go through host memory; receives use GDR)
+_GDR_ENABLED = re.compile(r"GPU Direct RDMA Enabled for [^,]*, read (\d)")
 _PLUGIN_INIT_FAILED = re.compile(
     r"NET/OFI .*initiali[sz]ation failed|NET/OFI Initializing plugin failed"
     r"|NET/OFI Unable to find a protocol that worked"
@@ -65,10 +68,10 @@ _CHANNEL_FRONT = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/(\d+))? : (-?\d+)(?:\[[0-9a-fA-Fx:.]*\])? -> (-?\d+)"
     r"(?:\[[0-9a-fA-Fx:.]*\])?(?: \[(send|receive)\])? via "
 )
-# a whole NET channel message with nothing after its tail: its network name, proxy, /GDRDMA and (PCI) as the
-# only groups (the front's groups made non-capturing: captures cost), read as `channel_line` reads it, in
-# one C match (analyze.prepare); any other message takes `channel_line`
-NET_CHANNEL_CLEAN = re.sub(r"(?<!\\)\((?!\?)", "(?:", _CHANNEL_FRONT.pattern) + (
+# a whole NET channel message with nothing after its tail: the two ranks it names, then its network name,
+# proxy, /GDRDMA and (PCI) as the only groups (the front's other groups made non-capturing: captures cost),
+# read as `channel_line` reads it, in one C match (analyze.prepare); any other message takes `channel_line`
+NET_CHANNEL_CLEAN = re.sub(r"(?<!\\)\((?![?-])", "(?:", _CHANNEL_FRONT.pattern) + (
     r"NET/([^/]+)/\d+(?:\((-?\d+)\))?(/GDRDMA)?(\(PCI\))?(?:/Shared)?\Z"
 )
 _NET_TAIL = re.compile(
@@ -81,6 +84,9 @@ _BUSID = re.compile(r"busId ([0-9a-fA-F]+)")
 _INIT_PHASE = re.compile(r"Init (COMPLETE|START)")
 _SOCKET_IF = re.compile(r"NET/Socket : Using (.*)")
 _IB_USING = re.compile(r"NET/IB ?: ?Using \[\d")
+# PyTorch's c10d (torch/csrc/distributed/c10d/NCCLUtils.hpp) ends "NCCL error in: <file>:<line>, <error>,
+# NCCL version <major>.<minor>.<patch>" with the version of the NCCL it loaded
+_QUOTED_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _WATCHDOG = re.compile(r"[Ww]atchdog caught collective operation timeout: (WorkNCCL\([^)]*\))?")
 _TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d+)\]")
 # nccl-tests src/common.h: printf("%s: Test NCCL failure %s:%d '%s / %s'\n", hostname, __FILE__,
@@ -109,8 +115,21 @@ def _is_error_text(text: str) -> bool:
     return ("rror" in text or "failure" in text) and _ERROR_LINE.search(text) is not None
 
 
-# Substrings that a line of interest must contain (the cheap prefilter before any regex).
-NEEDLES = ("NET", "WARN", "network", "ersion", " rank ", "atchdog", "error", "failure")
+# Substrings that a line of interest must contain (the cheap prefilter before any regex). "Bootstrap": the
+# first line every NCCL process prints (`Bootstrap : Using eth0:...`), read only to know its host, so that a
+# host that printed nothing else is named and must show its own evidence (issue 23, item 1)
+NEEDLES = (
+    "NET",
+    "WARN",
+    "network",
+    "ersion",
+    " rank ",
+    "atchdog",
+    "error",
+    "failure",
+    "Direct RDMA",
+    "Bootstrap",
+)
 
 
 class Event:
@@ -320,15 +339,20 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
             m = _VERSION.match(msg)
             if m:
                 return [("nccl_version", {"version": m.group(1), "cuda": m.group(2)})]
-        # a line pasted without its `host:pid:tid [dev]` still names provider, plugin and network
+        # a line pasted without its `host:pid:tid [dev]` (or with only `[dev]`) still names provider, plugin,
+        # network, NCCL's own Socket/IB transport and the NCCL version
         i = msg.find("NCCL INFO ")
         if i >= 0:
             msg = msg[i + 10 :]
-        if msg.startswith("NET/OFI ") or msg.startswith("Using network ") or msg.startswith("NET/Plugin"):
+        elif msg.startswith(_TEST_LOGGER):
+            msg = _test_logger_message(msg)
+        if msg.startswith(_HEADLESS_MESSAGES):
             return _classify_msg(msg, True)
         return None
     if msg.startswith("NET/OFI "):
         return _ofi(msg)
+    if msg.startswith("Bootstrap"):  # names its process's host, nothing more
+        return [("bootstrap", {})]
     if msg.startswith("NET/Plugin") or msg.startswith("Successfully loaded external"):
         m = _PLUGIN_LOADED.match(msg)
         if m:
@@ -393,6 +417,10 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         # NCCL >= 2.28 src/plugin/net.cc: external plugins are tried first and the loop stops at the first
         # one assigned, so any of these lines means the external (aws-ofi-nccl) plugin is not in use
         return [("plugin_net_init_failed", {"message": msg})]
+    if "GPU Direct RDMA Enabled" in msg:
+        m = _GDR_ENABLED.search(msg)
+        if m:
+            return [("gdr_enabled", {"read": int(m.group(1))})]
     if msg.startswith("NET/IB"):
         if _GDR_DISABLED.search(msg):
             return [("gdr_disabled", {"message": msg})]
@@ -412,6 +440,27 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
     if _GDR_DISABLED.search(msg):
         return [("gdr_disabled", {"message": msg})]
     return None
+
+
+# what a line without an NCCL head is read for (the rest needs the head: ranks, channels)
+_HEADLESS_MESSAGES = (
+    "NET/OFI ",
+    "Using network ",
+    "NET/Plugin",
+    "NET/Socket : Using",
+    "NET/IB",
+    "NCCL version ",
+)
+# aws-ofi-nccl's own test programs print through their logger: "WARN: Function: <f> Line: <n>: NET/OFI ..."
+# (tests/functional/functional_test.cpp; tests/test-common.h before 1.9)
+_TEST_LOGGER = ("WARN: Function: ", "INFO: Function: ", "TRACE: Function: ")
+
+
+def _test_logger_message(msg: str) -> str:
+    """The message of a line from aws-ofi-nccl's test logger (what follows `Line: <n>: `), or the line."""
+    j = msg.find(" Line: ")
+    k = msg.find(": ", j + 7) if j >= 0 else -1
+    return msg[k + 2 :] if k >= 0 else msg
 
 
 def channel_tail(via: str) -> Dict[str, object]:
@@ -435,6 +484,13 @@ def channel_line(msg: str) -> Optional[Dict[str, object]]:
     if _is_error_text(msg):
         return None
     return channel_tail(msg[m.end() :])
+
+
+def channel_ranks(msg: str) -> Optional[Tuple[int, int]]:
+    """The two ranks a channel message names (`Channel 00/0 : 3[1] -> 8[0] ...`: (3, 8)), None if it is none.
+    Why: a rank number at or past the world's size is a line of another job (judge/world.py)."""
+    m = _CHANNEL_FRONT.match(msg)
+    return None if m is None else (int(m.group(3)), int(m.group(4)))
 
 
 def clean_net_tail(
@@ -559,7 +615,10 @@ def _classify_plain(text: str, lineno: int, file, source) -> List[Event]:
     if "failure" in text or "exited on signal" in text or "srun: error" in text or "NCCL error in: " in text:
         crash = _crash(text, source)
         if crash is not None:
+            version = crash.pop("nccl_version", None)
             out.append(Event("crash", None, lineno, source, file, text, crash))
+            if version:  # PyTorch quotes the NCCL it runs: "..., NCCL version 2.21.5"
+                out.append(Event("nccl_version", None, lineno, source, file, text, {"version": version}))
     if _is_error_text(text):
         out.append(Event("error", None, lineno, source, file, text, {"message": text}))
     return out
@@ -599,7 +658,9 @@ def _crash(text: str, source: Optional[str]) -> Optional[Dict[str, object]]:
         kind = "network" if any(e in error for e in _NETWORK_ERRORS) else "crash"
         r = _TORCH_RANK.search(text, 0, i)
         rank = int(r.group(1)) if r else _launcher_rank(source)
+        quoted = _QUOTED_VERSION.search(rest)
         return {
+            "nccl_version": quoted.group(1) if quoted else None,
             "rank": rank,
             "host": None,
             "what": "NCCL error: " + error[:200],

@@ -20,19 +20,30 @@ def build_report(
     inputs: List[dict],
     instance_type: Optional[str] = None,
     nodes: Optional[int] = None,
+    fabric: Optional[str] = None,
+    replay: bool = False,
 ) -> dict:
-    """Assemble the report dict from folded facts and nccl-tests objects."""
+    """Assemble the report dict from folded facts and nccl-tests objects (`fabric`: a declared fabric, see
+    verdict.judge_provider; `replay`: the log holds the replay stand-in's mark)."""
     facts.finalize()
     with facts.reading():
-        return _build(facts, tests, inputs, instance_type, nodes)
+        return _build(facts, tests, inputs, instance_type, nodes, fabric, replay)
 
 
 def _build(
-    facts: Facts, tests: List[dict], inputs: List[dict], instance_type: Optional[str], nodes: Optional[int]
+    facts: Facts,
+    tests: List[dict],
+    inputs: List[dict],
+    instance_type: Optional[str],
+    nodes: Optional[int],
+    fabric: Optional[str] = None,
+    replay: bool = False,
 ) -> dict:
     with_rows = [t for t in tests if t.get("rows")]
     nccl_tests = (with_rows or tests or [None])[0]
-    decided = decide(facts, nccl_tests, instance_type, nodes, get_profile, judge)
+    decided = decide(
+        facts, nccl_tests, instance_type, nodes, get_profile, judge, fabric=fabric, replay=replay
+    )
     if len(tests) > 1:
         decided["findings"].append(
             {
@@ -120,7 +131,7 @@ def _hosts(facts: Facts) -> List[dict]:
         effs = [p.efa_for(r) for p in procs for r in p.ranks.values() if r.net] or [None]
         bad = [why for why in (p.counter_efa() for p in procs) if why]
         entry["efa"] = False if bad or False in effs else (True if all(e is True for e in effs) else None)
-        gdrs = [r.gdr() for r in ranks if r.net] or [None]
+        gdrs = [r.gdr(p.gdr_read0) for p in procs for r in p.ranks.values() if r.net] or [None]
         if any(p.gdr_disabled for p in procs) or False in gdrs:
             entry["gdr"] = False
         else:

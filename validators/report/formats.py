@@ -6,6 +6,8 @@ Stdlib only, made inside the image as the JSON is; they read the report dict, ne
 import xml.etree.ElementTree as ET
 from typing import List
 
+from validators.judge.causes import lead_sentence
+
 
 # --------------------------------------------------------------------------- JUnit
 def to_junit(report: dict) -> str:
@@ -61,6 +63,9 @@ _ICON = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}
 def to_markdown(report: dict) -> str:
     """A short summary for a CI step summary: verdict, key facts, checks, findings."""
     lines = ["## NCCL/EFA validation: **{}**".format(_ICON.get(report["verdict"], report["verdict"])), ""]
+    lead = lead_sentence(report.get("findings") or [])
+    if lead:
+        lines += [f"**{_md_all(lead[:1].upper() + lead[1:])}**", ""]
     plugin = report.get("plugin") or {}
     facts = [
         ("EFA", _human(report.get("efa"))),
@@ -98,6 +103,8 @@ def to_markdown(report: dict) -> str:
             lines.append(
                 "- **{}** ({}): {}".format(f["id"], f["severity"], _md(f.get("message") or f.get("title")))
             )
+            if f.get("caused_by"):
+                lines.append("  - caused by: **{}**".format(f["caused_by"]))
             for e in (f.get("evidence") or [])[:2]:
                 lines.append("  - `{}:{}` `{}`".format(e.get("file"), e.get("line"), _code(e.get("text"))))
             if f.get("remedy"):
@@ -111,7 +118,11 @@ def _human(v) -> str:
 
 
 def _md(v) -> str:
-    return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")[:300]
+    return _md_all(v)[:300]
+
+
+def _md_all(v) -> str:
+    return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")
 
 
 def _code(v) -> str:

@@ -216,11 +216,14 @@ def compare(
     commands: Iterable[str],
     here: str,
 ) -> Tuple[str, List[str], List[str]]:
-    """(status pass|fail|unknown, contradictions, what agreed) between the launch and the log's claims.
+    """(status pass|fail|unknown, contradictions or, when unknown, what fell short, what agreed) between the
+    launch and the log's claims.
 
     `claims`: host -> pids from NCCL line heads; `world`: the world size NCCL printed; `pids`: the run's
-    local processes; `commands`: their names; `here`: this host as NCCL prints it."""
-    bad, good = [], []  # type: List[str], List[str]
+    local processes; `commands`: their names; `here`: this host as NCCL prints it. Fewer ranks or hosts in
+    the log than the launch started is never a pass (issue 23, item 1): output is missing, or the log is
+    another job's."""
+    bad, good, fewer = [], [], []  # type: List[str], List[str], List[str]
     hosts = sorted(claims)
     if not hosts:
         return "unknown", [], []
@@ -229,11 +232,16 @@ def compare(
     most = max(x for x in (world, ranks_seen, 0) if x is not None)
     if launch.world is not None and most > launch.world:
         bad.append("the log claims %d ranks; %s starts %d" % (most, launch.said, launch.world))
+    elif launch.world is not None and world is not None and world < launch.world:
+        fewer.append("the log's world is %d ranks; %s starts %d" % (world, launch.said, launch.world))
     elif launch.world is not None and world is not None:
         good.append("world size %d" % world)
     if launch.nhosts is not None and launch.local is not True and len(hosts) > launch.nhosts:
         bad.append("the log claims %d hosts (%s); %s spans %d" % (len(hosts), few(hosts), launch.said,
                                                                  launch.nhosts))  # fmt: skip
+    elif launch.nhosts is not None and launch.local is not True and len(hosts) < launch.nhosts:
+        fewer.append("the log claims %d host(s) (%s); %s spans %d" % (len(hosts), few(hosts), launch.said,
+                                                                      launch.nhosts))  # fmt: skip
     elif launch.nhosts is not None and launch.local is not True:
         good.append("%d host(s)" % len(hosts))
     if launch.local is True and others:
@@ -252,4 +260,6 @@ def compare(
             good.append("pids on %s" % host)
     if bad:
         return "fail", bad, good
+    if fewer:
+        return "unknown", fewer, good
     return ("pass" if good else "unknown"), [], good

@@ -1,7 +1,9 @@
 """Finds every local process a run started, also those that left its process group, so none outlives it.
 
 A launcher's children can leave the process group the runner kills (`setsid`, a shell's `set -m`) and
-hide by a double fork (their parent exits, so the kernel gives them a new one). Three nets catch them:
+hide by a double fork (their parent exits, so the kernel gives them a new one). Where a cgroup v2 can be
+made, the run's own holds them all (validators/run/cgroup.py: an exact list, and `cgroup.kill`). Besides it,
+and where none can be made, three nets catch them:
 - this process becomes a child subreaper (Linux `prctl(PR_SET_CHILD_SUBREAPER)`, kernel >= 3.4): an
   orphan below it is re-parented to it, never to init, so it stays a descendant;
 - the launcher's process group and every descendant of the launcher;
@@ -12,11 +14,17 @@ Linux /proc only; elsewhere the process group is all that is known.
 
 import ctypes
 import os
+import signal
 import sys
+import time
 import uuid
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from validators.run.cgroup import RunCgroup
+
 MARK_VAR = "VALIDATORS_RUN_ID"
+CONFIRM_WALKS = 3  # empty tree walks in a row before the run counts as ended (then the marker scan too)
+MAX_ENDED = 4096  # pids remembered as ended by the runner (the rest are counted)
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
@@ -128,14 +136,23 @@ class Tracker:
     """The live processes of one run: the launcher's group, its descendants, orphans this process
     adopted after the run began, and processes that carry the run's marker."""
 
-    def __init__(self, launcher: int, mark: str, adopted_before: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        launcher: int,
+        mark: str,
+        adopted_before: Iterable[int] = (),
+        group: Optional[RunCgroup] = None,
+    ) -> None:
         self.launcher = launcher
+        self.group = group  # the run's cgroup v2, where one could be made: its list is exact
         self.me = os.getpid()
         self.before = set(adopted_before)  # children of this process that are not the run's
         self.needle = ("%s=%s\0" % (MARK_VAR, mark)).encode()
         self.seen = set()  # type: Set[int]  # every pid found in the run, for claims about pids
         self.commands = set()  # type: Set[str]  # their command names (comm)
         self.escaped = set()  # type: Set[int]  # found outside the launcher's process group
+        self.ended = set()  # type: Set[int]  # pids the runner signalled (at most MAX_ENDED)
+        self.ended_count = 0
 
     @staticmethod
     def children_now() -> Set[int]:
@@ -170,14 +187,40 @@ class Tracker:
                 found.add(pid)
         return self._live({pid: table[pid] for pid in found}, with_launcher)
 
-    def census(self) -> List[int]:
+    def live(self, with_launcher: bool = True) -> List[int]:
+        """The run's live pids, empty only when CONFIRM_WALKS tree walks in a row and then the marker scan
+        found none. A chain whose generations fork, start a new session and exit lives a millisecond per
+        pid: a scan of the whole /proc table reads its pid after it is gone and never sees the next one, so
+        it ran on after the runner (issue 23). As this process is their subreaper, each generation is a
+        child of it or of the one before: a walk of the run's tree (a few small files) sees it, and SIGKILL
+        landing during its fork ends the chain."""
+        if self.group is not None:
+            found = self._in_group(with_launcher)
+            if found:
+                return found
+        for _ in range(CONFIRM_WALKS):
+            found = self.census(with_launcher)
+            if found:
+                return found
+            time.sleep(0.002)
+        return self.members(with_launcher)
+
+    def _in_group(self, with_launcher: bool) -> List[int]:
+        found = {}  # type: Dict[int, Entry]
+        for pid in self.group.pids() if self.group is not None else ():
+            entry = _stat(pid)
+            if entry is not None:
+                found[pid] = entry
+        return self._live(found, with_launcher)
+
+    def census(self, with_launcher: bool = True) -> List[int]:
         """members(marked=False) found by walking the run's own process tree (/proc/PID/task/*/children):
         the cost grows with the run's processes, not the host's. With 128 runs at once (a sweep round),
         each listing every process of the host 4 times a second took both cores of a small head node.
         Only while this process is a subreaper: then nothing of the run's leaves its tree (an orphan comes
         back to it). Elsewhere, or without the children files, the whole table as members() reads it."""
         if not (is_subreaper() and children_files()):
-            return self.members(marked=False)
+            return self.members(with_launcher, marked=False)
         roots = [self.launcher] + [
             p for p in children_of(self.me) if p != self.launcher and p not in self.before
         ]
@@ -192,7 +235,7 @@ class Tracker:
                 continue
             found[pid] = entry
             stack.extend(children_of(pid))
-        return self._live(found, with_launcher=True)
+        return self._live(found, with_launcher)
 
     def _live(self, found: Dict[int, Entry], with_launcher: bool) -> List[int]:
         """The live pids among `found`, recorded (seen, commands, escaped); adopted zombies reaped."""
@@ -213,8 +256,12 @@ class Tracker:
         return live
 
     def signal(self, pids: List[int], sig: int) -> None:
-        """Signal each member, and the launcher's whole group (what /proc may not show)."""
+        """Signal each member, and the launcher's whole group (what /proc may not show); each is recorded."""
         for pid in pids:
+            if pid not in self.ended:
+                self.ended_count += 1
+                if len(self.ended) < MAX_ENDED:
+                    self.ended.add(pid)
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -223,6 +270,8 @@ class Tracker:
             os.killpg(self.launcher, sig)
         except (ProcessLookupError, PermissionError):
             pass
+        if sig == signal.SIGKILL and self.group is not None:
+            self.group.kill(wait=0)  # and what forked since the list was made
 
     def reap_adopted(self) -> None:
         """Collect adopted orphans that have exited (never the launcher: subprocess waits for it)."""

@@ -11,7 +11,7 @@ from validators.judge.shortlist import few as names
 from validators.judge.shortlist import ranges
 from validators.report.contract import EXIT_BY_VERDICT, SCHEMA
 from validators.run import launchcheck
-from validators.run.runner import RunResult
+from validators.run.runner import OUTPUT_LIMIT, RunResult
 
 HANG_REMEDY = (
     "find the node by elimination: `python -m validators run --pairwise HOST... -- mpirun -H {hosts} ...`; "
@@ -22,6 +22,7 @@ HANG_REMEDY = (
 REPORT_TAILS = 64  # ranks whose last lines the report carries (the quietest first): bounded at any scale
 EVIDENCE_RANKS = 16  # ranks whose last lines are a finding's evidence
 LIST_CAP = 64  # rank numbers listed in a finding; the rest are counted and given as ranges
+TAIL_TEXT = 1024  # characters of each last line in the report (a 64 KiB line x 8 x 64 ranks would be 32 MiB)
 
 
 def empty_report(instance_type: Optional[str], nodes: Optional[int]) -> Dict[str, Any]:
@@ -77,10 +78,10 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         if state.host is not None:
             entry["host"] = state.host
         if rank in tailed:
-            entry["last_lines"] = [text for _n, text in state.last]
+            entry["last_lines"] = [text[:TAIL_TEXT] for _n, text in state.last]
         ranks.append(entry)
     return {
-        "command": result.argv,
+        "command": result.redactor.argv(result.argv),
         "launcher": result.kind,
         "notes": result.notes,
         "exit_code": result.returncode,
@@ -92,9 +93,21 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
         "lines": result.lines,
         "partial_line": result.partial_line,
         "cut_lines": result.cut_lines,
+        "long_lines": result.long_lines,
+        "output_bytes": result.output_bytes,
+        "dropped_bytes": result.dropped_bytes,
+        "max_output_bytes": result.max_output,
+        "max_line_bytes": result.max_line,
         "leftover_pids": result.leftovers,
         "escaped_pids": result.escaped,
         "subreaper": result.subreaper,
+        # how the run's processes were found: the tree this process adopts orphans into, and the marker
+        # variable every descendant inherits; ended until a walk and a scan in a row find none
+        "tracking": ("cgroup v2 %s, " % result.cgroup if result.cgroup else "")
+        + ("subreaper tree walk and marker scan" if result.subreaper else "marker scan"),
+        "cgroup": result.cgroup,
+        "ended_pids": result.ended[:LIST_CAP],
+        "ended_count": result.ended_count,
         # the replay stand-in announced itself: every report made from this one must say REPLAY
         "replay": result.replay,
         "failed_ranks": [
@@ -110,8 +123,24 @@ def run_facts(result: RunResult) -> Dict[str, Any]:
 def run_findings(result: RunResult) -> List[Dict[str, Any]]:
     """Findings that come from how the run ended rather than from what NCCL printed."""
     findings = []
-    if result.killed is not None:
+    if result.killed == OUTPUT_LIMIT:
+        findings.append(_output_limit(result))
+    elif result.killed is not None:
         findings.append(_hang(result))
+    if result.long_lines:
+        findings.append(
+            {
+                "id": "long-lines",
+                "severity": "warning",
+                "message": "%d line(s) longer than %d bytes: each keeps its first %d bytes (marked cut), "
+                "%d byte(s) of output were not kept" % (
+                    result.long_lines, result.max_line, result.max_line, result.dropped_bytes
+                ),
+                "evidence": [],
+                "remedy": "a program that prints without newlines (a progress bar, binary data) floods "
+                "the log: redirect it, or print lines",
+            }
+        )  # fmt: skip
     failed = result.failed_ranks()
     if result.killed is None and result.returncode not in (0, None):
         if failed:
@@ -150,18 +179,21 @@ def run_findings(result: RunResult) -> List[Dict[str, Any]]:
                 "id": "leftover-processes",
                 "severity": "warning",
                 "message": "the command left %d process(es) running after it ended (pids %s)%s;"
-                " the runner ended them"
+                " the runner ended %d process(es) (pids %s)"
                 % (
                     len(result.leftovers),
                     names([str(p) for p in result.leftovers], 10),
                     "; %d had left its process group (setsid or a double fork)" % len(result.escaped)
                     if result.escaped
                     else "",
+                    result.ended_count,
+                    names([str(p) for p in result.ended], 10),
                 ),
                 "evidence": [],
                 "remedy": "a launcher should wait for its ranks; check for daemonised children",
                 "pids": result.leftovers[:LIST_CAP],
                 "escaped_pids": result.escaped[:LIST_CAP],
+                "ended_pids": result.ended[:LIST_CAP],
             }
         )
     if result.partial_line and result.killed is None:
@@ -186,6 +218,23 @@ def run_findings(result: RunResult) -> List[Dict[str, Any]]:
             }
         )
     return findings
+
+
+def _output_limit(result: RunResult) -> Dict[str, Any]:
+    return {
+        "id": "output-limit",
+        "severity": "error",
+        "message": "the command printed more than %d bytes (the cap on the log): the run was ended (%s to "
+        "its processes); the first %d bytes are kept and judged, %d were not read"
+        % (
+            result.max_output,
+            (result.kill_signal or "none").upper(),
+            result.max_output,
+            max(0, result.output_bytes - result.max_output),
+        ),
+        "evidence": _all_tails(result, 2),
+        "remedy": "print less (NCCL_DEBUG=INFO, not TRACE; no per-step debug output), or raise --max-output",
+    }
 
 
 def _hang(result: RunResult) -> Dict[str, Any]:
@@ -291,6 +340,8 @@ def launch_findings(
     )
     if good:
         detail += "; agree: " + ", ".join(good)
+    if bad and status == "unknown":
+        detail += "; short: " + "; ".join(bad)
     findings = []
     if result.replay:
         findings.append(replay_finding(bad))
@@ -313,8 +364,8 @@ def launch_findings(
             {
                 "id": "launch-unverified",
                 "severity": "warning",
-                "message": "the log's ranks and hosts could not be checked against the launch (%s)"
-                % launch.said,
+                "message": "the log's ranks and hosts could not be checked against the launch (%s)%s"
+                % (launch.said, ": " + "; ".join(bad) if bad else ""),
                 "evidence": [],
                 "remedy": "run mpirun, srun or torchrun directly under `validators run`, or give --nodes N",
             }
@@ -384,8 +435,9 @@ def combine(
             verdict = "fail"
         elif verdict == "pass" and check["status"] == "unknown" and not result.replay:
             verdict = "unknown"
-    report["checks"] = checks
-    report["findings"] = findings + list(report.get("findings") or [])
+    report["checks"] = result.redactor.tree(checks)  # a detail may quote the command line
+    # the lines were masked as they arrived; messages built from the command line are masked here
+    report["findings"] = result.redactor.tree(findings + list(report.get("findings") or []))
     if not ended_ok:
         verdict = "fail"
     elif parse_error is not None and verdict != "fail":
@@ -393,7 +445,7 @@ def combine(
     if verdict not in EXIT_BY_VERDICT:
         verdict = "unknown"
     report["verdict"] = verdict
-    report["run"] = run_facts(result)
+    report["run"] = result.redactor.tree(run_facts(result))
     if result.replay:
         report["replay"] = True
     report.setdefault("instance_type", instance_type)

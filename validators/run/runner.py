@@ -22,10 +22,13 @@ import time
 from typing import IO, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from validators.report.contract import REPLAY_MARK  # the stand-in's first line: the output is a recording
+from validators.report.redact import Redactor, redact_text, secret_values
 from validators.run import launchers, reaper
+from validators.run.cgroup import RunCgroup
 from validators.run.watchdog import Watchdog, end_all
 
-MAX_LINE = 64 * 1024  # a longer line without a newline is cut here (kept, marked)
+MAX_LINE = 64 * 1024  # a longer line keeps its first MAX_LINE bytes (marked cut); the rest is counted
+MAX_OUTPUT = 512 * 1024 * 1024  # bytes of output read: past it the run is ended (a 1024-node init is 64 MB)
 TAIL = 8  # last lines kept per rank, for the hang report
 LAUNCHER_KEEP = 200  # launcher messages kept for naming failed ranks
 DRAIN_AFTER_EXIT = 2.0  # seconds a finished launcher's children may take to end by themselves
@@ -36,6 +39,7 @@ MAX_CLAIM_HOSTS = 16384  # hosts remembered from the log's NCCL line heads
 MAX_PIDS_PER_HOST = 256
 MAX_HEADS = 1 << 17
 WATCHDOG_ABORT = "abort"
+OUTPUT_LIMIT = "output-limit"  # RunResult.killed when the output passed its cap
 _NCCL_HEAD = re.compile(r"([^\s:\[\]]+):(\d+):\d+ \[\d+\] NCCL (?:INFO|WARN)")
 _END = object()
 
@@ -64,18 +68,26 @@ class RunResult:
         self.kind = kind
         self.notes = []  # type: List[str]
         self.returncode = None  # type: Optional[int]
-        self.killed = None  # type: Optional[str]  # watchdog.IDLE / watchdog.TIMEOUT
+        self.killed = None  # type: Optional[str]  # watchdog.IDLE / watchdog.TIMEOUT / OUTPUT_LIMIT
         self.kill_signal = None  # type: Optional[str]
         self.duration_s = 0.0
         self.silent_s = 0.0
         self.lines = 0
         self.partial_line = False
         self.cut_lines = 0
+        self.long_lines = 0  # lines longer than max_line: their first max_line bytes kept
+        self.dropped_bytes = 0  # bytes of output not kept: long lines' tails, output past max_output
+        self.output_bytes = 0  # bytes the command printed (as far as the runner saw)
+        self.max_output = MAX_OUTPUT
+        self.max_line = MAX_LINE
         self.ranks = {}  # type: Dict[Optional[int], RankState]
         self.launcher_lines = collections.deque(maxlen=LAUNCHER_KEEP)  # type: Deque[str]
         self.leftovers = []  # type: List[int]
         self.escaped = []  # type: List[int]  # leftovers that had left the launcher's process group
+        self.ended = []  # type: List[int]  # processes the runner signalled, the launcher left out (capped)
+        self.ended_count = 0
         self.subreaper = False
+        self.cgroup = None  # type: Optional[str]  # the run's cgroup v2, where one could be made
         self.seen_pids = set()  # type: Set[int]  # local processes of the run, as the census saw them
         self.commands = set()  # type: Set[str]  # their command names
         self.claims = {}  # type: Dict[str, Set[int]]  # host -> pids, from the NCCL line heads
@@ -84,6 +96,7 @@ class RunResult:
         self.log = None  # type: Optional[str]
         self.timeout = None  # type: Optional[float]
         self.idle_timeout = None  # type: Optional[float]
+        self.redactor = Redactor()  # the run's secrets: every line and report field passes through it
 
     def failed_ranks(self) -> List[launchers.RankExit]:
         return launchers.failed_ranks(list(self.launcher_lines))
@@ -114,8 +127,8 @@ def resolve(argv: Sequence[str]) -> str:
     found = shutil.which(prog)
     if found is None:
         if os.sep in prog and os.path.exists(prog):
-            raise NotStarted("launcher %r is not executable" % prog)
-        raise NotStarted("launcher %r not found on PATH" % prog)
+            raise NotStarted(redact_text("launcher %r is not executable" % prog))
+        raise NotStarted(redact_text("launcher %r not found on PATH" % prog))
     return found
 
 
@@ -194,35 +207,47 @@ def run_command(
     rank_logs: Optional[str] = None,
     spool_dir: Optional[str] = None,
     nice: int = 0,
+    max_output: int = MAX_OUTPUT,
+    max_line: int = MAX_LINE,
+    use_cgroup: bool = True,
 ) -> RunResult:
     """Run argv to its end or until the watchdog ends it; every line goes to log, echo and on_lines
     (a batch per chunk read), behind the command, which writes to a spool file at its own speed.
 
     `nice` > 0 lowers the CPU priority of the reader's thread (not the watchdog's): on a busy node the
-    job's ranks come first."""
+    job's ranks come first. Output past `max_output` bytes ends the run (OUTPUT_LIMIT) and is not read;
+    a line keeps its first `max_line` bytes: the log, the disk and the time to read are bounded."""
     result = RunResult(list(argv), kind)
     result.timeout, result.idle_timeout = timeout, idle_timeout
+    result.max_output, result.max_line = max_output, max_line
     dog = Watchdog(timeout, idle_timeout)
     mark = reaper.new_mark()
     env = dict(os.environ if env is None else env)
     env[reaper.MARK_VAR] = mark
+    result.redactor = Redactor(secret_values(env))
     was_subreaper = reaper.is_subreaper()
     result.subreaper = was_subreaper or reaper.set_subreaper(True)
     before = reaper.Tracker.children_now()
+    group = RunCgroup.make("validators-run-" + mark) if use_cgroup else None
+    result.cgroup = group.path if group is not None else None
     wfd, rfd = _spool(spool_dir)
     try:
         proc = subprocess.Popen(
             list(argv), stdout=wfd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=group.join if group is not None else None,
         )  # fmt: skip
     except OSError as err:
         os.close(rfd)
+        if group is not None:
+            group.remove()
         if not was_subreaper:
             reaper.set_subreaper(False)
-        raise NotStarted("launcher %r could not start: %s" % (argv[0], err.strerror or err)) from None
+        raise NotStarted(
+            redact_text("launcher %r could not start: %s" % (argv[0], err.strerror or err))
+        ) from None
     finally:
         os.close(wfd)
-    tracker = reaper.Tracker(proc.pid, mark, before)
+    tracker = reaper.Tracker(proc.pid, mark, before, group)
     handlers = _interrupt_on_termination()
     arrivals = collections.deque()  # type: Deque[Tuple[int, float]]  # (spool size, when it was seen)
     done, abort = threading.Event(), threading.Event()
@@ -249,11 +274,15 @@ def run_command(
         reading.join()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        if group is not None:
+            group.kill()  # nothing is left by now; were anything, it ends here, before the cgroup goes
+            group.remove()
         if not was_subreaper:
             reaper.set_subreaper(False)
         os.close(rfd)
         reader.close()
     result.returncode = proc.returncode
+    result.dropped_bytes += max(0, result.output_bytes - result.max_output)  # never read
     result.duration_s = round(dog.elapsed(), 3)
     if result.killed is None:
         result.silent_s = dog.silent_for()
@@ -280,6 +309,10 @@ def _read(
                 arrivals.popleft()
             if arrivals:
                 end, when = arrivals[0]
+                end = min(end, reader.result.max_output)  # past the cap nothing is read
+                if end <= offset:
+                    arrivals.popleft()
+                    continue
                 chunk = os.pread(rfd, min(end - offset, CHUNK), offset)
                 if not chunk:  # the file shrank under us: nothing more can be read
                     return
@@ -336,6 +369,7 @@ def _watch(
             dog.output()
             arrivals.append((size, dog.elapsed()))
             seen = size
+            result.output_bytes = size
 
     def reap() -> None:
         proc.poll()
@@ -346,31 +380,35 @@ def _watch(
         while proc.poll() is None:
             sample()
             reason = WATCHDOG_ABORT if abort.is_set() else dog.expired()
+            if reason is None and seen > result.max_output:
+                reason = OUTPUT_LIMIT
             if reason is not None:
                 if reason != WATCHDOG_ABORT:
                     result.killed = reason
                     result.silent_s = dog.silent_for()
-                result.kill_signal = end_all(tracker.members, grace, reap, tracker.signal)
+                result.kill_signal = end_all(tracker.live, grace, reap, tracker.signal)
                 break
             if dog.elapsed() >= next_census:  # which pids are the run's: the claims in its log are checked
                 tracker.census()
                 next_census = dog.elapsed() + CENSUS_EVERY
             time.sleep(TICK)
         stop = time.monotonic() + DRAIN_AFTER_EXIT  # a finished launcher's children may still be ending
-        while not abort.is_set() and time.monotonic() < stop and tracker.members(with_launcher=False):
+        while not abort.is_set() and time.monotonic() < stop and tracker.live(with_launcher=False):
             sample()
             time.sleep(TICK)
-        left = tracker.members(with_launcher=False)
+        left = tracker.live(with_launcher=False)
         if left:
             result.leftovers = left
             result.escaped = sorted(set(left) & tracker.escaped)
-            end_all(tracker.members, grace, reap, tracker.signal)
+            end_all(tracker.live, grace, reap, tracker.signal)
         proc.wait()
         tracker.reap_adopted()
         sample()
     finally:
         result.seen_pids = set(tracker.seen) | {proc.pid}
         result.commands = set(tracker.commands)
+        result.ended = sorted(tracker.ended - {proc.pid})
+        result.ended_count = tracker.ended_count - (proc.pid in tracker.ended)
         done.set()
 
 
@@ -394,21 +432,45 @@ class _Reader:
         self.reassembler = launchers.Reassembler() if kind in ("mpirun", "plain") else None
         self.rank_files = {}  # type: Dict[Optional[int], IO[str]]
         self.pending = b""
+        self.skipping = False  # in the dropped tail of a line longer than max_line
         self.batch = []  # type: List[str]
         self.when = 0.0
         self.heads = set()  # type: Set[str]  # `host:pid:tid` heads already claimed (bounded)
 
     def take(self, chunk: bytes, when: float) -> None:
-        """A chunk of output that had arrived by `when` (seconds since the start)."""
+        """A chunk of output that had arrived by `when` (seconds since the start). A line longer than
+        max_line keeps its head; its tail is skipped by one search for the newline, never split into lines."""
         self.when = when
+        result = self.result
+        if self.skipping:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                result.dropped_bytes += len(chunk)
+                self._flush()
+                return
+            result.dropped_bytes += newline
+            chunk = chunk[newline + 1 :]
+            self.skipping = False
+        limit = result.max_line
         parts = (self.pending + chunk).split(b"\n")
         self.pending = parts.pop()
         for part in parts:
-            self.emit(part)
-        while len(self.pending) > MAX_LINE:
-            self.emit(self.pending[:MAX_LINE], cut=True)
-            self.pending = self.pending[MAX_LINE:]
+            if len(part) > limit:
+                self._long(part)
+            else:
+                self.emit(part)
+        if len(self.pending) > limit:
+            self._long(self.pending)
+            self.pending = b""
+            self.skipping = True
         self._flush()
+
+    def _long(self, part: bytes) -> None:
+        """A line past max_line: its head, marked cut; the rest counted as dropped."""
+        result = self.result
+        result.long_lines += 1
+        result.dropped_bytes += len(part) - result.max_line
+        self.emit(part[: result.max_line], cut=True)
 
     def emit(self, raw: bytes, cut: bool = False) -> None:
         text = raw.decode("utf-8", "replace").rstrip("\r")
@@ -419,12 +481,17 @@ class _Reader:
             self.line(logical, cut)
 
     def line(self, text: str, cut: bool) -> None:
-        """One line as the rank printed it: counted, kept in the log, tailed per rank, parsed."""
+        """One line as the rank printed it, its secrets masked: counted, kept in the log, tailed per rank,
+        parsed (nothing after this sees the secret)."""
         result = self.result
         result.lines += 1
         if cut:
             result.cut_lines += 1
         rank, body = self.tag(text)
+        masked = result.redactor.line(text, rank)
+        if masked != text:
+            text = masked
+            rank, body = self.tag(text)
         state = result.ranks.get(rank)
         if state is None:
             state = result.ranks[rank] = RankState()
@@ -466,6 +533,7 @@ class _Reader:
     def close(self) -> None:
         """The end of the output: a line cut short is kept (and marked), every file closed."""
         result = self.result
+        result.partial_line = self.skipping  # the output ended in a long line's dropped tail
         if self.pending:
             result.partial_line = True
             self.emit(self.pending, cut=True)

@@ -85,7 +85,8 @@ def end_all(
     reap: Callable[[], None] = lambda: None,
     send: Optional[Callable[[List[int], int], None]] = None,
 ) -> str:
-    """SIGTERM every member, wait up to `grace` seconds, then SIGKILL (again each round: one may fork).
+    """SIGTERM every member, wait up to `grace` seconds, then SIGKILL until none is left (each round lists
+    them again: one may have forked; a round follows the last at once, so a fork-and-exit chain is caught).
 
     `reap` is called while waiting so the caller can collect its own children (a zombie leader keeps
     a group alive). Returns 'none' (nothing was alive), 'term' or 'kill': the strongest signal it took."""
@@ -107,7 +108,7 @@ def end_all(
         if not alive:
             break
         send(alive, signal.SIGKILL)
-        time.sleep(0.02)
+        time.sleep(0.002)
     return "kill"
 
 

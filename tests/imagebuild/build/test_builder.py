@@ -342,3 +342,94 @@ def test_ctrl_c_leaves_no_half_tagged_image(built, mirror, docker_client, tmp_pa
         if proc.poll() is None:
             proc.kill()
         shutil.rmtree(out / "slow")
+
+
+def _build_containers(docker_client, word: str) -> list:
+    """The containers (running or not) whose command holds `word`: the RUN step of a build."""
+    return [
+        c for c in docker_client.containers.list(all=True) if word in " ".join(c.attrs["Config"]["Cmd"] or [])
+    ]
+
+
+def _gone(docker_client, word: str, wait: float = 60.0) -> bool:
+    deadline = time.monotonic() + wait
+    while _build_containers(docker_client, word) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return not _build_containers(docker_client, word)
+
+
+def _start_slow_build(
+    out: Path, cache: Path, mirror: Path, name: str, word: str, wrap=()
+) -> subprocess.Popen:
+    """`build.py build` of a variant whose last RUN sleeps 300 s, once that step runs in its container."""
+    _variant(out, name, run=f"sleep 300 && echo {word}")  # never a cached layer
+    proc = subprocess.Popen(
+        [
+            *wrap,
+            *BUILD_PY,
+            "build",
+            "--builder",
+            "classic",
+            "--no-render",
+            "--out",
+            str(out),
+            "--variant",
+            name,
+        ]
+        + ["--cache", str(cache), "--mirror", str(mirror), "--plain"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = out / name / "build.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "Running in" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.2)
+    assert word in log.read_text() and "Running in" in log.read_text(), (
+        "the build never reached the slow step"
+    )
+    return proc
+
+
+@pytest.mark.docker
+def test_sigterm_ends_the_docker_build(built, mirror, docker_client):
+    """SIGTERM (a cancelled CI job, `timeout`) takes the Ctrl-C path: exit 130, the build's container gone,
+    nothing tagged (issue 23, item 4)."""
+    out, cache, _ = built
+    word = uuid.uuid4().hex
+    proc = _start_slow_build(out, cache, mirror, "term", word)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "interrupted" in err, err
+        assert _gone(docker_client, word), "the docker build went on after build.py was told to stop"
+        assert not docker_client.images.list(name=f"{REPO}-term")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        shutil.rmtree(out / "term")
+
+
+@pytest.mark.docker
+def test_the_parents_death_ends_the_docker_build(built, mirror, docker_client):
+    """The shell (or CI runner) that started build.py is killed -9: build.py sees its parent gone, ends its
+    build and exits; nothing of it is left running (issue 23, item 4)."""
+    out, cache, _ = built
+    word = uuid.uuid4().hex
+    shell = _start_slow_build(out, cache, mirror, "orphan", word, wrap=("bash", "-c", '"$@"; true', "sh"))
+    try:
+        with open("/proc/%d/task/%d/children" % (shell.pid, shell.pid)) as fh:
+            build_py = int(fh.read().split()[0])
+        shell.kill()
+        shell.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and os.path.exists("/proc/%d/cmdline" % build_py):
+            with open("/proc/%d/stat" % build_py, "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    break
+            time.sleep(0.2)
+        assert _gone(docker_client, word), "the docker build went on after build.py's parent died"
+        assert not docker_client.images.list(name=f"{REPO}-orphan")
+    finally:
+        shutil.rmtree(out / "orphan")

@@ -22,10 +22,10 @@ from cli import build_py
 from conftest import LOCAL_BASE, import_or_fail, needed
 from services import RUN
 
-from imagebuild.build import steplog
+from imagebuild.build import dlcbase, steplog
 
 REPO = f"efa-image-build-test-{RUN}/failures"
-DLC_LAYOUT = "localbase/dlc-layout:bookworm"  # python3, pip and openssl (`build.py base --layout dlc`)
+DLC_LAYOUT = dlcbase.DEFAULT_NAME  # python3, pip and openssl (`build.py base --layout dlc`)
 
 
 def _variant(out: Path, name: str, dockerfile: str) -> Path:

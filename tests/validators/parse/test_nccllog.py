@@ -140,7 +140,8 @@ def test_plugin_loading_lines():
 
 def test_bootstrap_socket_is_not_the_network():
     assert kinds(HEAD + "NET/Socket : Using [0]eth0:172.31.16.64<0>")[0][0] == "socket_if"
-    assert [k for k, _ in kinds(HEAD + "Bootstrap : Using eth0:10.0.92.140<0>")] == []
+    # the bootstrap line only names its process's host (issue 23, item 1): never a network or socket_if
+    assert [k for k, _ in kinds(HEAD + "Bootstrap : Using eth0:10.0.92.140<0>")] == ["bootstrap"]
 
 
 # ----------------------------------------------------------------------------- GDR disabled

@@ -158,3 +158,15 @@ def test_replay_is_marked_and_never_records_the_image(tmp_path):
     assert "REPLAY" in proc.stdout.splitlines()[0]
     check = next(c for c in report["checks"] if c["name"] == "launch-matches-log")
     assert check["status"] == "unknown" and check["detail"].startswith("REPLAY")
+
+
+def test_fewer_ranks_or_hosts_than_launched_never_pass():
+    """One host's lines with nRanks rewritten to match (issue 23, item 1): the launch started 16 ranks on 2
+    hosts, the log shows a world of 8 on 1 host; that is missing output or another job's log, never a pass."""
+    two = Launch(16, 2, ("a", "b"), None, "mpirun -H a,b -np 16")
+    status, short, good = compare(two, _claims(["x"]), 8, 8, set(), [], HERE)
+    assert status == "unknown" and good == []
+    assert short == ["the log's world is 8 ranks; mpirun -H a,b -np 16 starts 16",
+                     "the log claims 1 host(s) (x); mpirun -H a,b -np 16 spans 2"]  # fmt: skip
+    assert compare(two, _claims(["x", "y"]), 8, 8, set(), [], HERE)[0] == "unknown"
+    assert compare(two, _claims(["x"]), 16, 16, set(), [], HERE)[0] == "unknown"

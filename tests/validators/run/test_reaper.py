@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import cli
+import pytest
 from preflight_util import assert_none_left, finding, load, pids_with, run_cli, unique_sleep
 
 from validators.run import reaper
@@ -166,3 +168,98 @@ def test_without_proc_the_launchers_group_is_still_ended(monkeypatch):
         assert_none_left(nap)
     finally:
         reaper.set_subreaper(was)
+
+
+CHAIN = """
+import os, signal, sys, time
+record, mark, stop = sys.argv[1], sys.argv[2], time.time() + 20  # the chain ends by itself after 20 s
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("started", flush=True)
+while time.time() < stop:
+    if os.fork():
+        os._exit(0)  # each generation forks, and exits: its child is an orphan
+    os.setsid()  # in a session and process group of its own
+    fd = os.open(record, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, b"%d\\n" % os.getpid())
+    os.close(fd)
+    time.sleep(0.005)
+"""
+
+
+def _chain_alive(pids, mark: str):
+    """The recorded pids that are still the chain's (its marker in their argv: a reused pid is not)."""
+    alive = []
+    for pid in pids:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                if mark.encode() in fh.read():
+                    alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def _assert_chain_ended(record, mark: str) -> list:
+    """The chain wrote no pid after the run returned, and none of its pids is alive: its pids."""
+    after = record.read_text().split()
+    time.sleep(1.0)  # a live generation would have written a new pid by now (one each ~5 ms)
+    recorded = [int(p) for p in record.read_text().split()]
+    assert len(recorded) == len(after) > 1, "the chain outlived the run"
+    assert _chain_alive(recorded, mark) == []
+    return recorded
+
+
+def _chain_mark() -> str:
+    return "chain" + unique_sleep(1).replace(".", "")
+
+
+def test_a_chain_that_forks_and_exits_in_new_sessions_ends_with_the_run(tmp_path):
+    """Each generation lives a few ms in a session of its own: a scan of /proc read its pid after it was
+    gone and never saw the next, so the chain ran on after `validators run` returned, unreported (issue 23,
+    item 4). Ended with the run (by its cgroup where one can be made), every generation named, none alive."""
+    record, out, mark = tmp_path / "pids", tmp_path / "r.json", _chain_mark()
+    proc, _ = run_cli(
+        ["run", "--quiet", "--grace", "1", "--timeout", "60", "--json", str(out), "--"]
+        + [sys.executable, "-c", CHAIN, str(record), mark],
+        timeout=60,
+    )
+    recorded = _assert_chain_ended(record, mark)
+    report = load(out)
+    run = report["run"]
+    assert run["ended_count"] >= 1 and set(run["ended_pids"]) & set(recorded), run
+    assert run["leftover_pids"] and run["escaped_pids"]
+    assert run["tracking"].endswith("subreaper tree walk and marker scan")
+    if run["cgroup"]:  # made, used, and removed
+        assert run["tracking"].startswith("cgroup v2 ") and not os.path.exists(run["cgroup"])
+    left = finding(report, "leftover-processes")
+    assert left and "had left its process group" in left["message"] and left["ended_pids"]
+    assert "the runner ended %d process(es)" % run["ended_count"] in left["message"]
+    assert proc.returncode in (1, 3)
+
+
+def test_without_a_cgroup_the_tree_walk_ends_the_chain(tmp_path):
+    """Where no cgroup can be made (a container's read-only cgroup fs): kill-until-empty over the tree this
+    process adopts orphans into, and the marker scan."""
+    from validators.run.runner import run_command
+
+    record, mark = tmp_path / "pids", _chain_mark()
+    argv = [sys.executable, "-c", CHAIN, str(record), mark]
+    result = run_command(argv, timeout=60, grace=1, use_cgroup=False)
+    recorded = _assert_chain_ended(record, mark)
+    assert result.cgroup is None and result.leftovers and result.escaped
+    assert result.ended_count >= 1 and set(result.ended) & set(recorded)
+
+
+def test_the_run_has_a_cgroup_of_its_own_where_one_can_be_made(tmp_path):
+    from validators.run.cgroup import RunCgroup
+
+    probe = RunCgroup.make("validators-test-" + unique_sleep(1).replace(".", ""))
+    if probe is None:
+        pytest.skip("no cgroup v2 can be made here (read-only cgroup fs, no delegation, or Linux < 5.14)")
+    probe.remove()
+    out, log = tmp_path / "r.json", tmp_path / "run.log"
+    run_cli(["run", "--quiet", "--json", str(out), "--log", str(log), "--", "cat", "/proc/self/cgroup"])
+    run = load(out)["run"]
+    inside = [line[3:] for line in log.read_text().splitlines() if line.startswith("0::")]
+    assert run["cgroup"] and inside and run["cgroup"].endswith(inside[0])
+    assert not os.path.exists(run["cgroup"])  # removed with the run

@@ -1,0 +1,43 @@
+"""`build.py attest`: attach a CycloneDX SBOM and a signed in-toto/SLSA provenance to every pushed digest.
+
+Reads build/summary.json (what `build.py push` recorded), reads each image's OS packages (dpkg status) and
+Python packages in a container of the image, and signs the provenance (matrix, lock, base digest, builder,
+the SBOM's sha256) in a DSSE envelope with the team's key. Both go to the registry as OCI artifacts of the
+digest: through the referrers API where the registry has it, else under the tag `sha256-<hex>.<kind>`.
+`build.py push --sign-key KEY` does the same right after pushing. Exit 0 attached, 1 an image that cannot
+be described, 2 bad input (a key file that is not a PEM private key, a missing matrix).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from imagebuild.commands.push import add_registry_args, add_sign_args, add_summary_args, registry_target
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "attest",
+        help="attach an SBOM and a signed provenance to every pushed digest",
+        description=__doc__,
+    )
+    add_summary_args(p)
+    add_registry_args(p)
+    add_sign_args(p, required=True)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from imagebuild import pipeline
+
+    request = pipeline.AttestRequest(
+        target=registry_target(args),
+        sign_key=args.sign_key,
+        summary=Path(args.summary),
+        variants=tuple(args.variant),
+        matrix=args.matrix,
+    )
+    for where in pipeline.attest(request):
+        print(f"attached\t{where}")
+    return 0

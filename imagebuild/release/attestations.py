@@ -1,0 +1,122 @@
+"""The registry side of SBOM and provenance: make and attach them for each pushed digest, read them back and
+check them (imagebuild/release/attest.py makes and judges the documents; imagebuild/adapters/oci_artifacts.py
+stores them). Used by `build.py attest`, `push --sign-key`, `verify` and `release --require-signed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from imagebuild.adapters import oci_artifacts as oci
+from imagebuild.adapters.registry import ImageRef, RegistryAPI
+from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.release import attest
+from imagebuild.release.push import pushed_refs
+
+ApiFor = Callable[[str], RegistryAPI]  # registry host -> its v2 API, logged in
+
+
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("efa-image-build")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_facts(entry: Dict[str, Any], labels: Dict[str, str], matrix: Tuple[str, str]) -> attest.BuildFacts:
+    """How the image of a build summary entry was made (pure)."""
+    from imagebuild.variant import LOCK_LABELS
+
+    lock_text = next((labels[k] for k in LOCK_LABELS if labels.get(k)), None)
+    return attest.BuildFacts(
+        variant=str(entry.get("variant")),
+        matrix=matrix,
+        lock_sha256=attest.sha256_bytes(lock_text.encode()) if lock_text else None,
+        base={
+            "ref": entry.get("base_ref"),
+            "digest": entry.get("base_digest"),
+            "image_id": entry.get("base_image_id"),
+        },
+        builder=str(entry.get("builder") or entry.get("found_in") or "unknown"),
+        context_hash=entry.get("context_hash"),
+        tool_version=tool_version(),
+    )
+
+
+def digest_refs(entry: Dict[str, Any]) -> List[ImageRef]:
+    """Each repository@digest an entry was pushed to, once (an image's tags share its attestations)."""
+    refs = (ImageRef(r.registry, r.repository, None, r.digest) for r in pushed_refs(entry))
+    return list(dict.fromkeys(refs))
+
+
+def attach_for_entries(
+    client: Any,
+    api_for: ApiFor,
+    entries: Sequence[Dict[str, Any]],
+    signer: Any,
+    matrix: Tuple[str, str],
+    log: Callable[[str], None],
+) -> List[str]:
+    """Make, sign and attach the SBOM and the provenance of every pushed digest of `entries`; where they went.
+    The image's contents are read once per image, whatever the number of repositories it went to."""
+    done: List[str] = []
+    read: Dict[str, attest.ImageFacts] = {}
+    for entry in entries:
+        image_id = str(entry.get("image_id"))
+        for ref in digest_refs(entry):
+            api = api_for(ref.registry)
+            subject = api.manifest(ref.repository, str(ref.digest))
+            if subject is None:
+                raise ChecksFailed(f"{ref} is not in the registry: push it again before attesting")
+            if image_id not in read:
+                log(f"attest {entry.get('variant')}: reading the packages of {image_id[:19]}")
+                read[image_id] = attest.read_facts(client, ref.name, subject.digest, image_id)
+            facts = dataclasses.replace(read[image_id], name=ref.name, digest=subject.digest)
+            sbom = attest.make_sbom(facts)
+            statement = attest.make_statement(facts, build_facts(entry, dict(facts.labels), matrix), sbom)
+            envelope = attest.sign(statement, signer)
+            referrers = oci.has_referrers(api, ref.repository, subject.digest)
+            for kind, payload in (("sbom", sbom), ("att", envelope)):
+                where = oci.attach(api, ref.repository, subject, kind, payload, referrers)
+                done.append(f"{ref.registry}/{where}")
+                log(f"  {kind} of {ref}: {ref.registry}/{where}")
+    return done
+
+
+def problems_of(api: RegistryAPI, repository: str, digest: str, key: Any, key_path: str) -> List[str]:
+    """What is wrong with what is attached to `repository@digest` (empty: verified)."""
+    referrers = oci.has_referrers(api, repository, digest)
+    sboms = oci.fetch(api, repository, digest, "sbom", referrers)
+    atts = oci.fetch(api, repository, digest, "att", referrers)
+    return attest.check(digest, sboms, atts, key, key_path)
+
+
+def require_signed(api_for: ApiFor, entries: Sequence[Dict[str, Any]], key: Any, key_path: str) -> None:
+    """ChecksFailed naming each pushed digest of `entries` whose SBOM or signed provenance does not verify."""
+    problems: List[str] = []
+    for entry in entries:
+        refs = digest_refs(entry)
+        if not refs:
+            problems.append(f"{entry.get('variant')}: nothing pushed, so nothing signed")
+        for ref in refs:
+            found = problems_of(api_for(ref.registry), ref.repository, str(ref.digest), key, key_path)
+            problems += [f"{entry.get('variant')} {ref}: {p}" for p in found]
+    if problems:
+        raise ChecksFailed(
+            "release refused: not signed as --require-signed asks:\n  "
+            + "\n  ".join(problems)
+            + "\n  (`build.py attest --sign-key KEY` attaches them; "
+            + f"`build.py verify IMAGE --key {key_path}` checks one)"
+        )
+
+
+def read_matrix(path: str) -> Tuple[str, str]:
+    """(path, sha256:HEX) of the matrix file the provenance names."""
+    try:
+        with open(path, "rb") as fh:
+            return path, attest.sha256_bytes(fh.read())
+    except OSError as err:
+        raise UserError(f"cannot read matrix: {err.strerror}", file=path, key="--matrix") from None

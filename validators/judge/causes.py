@@ -1,0 +1,187 @@
+"""Cause before effect: the order of a report's findings, and the causal link each consequence names.
+
+Why data: an expert reads a failed run from the root cause to its effects (no EFA device, so the plugin did
+not initialise, so NCCL fell back to sockets, so the bandwidth is low), and the order is knowledge that
+changes with the field, like the signatures. `LINKS` says which finding can follow from which, in the words
+the consequence's message then carries; `TIERS` is the reading order: root causes, then their consequences
+(deeper ones later), then warnings, then notes. A finding that no link ties to a cause that fired is a root
+cause when it is an error. Ordering never changes a severity or a verdict.
+"""
+
+import re
+from typing import Dict, List, Optional
+
+TIERS = ("cause", "consequence", "warning", "note")
+TIER_OF_SEVERITY = {"error": "cause", "warning": "warning", "info": "note"}
+
+# (effect, cause, the sentence that ties them), read in this order: the first cause that fired is named
+LINKS = (
+    (
+        "plugin-missing",
+        "plugin-dependency-missing",
+        "NCCL did not load the net plugin because a library it needs is missing",
+    ),
+    (
+        "ofi-init-failed",
+        "efa-devices-missing",
+        "aws-ofi-nccl failed to initialise because libfabric found no EFA device",
+    ),
+    (
+        "ofi-init-failed",
+        "libfabric-too-old",
+        "aws-ofi-nccl failed to initialise because its libfabric is too old",
+    ),
+    (
+        "ofi-init-failed",
+        "two-libfabrics",
+        "aws-ofi-nccl failed to initialise because two libfabric builds are on the library path",
+    ),
+    (
+        "ofi-init-failed",
+        "device-rdma-unsupported",
+        "aws-ofi-nccl failed to initialise because the EFA device has no RDMA read",
+    ),
+    (
+        "ofi-init-failed",
+        "gdr-disabled",
+        "aws-ofi-nccl failed to initialise because GPUDirect RDMA is unavailable on a GDR-required instance",
+    ),
+    (
+        "socket-fallback",
+        "ofi-init-failed",
+        "NCCL fell back to TCP sockets because the plugin failed to initialise",
+    ),
+    ("socket-fallback", "plugin-missing", "NCCL fell back to TCP sockets because it found no net plugin"),
+    (
+        "socket-fallback",
+        "plugin-dependency-missing",
+        "NCCL fell back to TCP sockets because the net plugin could not be loaded",
+    ),
+    (
+        "socket-fallback",
+        "efa-devices-missing",
+        "NCCL fell back to TCP sockets because libfabric found no EFA device",
+    ),
+    ("gdr-disabled", "provider-not-efa", "GPUDirect RDMA is off because the provider in use is not efa"),
+    ("crash", "completion-error", "a rank failed after a network completion error"),
+    (
+        "crash",
+        "bootstrap-interface",
+        "a rank failed after NCCL's bootstrap could not use its network interface",
+    ),
+    ("crash", "rank-topology-mismatch", "a rank failed after the ranks disagreed on their network topology"),
+    (
+        "crash",
+        "topology-attribute-missing",
+        "NCCL's init failed with 'internal error' because its topology detection missed an attribute",
+    ),
+    ("crash", "resource-allocation-failed", "a rank failed after an allocation failed"),
+    ("crash", "mr-registration-failed", "a rank failed after memory registration failed"),
+    ("crash", "cuda-driver-too-old", "a rank failed because the CUDA driver is older than the runtime"),
+    ("crash", "ofi-init-failed", "a rank failed after the net plugin failed to initialise"),
+    ("hang", "completion-error", "the run stalled after a network completion error"),
+    ("hang", "bootstrap-interface", "the run stalled after NCCL's bootstrap could not connect"),
+    ("hang", "rank-topology-mismatch", "the run stalled after the ranks disagreed on their network topology"),
+    ("hang", "crash", "the other ranks stalled after a rank died"),
+    ("watchdog-timeout", "completion-error", "PyTorch's watchdog timed out after a network completion error"),
+    ("watchdog-timeout", "crash", "PyTorch's watchdog timed out after a rank died"),
+    ("watchdog-timeout", "hang", "PyTorch's watchdog timed out on the stalled run"),
+    ("busbw-below-expected", "socket-fallback", "the bandwidth is low because NCCL runs over TCP sockets"),
+    ("busbw-below-expected", "gdr-disabled", "the bandwidth is low because GPUDirect RDMA is off"),
+    ("nccl-tests-no-results", "crash", "nccl-tests printed no result because a rank died"),
+    ("nccl-tests-no-results", "hang", "nccl-tests printed no result because the run stalled"),
+    (
+        "nccl-tests-no-results",
+        "completion-error",
+        "nccl-tests printed no result after a network completion error",
+    ),
+)
+
+
+def order(findings: List[dict]) -> List[dict]:
+    """The findings in reading order, each consequence with `caused_by` and its link in the message.
+
+    Stable: within a tier and depth a finding keeps its place (catalog order). The dicts are changed in place.
+    """
+    fired = {f["id"] for f in findings}
+    cause_of = {}  # type: Dict[str, str]
+    sentence = {}  # type: Dict[str, str]
+    for effect, cause, said in LINKS:
+        if effect in fired and cause in fired and effect not in cause_of and effect != cause:
+            cause_of[effect], sentence[effect] = cause, said
+    depth = {fid: _depth(fid, cause_of) for fid in fired}
+    for f in findings:
+        cause = cause_of.get(f["id"])
+        if cause is not None and not f.get("caused_by"):
+            f["caused_by"] = cause
+            f["message"] = "{} (see {}): {}".format(sentence[f["id"]], cause, f.get("message") or "")
+    keyed = [(_tier(f, cause_of), depth[f["id"]], i, f) for i, f in enumerate(findings)]
+    return [f for _, _, _, f in sorted(keyed, key=lambda k: k[:3])]
+
+
+def _tier(finding: dict, cause_of: Dict[str, str]) -> int:
+    tier = TIER_OF_SEVERITY.get(finding.get("severity"), "note")
+    if tier == "cause" and finding["id"] in cause_of:
+        tier = "consequence"
+    return TIERS.index(tier)
+
+
+def _depth(fid: str, cause_of: Dict[str, str]) -> int:
+    """How many links lead back to a root cause (a loop in the data counts as none)."""
+    seen = {fid}
+    n = 0
+    while fid in cause_of:
+        fid = cause_of[fid]
+        if fid in seen:
+            return 0
+        seen.add(fid)
+        n += 1
+    return n
+
+
+def chain(findings: List[dict], fid: str) -> List[str]:
+    """The ids from the root cause to `fid` (ordered findings: each `caused_by` names one that fired)."""
+    by_id = {f["id"]: f for f in findings}
+    out = [fid]
+    while by_id.get(out[-1], {}).get("caused_by") and by_id[out[-1]]["caused_by"] not in out:
+        out.append(by_id[out[-1]]["caused_by"])
+    return out[::-1]
+
+
+def root_cause(findings: List[dict]) -> Optional[dict]:
+    """The first error finding of ordered findings, or None: what the report leads with."""
+    for f in findings:
+        if f.get("severity") == "error":
+            return f
+    return None
+
+
+def lead_sentence(findings: List[dict]) -> Optional[str]:
+    """`root cause: <title> (<id>): <message>; remedy: <the remedy's first sentence>`, or None: one sentence
+    for the report's first line (the finding below it keeps the whole remedy)."""
+    f = root_cause(findings)
+    if f is None:
+        return None
+    what = f.get("title") or f["id"]
+    text = "root cause: {} ({}): {}".format(what, f["id"], (f.get("message") or "").rstrip(". "))
+    first = next((e.get("text") for e in f.get("evidence") or () if e.get("text")), None)
+    if first:
+        text += f" (`{_said(first)}`)"
+    remedy = _SENTENCE_END.split(f.get("remedy") or "", 1)[0].strip().rstrip(".")
+    if remedy[1:2].islower():  # "Pass ..." reads "pass ..." inside the sentence; "GPU ..." stays
+        remedy = remedy[:1].lower() + remedy[1:]
+    return text + ("; remedy: " + remedy if remedy else "") + "."
+
+
+def _said(text: str) -> str:
+    """A log line as the lead quotes it: from its NCCL level on (the head names the host elsewhere), short."""
+    for level in (" NCCL WARN ", " NCCL INFO "):
+        i = text.find(level)
+        if i >= 0:
+            text = text[i + len(level) :]
+            break
+    text = text.strip().replace("`", "'")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)`'])\.\s+(?=[A-Z])")
