@@ -137,3 +137,36 @@ def test_a_twin_pushed_alone_leaves_the_shared_tag_to_the_index(
     assert api.manifest(repo, "v1-amd64").config_digest == small_images["a"].id
     assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
     assert api.manifest(repo, "v1").media_type == INDEX_TYPE
+
+
+@pytest.mark.docker
+def test_twins_to_ecr_are_exit_2_before_anything_is_pushed(aws, small_images, arm64_image, tmp_path):
+    summary = _twins(tmp_path, small_images, arm64_image, f"idx-{uuid.uuid4().hex[:10]}/app")
+    argv = ["push", "--summary", str(summary), "--ecr", "--region", "us-east-1"]
+    res = build_py(*argv, "--endpoint-url", aws.endpoint_url)
+    assert res.rc == 2 and "Traceback" not in res.err
+    assert "one image index" in res.err and "OCI registries only" in res.err, res.err
+    assert all(e["digest"] is None for e in json.loads(summary.read_text())["variants"])
+
+
+@pytest.mark.docker
+def test_an_index_entry_no_summary_names_refuses_the_release(registry, small_images, arm64_image, tmp_path):
+    """Released with the amd64 twin's summary alone, the arm64 entry behind the tag is unknown: refused."""
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    doc = json.loads(summary.read_text())
+    doc["variants"] = [e for e in doc["variants"] if e["variant"] == "twin"]
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(doc))
+    checks = write_check_report(
+        tmp_path / "both.json",
+        [("twin", small_images["a"].id, True), ("twin-arm64", arm64_image.id, True)],
+    )
+    res = build_py(
+        "release", "--summary", str(alone), "--registry", registry.host, "--tag", "r1",
+        "--checks", str(checks), "--records", str(tmp_path / "rec"),
+    )  # fmt: skip
+    assert res.rc == 1
+    assert "its linux/arm64 entry" in res.err and "is no variant of the given summaries" in res.err, res.err
+    assert RegistryAPI(registry.host).manifest(repo, "r1") is None
