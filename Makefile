@@ -26,6 +26,10 @@ venv: $(VENV)/.installed
 base: host $(VENV)/.demo
 	$(PY) build.py base
 	$(PY) build.py base --layout dlc
+	@# the arm64 twin's base, where setup-host could enable qemu's arm64 emulation (else its test says skipped)
+	@if [ "$$(head -n1 /proc/sys/fs/binfmt_misc/qemu-aarch64 2>/dev/null)" = enabled ]; then \
+	  $(PY) build.py base --platform linux/arm64; \
+	else echo "make base: no arm64 emulation on this host; the arm64 base is not made"; fi
 
 # The source mirror beside the project when there is one (CI has ../shared/mirror): the demo takes the git
 # sources (aws-ofi-nccl, nccl-tests, GDRCopy) from the artifact cache, then the mirror, then upstream.

@@ -430,6 +430,75 @@ def _target_repository(local_tag: str, prefix: str) -> Tuple[str, Optional[str]]
     return prefix + ref.repository, ref.tag
 
 
+def _push_targets(entry: Dict[str, Any], req: PushRequest) -> List[Tuple[str, str]]:
+    """(repository, tag) pairs a variant is pushed under: its summary tags but its channels (only release
+    moves a channel), then the --tag extras; each once."""
+    from imagebuild.adapters import registry as reg
+    from imagebuild.release.channels import entry_channels
+
+    variant = entry["variant"]
+    tags = entry.get("tags") or []
+    if not tags:
+        raise UserError(f"variant {variant!r} has no tags in the summary", file=str(req.summary), key="tags")
+    repository, _first = _target_repository(tags[0], req.repository_prefix)
+    channels = entry_channels(entry)
+    wanted = []
+    for t in tags:
+        repo_t, tag_t = _target_repository(t, req.repository_prefix)
+        if (tag_t or "latest") in channels:  # a channel names a gated digest: only release moves it
+            log(f"  {repo_t}:{tag_t}: a channel of {variant}; not pushed (`build.py release` moves it)")
+            continue
+        wanted.append((repo_t, tag_t or "latest"))
+    for t in req.tags:
+        extra = reg.check_tag(t.replace("{variant}", variant), key="--tag")
+        if extra in channels:
+            raise UserError(
+                f"{extra!r} is a channel of variant {variant!r}; push never moves a channel",
+                key="--tag",
+                hint=f"`build.py release --variant {variant}` moves it to a digest whose checks passed",
+            )
+        wanted.append((repository, extra))
+    return list(dict.fromkeys(wanted))
+
+
+def _push_indexes(
+    dest: Any,
+    twins: Dict[Tuple[str, str], List[str]],
+    entries: List[Dict[str, Any]],
+    done: Dict[str, str],
+    summary: Dict[str, Any],
+    summary_path: Path,
+    force: bool,
+) -> int:
+    """Put one image index under each tag the twins share, naming each twin's pushed digest; the index
+    ref goes into each twin's summary entry (`index`). Returns how many indexes were refused."""
+    from imagebuild.jsonfile import write_json_atomic
+    from imagebuild.release.index import push_index, read_entry
+
+    by_name = {e["variant"]: e for e in entries}
+    refused = 0
+    for (repo_t, tag_t), names in twins.items():
+        ref = dest.ref(dest.prepare(repo_t), tag_t)
+        missing = [n for n in names if n not in done]
+        if missing:
+            failed = [n for n in missing if n in by_name]
+            log(f"index {ref} not written: {', '.join(missing)} not pushed in this run")
+            refused += 1 if failed else 0  # a twin left out by --variant is the user's choice, not a failure
+            continue
+        try:
+            members = [read_entry(dest.api, ref.repository, done[n], by_name[n]["image_id"]) for n in names]
+            digest, _same = push_index(dest.api, ref, members, force=force, log=log)
+        except ChecksFailed as err:
+            log(f"refused: {err}")
+            refused += 1
+            continue
+        for n in names:
+            by_name[n]["index"] = f"{ref}@{digest}"
+            print(f"{n}\t{ref}\t{digest}")
+        write_json_atomic(summary_path, summary)
+    return refused
+
+
 def push(req: PushRequest) -> List[Any]:
     """Push each built variant's image by digest under its tags; the pushes (`registry.PushResult`), also
     recorded in the summary. ChecksFailed when a tag holds another image (unless force)."""
@@ -437,7 +506,7 @@ def push(req: PushRequest) -> List[Any]:
     from imagebuild.adapters.docker_engine import connect, missing_image
     from imagebuild.build.summary import load_summary
     from imagebuild.jsonfile import write_json_atomic
-    from imagebuild.release.channels import entry_channels
+    from imagebuild.release.index import platform_tag, twin_groups
     from imagebuild.release.push import push_image, record_pushes
 
     policy = req.target.policy()
@@ -451,31 +520,22 @@ def push(req: PushRequest) -> List[Any]:
     client = connect()
     failures = 0
     pushed: List[Any] = []
-    for entry in entries:
+    plans = [(entry, _push_targets(entry, req)) for entry in entries]
+    # twins are found among every built variant of the summary, so one pushed alone (--variant) still goes
+    # under its TAG-ARCH and never takes the shared tag from the index
+    others = [e for e in summary["variants"] if e not in entries and e.get("image_id") and e.get("tags")]
+    every = plans + [(e, _push_targets(e, req)) for e in others if e.get("status") in ("built", "skipped")]
+    twins = twin_groups([(e["variant"], w) for e, wanted in every for w in wanted])
+    if twins and dest.api is None:
+        raise UserError(
+            "variants that share a tag are pushed as one image index, which this tool does for OCI "
+            "registries only (not ECR yet)",
+            key="tags",
+            hint="give the twins different tags, or push them to an OCI registry",
+        )
+    done: Dict[str, str] = {}  # variant -> the digest it was pushed as
+    for entry, wanted in plans:
         variant = entry["variant"]
-        tags = entry.get("tags") or []
-        if not tags:
-            raise UserError(
-                f"variant {variant!r} has no tags in the summary", file=str(summary_path), key="tags"
-            )
-        repository, _first = _target_repository(tags[0], req.repository_prefix)
-        channels = entry_channels(entry)
-        wanted = []
-        for t in tags:
-            repo_t, tag_t = _target_repository(t, req.repository_prefix)
-            if (tag_t or "latest") in channels:  # a channel names a gated digest: only release moves it
-                log(f"  {repo_t}:{tag_t}: a channel of {variant}; not pushed (`build.py release` moves it)")
-                continue
-            wanted.append((repo_t, tag_t or "latest"))
-        for t in req.tags:
-            extra = reg.check_tag(t.replace("{variant}", variant), key="--tag")
-            if extra in channels:
-                raise UserError(
-                    f"{extra!r} is a channel of variant {variant!r}; push never moves a channel",
-                    key="--tag",
-                    hint=f"`build.py release --variant {variant}` moves it to a digest whose checks passed",
-                )
-            wanted.append((repository, extra))
         log(f"push {variant} ({entry['image_id'][:19]})")
         why = missing_image(client, entry["image_id"])
         if why is not None:
@@ -484,9 +544,12 @@ def push(req: PushRequest) -> List[Any]:
                 file=str(summary_path),
                 key="image_id",
             )
+        arch = client.images.get(entry["image_id"]).attrs.get("Architecture") or "unknown"
         results = []
         try:
-            for repo_t, tag_t in dict.fromkeys(wanted):
+            for repo_t, tag_t in wanted:
+                if (repo_t, tag_t) in twins:  # the shared tag gets the index; this image its own tag
+                    tag_t = platform_tag(tag_t, arch)
                 ref = dest.ref(dest.prepare(repo_t), tag_t)
                 results.append(
                     push_image(
@@ -500,6 +563,8 @@ def push(req: PushRequest) -> List[Any]:
                         log=log,
                     )
                 )
+            if results:
+                done[variant] = results[-1].digest
         except ChecksFailed as err:
             log(f"refused: {err}")
             failures += 1
@@ -510,11 +575,12 @@ def push(req: PushRequest) -> List[Any]:
         for res in results:
             print(f"{variant}\t{res.ref}\t{res.digest}")
         pushed += results
+    failures += _push_indexes(dest, twins, entries, done, summary, summary_path, req.force)
     if signing is not None:
         from imagebuild.release.attestations import attach_for_entries
 
-        done = [e for e in entries if e.get("pushed")]
-        for where in attach_for_entries(client, _api_for(req.target, policy), done, *signing, log):
+        attested = [e for e in entries if e.get("pushed")]
+        for where in attach_for_entries(client, _api_for(req.target, policy), attested, *signing, log):
             print(f"attached\t{where}")
     if failures:
         raise ChecksFailed(f"{failures} variant(s) not pushed (see above)")
@@ -668,7 +734,7 @@ def release(req: ReleaseRequest) -> None:
             for path in rel.lock_paths(sorted(names)):
                 held.enter_context(rel.hold_lock(path))
         plans = promote.plan(
-            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of
+            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries
         )
         store.check_reachable()
         if req.dry_run:

@@ -225,6 +225,15 @@ def _local_repo(src: str, work: Path) -> str:
 # ---------------------------------------------------------------- the cache
 
 
+def wheel_platforms(filename: str) -> List[str]:
+    """The platform tags of a wheel's file name (PEP 427: `name-ver[-build]-py-abi-PLAT.whl`, PLAT dotted
+    when compressed); none for a pure wheel (`any`) or a name that is not a wheel's."""
+    if not filename.endswith(".whl") or filename.count("-") < 4:
+        return []
+    tags = filename[: -len(".whl")].rsplit("-", 1)[1].split(".")
+    return [] if tags == ["any"] else tags
+
+
 class ArtifactCache:
     """Fetch-once, verify-always store of pinned artifacts, safe for several threads and processes."""
 
@@ -413,6 +422,8 @@ class ArtifactCache:
         self.say(f"pip download {art.requirement}")
         with tempfile.TemporaryDirectory(prefix=".tmp-pip-", dir=folder) as work:
             cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:"]
+            for tag in wheel_platforms(art.filename):  # the pinned wheel's, not this host's (an arm64 twin)
+                cmd += ["--platform", tag]
             _run(cmd + ["--dest", work, *art.pip_args, art.requirement])
             wheels = sorted(Path(work).glob("*.whl"))
             if len(wheels) != 1:

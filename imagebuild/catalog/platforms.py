@@ -21,6 +21,11 @@ class Platform:
     machine: str  # uname -m, and the arch in a wheel's platform tag
     multiarch: str  # Debian's multiarch tuple
 
+    @property
+    def arch(self) -> str:
+        """The architecture part of `name` (amd64, arm64): also Debian's name for it (debootstrap --arch)."""
+        return self.name.split("/", 1)[1]
+
     def fill(self, path: str) -> str:
         """A block's path with `{multiarch}` made concrete for this platform."""
         return path.replace("{multiarch}", self.multiarch)

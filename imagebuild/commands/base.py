@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from imagebuild.build.dlcbase import DEFAULT_NAME as DLC_NAME
-from imagebuild.build.localbase import DEFAULT_NAME, make_base
+from imagebuild.build.localbase import DEFAULT_NAME, default_name, make_base
+from imagebuild.catalog import platforms
+from imagebuild.errors import UserError
 
 
 def register(sub) -> None:
@@ -19,6 +21,13 @@ def register(sub) -> None:
     p.add_argument(
         "--layout", choices=("debian", "dlc"), default="debian", help="dlc: also the DLC-layout base on top"
     )
+    p.add_argument(
+        "--platform",
+        choices=sorted(platforms.PLATFORMS),
+        default=platforms.DEFAULT,
+        help="the base for this platform (another than the host's runs under qemu-user-static emulation; "
+        f"default name then {default_name('linux/arm64')} for arm64)",
+    )
     p.set_defaults(func=run)
 
 
@@ -27,10 +36,12 @@ def run(args: argparse.Namespace) -> int:
 
     client, say = connect(), lambda line: print(line, flush=True)
     if args.layout == "dlc":
+        if args.platform != platforms.DEFAULT:
+            raise UserError("--layout dlc is made for linux/amd64 only", key="--platform")
         from imagebuild.build.dlcbase import make_dlc_base
 
         make_base(client, DEFAULT_NAME, say=say)  # what it starts FROM; nothing to do when it exists
         make_dlc_base(client, args.name or DLC_NAME, DEFAULT_NAME, say=say)
         return 0
-    make_base(client, args.name or DEFAULT_NAME, say=say)
+    make_base(client, args.name or default_name(args.platform), say=say, platform=args.platform)
     return 0

@@ -19,6 +19,7 @@ from imagebuild.errors import ChecksFailed, UserError
 from imagebuild.release import channels
 from imagebuild.release import record as rel
 from imagebuild.release.destinations import Registries, log
+from imagebuild.release.index import index_refusals
 
 Plan = Tuple[Dict[str, Any], rel.Gate, List[Dict[str, Any]], Any, str]
 
@@ -60,13 +61,21 @@ def plan(
     registries: Registries,
     channel_names: Sequence[str] = (),
     previous_of: Callable[[str], Optional[Dict[str, Any]]] = lambda _v: None,
+    all_entries: Sequence[Dict[str, Any]] = (),
 ) -> List[Plan]:
     """Gate each variant and look at every release tag and channel (`channel_names` and the variant's
-    own); ChecksFailed (nothing promoted) if any is refused."""
+    own); ChecksFailed (nothing promoted) if any is refused. A variant pushed into an image index is
+    gated with every entry of that index (its twins found by digest in `all_entries`)."""
     plans: List[Plan] = []
     refused = 0
     for entry in entries:
         gate = rel.gate_variant(entry, checks, preflights, bool(preflights))
+        gate.reasons += index_refusals(
+            entry,
+            list(all_entries) or entries,
+            lambda ref: registries.manifest(ref.registry, ref.repository, ref.digest or ""),
+            lambda twin: rel.gate_variant(twin, checks, preflights, bool(preflights)).reasons,
+        )
         tags = [check_tag(rel.expand_tag(t, gate.variant, when), key="--tag") for t in tag_templates]
         chans = variant_channels(entry, channel_names, tags)
         repos: List[Dict[str, Any]] = []

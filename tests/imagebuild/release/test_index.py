@@ -1,0 +1,172 @@
+"""One tag, two architectures (issue 25, item 5): twins sharing a tag are pushed as one OCI image index, and
+the release gate checks every entry. Against the real registry the tests start; the arm64 image here is a
+small real one whose config says arm64 (built FROM scratch, no emulation needed)."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+
+import pytest
+from cli import build_py
+from services import LOCK_LABEL, RUN, small_lock, summary_entry, write_check_report, write_summary
+
+from imagebuild.adapters.registry import RegistryAPI
+from imagebuild.errors import ChecksFailed
+from imagebuild.release.index import INDEX_TYPE, IndexEntry, index_body, twin_groups
+
+pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
+
+
+def test_twin_groups_names_only_tags_shared_by_two_variants():
+    got = twin_groups([("x86", ("team/app", "v1")), ("arm", ("team/app", "v1")), ("x86", ("team/app", "x"))])
+    assert got == {("team/app", "v1"): ["x86", "arm"]}
+
+
+def test_an_index_holds_one_image_per_platform():
+    amd = IndexEntry("sha256:" + "a" * 64, "application/vnd.oci.image.manifest.v1+json", 10, "linux", "amd64")
+    arm = IndexEntry("sha256:" + "b" * 64, "application/vnd.oci.image.manifest.v1+json", 11, "linux", "arm64")
+    doc = json.loads(index_body([arm, amd]))
+    assert doc["mediaType"] == INDEX_TYPE
+    assert [(m["digest"], m["platform"]["architecture"]) for m in doc["manifests"]] == [
+        (amd.digest, "amd64"),
+        (arm.digest, "arm64"),
+    ]
+    other = IndexEntry("sha256:" + "c" * 64, amd.media_type, 12, "linux", "amd64")
+    with pytest.raises(ChecksFailed, match="two images for platform linux/amd64"):
+        index_body([amd, other])
+
+
+@pytest.fixture(scope="module")
+def arm64_image(docker_client):
+    """A small real image whose config says linux/arm64, with a lock label (FROM scratch: no emulation)."""
+    lock = small_lock("idx-arm")
+    text = json.dumps(lock, sort_keys=True)
+    dockerfile = (
+        f"FROM scratch\nCOPY Dockerfile /arm64-marker\n"
+        f"LABEL {LOCK_LABEL}={json.dumps(text)} org.efa-image-build.test-run={RUN}\n"
+    )
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    image, _ = docker_client.images.build(
+        fileobj=buf, custom_context=True, platform="linux/arm64", rm=True, forcerm=True
+    )
+    assert image.attrs["Architecture"] == "arm64"
+    yield image
+    docker_client.images.remove(image.id, force=True)
+
+
+def _twins(tmp_path, small_images, arm64_image, repo):
+    """A build summary with an amd64 variant and its arm64 twin, both tagged REPO:v1."""
+    amd = summary_entry("twin", small_images["a"], tags=[f"{repo}:v1"])
+    arm = summary_entry("twin-arm64", arm64_image, tags=[f"{repo}:v1"])
+    return write_summary(tmp_path / "summary.json", [amd, arm])
+
+
+@pytest.mark.docker
+def test_twins_share_one_tag_as_an_index_and_pull_by_platform(
+    registry, small_images, arm64_image, docker_client, tmp_path
+):
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    res = build_py("push", "--summary", str(summary), "--registry", registry.host)
+    assert res.rc == 0, res.err
+    entries = {e["variant"]: e for e in json.loads(summary.read_text())["variants"]}
+    api = RegistryAPI(registry.host)
+    index = api.manifest(repo, "v1")
+    assert index is not None and index.media_type == INDEX_TYPE
+    doc = json.loads(index.body)
+    got = {m["platform"]["architecture"]: m["digest"] for m in doc["manifests"]}
+    assert got == {"amd64": entries["twin"]["digest"], "arm64": entries["twin-arm64"]["digest"]}
+    for e in entries.values():
+        assert e["index"] == f"{registry.host}/{repo}:v1@{index.digest}"
+    # each image keeps its own tag, so the registry never collects it
+    assert api.manifest(repo, "v1-arm64").digest == entries["twin-arm64"]["digest"]
+    # a second push is idempotent: nothing moves
+    again = build_py("push", "--summary", str(summary), "--registry", registry.host)
+    assert again.rc == 0, again.err
+    assert api.manifest(repo, "v1").digest == index.digest
+    # the engine picks the arm64 entry of the tag
+    ref = f"{registry.host}/{repo}:v1"
+    try:
+        pulled = docker_client.images.pull(ref, platform="linux/arm64")
+        assert pulled.id == arm64_image.id and pulled.attrs["Architecture"] == "arm64"
+    finally:
+        docker_client.images.remove(ref, force=False)
+
+
+@pytest.mark.docker
+def test_release_gate_checks_every_entry_of_the_index(registry, small_images, arm64_image, tmp_path):
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    only_amd = write_check_report(tmp_path / "amd.json", [("twin", small_images["a"].id, True)])
+    args = ["release", "--summary", str(summary), "--registry", registry.host, "--tag", "r1"]
+    args += ["--variant", "twin", "--records", str(tmp_path / "rec")]
+    res = build_py(*args, "--checks", str(only_amd))
+    assert res.rc == 1, res.err
+    assert "linux/arm64 entry (twin-arm64)" in res.err and arm64_image.id in res.err, res.err
+    assert RegistryAPI(registry.host).manifest(repo, "r1") is None
+    both = write_check_report(
+        tmp_path / "both.json",
+        [("twin", small_images["a"].id, True), ("twin-arm64", arm64_image.id, True)],
+    )
+    res = build_py(*args, "--checks", str(both))
+    assert res.rc == 0, res.err
+
+
+@pytest.mark.docker
+def test_a_twin_pushed_alone_leaves_the_shared_tag_to_the_index(
+    registry, small_images, arm64_image, tmp_path
+):
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    res = build_py("push", "--summary", str(summary), "--registry", registry.host, "--variant", "twin")
+    assert res.rc == 0, res.err
+    assert "not written: twin-arm64 not pushed in this run" in res.err
+    api = RegistryAPI(registry.host)
+    assert api.manifest(repo, "v1") is None
+    assert api.manifest(repo, "v1-amd64").config_digest == small_images["a"].id
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    assert api.manifest(repo, "v1").media_type == INDEX_TYPE
+
+
+@pytest.mark.docker
+def test_twins_to_ecr_are_exit_2_before_anything_is_pushed(aws, small_images, arm64_image, tmp_path):
+    summary = _twins(tmp_path, small_images, arm64_image, f"idx-{uuid.uuid4().hex[:10]}/app")
+    argv = ["push", "--summary", str(summary), "--ecr", "--region", "us-east-1"]
+    res = build_py(*argv, "--endpoint-url", aws.endpoint_url)
+    assert res.rc == 2 and "Traceback" not in res.err
+    assert "one image index" in res.err and "OCI registries only" in res.err, res.err
+    assert all(e["digest"] is None for e in json.loads(summary.read_text())["variants"])
+
+
+@pytest.mark.docker
+def test_an_index_entry_no_summary_names_refuses_the_release(registry, small_images, arm64_image, tmp_path):
+    """Released with the amd64 twin's summary alone, the arm64 entry behind the tag is unknown: refused."""
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    doc = json.loads(summary.read_text())
+    doc["variants"] = [e for e in doc["variants"] if e["variant"] == "twin"]
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(doc))
+    checks = write_check_report(
+        tmp_path / "both.json",
+        [("twin", small_images["a"].id, True), ("twin-arm64", arm64_image.id, True)],
+    )
+    res = build_py(
+        "release", "--summary", str(alone), "--registry", registry.host, "--tag", "r1",
+        "--checks", str(checks), "--records", str(tmp_path / "rec"),
+    )  # fmt: skip
+    assert res.rc == 1
+    assert "its linux/arm64 entry" in res.err and "is no variant of the given summaries" in res.err, res.err
+    assert RegistryAPI(registry.host).manifest(repo, "r1") is None
