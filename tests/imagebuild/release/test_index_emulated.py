@@ -18,6 +18,7 @@ import uuid
 import pytest
 import yaml
 from cli import build_py
+from conftest import needed
 from paths import ROOT
 
 from imagebuild.adapters.registry import RegistryAPI
@@ -38,7 +39,7 @@ def arm64_base(docker_client) -> str:
 
     problem = emulation_problem(platform("linux/arm64"), os.uname().machine)
     if problem is not None:
-        pytest.skip(f"no arm64 emulation on this host: {problem}")
+        needed(f"arm64 emulation ({problem})", "scripts/setup-host.sh installs and enables qemu-user-static")
     try:
         docker_client.images.get(ARM64_BASE)
     except docker.errors.ImageNotFound:
