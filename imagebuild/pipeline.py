@@ -221,6 +221,20 @@ def _ca_dockerfile(vdir: Path) -> Optional[str]:
     return sent if sent != text else None
 
 
+def _without_channels(variant: str, tags: List[str], channels: Sequence[str]) -> List[str]:
+    """The tags a bake target pushes: not the variant's channels (`buildx bake --push` runs before any
+    check, and only `build.py release` moves a channel), the same rule as push."""
+    from imagebuild.release.channels import names_channel
+
+    kept = []
+    for ref in tags:
+        if names_channel(ref, channels):
+            print(f"bake: {variant}: {ref} is a channel; left out (`build.py release` moves it)")
+        else:
+            kept.append(ref)
+    return kept
+
+
 def _is_bake_file(path: Path) -> bool:
     try:
         doc = json.loads(path.read_text())
@@ -267,6 +281,7 @@ def _bake(req: BakeRequest, path: Path) -> Path:
             continue
         print(f"{vdir.name}: {builder.base_line(base)}")
         chash, tags = builder.stage_variant(vdir, lock, opts, lambda _line: None, base.identity)
+        tags = _without_channels(vdir.name, tags, [str(c) for c in lock.get("channels") or []])
         pinned = builder.pinned_ref(base)
         labels = builder.base_labels(base.digest, builder.known_image_id(base))
         targets[bakefile.target_name(vdir.name)] = bakefile.bake_target(
@@ -434,7 +449,7 @@ def _push_targets(entry: Dict[str, Any], req: PushRequest) -> List[Tuple[str, st
     """(repository, tag) pairs a variant is pushed under: its summary tags but its channels (only release
     moves a channel), then the --tag extras; each once."""
     from imagebuild.adapters import registry as reg
-    from imagebuild.release.channels import entry_channels
+    from imagebuild.release.channels import entry_channels, names_channel
 
     variant = entry["variant"]
     tags = entry.get("tags") or []
@@ -445,7 +460,7 @@ def _push_targets(entry: Dict[str, Any], req: PushRequest) -> List[Tuple[str, st
     wanted = []
     for t in tags:
         repo_t, tag_t = _target_repository(t, req.repository_prefix)
-        if (tag_t or "latest") in channels:  # a channel names a gated digest: only release moves it
+        if names_channel(t, channels):  # a channel names a gated digest: only release moves it
             log(f"  {repo_t}:{tag_t}: a channel of {variant}; not pushed (`build.py release` moves it)")
             continue
         wanted.append((repo_t, tag_t or "latest"))

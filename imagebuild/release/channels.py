@@ -29,6 +29,14 @@ def entry_channels(entry: Dict[str, Any]) -> List[str]:
     return []
 
 
+def names_channel(ref: str, channels: Sequence[str]) -> bool:
+    """Whether image reference `ref` (`repo:tag`; no tag is `latest`) is tagged with one of `channels`:
+    push and bake leave such a tag out, so that only a release, after the gate, moves it."""
+    from imagebuild.adapters.registry import split_ref
+
+    return (split_ref(ref, key="tags").tag or "latest") in channels
+
+
 def recorded(previous: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The channel entries of a release record (`repository`, `tag`, `digest`, `history`)."""
     items = (previous or {}).get("channels")

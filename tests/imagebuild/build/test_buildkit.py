@@ -146,6 +146,25 @@ def test_bake_writes_every_variant_with_the_tags_build_gives(
     assert {k: image_labels.get(k) for k in baked["labels"]} == baked["labels"]
 
 
+@pytest.mark.docker
+def test_bake_leaves_the_variants_channels_out_of_its_tags(local_base, mirror, tmp_path):
+    """`buildx bake --push` runs before any check: a channel in the file would be pushed ungated."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    vdir = _variant(out, "bk-chan")
+    lock = builder.read_lock(vdir)
+    repo = f"{REPO}-bk-chan"
+    lock["base"] = {"image": LOCAL_BASE, "registry_arg": None}
+    lock["tags"] = [f"{repo}:latest", f"{repo}:dev", f"{repo}:v1", f"{repo}:staging"]
+    lock["channels"] = ["dev", "staging"]
+    (vdir / "variant.lock.json").write_text(json.dumps(lock, sort_keys=True))
+    argv = ["bake", "--no-render", "--out", str(out), "--cache", str(cache), "--mirror", str(mirror)]
+    res = build_py(*argv)
+    assert res.rc == 0, res.out + res.err
+    tags = json.loads((out / "docker-bake.json").read_text())["target"]["bk-chan"]["tags"]
+    assert tags[1:] == [f"{repo}:latest", f"{repo}:v1"] and tags[0].startswith(repo + ":")
+    assert f"{repo}:dev is a channel; left out" in res.out
+
+
 # ---------------------------------------------------------------- real builds
 
 

@@ -58,6 +58,14 @@ def test_a_bad_channel_is_exit_2_naming_file_line_key(tmp_path, value, key, word
     assert not (tmp_path / "out").exists()
 
 
+def test_a_tag_names_a_channel_by_its_tag_alone_the_registry_port_is_no_tag():
+    from imagebuild.release.channels import names_channel
+
+    assert names_channel("localhost:5000/team/app:dev", ["dev"])
+    assert not names_channel("localhost:5000/team/dev", ["dev"])  # a repository named dev, tag latest
+    assert names_channel("team/app", ["latest"]) and not names_channel("team/app:v1", ["dev", "latest"])
+
+
 def _summary(tmp_path, name, image, repo, content):
     """A build summary as `build.py build` writes it for a matrix with `tags: [REPO:dev]`, `channels: [dev]`:
     the content tag first, then the matrix's tags, and the lock's channels."""
