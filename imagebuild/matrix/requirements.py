@@ -2,10 +2,11 @@
 
 The image installs the file in a stage of its own before the training code is copied (so a code-only change
 keeps the pip layer). That stage sees the requirements file alone, so lines that point at other files or at
-the code (`-r`, `-c`, `-e`, local paths, a local `--find-links` or index) cannot work there and are refused
-here, at their line. pip turns on hash-checking mode as soon as one requirement carries `--hash` (or the
-file says `--require-hashes`), and then wants a hash on every one (pip docs, "Secure installs /
-hash-checking mode"): a file that hashes some lines only is refused here too, rather than at build time.
+the code (`-r`, `-c`, `-e`, local paths, a direct reference `pkg @ file:...` to one, a local `--find-links`
+or index) cannot work there and are refused here, at their line. pip turns on hash-checking mode as soon as
+one requirement carries `--hash` (or the file says `--require-hashes`), and then wants a hash on every one
+(pip docs, "Secure installs / hash-checking mode"): a file that hashes some lines only is refused here too,
+rather than at build time.
 
 A refusal must hold for every spelling pip accepts, so lines are read the way pip's own reader reads them
 (pip docs, "Requirements File Format", https://pip.pypa.io/en/latest/reference/requirements-file-format/;
@@ -65,7 +66,12 @@ _SHORT = {short: long for long, (short, _value) in PIP_OPTIONS.items() if short}
 # Options that name another file, an editable install or a local folder: the requirements stage has none.
 _REFUSED = ("--requirement", "--constraint", "--editable")
 _LOCATIONS = ("--index-url", "--pypi-url", "--extra-index-url", "--find-links")  # must be http(s) URLs here
-_LOCAL = re.compile(r"^(\.{1,2}/|/|file:)")
+_LOCAL = re.compile(r"^(\.{1,2}/|/|file:)", re.I)  # a URL scheme is case-insensitive (`FILE:` is `file:`)
+# PEP 508 `name [extras] @ url` (spaces around `@` optional): a direct reference. Its URL must reach a
+# remote host: a scheme whose transport (after `+` for VCS: `git+https`) is one of these; anything else
+# (`file:`, `git+file:`, a path with no scheme) would take files from the build machine.
+_DIRECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[^\]]*\])?\s*@\s*(?P<url>\S*)")
+_REMOTE_TRANSPORTS = ("http", "https", "ssh", "git", "svn")
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 _ENV_VAR = re.compile(r"\$\{[A-Z0-9_]+\}")  # pip's pattern (req_file.ENV_VAR_RE)
 
@@ -195,6 +201,18 @@ def _check_option(opt: Option, file: str, number: int) -> None:
         )
 
 
+def _local_direct_reference(requirement: str) -> Optional[str]:
+    """The URL of a PEP 508 direct reference (`pkg @ url`) that is not remote, or None (no direct
+    reference, or a remote one)."""
+    found = _DIRECT.match(requirement)
+    if not found:
+        return None
+    url = found.group("url")
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url)
+    transport = scheme.group(1).lower().rsplit("+", 1)[-1] if scheme else ""
+    return None if transport in _REMOTE_TRANSPORTS else url
+
+
 def scan(text: str, file: str) -> RequirementsFile:
     """Count the requirements and decide hash mode; a line the requirements stage cannot honour is a
     UserError at its line (key `training.requirements`)."""
@@ -224,6 +242,13 @@ def scan(text: str, file: str) -> RequirementsFile:
         if _LOCAL.match(first):
             message = f"local path {first!r}: the requirements stage has no files but this one"
             raise _refuse(message, file, number)
+        local = _local_direct_reference(requirement)
+        if local is not None:
+            message = (
+                f"direct reference to a local path {local!r}: the requirements stage has no files but this "
+                "one, and nothing from outside the training folder enters the image"
+            )
+            raise _refuse(message, file, number, hint="name a released version, or an https:// URL")
         hashed.append((number, any(o.name == "--hash" for o in options)))
     if (require_hashes or any(h for _, h in hashed)) and not all(h for _, h in hashed):
         number = next(n for n, h in hashed if not h)

@@ -83,6 +83,49 @@ def test_scan_reads_pip_options_as_pip_does_in_every_spelling(text, line, words)
     assert words in err.value.message, err.value.message
 
 
+@pytest.mark.parametrize(
+    "line,url",
+    [
+        ("pkg @ file:///abs/path", "file:///abs/path"),
+        ("pkg@file:///abs/pkg-1.0-py3-none-any.whl", "file:///abs/pkg-1.0-py3-none-any.whl"),
+        ("pkg @file:../x", "file:../x"),
+        ("pkg@ file://localhost/srv/pkg", "file://localhost/srv/pkg"),
+        ("pkg @ FILE:///abs/path", "FILE:///abs/path"),
+        ("pkg[extra] @ file:///abs/path ; python_version >= '3.8'", "file:///abs/path"),
+        ("pkg [a,b]@file:///abs/path", "file:///abs/path"),
+        ("my.pkg_2 @ git+file:///srv/repo.git@v1", "git+file:///srv/repo.git@v1"),
+        ("pkg @ ../x", "../x"),
+        ("pkg @ /abs/path --hash=sha256:" + "0" * 64, "/abs/path"),
+    ],
+)
+def test_scan_refuses_a_direct_reference_to_a_local_path_in_every_spelling(line, url):
+    """PEP 508 `name @ url`: nothing from outside the training folder enters the image. This env's pip
+    (23.2, packaging 21.3) reads the file: spellings as file links and rejects the others as bad URLs; newer
+    packaging (22+) takes any URL word, so each is refused here whichever pip the image carries."""
+    with pytest.raises(UserError) as err:
+        scan("six==1.16.0\n" + line + "\n", "training/requirements.txt")
+    assert (err.value.file, err.value.line, err.value.key) == ("training/requirements.txt", 2, KEY)
+    assert f"direct reference to a local path {url!r}" in err.value.message, err.value.message
+
+
+def test_scan_accepts_a_direct_reference_to_a_remote_url():
+    text = (
+        "pkg @ https://example.invalid/pkg-1.0-py3-none-any.whl\n"
+        "other[x]@git+https://example.invalid/other.git@v1\n"
+        "third @ git+ssh://git@example.invalid/third.git\n"
+    )
+    assert scan(text, "r.txt") == RequirementsFile(3, False)
+
+
+def test_a_local_direct_reference_is_exit_2_naming_file_line_and_key(tmp_path):
+    path = project(tmp_path, "six==1.16.0\npkg @ file:///etc\n")
+    res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
+    assert res.rc == 2 and "Traceback" not in res.err
+    where = f"{tmp_path / 'training' / 'requirements.txt'}:2: key 'training.requirements': direct reference"
+    assert where in res.err, res.err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_scan_accepts_what_pip_accepts_in_any_spelling():
     text = (
         "--ind https://pypi.org/simple\n--extra https://example.invalid/simple\n-f https://example.invalid/w\n"
