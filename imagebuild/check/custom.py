@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 from typing import Any, Callable, Dict, List
 
 from imagebuild.check.probes import FAIL, PASS, UNKNOWN, Outcome, Target
 from imagebuild.components.expectation import Expectation
+from imagebuild.matrix.schema import CHECK_TIMEOUT_DEFAULT
 
 PREFIX = "custom:"
 WHY = "the team's own check (matrix `checks:`)"
@@ -49,10 +51,33 @@ def _tail(text: str) -> str:
     return text.strip()[-300:]
 
 
+# Runs the argv under `timeout -s KILL` inside the container (coreutils, or busybox's): KILL cannot be caught,
+# and coreutils sends it to the command's whole process group, so a hung command and its children end and the
+# check run goes on. An image without `timeout` says so on stderr with exit 125: the check stays unknown.
+NO_TIMEOUT = "efa-image-build: no timeout command in the image"
+_BOUNDED = (
+    f'command -v timeout >/dev/null 2>&1 || {{ echo "{NO_TIMEOUT}" >&2; exit 125; }}; '
+    'limit=$1; shift; exec timeout -s KILL "$limit" "$@"'
+)
+KILLED = 128 + 9  # the status of a command (and of `timeout` itself) ended by SIGKILL
+
+
+def bounded(argv: List[str], limit: int) -> str:
+    """The shell command that runs `argv` killed after `limit` seconds; every word quoted, so the container's
+    shell interprets nothing of the check's."""
+    return shlex.join(["sh", "-c", _BOUNDED, "sh", str(limit), *argv])
+
+
 def custom_command(t: Target, p: dict) -> Outcome:
     argv = [p["command"], *(p.get("args") or [])]
     shown = shlex.join(argv)
-    rc, out, err = t.run(shown)  # one argv: the quoting leaves the container's shell nothing to interpret
+    limit = int(p.get("timeout") or CHECK_TIMEOUT_DEFAULT)
+    started = time.monotonic()
+    rc, out, err = t.run(bounded(argv, limit))
+    if rc == KILLED and time.monotonic() - started >= limit:  # killed by the limit, not before it
+        return FAIL, f"`{shown}`: timed out after {limit} s (stdout {_tail(out)!r}, stderr {_tail(err)!r})"
+    if rc == 125 and NO_TIMEOUT in err:
+        return UNKNOWN, f"`{shown}` was not run: the image has no `timeout` command to bound it with"
     want = int(p.get("exit_code", 0))
     bad = [f"exited {rc} (want {want})"] if rc != want else []
     bad += _regexes(p, out, "stdout", "expected_output", "excluded_output")

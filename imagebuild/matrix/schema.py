@@ -299,9 +299,14 @@ class OptionsSpec(Strict):
 
 CheckName = Annotated[str, _pattern(r"[a-z0-9][a-z0-9._-]*", "check name (lowercase, digits, . _ -)", 64)]
 CHECK_KINDS = ("command", "path", "metadata")
+# A command check's time limit in seconds: the default, and the most one may ask (the whole check run of an
+# image is bounded at 600 s, imagebuild/check/runner.py `check_image`).
+CHECK_TIMEOUT_DEFAULT = 60
+CHECK_TIMEOUT_MAX = 600
 _COMMAND_KEYS = (
     "args",
     "exit_code",
+    "timeout",
     "expected_output",
     "excluded_output",
     "expected_error",
@@ -358,6 +363,9 @@ class CheckSpec(Strict):
     command: Optional[Word] = Field(None, description="command test: the program, run inside the image")
     args: Optional[Annotated[List[Word], Field(max_length=100)]] = Field(None, description="its arguments")
     exit_code: Optional[Annotated[int, Field(ge=0, le=255)]] = Field(None, description="expected (default 0)")
+    timeout: Optional[Annotated[int, Field(ge=1, le=CHECK_TIMEOUT_MAX)]] = Field(
+        None, description=f"seconds it may run, killed after (default {CHECK_TIMEOUT_DEFAULT})"
+    )
     expected_output: Optional[Regexes] = Field(None, description="regexes stdout must match")
     excluded_output: Optional[Regexes] = Field(None, description="regexes stdout must not match")
     expected_error: Optional[Regexes] = Field(None, description="regexes stderr must match")

@@ -79,3 +79,38 @@ def test_a_failing_custom_check_blocks_the_release_and_names_itself(registry, cu
     assert "nothing was promoted" in err
     assert RegistryAPI(registry.host).manifest(f"h6-test/custom-{RUN}", "custom-r1") is None
     assert not (tmp_path / "rec").exists()
+
+
+TIMED = {
+    # a shell that leaves a child holding stdout and hangs: both are killed at the limit, the run goes on
+    "hangs": {"command": "sh", "args": ["-c", "echo started; sleep 30 & sleep 30"], "timeout": 2},
+    "in-time": {"command": "sh", "args": ["-c", "echo ok"], "timeout": 5, "expected_output": ["^ok$"]},
+    "default-limit": {"command": "true"},
+}
+
+
+@pytest.mark.docker
+def test_a_command_past_its_timeout_fails_and_the_check_run_goes_on(docker_client, small_images, tmp_path):
+    """A hanging command would eat the whole check run: it is killed inside the container after `timeout`
+    seconds (default 60) and fails saying so; the checks after it still run."""
+    lock = dict(small_lock("h6-timed", nccl="2.26.2"), checks=TIMED)
+    dockerfile = f"FROM {small_images['a'].id}\nLABEL {LOCK_LABEL}={_dq(label_json(lock))}\n"
+    tag = f"h6-test/timed-{RUN}:dev"
+    image, _ = docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True
+    )
+    try:
+        report_path = tmp_path / "test-report.json"
+        res = build_py("test", "--image", tag, "--json", report_path)
+    finally:
+        docker_client.images.remove(image.id, force=True)
+    assert res.rc == 1, res.out + res.err
+    (entry,) = json.loads(report_path.read_text())["images"]
+    checks = {c["name"][len("custom:") :]: c for c in entry["checks"] if c["name"].startswith("custom:")}
+    assert {n: c["status"] for n, c in checks.items()} == {
+        "hangs": "fail",
+        "in-time": "pass",
+        "default-limit": "pass",
+    }
+    assert "`sh -c 'echo started; sleep 30 & sleep 30'`: timed out after 2 s" in checks["hangs"]["detail"]
+    assert "stdout 'started'" in checks["hangs"]["detail"]
