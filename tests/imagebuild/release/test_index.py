@@ -170,3 +170,48 @@ def test_an_index_entry_no_summary_names_refuses_the_release(registry, small_ima
     assert res.rc == 1
     assert "its linux/arm64 entry" in res.err and "is no variant of the given summaries" in res.err, res.err
     assert RegistryAPI(registry.host).manifest(repo, "r1") is None
+
+
+@pytest.mark.docker
+def test_a_release_of_twins_tags_the_index_once(registry, small_images, arm64_image, tmp_path):
+    """The release tag and channel of twins name the index (both architectures), not one twin's image;
+    releasing the other twin with the same tag finds them there already and moves nothing."""
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    entries = {e["variant"]: e for e in json.loads(summary.read_text())["variants"]}
+    api = RegistryAPI(registry.host)
+    index = api.manifest(repo, "v1")
+    assert index is not None and index.media_type == INDEX_TYPE
+    both = write_check_report(
+        tmp_path / "both.json",
+        [("twin", small_images["a"].id, True), ("twin-arm64", arm64_image.id, True)],
+    )
+    rec = tmp_path / "rec"
+    args = ["release", "--summary", str(summary), "--registry", registry.host, "--tag", "r1"]
+    args += ["--channel", "dev", "--checks", str(both), "--records", str(rec)]
+    res = build_py(*args, "--variant", "twin")
+    assert res.rc == 0, res.err
+    for tag in ("r1", "dev"):
+        got = api.manifest(repo, tag)
+        assert got.digest == index.digest and got.body == index.body, tag
+    record = json.loads((rec / "twin" / "latest.json").read_text())
+    assert record["digest"] == entries["twin"]["digest"]
+    assert record["index"] == {
+        "ref": f"{registry.host}/{repo}@{index.digest}",
+        "digest": index.digest,
+        "manifests": [
+            {"digest": entries["twin"]["digest"], "platform": "linux/amd64"},
+            {"digest": entries["twin-arm64"]["digest"], "platform": "linux/arm64"},
+        ],
+    }
+    assert record["repositories"][0]["moved"] == ["r1"]
+    # the other twin, same tag and channel: already on the index, nothing written twice
+    res = build_py(*args, "--variant", "twin-arm64")
+    assert res.rc == 0, res.err
+    assert "tagged" not in res.err and "moved channel" not in res.err, res.err
+    arm = json.loads((rec / "twin-arm64" / "latest.json").read_text())
+    assert arm["repositories"][0]["already"] == ["r1"] and arm["repositories"][0]["moved"] == []
+    assert arm["index"]["digest"] == index.digest
+    assert [(c["tag"], c["digest"]) for c in arm["channels"]] == [("dev", index.digest)]
+    assert api.manifest(repo, "r1").digest == index.digest
