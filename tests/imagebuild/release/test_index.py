@@ -188,8 +188,12 @@ def test_a_release_of_twins_tags_the_index_once(registry, small_images, arm64_im
         [("twin", small_images["a"].id, True), ("twin-arm64", arm64_image.id, True)],
     )
     rec = tmp_path / "rec"
-    args = ["release", "--summary", str(summary), "--registry", registry.host, "--tag", "r1"]
-    args += ["--channel", "dev", "--checks", str(both), "--records", str(rec)]
+    base = ["release", "--summary", str(summary), "--registry", registry.host]
+    base += ["--checks", str(both), "--records", str(rec)]
+    args = [*base, "--tag", "r1", "--channel", "dev"]
+    dry = build_py(*args, "--variant", "twin", "--dry-run")
+    assert dry.rc == 0, dry.err
+    assert f"would tag {registry.host}/{repo}@{index.digest} as r1" in dry.out, dry.out
     res = build_py(*args, "--variant", "twin")
     assert res.rc == 0, res.err
     for tag in ("r1", "dev"):
@@ -215,3 +219,9 @@ def test_a_release_of_twins_tags_the_index_once(registry, small_images, arm64_im
     assert arm["index"]["digest"] == index.digest
     assert [(c["tag"], c["digest"]) for c in arm["channels"]] == [("dev", index.digest)]
     assert api.manifest(repo, "r1").digest == index.digest
+    # a release tag on one twin's own image (written before twins released the index) is never moved
+    amd = api.manifest(repo, entries["twin"]["digest"])
+    api.put_manifest(repo, "r0", amd)
+    res = build_py(*base, "--tag", "r0", "--variant", "twin")
+    assert res.rc == 1 and f"{repo}:r0 already names {amd.digest}" in res.err, res.err
+    assert api.manifest(repo, "r0").digest == amd.digest
