@@ -243,7 +243,10 @@ def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]])
             ref = split_ref(r["repository"], key="pushed")
             for tag in r["todo"]:
                 current = registries.manifest(ref.registry, ref.repository, tag)
-                if current is not None and current.digest != r["digest"]:
+                if current is not None and current.digest == r["digest"]:
+                    r["already"].append(tag)  # a twin of this run wrote the index there: not written twice
+                    continue
+                if current is not None:
                     raise ChecksFailed(f"{r['repository']}:{tag} was taken by {current.digest} meanwhile")
                 got = registries.put(ref.registry, ref.repository, tag, r["manifest"])
                 if got != r["digest"]:
@@ -262,7 +265,12 @@ def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]])
         moved += [
             f"{r['repository']}:{m['tag']} (channel)" for r in repos for m in r["channels"] if m["moved"]
         ]
-        left = [f"{r['repository']}:{t}" for r in repos for t in r["todo"] if t not in r["moved"]]
+        left = [
+            f"{r['repository']}:{t}"
+            for r in repos
+            for t in r["todo"]
+            if t not in r["moved"] and t not in r["already"]
+        ]
         left += [
             f"{r['repository']}:{m['tag']} (channel)"
             for r in repos

@@ -225,3 +225,13 @@ def test_a_release_of_twins_tags_the_index_once(registry, small_images, arm64_im
     res = build_py(*base, "--tag", "r0", "--variant", "twin")
     assert res.rc == 1 and f"{repo}:r0 already names {amd.digest}" in res.err, res.err
     assert api.manifest(repo, "r0").digest == amd.digest
+    # both twins in one release: the tag is written once, the second twin finds it already on the index
+    res = build_py(*base, "--tag", "r3", "--variant", "twin", "--variant", "twin-arm64")
+    assert res.rc == 0, res.err
+    assert res.err.count(f"tagged {registry.host}/{repo}:r3 -> {index.digest}") == 1, res.err
+    latest = [json.loads((rec / v / "latest.json").read_text()) for v in ("twin", "twin-arm64")]
+    repos = [r["repositories"][0] for r in latest]
+    assert sorted((r["moved"], r["already"]) for r in repos) == [([], ["r3"]), (["r3"], [])]
+    assert api.manifest(repo, "r3").digest == index.digest
+    notes = sorted((rec / "twin").glob("*.md"))[-1].read_text()
+    assert f"- image index `{index.digest}` (the tags name it): linux/amd64" in notes, notes
