@@ -753,14 +753,14 @@ def release(req: ReleaseRequest) -> None:
         )
         store.check_reachable()
         if req.dry_run:
-            for _entry, gate, repos, _lock, _src in plans:
+            for _entry, _gate, repos, _lock, _src in plans:
                 for r in repos:
                     todo = ", ".join(r["todo"]) or "(all present)"
                     if r["tags"]:
-                        print(f"would tag {r['repository']}@{gate.digest} as {todo}")
+                        print(f"would tag {r['repository']}@{r['digest']} as {todo}")
                     for m in r["channels"]:
                         where = f"{r['repository']}:{m['tag']}"
-                        print(f"would move channel {where} from {m['from'] or '(nothing)'} to {gate.digest}")
+                        print(f"would move channel {where} from {m['from'] or '(nothing)'} to {r['digest']}")
             return
         promote.carry_out(plans, registries, store, when, previous_of)
 

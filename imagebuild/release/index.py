@@ -207,3 +207,37 @@ def index_refusals(
         for why in gate(twin):
             reasons.append(f"index {index}: its {plat} entry ({twin.get('variant')}): {why}")
     return reasons
+
+
+@dataclass(frozen=True)
+class ReleasedIndex:
+    """The index a twin's release tags and channels go to: its repository, manifest (read by digest) and
+    entries as (digest, platform)."""
+
+    repository: str  # host/repo
+    manifest: RemoteManifest
+    entries: Tuple[Tuple[str, str], ...]
+
+    def record(self) -> Dict[str, Any]:
+        """The release record's `index`: the digest the tags name and each entry's digest and platform."""
+        return {
+            "ref": f"{self.repository}@{self.manifest.digest}",
+            "digest": self.manifest.digest,
+            "manifests": [{"digest": d, "platform": p} for d, p in self.entries],
+        }
+
+
+def released_index(
+    entry: Dict[str, Any], read_index: Callable[[ImageRef], Optional[RemoteManifest]]
+) -> Optional[ReleasedIndex]:
+    """The index a gated variant's release goes to (its summary's `index`), None for a variant in no index.
+    Read again by digest (the gate read it too); a manifest that is gone or no index is refused."""
+    index = entry.get("index")
+    if not index:
+        return None
+    ref = split_ref(str(index), key="index")
+    manifest = read_index(ref)
+    if manifest is None or manifest.media_type not in INDEX_TYPES:
+        raise ChecksFailed(f"index {index}: the registry has no such image index")
+    entries = tuple(index_digests(manifest.body, str(index)))
+    return ReleasedIndex(ref.name, manifest, entries)

@@ -19,7 +19,7 @@ from imagebuild.errors import ChecksFailed, UserError
 from imagebuild.release import channels
 from imagebuild.release import record as rel
 from imagebuild.release.destinations import Registries, log
-from imagebuild.release.index import index_refusals
+from imagebuild.release.index import ReleasedIndex, index_refusals, released_index
 
 Plan = Tuple[Dict[str, Any], rel.Gate, List[Dict[str, Any]], Any, str]
 
@@ -65,7 +65,8 @@ def plan(
 ) -> List[Plan]:
     """Gate each variant and look at every release tag and channel (`channel_names` and the variant's
     own); ChecksFailed (nothing promoted) if any is refused. A variant pushed into an image index is
-    gated with every entry of that index (its twins found by digest in `all_entries`)."""
+    gated with every entry of that index (its twins found by digest in `all_entries`), and in the index's
+    repository its tags and channels go to the index digest (a twin released after it finds them there)."""
     plans: List[Plan] = []
     refused = 0
     for entry in entries:
@@ -79,8 +80,9 @@ def plan(
         tags = [check_tag(rel.expand_tag(t, gate.variant, when), key="--tag") for t in tag_templates]
         chans = variant_channels(entry, channel_names, tags)
         repos: List[Dict[str, Any]] = []
-        lock, lock_source, manifest = None, "none", None
+        lock, lock_source, manifest, index = None, "none", None, None
         if gate.ok:
+            index = _released_index(entry, registries, gate.reasons)
             for name in rel.unique_repositories(entry):
                 ref = split_ref(name, key="pushed")
                 manifest = registries.manifest(ref.registry, ref.repository, gate.digest)
@@ -92,12 +94,15 @@ def plan(
                         f"{name}@{gate.digest} is image {manifest.config_digest}, not {gate.image_id}"
                     )
                     continue
+                target = gate.digest
+                if index is not None and index.repository == name:
+                    target, manifest = index.manifest.digest, index.manifest
                 todo, already = [], []
                 for tag in tags:
                     current = registries.manifest(ref.registry, ref.repository, tag)
                     if current is None:
                         todo.append(tag)
-                    elif current.digest == gate.digest:
+                    elif current.digest == target:
                         already.append(tag)
                     else:
                         gate.reasons.append(
@@ -108,10 +113,13 @@ def plan(
                 for tag in chans:
                     current = registries.manifest(ref.registry, ref.repository, tag)
                     now = current.digest if current is not None else None
-                    why = channels.move_refusal(name, tag, now, gate.digest, previous_of(gate.variant))
+                    why = channels.move_refusal(name, tag, now, target, previous_of(gate.variant))
+                    if why and index is not None and target == index.manifest.digest:
+                        twins = _twin_variants(index, list(all_entries) or entries, gate.variant)
+                        why = _twin_channel(name, tag, now, target, why, [previous_of(v) for v in twins])
                     if why:
                         gate.reasons.append(why)
-                    moves.append({"repository": name, "tag": tag, "from": now, "to": gate.digest,
+                    moves.append({"repository": name, "tag": tag, "from": now, "to": target,
                                   "moved": False})  # fmt: skip
                 if lock is None:
                     labels = registries.config_labels(ref.registry, ref.repository, gate.image_id)
@@ -123,8 +131,9 @@ def plan(
                     )
                     if why:
                         gate.reasons.append(f"pre-flight {gate.preflight['path']}: {why}")
-                repos.append({"repository": name, "ref": f"{name}@{gate.digest}", "tags": tags,
-                              "todo": todo, "already": already, "manifest": manifest,
+                repos.append({"repository": name, "ref": f"{name}@{target}", "digest": target,
+                              "tags": tags, "todo": todo, "already": already, "manifest": manifest,
+                              "index": index.record() if target != gate.digest and index else None,
                               "channels": moves})  # fmt: skip
         if gate.ok:
             log(f"release {gate.variant}: {gate.digest} clears the gate")
@@ -139,6 +148,37 @@ def plan(
             f"release refused for {refused} of {len(entries)} variant(s); nothing was promoted"
         )
     return plans
+
+
+def _released_index(
+    entry: Dict[str, Any], registries: Registries, reasons: List[str]
+) -> Optional[ReleasedIndex]:
+    try:
+        return released_index(
+            entry, lambda ref: registries.manifest(ref.registry, ref.repository, ref.digest or "")
+        )
+    except (UserError, ChecksFailed) as err:
+        reasons.append(getattr(err, "message", None) or str(err))
+        return None
+
+
+def _twin_variants(index: ReleasedIndex, entries: Sequence[Dict[str, Any]], variant: str) -> List[str]:
+    """The other variants whose digests are entries of `index` (the gate found each one)."""
+    digests = {d for d, _ in index.entries}
+    return [str(e["variant"]) for e in entries if e.get("digest") in digests and e.get("variant") != variant]
+
+
+def _twin_channel(
+    name: str, tag: str, now: Optional[str], target: str, why: str, twin_records: List[Any]
+) -> Optional[str]:
+    """A channel on an index is shared by its twins (the records are per variant): it may move when a
+    twin's last record allows it (that twin's release put it there), never when a record calls it a
+    release tag."""
+    if any(tag in channels.released_tags(r, name) for r in twin_records):
+        return why
+    if any(channels.move_refusal(name, tag, now, target, r) is None for r in twin_records):
+        return None
+    return why
 
 
 def variant_channels(entry: Dict[str, Any], given: Sequence[str], tags: Sequence[str]) -> List[str]:
@@ -176,6 +216,9 @@ def carry_out(
             gate, lock, lock_source, repositories, previous, when,
             tool_version(), base_digest=entry.get("base_digest"),
         )  # fmt: skip
+        index = next((r["index"] for r in repos if r.get("index")), None)
+        if index is not None:
+            record["index"] = index
         record["channels"] = channels.carry_forward(
             previous, [m for r in repos for m in r["channels"]], record["released_at"]
         )
@@ -200,36 +243,44 @@ def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]])
             ref = split_ref(r["repository"], key="pushed")
             for tag in r["todo"]:
                 current = registries.manifest(ref.registry, ref.repository, tag)
-                if current is not None and current.digest != gate.digest:
+                if current is not None and current.digest == r["digest"]:
+                    r["already"].append(tag)  # a twin of this run wrote the index there: not written twice
+                    continue
+                if current is not None:
                     raise ChecksFailed(f"{r['repository']}:{tag} was taken by {current.digest} meanwhile")
                 got = registries.put(ref.registry, ref.repository, tag, r["manifest"])
-                if got != gate.digest:
-                    raise ChecksFailed(f"{r['repository']}:{tag} was stored as {got}, not {gate.digest}")
+                if got != r["digest"]:
+                    raise ChecksFailed(f"{r['repository']}:{tag} was stored as {got}, not {r['digest']}")
                 r["moved"].append(tag)
-                log(f"  tagged {r['repository']}:{tag} -> {gate.digest}")
-                _verify(registries, ref, tag, gate.digest)
+                log(f"  tagged {r['repository']}:{tag} -> {r['digest']}")
+                _verify(registries, ref, tag, r["digest"])
             for move in r["channels"]:
-                _move_channel(registries, ref, move, r["manifest"], gate.digest)
+                _move_channel(registries, ref, move, r["manifest"], r["digest"])
         for r in repos:
             ref = split_ref(r["repository"], key="pushed")
             for tag in [*r["tags"], *(m["tag"] for m in r["channels"])]:
-                _verify(registries, ref, tag, gate.digest)
+                _verify(registries, ref, tag, r["digest"])
     except (UserError, ChecksFailed):
         moved = [f"{r['repository']}:{t}" for r in repos for t in r["moved"]]
         moved += [
             f"{r['repository']}:{m['tag']} (channel)" for r in repos for m in r["channels"] if m["moved"]
         ]
-        left = [f"{r['repository']}:{t}" for r in repos for t in r["todo"] if t not in r["moved"]]
+        left = [
+            f"{r['repository']}:{t}"
+            for r in repos
+            for t in r["todo"]
+            if t not in r["moved"] and t not in r["already"]
+        ]
         left += [
             f"{r['repository']}:{m['tag']} (channel)"
             for r in repos
             for m in r["channels"]
-            if not m["moved"] and m["from"] != gate.digest
+            if not m["moved"] and m["from"] != r["digest"]
         ]
         log(f"release {gate.variant}: stopped part-way; no record written")
-        log(f"  tags moved to {gate.digest} by this run: {', '.join(moved) or 'none'}")
+        log(f"  tags moved to {_digests(repos, gate.digest)} by this run: {', '.join(moved) or 'none'}")
         log(f"  tags not promoted: {', '.join(left) or 'none'}")
-        for line in tags_now(registries, repos, gate.digest):
+        for line in tags_now(registries, repos, _digests(repos, gate.digest)):
             log(line)
         log("  rerun the same command to complete (tags already on this digest are kept)")
         raise
@@ -262,7 +313,12 @@ def _verify(registries: Registries, ref: ImageRef, tag: str, digest: str) -> Non
         )
 
 
-def tags_now(registries: Registries, repos: List[Dict[str, Any]], digest: str) -> List[str]:
+def _digests(repos: List[Dict[str, Any]], default: str) -> str:
+    """The digest(s) this release writes (the index's in its repository, else the variant's)."""
+    return ", ".join(dict.fromkeys(r["digest"] for r in repos)) or default
+
+
+def tags_now(registries: Registries, repos: List[Dict[str, Any]], digests: str) -> List[str]:
     """What each release tag names in the registry now, read after a failure: the exact state a rerun or a
     person starts from (a tag is listed as unread, never guessed, when the registry cannot say)."""
     on, absent, other, unread = [], [], [], []
@@ -279,12 +335,12 @@ def tags_now(registries: Registries, repos: List[Dict[str, Any]], digest: str) -
                 continue
             if now is None:
                 absent.append(name)
-            elif now.digest == digest:
+            elif now.digest == r["digest"]:
                 on.append(name)
             else:
                 other.append(f"{name} ({now.digest})")
     lines = [
-        f"  in the registry now: tags on {digest}: {', '.join(on) or 'none'}",
+        f"  in the registry now: tags on {digests}: {', '.join(on) or 'none'}",
         f"  in the registry now: tags absent: {', '.join(absent) or 'none'}",
     ]
     if other:

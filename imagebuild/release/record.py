@@ -389,6 +389,10 @@ def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) ->
     for repo in record.get("repositories") or []:
         tags = ", ".join("`" + t + "`" for t in repo["tags"]) or "none (channels only)"
         lines.append(f"- {repo['repository']}: tags {tags}")
+    index = record.get("index")
+    if isinstance(index, dict):
+        entries = ", ".join(f"{m.get('platform')} `{m.get('digest')}`" for m in index.get("manifests") or [])
+        lines.append(f"- image index `{index.get('digest')}` (the tags name it): {entries}")
     base = (lock.get("base") or {}).get("image")
     if base:
         prev_base = (((previous or {}).get("lock") or {}).get("base") or {}).get("image")

@@ -170,3 +170,68 @@ def test_an_index_entry_no_summary_names_refuses_the_release(registry, small_ima
     assert res.rc == 1
     assert "its linux/arm64 entry" in res.err and "is no variant of the given summaries" in res.err, res.err
     assert RegistryAPI(registry.host).manifest(repo, "r1") is None
+
+
+@pytest.mark.docker
+def test_a_release_of_twins_tags_the_index_once(registry, small_images, arm64_image, tmp_path):
+    """The release tag and channel of twins name the index (both architectures), not one twin's image;
+    releasing the other twin with the same tag finds them there already and moves nothing."""
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    entries = {e["variant"]: e for e in json.loads(summary.read_text())["variants"]}
+    api = RegistryAPI(registry.host)
+    index = api.manifest(repo, "v1")
+    assert index is not None and index.media_type == INDEX_TYPE
+    both = write_check_report(
+        tmp_path / "both.json",
+        [("twin", small_images["a"].id, True), ("twin-arm64", arm64_image.id, True)],
+    )
+    rec = tmp_path / "rec"
+    base = ["release", "--summary", str(summary), "--registry", registry.host]
+    base += ["--checks", str(both), "--records", str(rec)]
+    args = [*base, "--tag", "r1", "--channel", "dev"]
+    dry = build_py(*args, "--variant", "twin", "--dry-run")
+    assert dry.rc == 0, dry.err
+    assert f"would tag {registry.host}/{repo}@{index.digest} as r1" in dry.out, dry.out
+    res = build_py(*args, "--variant", "twin")
+    assert res.rc == 0, res.err
+    for tag in ("r1", "dev"):
+        got = api.manifest(repo, tag)
+        assert got.digest == index.digest and got.body == index.body, tag
+    record = json.loads((rec / "twin" / "latest.json").read_text())
+    assert record["digest"] == entries["twin"]["digest"]
+    assert record["index"] == {
+        "ref": f"{registry.host}/{repo}@{index.digest}",
+        "digest": index.digest,
+        "manifests": [
+            {"digest": entries["twin"]["digest"], "platform": "linux/amd64"},
+            {"digest": entries["twin-arm64"]["digest"], "platform": "linux/arm64"},
+        ],
+    }
+    assert record["repositories"][0]["moved"] == ["r1"]
+    # the other twin, same tag and channel: already on the index, nothing written twice
+    res = build_py(*args, "--variant", "twin-arm64")
+    assert res.rc == 0, res.err
+    assert "tagged" not in res.err and "moved channel" not in res.err, res.err
+    arm = json.loads((rec / "twin-arm64" / "latest.json").read_text())
+    assert arm["repositories"][0]["already"] == ["r1"] and arm["repositories"][0]["moved"] == []
+    assert arm["index"]["digest"] == index.digest
+    assert [(c["tag"], c["digest"]) for c in arm["channels"]] == [("dev", index.digest)]
+    assert api.manifest(repo, "r1").digest == index.digest
+    # a release tag on one twin's own image (written before twins released the index) is never moved
+    amd = api.manifest(repo, entries["twin"]["digest"])
+    api.put_manifest(repo, "r0", amd)
+    res = build_py(*base, "--tag", "r0", "--variant", "twin")
+    assert res.rc == 1 and f"{repo}:r0 already names {amd.digest}" in res.err, res.err
+    assert api.manifest(repo, "r0").digest == amd.digest
+    # both twins in one release: the tag is written once, the second twin finds it already on the index
+    res = build_py(*base, "--tag", "r3", "--variant", "twin", "--variant", "twin-arm64")
+    assert res.rc == 0, res.err
+    assert res.err.count(f"tagged {registry.host}/{repo}:r3 -> {index.digest}") == 1, res.err
+    latest = [json.loads((rec / v / "latest.json").read_text()) for v in ("twin", "twin-arm64")]
+    repos = [r["repositories"][0] for r in latest]
+    assert sorted((r["moved"], r["already"]) for r in repos) == [([], ["r3"]), (["r3"], [])]
+    assert api.manifest(repo, "r3").digest == index.digest
+    notes = sorted((rec / "twin").glob("*.md"))[-1].read_text()
+    assert f"- image index `{index.digest}` (the tags name it): linux/amd64" in notes, notes
