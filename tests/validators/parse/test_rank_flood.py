@@ -7,11 +7,11 @@ memory of the 300,000-rank flood are measured there (BENCHMARKS.md), never here.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli import validators_process
 from conftest import _nccl_logs_dir, corpus_missing
 from paths import ROOT
 from scanlogs import run_json
@@ -55,10 +55,7 @@ def test_a_flood_past_the_cap_is_counted_listed_to_the_cap_and_never_passes(tmp_
     ranks = 2 * facts.RANKS_MAX + 4096
     log = _flood(tmp_path, ranks)
     out = tmp_path / "report.json"
-    res = subprocess.run(
-        [sys.executable, "-m", "validators", "parse", str(log), "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    res = validators_process("parse", log, "--json", out, timeout=600)
     # never a pass: unknown for the ranks not kept (3), or fail where the world checks see through the flood
     assert res.returncode in (1, 3), res.stdout + res.stderr
     assert "check ranks-kept: unknown" in res.stdout
