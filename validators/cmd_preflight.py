@@ -17,7 +17,6 @@ from typing import Any, Dict, List, Optional, Sequence
 from validators.judge.shortlist import few
 from validators.report import jsonout, outfile
 from validators.report.contract import REPLAY_NOTE
-from validators.report.redact import redact_argv, secret_values
 from validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
 from validators.run import report as runreport
 from validators.run.runner import (
@@ -29,6 +28,7 @@ from validators.run.runner import (
     prepare,
     run_command,
 )
+from validators.scan.redact import redact_argv, secret_values
 
 EXIT_USAGE = 2
 BACKGROUND_NICE = 10  # reading and parsing yield the CPU to the job's ranks; the watchdog's thread does not
