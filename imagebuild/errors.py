@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from validators.report.redact import redact_text
+from validators.scan.redact import redact_text
 
 
 def redact(text: str) -> str:
     """`scheme://user:secret@host` -> `scheme://***@host`, `TOKEN=...`, `Authorization: ...` and every
-    other rule of validators/report/redact.py (the table `validators run` uses too): no message leaks one."""
+    other rule of validators/scan/redact.py (the table `validators run` uses too): no message leaks one."""
     return redact_text(text)
 
 

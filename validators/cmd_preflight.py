@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from validators.judge.shortlist import few
 from validators.report import jsonout, outfile
-from validators.report.redact import redact_argv, secret_values
+from validators.report.contract import REPLAY_NOTE
 from validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
 from validators.run import report as runreport
 from validators.run.runner import (
@@ -28,6 +28,7 @@ from validators.run.runner import (
     prepare,
     run_command,
 )
+from validators.scan.redact import redact_argv, secret_values
 
 EXIT_USAGE = 2
 BACKGROUND_NICE = 10  # reading and parsing yield the CPU to the job's ranks; the watchdog's thread does not
@@ -723,7 +724,7 @@ def summary_text(report: Dict[str, Any]) -> str:
 
     lines = ["verdict: %s" % report.get("verdict")]
     if report.get("replay"):
-        lines[0] += " (REPLAY of a recorded log: no evidence about this cluster)"
+        lines[0] += " (%s)" % REPLAY_NOTE
     lead = lead_sentence(report.get("findings") or [])
     if lead:  # the root cause and its remedy, right under the verdict
         lines.append(lead)

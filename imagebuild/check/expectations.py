@@ -14,14 +14,14 @@ from typing import List
 from imagebuild import components
 from imagebuild.check import custom
 from imagebuild.components.expectation import Expectation
-from validators.report.redact import AWS_KEY_ID
+from validators.scan.redact import AWS_KEY_ID
 
 # Env vars whose whole namespace the policy owns: one set in the image but absent from the lock is a finding.
 POLICY_PREFIXES = ("NCCL_", "FI_", "RDMAV_")
 
 # Credentials must never be in env, labels or layer history. [AWS access key id formats; AWS CLI config keys]
 CREDENTIAL_PATTERNS = (
-    AWS_KEY_ID,  # the key id formats the redaction table masks (validators/report/redact.py)
+    AWS_KEY_ID,  # the key id formats the redaction table masks (validators/scan/redact.py)
     r"(?i)aws_secret_access_key",
     r"(?i)aws_session_token",
     r"(?i)-----BEGIN [A-Z ]*PRIVATE KEY-----",

@@ -9,7 +9,7 @@ cause when it is an error. Ordering never changes a severity or a verdict.
 """
 
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 TIERS = ("cause", "consequence", "warning", "note")
 TIER_OF_SEVERITY = {"error": "cause", "warning": "warning", "info": "note"}
@@ -97,41 +97,81 @@ LINKS = (
     ),
 )
 
+# What `validators run` itself saw (validators/run/report.py, `later` to `order`): a rank or the launcher
+# exiting non-zero is the end of what its output shows, a consequence of the first of these that fired (a
+# failure the output names, then a stall, then a root cause). The runner's `hang` (ended by its idle or total
+# timeout) is the `hang` of LINKS; `output-limit`, `launch-mismatch` and `parser-error` are causes of their
+# own; `leftover-processes`, `long-lines`, `output-cut`, `no-output` are warnings: each by its severity.
+EXIT_CAUSES = (
+    ("crash", "because it failed"),
+    ("watchdog-timeout", "after PyTorch's watchdog timed out"),
+    ("hang", "after the run lost its peers"),
+    ("completion-error", "after a network completion error"),
+    ("bootstrap-interface", "after NCCL's bootstrap could not use its network interface"),
+    ("rank-topology-mismatch", "after the ranks disagreed on their network topology"),
+    ("topology-attribute-missing", "after NCCL's topology detection missed an attribute"),
+    ("resource-allocation-failed", "after an allocation failed"),
+    ("mr-registration-failed", "after memory registration failed"),
+    ("cuda-driver-too-old", "because the CUDA driver is older than the runtime"),
+    ("ofi-init-failed", "after the net plugin failed to initialise"),
+)
+LINKS += tuple(
+    (effect, cause, f"{who} exited non-zero {why}")
+    for effect, who in (("rank-exit", "a rank"), ("launcher-exit", "the launcher"))
+    for cause, why in EXIT_CAUSES
+)
 
-def order(findings: List[dict]) -> List[dict]:
+
+def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
     """The findings in reading order, each consequence with `caused_by` and its link in the message.
 
-    Stable: within a tier and depth a finding keeps its place (catalog order). The dicts are changed in place.
+    `later`: what was seen after the output's last line (`validators run`'s own findings: the hang it ended,
+    a rank's exit). They may follow from the output's findings, never cause them: a run the runner ended
+    after PyTorch's watchdog timed out still leads with the timeout, as `parse` of its log does.
+    Stable: within a tier and depth a finding keeps its place (catalog order, then `later`). The dicts are
+    changed in place.
     """
     fired = {f["id"] for f in findings}
-    cause_of = {}  # type: Dict[str, str]
-    sentence = {}  # type: Dict[str, str]
-    for effect, cause, said in LINKS:
-        if effect in fired and cause in fired and effect not in cause_of and effect != cause:
-            cause_of[effect], sentence[effect] = cause, said
+    cause_of = _links(fired, fired)
+    after = _links({f["id"] for f in later}, fired)
     depth = {fid: _depth(fid, cause_of) for fid in fired}
-    for f in findings:
-        cause = cause_of.get(f["id"])
+    keyed = []
+    for i, f in enumerate(list(findings) + list(later)):
+        links = cause_of if i < len(findings) else after
+        cause, said = links.get(f["id"], (None, ""))
         if cause is not None and not f.get("caused_by"):
             f["caused_by"] = cause
-            f["message"] = "{} (see {}): {}".format(sentence[f["id"]], cause, f.get("message") or "")
-    keyed = [(_tier(f, cause_of), depth[f["id"]], i, f) for i, f in enumerate(findings)]
+            f["message"] = "{} (see {}): {}".format(said, cause, f.get("message") or "")
+        if i < len(findings):
+            deep = depth[f["id"]]
+        else:
+            deep = 0 if cause is None else depth[cause] + 1
+        keyed.append((_tier(f, cause is not None), deep, i, f))
     return [f for _, _, _, f in sorted(keyed, key=lambda k: k[:3])]
 
 
-def _tier(finding: dict, cause_of: Dict[str, str]) -> int:
+def _links(effects: Set[str], fired: Set[str]) -> Dict[str, Tuple[str, str]]:
+    """effect -> (its cause, the sentence): the first link in LINKS from a cause that fired."""
+    out = {}  # type: Dict[str, Tuple[str, str]]
+    for effect, cause, said in LINKS:
+        if effect in effects and cause in fired and effect not in out and effect != cause:
+            out[effect] = (cause, said)
+    return out
+
+
+def _tier(finding: dict, caused: bool) -> int:
     tier = TIER_OF_SEVERITY.get(finding.get("severity"), "note")
-    if tier == "cause" and finding["id"] in cause_of:
+    if tier == "cause" and caused:
         tier = "consequence"
     return TIERS.index(tier)
 
 
-def _depth(fid: str, cause_of: Dict[str, str]) -> int:
+def _depth(fid: str, cause_of: Dict[str, Tuple[str, str]]) -> int:
     """How many links lead back to a root cause (a loop in the data counts as none)."""
     seen = {fid}
     n = 0
     while fid in cause_of:
-        fid = cause_of[fid]
+        fid = cause_of[fid][0]
         if fid in seen:
             return 0
         seen.add(fid)

@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from operator import attrgetter
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
+from validators.scan.redact import redact_text
+
 
 def is_efa_provider(name: Optional[str]) -> bool:
     """`efa`, `efa;ofi_rxr` (libfabric < 1.8 printed the utility provider too), `efa-direct`."""
@@ -64,7 +66,11 @@ _GROWN = {}  # type: Dict[tuple, frozenset]  # Proc.put: (a shared set, a value)
 
 
 def _ev(event, cut: bool = False, limit: int = TEXT_MAX) -> dict:
-    text = event.text if len(event.text) <= limit else event.text[:limit] + "..."
+    """A line as evidence, its secrets masked (validators.scan.redact, the table `validators run` masks by):
+    every line a report quotes, in JSON, Markdown or JUnit, is made here. Masked before it is cut, so no cut
+    leaves half a secret a rule would no longer see. An NCCL line holds none: it is passed unchanged."""
+    text = redact_text(event.text)
+    text = text if len(text) <= limit else text[:limit] + "..."
     out = {"file": event.file, "line": event.lineno, "text": text}
     if cut:
         out["cut"] = True
@@ -588,7 +594,9 @@ class Facts:
         cut = cut or event.cut
         if kind == "crash":
             if len(self.crashes) < CRASHES_MAX:
-                self.crashes.append(dict(d, evidence=self._ev(event)))
+                # its `what` quotes the failure's text (`Test NCCL failure ... '<error>'`): masked too
+                said = {k: redact_text(v) if isinstance(v, str) else v for k, v in d.items()}
+                self.crashes.append(dict(said, evidence=self._ev(event)))
             self._keep(kind, event)
             return
         if event.host is None:

@@ -13,3 +13,5 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 EXIT_BY_VERDICT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "unknown": EXIT_UNKNOWN}
 
 REPLAY_MARK = "validators.replay: REPLAY"
+# what a report made from a recording says next to its verdict, before anything else (stdout, Markdown)
+REPLAY_NOTE = "REPLAY of a recorded log: no evidence about this cluster"

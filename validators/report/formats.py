@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import List
 
 from validators.judge.causes import lead_sentence
+from validators.report.contract import REPLAY_NOTE
 
 
 # --------------------------------------------------------------------------- JUnit
@@ -62,7 +63,10 @@ _ICON = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}
 
 def to_markdown(report: dict) -> str:
     """A short summary for a CI step summary: verdict, key facts, checks, findings."""
-    lines = ["## NCCL/EFA validation: **{}**".format(_ICON.get(report["verdict"], report["verdict"])), ""]
+    head = "## NCCL/EFA validation: **{}**".format(_ICON.get(report["verdict"], report["verdict"]))
+    if report.get("replay"):  # before the root cause: what follows is a recording's, not this cluster's
+        head += f" ({REPLAY_NOTE})"
+    lines = [head, ""]
     lead = lead_sentence(report.get("findings") or [])
     if lead:
         lines += [f"**{_md_all(lead[:1].upper() + lead[1:])}**", ""]

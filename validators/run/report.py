@@ -7,6 +7,7 @@ output proves (a `sleep` that exits 0 proves nothing: unknown).
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from validators.judge import causes
 from validators.judge.shortlist import few as names
 from validators.judge.shortlist import ranges
 from validators.report.contract import EXIT_BY_VERDICT, SCHEMA
@@ -383,8 +384,11 @@ def combine(
     launch: Optional[launchcheck.Launch] = None,
     here: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """The run report: the parser's report (or an empty one), the run's findings first, one verdict.
+    """The run report: the parser's report (or an empty one) and what the run showed, one verdict.
 
+    The findings are in the order `parse` gives (validators.judge.causes, the runner's own by the same
+    table), so the report leads with the root cause `parse` would name: a run that hung after a completion
+    error leads with the completion error. Only the REPLAY finding comes before them all.
     With `launch` (what the launcher was asked to start) the log's claims are checked against it: a
     contradiction fails, nothing comparable keeps a pass from standing (unknown)."""
     report = dict(analysis) if analysis else empty_report(instance_type, nodes)
@@ -437,7 +441,9 @@ def combine(
             verdict = "unknown"
     report["checks"] = result.redactor.tree(checks)  # a detail may quote the command line
     # the lines were masked as they arrived; messages built from the command line are masked here
-    report["findings"] = result.redactor.tree(findings + list(report.get("findings") or []))
+    replay = [f for f in findings if f["id"] == "replay"]
+    ordered = causes.order(list(report.get("findings") or []), [f for f in findings if f["id"] != "replay"])
+    report["findings"] = result.redactor.tree(replay + ordered)
     if not ended_ok:
         verdict = "fail"
     elif parse_error is not None and verdict != "fail":

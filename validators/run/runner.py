@@ -22,10 +22,10 @@ import time
 from typing import IO, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from validators.report.contract import REPLAY_MARK  # the stand-in's first line: the output is a recording
-from validators.report.redact import Redactor, redact_text, secret_values
 from validators.run import launchers, reaper
 from validators.run.cgroup import RunCgroup
 from validators.run.watchdog import Watchdog, end_all
+from validators.scan.redact import Redactor, redact_text, secret_values
 
 MAX_LINE = 64 * 1024  # a longer line keeps its first MAX_LINE bytes (marked cut); the rest is counted
 MAX_OUTPUT = 512 * 1024 * 1024  # bytes of output read: past it the run is ended (a 1024-node init is 64 MB)

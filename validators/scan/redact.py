@@ -3,8 +3,10 @@
 A launch command can carry a token in a URL (`https://user:TOKEN@host/`, `?X-Amz-Signature=...`), and a
 child can print its environment (`AWS_SECRET_ACCESS_KEY=...`), an STS answer (`"SessionToken": "..."`), a
 curl header (`Authorization: Bearer ...`) or a key file. `validators run` writes what it runs and what the
-child printed into its log, report and findings; `build.py` writes URLs into messages. Both redact by this
-table (imagebuild.errors.redact is `redact_text`), so a rule added here holds everywhere.
+child printed into its log, report and findings; `validators parse` quotes a saved log's lines as evidence
+(validators/parse/facts.py masks each as it is made); `build.py` writes URLs into messages. All redact by this
+table (imagebuild.errors.redact is `redact_text`), so a rule added here holds everywhere. It sits in the first
+stage (scan) so that the parser, the runner and the build side can all use it.
 
 Every rule is linear in the line's length (bounded repeats only): the runner applies them to every line.
 A value is replaced by `***`; the name, scheme or header stays, so the line still says what was there.
@@ -56,7 +58,7 @@ RULES = (
 
 
 # Lowercase words of which a line must hold one (or an AWS key id prefix) for any rule to match: most lines
-# are passed after a few substring searches (tests/validators/report/test_redact.py keeps this in step).
+# are passed after a few substring searches (tests/validators/scan/test_redact.py keeps this in step).
 TRIGGERS = ("://", "auth", "bearer", "sig=", "key", "pass", "credential", "secret", "token", "signature")
 _AWS_PREFIX = re.compile(r"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)")
 

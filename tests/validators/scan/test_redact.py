@@ -1,4 +1,4 @@
-"""validators/report/redact.py: the one table of secrets both sides mask (issue 23, item 5)."""
+"""validators/scan/redact.py: the one table of secrets both sides mask (issue 23, item 5)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from imagebuild.check.expectations import CREDENTIAL_PATTERNS
 from imagebuild.errors import UserError, redact
-from validators.report.redact import (
+from validators.scan.redact import (
     MASK,
     RULES,
     TRIGGERS,
