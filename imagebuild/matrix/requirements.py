@@ -2,11 +2,12 @@
 
 The image installs the file in a stage of its own before the training code is copied (so a code-only change
 keeps the pip layer). That stage sees the requirements file alone, so lines that point at other files or at
-the code (`-r`, `-c`, `-e`, local paths, a direct reference `pkg @ file:...` to one, a local `--find-links`
-or index) cannot work there and are refused here, at their line. pip turns on hash-checking mode as soon as
-one requirement carries `--hash` (or the file says `--require-hashes`), and then wants a hash on every one
-(pip docs, "Secure installs / hash-checking mode"): a file that hashes some lines only is refused here too,
-rather than at build time.
+the code (`-r`, `-c`, `-e`, local paths, a word pip reads as a local archive though it has no `./`
+(`pkg-1.0-py3-none-any.whl`, `dist/pkg.whl`), a direct reference `pkg @ file:...` to one, a local
+`--find-links` or index) cannot work there and are refused here, at their line. pip turns on hash-checking
+mode as soon as one requirement carries `--hash` (or the file says `--require-hashes`), and then wants a hash
+on every one (pip docs, "Secure installs / hash-checking mode"): a file that hashes some lines only is refused
+here too, rather than at build time.
 
 A refusal must hold for every spelling pip accepts, so lines are read the way pip's own reader reads them
 (pip docs, "Requirements File Format", https://pip.pypa.io/en/latest/reference/requirements-file-format/;
@@ -24,6 +25,7 @@ pip's src/pip/_internal/req/req_file.py: `preprocess`, `break_args_options`, `bu
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass
@@ -72,6 +74,10 @@ _LOCAL = re.compile(r"^(\.{1,2}/|/|file:)", re.I)  # a URL scheme is case-insens
 # (`file:`, `git+file:`, a path with no scheme) would take files from the build machine.
 _DIRECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[^\]]*\])?\s*@\s*(?P<url>\S*)")
 _REMOTE_TRANSPORTS = ("http", "https", "ssh", "git", "svn")
+# The endings pip takes for a distribution archive (pip src/pip/_internal/utils/filetypes.py,
+# ARCHIVE_EXTENSIONS), compared after pip's own `splitext` (utils/misc.py): `.tar` kept with what follows.
+_ARCHIVES = (".whl", ".zip", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz", ".tar.lz", ".tar.lzma")
+_ARCHIVES += (".tar.gz", ".tgz", ".tar")
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 _ENV_VAR = re.compile(r"\$\{[A-Z0-9_]+\}")  # pip's pattern (req_file.ENV_VAR_RE)
 
@@ -201,6 +207,12 @@ def _check_option(opt: Option, file: str, number: int) -> None:
         )
 
 
+def _remote_url(url: str) -> bool:
+    """A URL whose scheme's transport (after `+` for VCS: `git+https`) reaches a remote host."""
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url)
+    return bool(scheme) and scheme.group(1).lower().rsplit("+", 1)[-1] in _REMOTE_TRANSPORTS
+
+
 def _local_direct_reference(requirement: str) -> Optional[str]:
     """The URL of a PEP 508 direct reference (`pkg @ url`) that is not remote, or None (no direct
     reference, or a remote one)."""
@@ -208,9 +220,42 @@ def _local_direct_reference(requirement: str) -> Optional[str]:
     if not found:
         return None
     url = found.group("url")
-    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url)
-    transport = scheme.group(1).lower().rsplit("+", 1)[-1] if scheme else ""
-    return None if transport in _REMOTE_TRANSPORTS else url
+    return None if _remote_url(url) else url
+
+
+def _looks_like_path(word: str) -> bool:
+    """pip's test on Linux (src/pip/_internal/req/constructors.py, `_looks_like_path`): a `/` anywhere, or a
+    leading `.`."""
+    return "/" in word or word.startswith(".")
+
+
+def _is_archive(word: str) -> bool:
+    """pip's `is_archive_file` (utils/filetypes.py): the extension, `.tar.*` kept whole, is an archive's."""
+    base, ext = posixpath.splitext(word)
+    if base.lower().endswith(".tar"):
+        ext = base[-4:] + ext
+    return ext.lower() in _ARCHIVES
+
+
+def _local_file(requirement: str) -> Optional[str]:
+    """The requirement, where pip reads it as a local file or folder rather than a project name, else None.
+
+    pip (src/pip/_internal/req/constructors.py, `parse_req_from_line` and `_get_url_from_path`) cuts the
+    markers at `;`, drops trailing `[extras]`, and takes as a path a name that ends in an archive's extension
+    (`pkg-1.0-py3-none-any.whl`, `pkg.zip`: a bare file name, no `./` needed) unless it is `name @ url`, or
+    one that looks like a path and is a folder. A word with a `/` that is neither is no requirement pip can
+    read either; here it is refused with the paths, since the requirements stage has no files but this one.
+    """
+    name = requirement.split(";", 1)[0].strip()
+    if _remote_url(name):
+        return None  # a URL pip fetches (`https://.../pkg.whl`, `git+https://...`)
+    before_at, at, _url = name.partition("@")
+    if at and not _looks_like_path(before_at):
+        return None  # a direct reference: `_local_direct_reference` judges its URL
+    bare = re.sub(r"\[[^\]]+\]$", "", name)
+    if _looks_like_path(name) or _is_archive(bare):
+        return name
+    return None
 
 
 def scan(text: str, file: str) -> RequirementsFile:
@@ -239,9 +284,13 @@ def scan(text: str, file: str) -> RequirementsFile:
         if not requirement:
             continue  # an options line (--index-url, --only-binary, ...)
         first = requirement.split()[0]
-        if _LOCAL.match(first):
-            message = f"local path {first!r}: the requirements stage has no files but this one"
-            raise _refuse(message, file, number)
+        path = first if _LOCAL.match(first) else _local_file(requirement)
+        if path is not None:
+            message = (
+                f"local path {path!r}: pip reads it as a file or folder, but the requirements stage has no "
+                "files but this one, and nothing from outside the training folder enters the image"
+            )
+            raise _refuse(message, file, number, hint="name a released version, or an https:// URL")
         local = _local_direct_reference(requirement)
         if local is not None:
             message = (

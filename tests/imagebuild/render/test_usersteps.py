@@ -117,11 +117,14 @@ def test_scan_accepts_a_direct_reference_to_a_remote_url():
     assert scan(text, "r.txt") == RequirementsFile(3, False)
 
 
-def test_a_local_direct_reference_is_exit_2_naming_file_line_and_key(tmp_path):
-    path = project(tmp_path, "six==1.16.0\npkg @ file:///etc\n")
+@pytest.mark.parametrize(
+    "line,words", [("pkg @ file:///etc", "direct reference"), ("pkg-1.0-py3-none-any.whl", "local path")]
+)
+def test_a_local_file_is_exit_2_naming_file_line_and_key(tmp_path, line, words):
+    path = project(tmp_path, "six==1.16.0\n" + line + "\n")
     res = build_py("render", "--matrix", str(path), "--out", str(tmp_path / "out"))
     assert res.rc == 2 and "Traceback" not in res.err
-    where = f"{tmp_path / 'training' / 'requirements.txt'}:2: key 'training.requirements': direct reference"
+    where = f"{tmp_path / 'training' / 'requirements.txt'}:2: key 'training.requirements': {words}"
     assert where in res.err, res.err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
@@ -159,6 +162,56 @@ def test_the_loader_refuses_exactly_what_pips_own_reader_reads_as_another_file(t
     with pytest.raises(UserError) as err:
         scan(text + "\n", "r.txt")
     assert err.value.line == pip_refused[0] and "is not supported" in err.value.message
+
+
+# Requirement words pip reads as a local archive or path though they have no `./`: a bare archive name, a
+# relative path, either with extras or markers.
+LOCAL_FILES = [
+    ("pkg-1.0-py3-none-any.whl", "pkg-1.0-py3-none-any.whl"),
+    ("dist/pkg.whl", "dist/pkg.whl"),
+    ("pkg-1.0.tar.gz", "pkg-1.0.tar.gz"),
+    ("pkg.zip", "pkg.zip"),
+    ("PKG-1.0.TAR.BZ2", "PKG-1.0.TAR.BZ2"),
+    ("pkg-1.0.tgz[extra]", "pkg-1.0.tgz[extra]"),
+    ("pkg-1.0-py3-none-any.whl; python_version >= '3.8'", "pkg-1.0-py3-none-any.whl"),
+    ("wheels/pkg", "wheels/pkg"),
+    ("git+file:///srv/repo.git", "git+file:///srv/repo.git"),
+]
+
+
+@pytest.mark.parametrize("line,path", LOCAL_FILES)
+def test_scan_refuses_a_local_archive_or_path_without_dot_slash(line, path):
+    """pip takes a word ending in an archive's extension as a file, `./` or not."""
+    with pytest.raises(UserError) as err:
+        scan("six==1.16.0\n" + line + " --hash=sha256:" + "0" * 64 + "\n", "training/requirements.txt")
+    assert (err.value.file, err.value.line, err.value.key) == ("training/requirements.txt", 2, KEY)
+    assert f"local path {path!r}" in err.value.message, err.value.message
+
+
+# Requirement words pip's own reader (parse_req_from_line) is asked about: what it reads as a local file the
+# loader refuses, and what it reads as a project or a remote URL the loader lets through.
+REQUIREMENT_ORACLE = [line for line, _path in LOCAL_FILES if "/" not in line] + [
+    "dist/pkg-1.0-py3-none-any.whl",
+    "torch==2.3.0",
+    'pkg[extra]>=1; python_version>"3.8"',
+    "name @ https://example.invalid/pkg-1.0-py3-none-any.whl",
+    "https://example.invalid/pkg-1.0.tar.gz",
+    "zope.interface>=5",
+    "x.tar.zip",
+]
+
+
+@pytest.mark.parametrize("line", REQUIREMENT_ORACLE)
+def test_the_loader_refuses_exactly_what_pips_own_reader_reads_as_a_local_file(line):
+    from pip._internal.req.constructors import parse_req_from_line
+
+    link = parse_req_from_line(line, None).link
+    if link is None or link.scheme != "file":
+        assert scan(line + "\n", "r.txt") == RequirementsFile(1, False)
+        return
+    with pytest.raises(UserError) as err:
+        scan(line + "\n", "r.txt")
+    assert err.value.line == 1 and "local path" in err.value.message
 
 
 def test_an_abbreviated_constraint_is_exit_2_naming_file_line_and_key(tmp_path):
