@@ -443,6 +443,26 @@ def build_small_image(client, local_base: str, lock: dict, tag: str):
     return image
 
 
+def build_arm64_scratch(client, labels: Dict[str, str], tag: Optional[str] = None):
+    """A small real image whose config says linux/arm64 (FROM scratch: no emulation needed), with `labels`."""
+    import io
+    import tarfile
+
+    said = " ".join(f"{k}={json.dumps(v)}" for k, v in labels.items())
+    data = f"FROM scratch\nCOPY Dockerfile /arm64-marker\nLABEL {said} org.efa-image-build.test-run={RUN}\n"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data.encode())
+        tar.addfile(info, io.BytesIO(data.encode()))
+    buf.seek(0)
+    image, _ = client.images.build(
+        fileobj=buf, custom_context=True, platform="linux/arm64", rm=True, forcerm=True, tag=tag
+    )
+    assert image.attrs["Architecture"] == "arm64"
+    return image
+
+
 def write_summary(path: Path, entries: list) -> Path:
     """A build summary in the agreed format, as `build.py build` writes it."""
     doc = {"schema": "efa-image-build/build-summary/v1", "variants": entries}

@@ -656,8 +656,8 @@ def series_report(
     verdicts = [r["verdict"] for r in runs]
     findings = list(top.get("findings") or [])
     if flaky and len(set(verdicts)) > 1 and "fail" in verdicts:
-        findings.insert(
-            0,
+        findings = _with_flaky(
+            findings,
             {
                 "id": "flaky",
                 "severity": "error",
@@ -678,6 +678,26 @@ def series_report(
         verdict = _worse(verdict, v)
     top["verdict"] = verdict
     return top
+
+
+def _with_flaky(findings: List[Dict[str, Any]], flaky: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The worst run's findings (already in validators.judge.causes order) with `flaky` where that order
+    puts a consequence: the REPLAY findings stay first, the root cause leads and `flaky` follows the causes,
+    `caused_by` the root cause; only when no error fired does `flaky` lead. So a repeated run's lead sentence
+    names what failed, not that it failed only sometimes."""
+    from validators.judge.causes import root_cause
+
+    replays = [f for f in findings if str(f.get("id", "")).startswith("replay")]
+    rest = [f for f in findings if not str(f.get("id", "")).startswith("replay")]
+    root = root_cause(rest)
+    if root is None:
+        return replays + [flaky] + rest
+    flaky["caused_by"] = root["id"]
+    flaky["message"] = "it failed only sometimes (see %s): %s" % (root["id"], flaky["message"])
+    at = next(
+        (i for i, f in enumerate(rest) if f.get("severity") != "error" or f.get("caused_by")), len(rest)
+    )
+    return replays + rest[:at] + [flaky] + rest[at:]
 
 
 def _label(label: Dict[str, Any]) -> str:

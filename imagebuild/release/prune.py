@@ -3,9 +3,10 @@
 Every rebuild leaves a content tag (`repo:<versions>-<hash12>`, its image labelled with the whole hash); only
 those are ever considered, in the repositories the build summary and the release records name. One is kept
 when the latest build (the summary), a release or a channel (the release records, and any other tag in the
-registry: release tags and channels are not content tags) names its image, or when it is younger than the
-age given. Release tags are never removed: a registry manifest goes only when every tag naming it is an
-unreferenced content tag, and a local image loses only its content tags.
+registry: release tags and channels are not content tags) names its image, a twin's image index that a
+record names included with every entry of it (by digest, local and in the registry), or when it is younger
+than the age given. Release tags are never removed: a registry manifest goes only when every tag naming it
+is an unreferenced content tag, and a local image loses only its content tags.
 
 Pure functions first; the engine and registry calls are in the small functions at the end.
 """
@@ -91,10 +92,20 @@ def named_by(summary: Dict[str, Any], records: Iterable[Dict[str, Any]]) -> Name
         for chan in rec.get("channels") or []:
             if isinstance(chan, dict):
                 named.digests.add(chan.get("digest"))
+        named.digests.update(index_digests(rec.get("index")))
     named.image_ids.discard(None)
     named.digests.discard(None)
     named.repositories.discard("")
     return named
+
+
+def index_digests(index: Any) -> List[str]:
+    """The digests a record's `index` names: the index the release tags name, and every entry of it (each
+    twin's image, both architectures): deleting any of them breaks what the release tags pull."""
+    if not isinstance(index, dict):
+        return []
+    entries = [m.get("digest") for m in index.get("manifests") or [] if isinstance(m, dict)]
+    return [d for d in [index.get("digest"), *entries] if isinstance(d, str) and d]
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,7 @@ class LocalImage:
     tags: Tuple[str, ...]
     labels: Dict[str, str]
     created: Optional[datetime]
+    digests: Tuple[str, ...] = ()  # its registry manifest digests (RepoDigests), as pushed
 
 
 def local_candidates(images: Iterable[LocalImage], named: Named, cutoff: datetime) -> List[Candidate]:
@@ -124,6 +136,8 @@ def local_candidates(images: Iterable[LocalImage], named: Named, cutoff: datetim
         chash = img.labels.get(HASH_LABEL)
         if not chash or img.created is None or img.created > cutoff or named.names(img.image_id):
             continue
+        if any(named.names(None, d) for d in img.digests):
+            continue  # pushed as an image a release names by digest only (an index entry)
         mine = [t for t in img.tags if split_tag(t)[0] in named.repositories]
         if not mine or any(not is_content_tag(split_tag(t)[1], chash) for t in img.tags):
             continue  # not in our repositories, or another tag (a release, a channel, a matrix tag) names it
@@ -186,7 +200,9 @@ def local_images(client: Any) -> List[LocalImage]:
     for image in client.images.list(filters={"label": HASH_LABEL}):
         attrs = image.attrs or {}
         labels = (attrs.get("Config") or {}).get("Labels") or image.labels or {}
-        out.append(LocalImage(image.id, tuple(image.tags), dict(labels), parse_created(attrs.get("Created"))))
+        digests = tuple(str(d).split("@", 1)[1] for d in attrs.get("RepoDigests") or [] if "@" in str(d))
+        created = parse_created(attrs.get("Created"))
+        out.append(LocalImage(image.id, tuple(image.tags), dict(labels), created, digests))
     return out
 
 

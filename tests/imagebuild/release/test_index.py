@@ -4,13 +4,19 @@ small real one whose config says arm64 (built FROM scratch, no emulation needed)
 
 from __future__ import annotations
 
-import io
 import json
 import uuid
 
 import pytest
 from cli import build_py
-from services import LOCK_LABEL, RUN, small_lock, summary_entry, write_check_report, write_summary
+from services import (
+    LOCK_LABEL,
+    build_arm64_scratch,
+    small_lock,
+    summary_entry,
+    write_check_report,
+    write_summary,
+)
 
 from imagebuild.adapters.registry import RegistryAPI
 from imagebuild.errors import ChecksFailed
@@ -41,25 +47,8 @@ def test_an_index_holds_one_image_per_platform():
 @pytest.fixture(scope="module")
 def arm64_image(docker_client):
     """A small real image whose config says linux/arm64, with a lock label (FROM scratch: no emulation)."""
-    lock = small_lock("idx-arm")
-    text = json.dumps(lock, sort_keys=True)
-    dockerfile = (
-        f"FROM scratch\nCOPY Dockerfile /arm64-marker\n"
-        f"LABEL {LOCK_LABEL}={json.dumps(text)} org.efa-image-build.test-run={RUN}\n"
-    )
-    import tarfile
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    image, _ = docker_client.images.build(
-        fileobj=buf, custom_context=True, platform="linux/arm64", rm=True, forcerm=True
-    )
-    assert image.attrs["Architecture"] == "arm64"
+    text = json.dumps(small_lock("idx-arm"), sort_keys=True)
+    image = build_arm64_scratch(docker_client, {LOCK_LABEL: text})
     yield image
     docker_client.images.remove(image.id, force=True)
 

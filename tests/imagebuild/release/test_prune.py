@@ -15,13 +15,21 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cli import build_py
-from services import LOCK_LABEL, RUN, small_lock, summary_entry, write_check_report, write_summary
+from services import (
+    LOCK_LABEL,
+    RUN,
+    build_arm64_scratch,
+    small_lock,
+    summary_entry,
+    write_check_report,
+    write_summary,
+)
 
 from imagebuild.adapters.registry import RegistryAPI
 from imagebuild.build.builder import HASH_LABEL
 from imagebuild.release import prune
 
-pytest_plugins = ["services_fixtures"]  # fixtures: registry
+pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
 
 
 def _content_image(client, local_base, repo, n):
@@ -124,3 +132,52 @@ def test_the_core_keeps_what_a_release_tag_shares_and_what_is_too_young():
     )
     with pytest.raises(prune.UserError):
         prune.parse_age("7 days")
+
+
+@pytest.mark.docker
+def test_prune_keeps_every_image_a_released_index_names(registry, docker_client, small_images, tmp_path):
+    """Twins released as an index: the record names the index and each entry by digest only. After a rebuild
+    moved the twins' own tags (`v1-arm64`, the local `v1`), the arm64 entry is left with nothing but its
+    content tag; prune must keep it (local and registry), or `r1` pulls a missing arm64 image."""
+    repo = f"prune-idx-{uuid.uuid4().hex[:10]}/app"
+    host_repo = f"{registry.host}/{repo}"
+    api = RegistryAPI(registry.host)
+    chash = secrets.token_hex(32)
+    ctag = f"nccl2.27.7-{chash[:12]}"
+    lock = json.dumps(small_lock("prune-arm"), sort_keys=True)
+    arm = build_arm64_scratch(docker_client, {HASH_LABEL: chash, LOCK_LABEL: lock}, tag=f"{repo}:{ctag}")
+    try:
+        amd = summary_entry("twin", small_images["a"], tags=[f"{repo}:v1"])
+        twin = summary_entry("twin-arm64", arm, tags=[f"{repo}:v1", f"{repo}:{ctag}"])
+        summary = write_summary(tmp_path / "summary.json", [amd, twin])
+        res = build_py("push", "--summary", str(summary), "--registry", registry.host)
+        assert res.rc == 0, res.err
+        entries = {e["variant"]: e for e in json.loads(summary.read_text())["variants"]}
+        checks = write_check_report(
+            tmp_path / "checks.json", [("twin", small_images["a"].id, True), ("twin-arm64", arm.id, True)]
+        )
+        records = tmp_path / "rec"
+        res = build_py(
+            "release", "--summary", str(summary), "--checks", str(checks), "--records", str(records),
+            "--registry", registry.host, "--variant", "twin", "--tag", "r1",
+        )  # fmt: skip
+        assert res.rc == 0, res.err
+        index = api.manifest(repo, "r1")
+        arm_digest = entries["twin-arm64"]["digest"]
+        named = json.loads((records / "twin" / "latest.json").read_text())["index"]
+        assert [m["digest"] for m in named["manifests"]] == [entries["twin"]["digest"], arm_digest]
+        # a rebuild moved the twins' own tags: the arm64 image keeps only its content tags
+        api.put_manifest(repo, "v1-arm64", api.manifest(repo, entries["twin"]["digest"]))
+        for ref in [t for t in docker_client.images.get(arm.id).tags if not t.endswith(":" + ctag)]:
+            docker_client.images.remove(ref, noprune=True)
+        latest = write_summary(tmp_path / "latest.json", [entries["twin"]])
+        argv = ["prune", "--summary", str(latest), "--records", str(records), "--registry", registry.host]
+
+        res = build_py(*argv, "--older-than", "0s")
+        assert res.rc == 0, res.err
+        assert ctag not in res.out, res.out
+        assert api.manifest(repo, ctag).digest == arm_digest
+        assert api.manifest(repo, arm_digest) is not None and api.manifest(repo, "r1").digest == index.digest
+        assert {f"{repo}:{ctag}", f"{host_repo}:{ctag}"} <= set(docker_client.images.get(arm.id).tags)
+    finally:
+        docker_client.images.remove(arm.id, force=True)

@@ -5,6 +5,8 @@ up) and every test checks that nothing it started is still running afterwards.""
 
 from __future__ import annotations
 
+import shlex
+
 import cli
 import pytest
 from preflight_util import (
@@ -298,6 +300,32 @@ def test_repeat_runs_each_time_and_reports_all(tmp_path):
     assert {r["log"] for r in report["runs"]} == {str(tmp_path / ("x.%d.log" % i)) for i in (1, 2, 3)}
     for i in (1, 2, 3):  # the replay's MARK, then the one recorded line
         assert (tmp_path / ("x.%d.log" % i)).read_text().count("\n") == 2
+
+
+def test_a_flaky_repeat_leads_with_the_root_cause_not_flaky(tmp_path):
+    """`--repeat 2`: the first run replays the good log, the second the socket-fallback one. The series
+    report keeps REPLAY first, then the root cause `parse` names (plugin-missing); `flaky` follows it as
+    its consequence, so the lead sentence names the cause."""
+    out, seen = tmp_path / "r.json", tmp_path / "seen"
+    script = 'm=$1; shift; if [ -e "$m" ]; then exec "$@"; fi; touch "$m"; exec ' + shlex.join(
+        replay(str(GOOD_EFA))
+    )
+    cmd = ["sh", "-c", script, "sh", str(seen)] + replay(str(SOCKET_FALLBACK))
+    proc, _ = run_cli(
+        ["run", "--repeat", "2", "--instance-type", "p5.48xlarge", "--nodes", "2"]
+        + ["--log", str(tmp_path / "x.log"), "--json", str(out), "--"]
+        + cmd,
+        timeout=60,
+    )
+    report = load(out)
+    assert [r["verdict"] for r in report["runs"]] == ["pass", "fail"], report["runs"]
+    ids = [f["id"] for f in report["findings"]]
+    assert ids[:2] == ["replay", "plugin-missing"], ids
+    flaky = finding(report, "flaky")
+    assert flaky is not None and flaky["caused_by"] == "plugin-missing"
+    assert ids.index("flaky") < ids.index("avg-busbw-is-not-plateau")
+    lead = [line for line in proc.stdout.splitlines() if line.startswith("root cause:")]
+    assert lead and "(plugin-missing)" in lead[0], proc.stdout
 
 
 def test_pairwise_needs_placeholder():
