@@ -138,12 +138,12 @@ def test_a_server_that_drips_its_status_line_is_cut_at_the_request_deadline(raw_
 
     server = raw_server(drip_head)
     api = RegistryAPI(server.host, bounds=Bounds(request_s=0.5, operation_s=4))
-    # the operation ends at its 4 s or when the retries are spent, whichever comes first: either way the
-    # message names the request's own deadline
-    with pytest.raises(UserError, match=r"no complete answer within .*0\.5 s"):
+    # the operation ends at its 4 s or when the retries are spent, whichever comes first (the last attempt
+    # may be cut by what is left of the operation, so the message's figure depends on timing)
+    with pytest.raises(UserError, match=r"no complete answer within [0-9.]+ s"):
         api.manifest("h23-test/x", "dev")
-    # the whole head takes 8 s to drip: a second request means the first was cut at its own deadline (how
-    # many fit in the operation depends on the retry waits and the machine's load, so only the floor counts)
+    # the whole head takes 8 s to drip, twice the operation: without a deadline per request the first
+    # request would run until the operation's end and be the only one; a second means it was cut at 0.5 s
     assert len(server.requests) >= 2
 
 
