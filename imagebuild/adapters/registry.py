@@ -262,7 +262,9 @@ def _shutdown(sock: socket.socket) -> None:
         pass
 
 
-class _WatchedHTTP(http.client.HTTPConnection):
+class _Watched:
+    """A connection whose socket the request's watchdog may shut down once it is connected."""
+
     def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.watchdog = watchdog
@@ -272,14 +274,12 @@ class _WatchedHTTP(http.client.HTTPConnection):
         self.watchdog.watch(self.sock)
 
 
-class _WatchedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.watchdog = watchdog
+class _WatchedHTTP(_Watched, http.client.HTTPConnection):
+    pass
 
-    def connect(self) -> None:
-        super().connect()
-        self.watchdog.watch(self.sock)
+
+class _WatchedHTTPS(_Watched, http.client.HTTPSConnection):
+    pass
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):

@@ -28,6 +28,14 @@ def add_registry_args(p: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--ecr", action="store_true", help="push to Amazon ECR (boto3; region from --region/env)"
     )
+    add_login_args(p)
+    p.add_argument("--region", help="AWS region for ECR/S3 (default: the AWS config)")
+    p.add_argument("--endpoint-url", help="AWS endpoint override (tests point it at moto's server)")
+    p.add_argument("--attempts", type=int, default=5, help="tries per registry/AWS call (default 5)")
+
+
+def add_login_args(p: argparse.ArgumentParser) -> None:
+    """How to log in to an OCI registry; shared by push, release and verify."""
     p.add_argument("--username", help="registry user (else REGISTRY_USERNAME, else the docker config)")
     p.add_argument(
         "--password-stdin", action="store_true", help="read the registry password from standard input"
@@ -36,9 +44,6 @@ def add_registry_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--plain-http", action="store_true", help="talk HTTP to the registry (loopback is by default)"
     )
-    p.add_argument("--region", help="AWS region for ECR/S3 (default: the AWS config)")
-    p.add_argument("--endpoint-url", help="AWS endpoint override (tests point it at moto's server)")
-    p.add_argument("--attempts", type=int, default=5, help="tries per registry/AWS call (default 5)")
 
 
 def add_summary_args(p: argparse.ArgumentParser) -> None:

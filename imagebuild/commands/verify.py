@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from imagebuild.commands.push import read_password
+from imagebuild.commands.push import add_login_args, read_password
 
 
 def register(sub) -> None:
@@ -21,14 +21,7 @@ def register(sub) -> None:
     )
     p.add_argument("image", metavar="IMAGE", help="HOST[:PORT]/REPO:TAG or HOST[:PORT]/REPO@sha256:D")
     p.add_argument("--key", required=True, metavar="PUB.pem", help="the team's public key (PEM)")
-    p.add_argument("--username", help="registry user (else REGISTRY_USERNAME, else the docker config)")
-    p.add_argument(
-        "--password-stdin", action="store_true", help="read the registry password from standard input"
-    )
-    p.add_argument("--docker-config", metavar="DIR_OR_FILE", help="docker config to read logins from")
-    p.add_argument(
-        "--plain-http", action="store_true", help="talk HTTP to the registry (loopback is by default)"
-    )
+    add_login_args(p)
     p.add_argument("--attempts", type=int, default=5, help="tries per registry call (default 5)")
     p.set_defaults(func=run)
 
