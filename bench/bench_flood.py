@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_parse_real import best  # noqa: E402
 
-from validators.scan.parscan import default_workers  # noqa: E402
+from efa_validators.scan.parscan import default_workers  # noqa: E402
 
 # a real communicator init line, in groups:
 # (tag)(host):(pid)(:tid [dev] NCCL INFO comm 0x.. rank )(R)( n[rR]anks )(N)(rest)
@@ -73,9 +73,19 @@ def flood(path: str, ranks: int, logs: list) -> dict:
 
 
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
-    """`python -m validators parse` of `path` by the checkout at `root`: time, CPU, RSS, what it said."""
+    """`python -m efa_validators parse` of `path` by the checkout at `root`: time, CPU, RSS, what it said."""
     env = dict(os.environ, PYTHONPATH=root)
-    argv = [sys.executable, "-m", "validators", "parse", path, "--json", report, "--workers", str(workers)]
+    argv = [
+        sys.executable,
+        "-m",
+        "efa_validators",
+        "parse",
+        path,
+        "--json",
+        report,
+        "--workers",
+        str(workers),
+    ]
     res = best(repeat, argv, env, root)
     res["report_mb"] = os.path.getsize(report) / 1e6
     with open(report, encoding="utf-8") as fh:

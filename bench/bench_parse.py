@@ -7,7 +7,7 @@ inits repeated as training jobs do, nccl-tests tables with the footer real nccl-
 1024 = 1 GiB), then in one run:
   1. `LC_ALL=C grep -cE '<the parser's needles>' FILE` (the file is read once before, so both
      start from the page cache),
-  2. `validators.analyze.analyze_paths([FILE])` (scan + parse + fold + verdict, end to end),
+  2. `efa_validators.analyze.analyze_paths([FILE])` (scan + parse + fold + verdict, end to end),
   3. peak RSS of the parser in a fresh process at 1/4, 1/2 and all of the file.
 Prints a Markdown table; --plot FILE also draws memory against size (matplotlib, host side).
 --baseline DIR also times the parser of another checkout (e.g. `git worktree add /tmp/base HEAD~1`)
@@ -32,8 +32,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from validators.analyze import needles  # noqa: E402
-from validators.scan.parscan import default_workers  # noqa: E402
+from efa_validators.analyze import needles  # noqa: E402
+from efa_validators.scan.parscan import default_workers  # noqa: E402
 
 HOSTS = ["p5-node-%02d" % i for i in range(8)]
 
@@ -137,7 +137,7 @@ def _grep(path: str, pats) -> tuple:
 _CHILD = r"""
 import contextlib, json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-import validators.analyze as an
+import efa_validators.analyze as an
 path, workers = sys.argv[2], int(sys.argv[3])
 t = time.perf_counter()
 a = an.Analysis()

@@ -14,7 +14,7 @@ strictly less than the parser, so their speed bounds what any parse written in P
           after an nccl-tests table header, as the parse reads them), nothing more;
   shape   that scan, plus the minimal shape of a parse per line: split the head into host, pid and
           device, look the process up, classify the message through a cache, count it per process;
-  parse   `python -m validators parse FILE --json OUT`, as bench_parse_real runs it.
+  parse   `python -m efa_validators parse FILE --json OUT`, as bench_parse_real runs it.
 
 Each is a whole process with --workers processes over contiguous line-aligned ranges (`parse` uses its
 own split), timed from outside (bench_parse_real.timed), and the contenders run in turn, round after round,
@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_parse_real import _warm, build_corpus, grep_pattern, timed  # noqa: E402
 
-from validators.analyze import _scan_needles, _table_region  # noqa: E402
-from validators.scan.linescan import scan  # noqa: E402
+from efa_validators.analyze import _scan_needles, _table_region  # noqa: E402
+from efa_validators.scan.linescan import scan  # noqa: E402
 
 NCCL = re.compile(rb"NCCL")
 
@@ -165,7 +165,7 @@ def main() -> int:
         argv = {
             "grep": ["grep", "-cE", grep_pattern(), path],
             **{f: [sys.executable, me, "--floor", f, "--workers", str(a.workers), path] for f in FLOORS},
-            "parse": [sys.executable, "-m", "validators", "parse", path, "--workers", str(a.workers),
+            "parse": [sys.executable, "-m", "efa_validators", "parse", path, "--workers", str(a.workers),
                       "--json", os.path.join(tmp, "r.json")],
         }  # fmt: skip
         times = {k: [] for k in argv}  # type: dict

@@ -8,7 +8,7 @@ temp folder and removed afterwards (the corpus is never copied into the reposito
           has them) concatenated over and over to --size-mb;
   ranks   an N-rank init log from bench_runner_scale.generate (real line shapes, no line repeated).
 Each contender is a whole process, timed from outside, best of --repeat, back to back on the same
-file from the page cache: `LC_ALL=C grep -cE <the parser's needles>` and `python -m validators parse
+file from the page cache: `LC_ALL=C grep -cE <the parser's needles>` and `python -m efa_validators parse
 FILE --json OUT` with the default worker count and with --workers 1. Peak RSS is the largest process
 of the parse (the parent or one of its scan workers: wait4's ru_maxrss). --scaling times 16..16384
 ranks; --plot draws time and RSS against ranks.
@@ -33,8 +33,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_runner_scale import generate as generate_ranks  # noqa: E402
 
-from validators.analyze import needles  # noqa: E402
-from validators.scan.parscan import default_workers  # noqa: E402
+from efa_validators.analyze import needles  # noqa: E402
+from efa_validators.scan.parscan import default_workers  # noqa: E402
 
 SCALING = (16, 64, 256, 1024, 4096, 8192, 16384)
 
@@ -108,7 +108,17 @@ def grep(path: str, repeat: int) -> dict:
 
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
     env = dict(os.environ, PYTHONPATH=root)
-    argv = [sys.executable, "-m", "validators", "parse", path, "--json", report, "--workers", str(workers)]
+    argv = [
+        sys.executable,
+        "-m",
+        "efa_validators",
+        "parse",
+        path,
+        "--json",
+        report,
+        "--workers",
+        str(workers),
+    ]
     res = best(repeat, argv, env, root)  # run there: `python -m` imports from its working folder first
     with open(report, encoding="utf-8") as fh:
         res["report"] = fh.read()

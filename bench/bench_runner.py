@@ -1,4 +1,4 @@
-"""The runner's own overhead: wall time of `python -m validators run -- CMD` minus the wall time of CMD
+"""The runner's own overhead: wall time of `python -m efa_validators run -- CMD` minus the wall time of CMD
 alone, for a command that exits at once, one that sleeps 1 s, and the replay stand-in printing a recorded
 log under mpirun (parse included). Goal (issue 5): under 2 s. Prints a table; --json FILE writes figures.
 
@@ -37,12 +37,12 @@ def main() -> int:
         "true": ["true"],
         "sleep 1": ["sleep", "1"],
         "mpirun -np 2 replay (330 lines)": MPIRUN
-        + [sys.executable, "-m", "validators.replay", "--rank-filter", str(LOG)],
+        + [sys.executable, "-m", "efa_validators.replay", "--rank-filter", str(LOG)],
     }
     runner = [
         sys.executable,
         "-m",
-        "validators",
+        "efa_validators",
         "run",
         "--quiet",
         "--instance-type",

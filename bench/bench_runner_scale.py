@@ -1,5 +1,5 @@
 """Does `validators run` slow the job it watches? A producer (`cat`) writes a generated 1024-node
-(8192-rank) NCCL init log, alone and under `python -m validators run --timeout 5`; the producer's own
+(8192-rank) NCCL init log, alone and under `python -m efa_validators run --timeout 5`; the producer's own
 wall time is compared (goal, issue 15: under the runner <= 2x alone + 1 s, no false hang) and the
 runner's peak RSS is read from its /proc status after its end (goal < 150 MiB).
 
@@ -119,8 +119,9 @@ def _under_runner(log: str, work: str, timeout: float) -> dict:
     """The producer times itself (its wall time lands on stderr, kept in the runner's log)."""
     out = os.path.join(work, "report.json")
     runlog = os.path.join(work, "run.log")
-    argv = [sys.executable, "-m", "validators", "run", "--quiet", "--timeout", str(timeout), "--no-inject",
-            "--log", runlog, "--json", out, "--", sys.executable, "-c", TIMED, log]  # fmt: skip
+    argv = [sys.executable, "-m", "efa_validators", "run", "--quiet", "--timeout", str(timeout),
+            "--no-inject", "--log", runlog, "--json", out,
+            "--", sys.executable, "-c", TIMED, log]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
@@ -151,8 +152,9 @@ def _hang_case(log: str, work: str) -> dict:
     hang finding at this scale, how big the report? (the last 5 lines are the last rank's final phase)"""
     out = os.path.join(work, "hang.json")
     script = "head -n -5 %s; sleep 1.5; tail -n 5 %s; exec sleep 3600" % (log, log)
-    argv = [sys.executable, "-m", "validators", "run", "--quiet", "--idle-timeout", "3", "--timeout", "600",
-            "--log", os.path.join(work, "hang.log"), "--json", out, "--", "sh", "-c", script]  # fmt: skip
+    argv = [sys.executable, "-m", "efa_validators", "run", "--quiet", "--idle-timeout", "3",
+            "--timeout", "600", "--log", os.path.join(work, "hang.log"), "--json", out,
+            "--", "sh", "-c", script]  # fmt: skip
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
     report = json.loads(Path(out).read_text())

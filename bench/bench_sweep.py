@@ -3,9 +3,9 @@
 One "test" is the replay stand-in printing a recorded 2-node log after `--start-delay S` (default 1 s):
 a pair's test takes S plus the runner. For each host count (8, 32, 256) one host is bad (its pairs replay
 the socket-fallback log); the script runs, as whole processes, in one run:
-  * `test`: one `python -m validators run` of a single pair, median of 3 (what elimination one pair after
+  * `test`: one `python -m efa_validators run` of a single pair, median of 3 (what elimination one pair after
     another pays n times for n hosts);
-  * `sweep`: `python -m validators run --pairwise h0 ... h{n-1}` (the adaptive plan);
+  * `sweep`: `python -m efa_validators run --pairwise h0 ... h{n-1}` (the adaptive plan);
 and reads from the sweep's report each round's wall time, how many tests ran at once, and the host it named.
 Ratios are round / test and sweep / test. Goal (issue 22, item 6): the bad host among 256 named in at most
 3 rounds, each round one test's time plus under 10 %. Also the CPU the sweep took (its whole process
@@ -44,7 +44,7 @@ def env(cache: str) -> dict:
 
 def template(bad: str, delay: float) -> list[str]:
     script = 'case ",{hosts}," in *,%s,*) log=%s;; *) log=%s;; esac; '
-    script += 'exec %s -m validators.replay --start-delay %g "$log"'
+    script += 'exec %s -m efa_validators.replay --start-delay %g "$log"'
     return ["sh", "-c", script % (bad, BAD, GOOD, sys.executable, delay)]
 
 
@@ -68,12 +68,14 @@ def main() -> int:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     e = env(str(work / "pyc"))
-    runner = [sys.executable, "-m", "validators", "run", "--quiet", "--instance-type", "p5.48xlarge"]
+    runner = [sys.executable, "-m", "efa_validators", "run", "--quiet", "--instance-type", "p5.48xlarge"]
     # warm the byte code cache, then one test alone and the stand-in alone
     timed(
-        runner + ["--log", str(work / "w.log"), "--", sys.executable, "-m", "validators.replay", str(GOOD)], e
+        runner
+        + ["--log", str(work / "w.log"), "--", sys.executable, "-m", "efa_validators.replay", str(GOOD)],
+        e,
     )
-    standin_cpu = timed([sys.executable, "-m", "validators.replay", str(GOOD)], e)[1]
+    standin_cpu = timed([sys.executable, "-m", "efa_validators.replay", str(GOOD)], e)[1]
     rows = []
     for n in args.hosts:
         hosts = ["h%d" % i for i in range(n)]

@@ -15,13 +15,13 @@ echo "== gpus: $NGPU, processes: $NPROC"; nvidia-smi --query-gpu=index,name,driv
 "$PY" -c 'import torch;print("torch",torch.__version__,"cuda",torch.version.cuda,"nccl",torch.cuda.nccl.version())'
 TORCHRUN=("$PY" -m torch.distributed.run)
 echo "== probe: torchrun --nproc-per-node $NPROC (NCCL), under the runner"
-timeout 420 "$PY" -m validators run --timeout 300 --idle-timeout 120 --quiet \
+timeout 420 "$PY" -m efa_validators run --timeout 300 --idle-timeout 120 --quiet \
   --log "$OUT/probe.log" --json "$OUT/run-report.json" --rank-logs "$OUT/ranks" -- \
-  "${TORCHRUN[@]}" --nproc-per-node "$NPROC" --tee 3 -m validators.probe_torch \
+  "${TORCHRUN[@]}" --nproc-per-node "$NPROC" --tee 3 -m efa_validators.probe_torch \
   --backend nccl --max-bytes 1G --json "$OUT/probe-rows.json"
 echo "runner exit: $?"
 echo "== the validator on the probe's real NCCL_DEBUG output"
-"$PY" -m validators parse "$OUT/probe.log" --json "$OUT/parse-report.json"; echo "parse exit: $?"
+"$PY" -m efa_validators parse "$OUT/probe.log" --json "$OUT/parse-report.json"; echo "parse exit: $?"
 "$PY" - "$OUT" <<'PYEOF'
 import json, sys
 out = sys.argv[1]
@@ -36,8 +36,8 @@ for row in rows["rows"][-6:]:
     print("size %12d  time %10.1f us  algbw %7.2f  busbw %7.2f  wrong %d" % (row["size"], row["time_us"], row["algbw"], row["busbw"], row["wrong"]))
 PYEOF
 echo "== node-check"
-timeout 120 "$PY" -m validators node-check --json "$OUT/node-check.json"; echo "node-check exit: $?"
+timeout 120 "$PY" -m efa_validators node-check --json "$OUT/node-check.json"; echo "node-check exit: $?"
 echo "== watchdog on the GPU: a 3 s timeout around a 2 GiB sweep must end as a hang, nothing left"
-timeout 60 "$PY" -m validators run --timeout 3 --quiet --json "$OUT/hang.json" -- \
-  "${TORCHRUN[@]}" --nproc-per-node "$NPROC" -m validators.probe_torch --backend nccl --max-bytes 2G --iters 50
-echo "hang exit: $? (expect 1)"; sleep 2; pgrep -af validators.probe_torch || echo "no probe left"
+timeout 60 "$PY" -m efa_validators run --timeout 3 --quiet --json "$OUT/hang.json" -- \
+  "${TORCHRUN[@]}" --nproc-per-node "$NPROC" -m efa_validators.probe_torch --backend nccl --max-bytes 2G --iters 50
+echo "hang exit: $? (expect 1)"; sleep 2; pgrep -af efa_validators.probe_torch || echo "no probe left"

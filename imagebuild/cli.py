@@ -12,8 +12,8 @@ import importlib
 import sys
 from typing import List, Optional
 
+from efa_validators.cli import flushed, quiet_broken_pipe
 from imagebuild.errors import ChecksFailed, UserError, redact
-from validators.cli import flushed, quiet_broken_pipe
 
 # (command, module, help line), in the order shown in --help; it follows the pipeline. --help lists every
 # command from this table; a command's module (and what it imports: pydantic, jinja2, docker, boto3) is
@@ -74,7 +74,7 @@ COMMANDS = [
     (
         "report",
         "imagebuild.commands.report",
-        "plot and summarise a validator report (python -m validators parse --json)",
+        "plot and summarise a validator report (python -m efa_validators parse --json)",
     ),
     (
         "demo",

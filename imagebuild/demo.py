@@ -31,7 +31,7 @@ from imagebuild.errors import ChecksFailed, UserError, redact
 from imagebuild.reports.summarize import ReportRequest, summarize
 from imagebuild.variant import Artifact
 
-# A recording the project wrote, replayed inside the image by validators.replay (the only stand-in).
+# A recording the project wrote, replayed inside the image by efa_validators.replay (the only stand-in).
 REPLAY = "tests/fixtures/replay/good-efa-p5-2node.log"
 
 
@@ -186,10 +186,10 @@ def _validate_in_image(out: Path, variant: str) -> bool:
     report_dir.mkdir(parents=True, exist_ok=True)
     # Mounted at the host's paths: the evidence (file, line) the report points at exists after the demo.
     cmd = [
-        "python3", "-m", "validators", "run", "--quiet", "--timeout", "60",
+        "python3", "-m", "efa_validators", "run", "--quiet", "--timeout", "60",
         "--instance-type", "p5.48xlarge", "--nodes", "2", "--json", str(report_dir / "preflight.json"),
         "--log", str(report_dir / "run.log"),
-        "--", "python3", "-m", "validators.replay", str(replay),
+        "--", "python3", "-m", "efa_validators.replay", str(replay),
     ]  # fmt: skip
     print(f"\ndemo: validator inside {entry['tags'][0] if entry.get('tags') else entry['image_id']}")
     print("      on a REPLAYED recording (replay stand-in for all_reduce_perf; this machine has no GPU/EFA)")

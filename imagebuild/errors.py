@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from validators.scan.redact import redact_text
+from efa_validators.scan.redact import redact_text
 
 
 def redact(text: str) -> str:

@@ -14,7 +14,7 @@ from typing import Callable, List, NamedTuple, Optional
 from paths import ROOT
 
 BUILD_PY: List[str] = [sys.executable, str(ROOT / "build.py")]
-VALIDATORS: List[str] = [sys.executable, "-m", "validators"]
+VALIDATORS: List[str] = [sys.executable, "-m", "efa_validators"]
 
 
 class Result(NamedTuple):
@@ -53,8 +53,8 @@ def build_py(*argv: object, stdin: str = "") -> Result:
 
 
 def validators(*argv: object, stdin: str = "") -> Result:
-    """`python -m validators ARGV` in this process (validators.cli.main)."""
-    from validators.cli import main
+    """`python -m efa_validators ARGV` in this process (efa_validators.cli.main)."""
+    from efa_validators.cli import main
 
     return _in_process(main, argv, stdin)
 
@@ -79,5 +79,5 @@ def build_py_process(*argv: object, timeout: Optional[float] = 120, **kw) -> sub
 
 
 def validators_process(*argv: object, timeout: Optional[float] = 120, **kw) -> subprocess.CompletedProcess:
-    """`python -m validators ARGV` as a user runs it."""
+    """`python -m efa_validators ARGV` as a user runs it."""
     return _process(VALIDATORS, argv, timeout, kw)

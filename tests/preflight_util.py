@@ -88,7 +88,7 @@ def _runs_dir() -> str:
 def run_cli(
     args: List[str], timeout: float = 60, env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None
 ) -> Tuple[subprocess.CompletedProcess, float]:
-    """`python -m validators ARGS` as a user runs it; (completed process, wall seconds)."""
+    """`python -m efa_validators ARGS` as a user runs it; (completed process, wall seconds)."""
     full_env = {**os.environ, "TMPDIR": _runs_dir(), **(env or {})}
     start = time.monotonic()
     proc = validators_process(*args, timeout=timeout, env=full_env, cwd=str(cwd or ROOT))
@@ -104,4 +104,4 @@ def finding(report: dict, fid: str) -> Optional[dict]:
 
 
 def replay(*args: str) -> List[str]:
-    return [sys.executable, "-m", "validators.replay"] + list(args)
+    return [sys.executable, "-m", "efa_validators.replay"] + list(args)

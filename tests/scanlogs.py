@@ -10,7 +10,7 @@ import sys
 
 from paths import ROOT
 
-from validators.scan.linescan import MAX_LINE
+from efa_validators.scan.linescan import MAX_LINE
 
 HEAD = b"[1,%d]<stdout>:node-%d:41%02d:42%02d [%d] NCCL INFO "
 PIECES = [

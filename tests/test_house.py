@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import os
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -32,7 +33,7 @@ STAGES: Dict[str, List[Set[str]]] = {
         {"reports"},
         {"cli", "commands", "pipeline", "demo"},  # the top: flags, exit codes, the stages run in order
     ],
-    "validators": [
+    "efa_validators": [
         {"scan"},
         {"parse"},
         {"judge"},
@@ -41,13 +42,19 @@ STAGES: Dict[str, List[Set[str]]] = {
         {"cli", "__main__", "cmd_parse", "cmd_preflight", "analyze", "replay", "probe_torch"},
     ],
 }
-TOP_MODULES = {"imagebuild": 9, "validators": 6}  # .py files beside __init__ (and __main__), at most
+TOP_MODULES = {"imagebuild": 9, "efa_validators": 6}  # .py files beside __init__ (and __main__), at most
+
+
+FOLDERS = {
+    "imagebuild": "imagebuild",
+    "efa_validators": "validators",
+}  # import name -> folder (pyproject package-dir)
 
 
 def modules(package: str) -> Dict[str, Path]:
     found = {}
-    for path in (ROOT / package).rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
+    for path in (ROOT / FOLDERS[package]).rglob("*.py"):
+        parts = (package,) + path.relative_to(ROOT / FOLDERS[package]).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
@@ -75,7 +82,7 @@ def imports(name: str, path: Path, known: Dict[str, Path]) -> Set[str]:
 
 
 def graph() -> Dict[str, Set[str]]:
-    known = {**modules("imagebuild"), **modules("validators")}
+    known = {**modules("imagebuild"), **modules("efa_validators")}
     return {name: imports(name, path, known) for name, path in known.items()}
 
 
@@ -97,7 +104,7 @@ def stage_violations(edges: Dict[str, Set[str]]) -> List[str]:
         for dst in sorted(targets):
             same_package = src.split(".")[0] == dst.split(".")[0]
             if not same_package:
-                if src.startswith("validators"):
+                if src.startswith("efa_validators"):
                     found.append(f"{src} imports {dst}: validators runs without imagebuild")
                 continue
             if rank(dst) > rank(src):
@@ -148,14 +155,14 @@ def test_the_checks_catch_a_later_stage_the_top_a_cycle_and_validators_importing
         "imagebuild.render.dockerfile": {"imagebuild.build.builder", "imagebuild.errors"},
         "imagebuild.build.builder": {"imagebuild.pipeline", "imagebuild.render.dockerfile"},
         "imagebuild.pipeline": {"imagebuild.build.builder"},
-        "validators.parse.nccllog": {"validators.scan.prefix", "imagebuild.errors"},
-        "validators.judge.verdict": {"validators.parse.facts"},
+        "efa_validators.parse.nccllog": {"efa_validators.scan.prefix", "imagebuild.errors"},
+        "efa_validators.judge.verdict": {"efa_validators.parse.facts"},
     }
     assert stage_violations(edges) == [
+        "efa_validators.parse.nccllog imports imagebuild.errors: validators runs without imagebuild",
         "imagebuild.build.builder imports imagebuild.pipeline, a later stage",
         "imagebuild.build.builder imports imagebuild.pipeline, the top",
         "imagebuild.render.dockerfile imports imagebuild.build.builder, a later stage",
-        "validators.parse.nccllog imports imagebuild.errors: validators runs without imagebuild",
     ]
     assert cycles(edges) == [
         ["imagebuild.build.builder", "imagebuild.pipeline", "imagebuild.render.dockerfile"],
@@ -177,7 +184,9 @@ def test_there_is_no_import_cycle():
 
 def test_the_top_of_each_package_stays_small():
     for package, most in TOP_MODULES.items():
-        top = sorted(p.stem for p in (ROOT / package).glob("*.py") if p.stem not in ("__init__", "__main__"))
+        top = sorted(
+            p.stem for p in (ROOT / FOLDERS[package]).glob("*.py") if p.stem not in ("__init__", "__main__")
+        )
         assert len(top) <= most, (package, top)
 
 
@@ -193,7 +202,25 @@ def test_every_test_folder_is_collected():
 
 def test_the_lock_path_copies_agree():
     """nodecheck runs alone inside images under check (no package imports), so it keeps its own copy."""
-    from validators.node import nodecheck
-    from validators.run import imagebind
+    from efa_validators.node import nodecheck
+    from efa_validators.run import imagebind
 
     assert (nodecheck.LOCK_PATH, nodecheck.LOCK_ENV) == (imagebind.LOCK_PATH, imagebind.LOCK_ENV)
+
+
+def test_the_wheel_lists_every_package_under_its_import_name():
+    """pyproject maps the import name efa_validators onto the folder validators/ (PyPI's `validators` would
+    shadow that name): its explicit package list must hold every package folder, or the wheel drops one."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert tool["package-dir"] == FOLDERS
+    found = sorted(
+        name for package in FOLDERS for name, path in modules(package).items() if path.name == "__init__.py"
+    )
+    assert sorted(tool["packages"]) == found and "efa_validators.run" in found
+
+
+def test_the_checkout_imports_efa_validators_from_its_own_folder():
+    """The root's efa_validators is a link to validators/, so a checkout (or a worktree, or a container that
+    mounts it) imports its own copy by the import name, with no install."""
+    link = ROOT / "efa_validators"
+    assert link.is_symlink() and os.readlink(link) == "validators"

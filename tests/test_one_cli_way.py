@@ -10,7 +10,7 @@ from typing import List
 
 from paths import TESTS
 
-ENTRY_MODULES = ("imagebuild.cli", "validators.cli", "validators.__main__")
+ENTRY_MODULES = ("imagebuild.cli", "efa_validators.cli", "efa_validators.__main__")
 
 
 def _is_host_python(node: ast.expr) -> bool:
@@ -30,7 +30,8 @@ def _names_build_py(node: ast.expr) -> bool:
 
 def violations(source: str) -> List[str]:
     """Where a test module calls a CLI by itself: imports an entry point's main, or builds a `build.py` or
-    a host `python -m validators` argv (a list that names build.py, or sys.executable then -m validators)."""
+    a host `python -m efa_validators` argv (a list that names build.py, or sys.executable then
+    -m efa_validators)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.module in ENTRY_MODULES:
@@ -46,8 +47,8 @@ def violations(source: str) -> List[str]:
                 found.append(f"line {node.lineno}: builds a build.py argv")
             words = [e.value if isinstance(e, ast.Constant) else None for e in items]
             for i in range(len(items) - 2):
-                if _is_host_python(items[i]) and words[i + 1] == "-m" and words[i + 2] == "validators":
-                    found.append(f"line {node.lineno}: builds a python -m validators argv")
+                if _is_host_python(items[i]) and words[i + 1] == "-m" and words[i + 2] == "efa_validators":
+                    found.append(f"line {node.lineno}: builds a python -m efa_validators argv")
     return found
 
 
@@ -67,12 +68,12 @@ def test_the_rule_catches_each_way_around_it():
     cases = [
         "from imagebuild.cli import main\n",
         "from imagebuild.cli import main as cli_main\n",
-        "from validators.cli import main\n",
+        "from efa_validators.cli import main\n",
         "import imagebuild.cli\n",
         "import sys\nsubprocess.run([sys.executable, 'build.py', 'list'])\n",
         "subprocess.run([sys.executable, str(ROOT / 'build.py'), 'list'])\n",
         "argv = ('build.py', 'list')\n",
-        "subprocess.run([sys.executable, '-m', 'validators', 'parse', 'x.log'])\n",
+        "subprocess.run([sys.executable, '-m', 'efa_validators', 'parse', 'x.log'])\n",
     ]
     for source in cases:
         assert violations(source), source
@@ -80,8 +81,8 @@ def test_the_rule_catches_each_way_around_it():
         "from cli import build_py, BUILD_PY\nbuild_py('list')\n",
         "from imagebuild.cli import make_parser, COMMANDS\n",
         '"""`build.py list` prints the matrix."""\n',
-        "cmd = ['python3', '-m', 'validators', 'run']  # inside a container: not this interpreter\n",
-        "assert spec == ['python3', '-m', 'validators', 'run']\n",
+        "cmd = ['python3', '-m', 'efa_validators', 'run']  # inside a container: not this interpreter\n",
+        "assert spec == ['python3', '-m', 'efa_validators', 'run']\n",
     ]
     for source in allowed:
         assert violations(source) == [], source

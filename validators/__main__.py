@@ -1,5 +1,5 @@
 import sys
 
-from validators.cli import entry
+from efa_validators.cli import entry
 
 sys.exit(entry())

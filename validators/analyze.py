@@ -1,8 +1,8 @@
 """The library entry: log lines (or files) in, the validator report out.
 
-Why one entry: the CLI (`python -m validators parse`) and the pre-flight runner (which
+Why one entry: the CLI (`python -m efa_validators parse`) and the pre-flight runner (which
 streams launcher output) must reach the same verdict from the same text. Files are read
-in binary and filtered with validators.scan.linescan (fast, bounded memory); live lines go
+in binary and filtered with efa_validators.scan.linescan (fast, bounded memory); live lines go
 through the same filter line by line.
 """
 
@@ -14,9 +14,9 @@ import sys
 from contextlib import closing, contextmanager
 from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence
 
-from validators.judge import signatures
-from validators.parse.facts import EVIDENCE_PER_KIND, Facts, NetRun
-from validators.parse.nccllog import (
+from efa_validators.judge import signatures
+from efa_validators.parse.facts import EVIDENCE_PER_KIND, Facts, NetRun
+from efa_validators.parse.nccllog import (
     NEEDLES,
     NET_CHANNEL_CLEAN,
     Event,
@@ -26,13 +26,13 @@ from validators.parse.nccllog import (
     clean_net_tail,
     parse_text,
 )
-from validators.report.assemble import build_report
-from validators.scan.linescan import MAX_LINE, Region, scan
-from validators.scan.parscan import default_workers, scan_prepared
-from validators.scan.prefix import strip_prefix
+from efa_validators.report.assemble import build_report
+from efa_validators.scan.linescan import MAX_LINE, Region, scan
+from efa_validators.scan.parscan import default_workers, scan_prepared
+from efa_validators.scan.prefix import strip_prefix
 
 match_line, holds_line_needle = signatures.match_line, signatures.holds_line_needle
-Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): validators.scan.progress
+Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): efa_validators.scan.progress
 
 # lines nccl-tests prints: comments/headers ('#'), rows (their type column), the binary name
 # nccl-tests: '#' lines (header, ranks, footer) and the binary's name; the rows between a table
@@ -82,7 +82,7 @@ def needles() -> List[str]:
 def needle_groups() -> List[tuple]:
     """(needle, flag) pairs: which parser a line holding the needle can feed.
 
-    The replay stand-in's mark (validators.replay.REPLAY_MARK, as `validators run` detects it) is
+    The replay stand-in's mark (efa_validators.replay.REPLAY_MARK, as `validators run` detects it) is
     looked for too, so a saved replay log parsed later is marked REPLAY as the run's report was.
     """
     return (
@@ -94,14 +94,14 @@ def needle_groups() -> List[tuple]:
 
 
 def _replay_mark() -> str:
-    from validators.report.contract import REPLAY_MARK
+    from efa_validators.report.contract import REPLAY_MARK
 
     return REPLAY_MARK
 
 
 def _tests_parser():
     """A fresh nccl-tests reader for each input."""
-    from validators.parse.nccltests import NcclTestsParser
+    from efa_validators.parse.nccltests import NcclTestsParser
 
     return NcclTestsParser()
 
@@ -619,7 +619,7 @@ def analyze_paths(
 
     Large regular files are scanned by `workers` processes (default: the CPUs; 1: serial);
     the report is the same either way. `progress`: see analyze_file. `fabric`: a declared fabric
-    (validators.judge.verdict.judge_provider).
+    (efa_validators.judge.verdict.judge_provider).
     """
     with collector_paused():
         return _analyze_paths(paths, instance_type, nodes, workers, progress, fabric)
@@ -659,7 +659,7 @@ def _analyze_paths(
         if os.path.isdir(path):
             raise IsADirectoryError(21, "is a directory", path)
         if looks_like_json(path):
-            from validators.parse.nccltests import load_json_output
+            from efa_validators.parse.nccltests import load_json_output
 
             a.add_tests_json(path, load_json_output(path))
             continue
@@ -669,8 +669,8 @@ def _analyze_paths(
             continue
         analyze_file(a, path, workers, progress=progress)
     report = a.report(instance_type, nodes, fabric)
-    if a.replay:  # as `validators run` marks a replay's report (validators.run.report)
-        from validators.run.report import replay_finding
+    if a.replay:  # as `validators run` marks a replay's report (efa_validators.run.report)
+        from efa_validators.run.report import replay_finding
 
         report["findings"] = [replay_finding([])] + list(report.get("findings") or [])
         report["replay"] = True

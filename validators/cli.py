@@ -1,4 +1,4 @@
-"""`python -m validators VERB ...`: dispatches to one module per group of verbs.
+"""`python -m efa_validators VERB ...`: dispatches to one module per group of verbs.
 
 Exit codes (a contract CI pipelines rely on): 0 pass, 1 fail, 2 bad input or usage, 3 unknown.
 Each module listed exposes `register(subparsers)`; the parser's `func(args)` returns the exit code.
@@ -9,11 +9,11 @@ import importlib
 import os
 import sys
 
-from validators.report.contract import EXIT_USAGE
+from efa_validators.report.contract import EXIT_USAGE
 
 VERB_MODULES = {
-    "validators.cmd_parse": ("parse", "explain"),
-    "validators.cmd_preflight": ("node-check", "run"),
+    "efa_validators.cmd_parse": ("parse", "explain"),
+    "efa_validators.cmd_preflight": ("node-check", "run"),
 }
 
 
@@ -26,7 +26,7 @@ def make_parser(verb: str = ""):
 
     Why: `parse` is run inside jobs and over thousands of small logs; importing the pre-flight runner's
     modules for it cost a third of a small parse (~40 ms)."""
-    parser = argparse.ArgumentParser(prog="python -m validators", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m efa_validators", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     mine = [name for name, verbs in VERB_MODULES.items() if verb in verbs]
@@ -50,7 +50,7 @@ def main(argv=None):
 
 
 def entry():
-    """`python -m validators`: main, then the final flush, where `| head` shows up as a broken pipe."""
+    """`python -m efa_validators`: main, then the final flush, where `| head` shows up as a broken pipe."""
     return flushed(main)
 
 

@@ -1,4 +1,4 @@
-"""`python -m validators parse LOG...` and `python -m validators explain LOG...`.
+"""`python -m efa_validators parse LOG...` and `python -m efa_validators explain LOG...`.
 
 Exit codes (the contract): 0 pass, 1 fail, 2 bad input or usage, 3 unknown.
 Inputs are checked before anything is read, and outputs are written only once the whole
@@ -11,8 +11,8 @@ import stat
 import sys
 from typing import List, Optional
 
-from validators.report import jsonout, outfile
-from validators.report.contract import EXIT_BY_VERDICT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN
+from efa_validators.report import jsonout, outfile
+from efa_validators.report.contract import EXIT_BY_VERDICT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN
 
 
 def _positive_int(text: str) -> int:
@@ -71,7 +71,7 @@ def register(sub) -> None:
 
 
 def _check_inputs(paths: List[str]) -> None:
-    from validators.cli import InputError
+    from efa_validators.cli import InputError
 
     if sum(1 for p in paths if p == "-") > 1:
         raise InputError("'-' (stdin) given more than once")
@@ -126,7 +126,7 @@ def _open_pipe(path: str) -> bool:
 
 
 def _check_outputs(args) -> None:
-    from validators.cli import InputError
+    from efa_validators.cli import InputError
 
     for flag in ("json", "junit", "markdown"):
         target = getattr(args, flag, None)
@@ -140,20 +140,20 @@ def _check_outputs(args) -> None:
 
 
 def _analyze(args) -> dict:
-    from validators.analyze import analyze_paths
-    from validators.cli import InputError
-    from validators.scan.progress import on_terminal
+    from efa_validators.analyze import analyze_paths
+    from efa_validators.cli import InputError
+    from efa_validators.scan.progress import on_terminal
 
     _check_inputs(args.logs)
     if args.instance_type:
-        from validators.judge.profiles import unknown_instance_type
+        from efa_validators.judge.profiles import unknown_instance_type
 
         problem = unknown_instance_type(args.instance_type)
         if problem:
             raise InputError(problem)
     fabric = getattr(args, "fabric", None)
     if fabric is not None:
-        from validators.judge.verdict import FABRICS
+        from efa_validators.judge.verdict import FABRICS
 
         if fabric not in FABRICS:
             raise InputError("--fabric %r: expected one of %s" % (fabric, ", ".join(sorted(FABRICS))))
@@ -171,16 +171,16 @@ def _analyze(args) -> dict:
 
 
 def run_parse(args) -> int:
-    from validators.analyze import collector_paused
-    from validators.judge.causes import lead_sentence
-    from validators.report.formats import metric_lines, to_junit, to_markdown
+    from efa_validators.analyze import collector_paused
+    from efa_validators.judge.causes import lead_sentence
+    from efa_validators.report.formats import metric_lines, to_junit, to_markdown
 
     _check_outputs(args)
     image = _image(args)
     with collector_paused():  # the report's writing too: it walks the whole report (see collector_paused)
         report = _analyze(args)
         if image and not report.get("replay"):
-            from validators.run import imagebind
+            from efa_validators.run import imagebind
 
             report["image"] = imagebind.binding(image)
         outputs = []
@@ -216,8 +216,8 @@ def _image(args) -> Optional[str]:
     """The --image reference, checked before anything is read (a tag names no one image)."""
     if not getattr(args, "image", None):
         return None
-    from validators.cli import InputError
-    from validators.run import imagebind
+    from efa_validators.cli import InputError
+    from efa_validators.run import imagebind
 
     try:
         return imagebind.parse_image_ref(args.image)
@@ -226,9 +226,9 @@ def _image(args) -> Optional[str]:
 
 
 def run_explain(args) -> int:
-    """The findings cause first (validators.judge.causes), led by the root cause and its remedy; each
+    """The findings cause first (efa_validators.judge.causes), led by the root cause and its remedy; each
     consequence prints the chain from its root cause."""
-    from validators.judge.causes import chain, lead_sentence
+    from efa_validators.judge.causes import chain, lead_sentence
 
     report = _analyze(args)
     findings = report["findings"]

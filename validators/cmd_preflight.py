@@ -1,4 +1,4 @@
-"""`python -m validators node-check` and `python -m validators run`: the pre-flight verbs.
+"""`python -m efa_validators node-check` and `python -m efa_validators run`: the pre-flight verbs.
 
 `run` launches a command (mpirun, srun, torchrun, plain) under the watchdog and judges its output with
 the log parser; `--repeat` and `--pairwise` run it several times to find a flaky or bad node.
@@ -14,12 +14,12 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from validators.judge.shortlist import few
-from validators.report import jsonout, outfile
-from validators.report.contract import REPLAY_NOTE
-from validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
-from validators.run import report as runreport
-from validators.run.runner import (
+from efa_validators.judge.shortlist import few
+from efa_validators.report import jsonout, outfile
+from efa_validators.report.contract import REPLAY_NOTE
+from efa_validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
+from efa_validators.run import report as runreport
+from efa_validators.run.runner import (
     MAX_LINE,
     MAX_OUTPUT,
     NotStarted,
@@ -28,7 +28,7 @@ from validators.run.runner import (
     prepare,
     run_command,
 )
-from validators.scan.redact import redact_argv, secret_values
+from efa_validators.scan.redact import redact_argv, secret_values
 
 EXIT_USAGE = 2
 BACKGROUND_NICE = 10  # reading and parsing yield the CPU to the job's ranks; the watchdog's thread does not
@@ -191,10 +191,10 @@ def register(sub: Any) -> None:
 
 
 def _node_check(args: argparse.Namespace) -> int:
-    from validators.node import nodecheck
+    from efa_validators.node import nodecheck
 
     if args.instance_type:
-        from validators.judge.profiles import unknown_instance_type
+        from efa_validators.judge.profiles import unknown_instance_type
 
         problem = unknown_instance_type(args.instance_type)
         if problem:
@@ -218,7 +218,7 @@ def run_once(
     """One run of argv under the watchdog -> its report (NotStarted propagates: exit 2)."""
     argv2, kind, notes = prepare(argv, inject=inject)
     env, env_notes = nccl_env()
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     # source: the evidence names the kept log, with its line numbers
     parser = StreamingParser(
@@ -257,7 +257,7 @@ def _image_default(name: str) -> bool:
     have = os.environ.get(name)
     if have is None:
         return True
-    from validators.node import nodecheck
+    from efa_validators.node import nodecheck
 
     lock, _ = nodecheck.load_lock(dict(os.environ))
     items = (lock or {}).get("env") or []
@@ -267,10 +267,12 @@ def _image_default(name: str) -> bool:
 def _run(args: argparse.Namespace) -> int:
     command = list(args.command)
     if not command:
-        print("error: no command given: python -m validators run [options] -- COMMAND...", file=sys.stderr)
+        print(
+            "error: no command given: python -m efa_validators run [options] -- COMMAND...", file=sys.stderr
+        )
         return EXIT_USAGE
     if args.instance_type:
-        from validators.judge.profiles import unknown_instance_type
+        from efa_validators.judge.profiles import unknown_instance_type
 
         problem = unknown_instance_type(args.instance_type)
         if problem:  # before anything runs: a typo would judge nothing and read as a verdict
@@ -386,8 +388,8 @@ def _warm() -> None:
     128 tests a round, compiling the parser's modules once per test would be seconds of CPU)."""
     import socket  # noqa: F401 - launchcheck's
 
-    import validators.analyze  # noqa: F401
-    import validators.parse.nccltests  # noqa: F401
+    import efa_validators.analyze  # noqa: F401
+    import efa_validators.parse.nccltests  # noqa: F401
 
 
 class _Rounds:
@@ -561,7 +563,7 @@ def _run_pairwise(command: List[str], args: argparse.Namespace, base_log: str) -
                 ", ".join(named),  # type: ignore[arg-type]
                 few(["-".join(p) for p, v in results if v == "fail"], 8), len(rounds.records)),
             "evidence": _evidence_for(named, rounds.records),  # type: ignore[arg-type]
-            "remedy": "drain the node and rerun; run `python -m validators node-check` on it",
+            "remedy": "drain the node and rerun; run `python -m efa_validators node-check` on it",
             "hosts": named,
         })  # fmt: skip
     return report
@@ -613,8 +615,8 @@ def _run_bisect(command: List[str], args: argparse.Namespace, base_log: str) -> 
                 if proven else "suspects: the slowness needs all of these together (each half was good)",
                 few(named, 16), len(rounds.records)),
             "evidence": _evidence_for(named, rounds.records),
-            "remedy": "drain the node and rerun; run `python -m validators node-check` on it and check its "
-            "EFA devices (`fi_info -p efa`) and GPU clocks",
+            "remedy": "drain the node and rerun; run `python -m efa_validators node-check` on it and check "
+            "its EFA devices (`fi_info -p efa`) and GPU clocks",
             "hosts": named,
         })  # fmt: skip
     return report
@@ -681,11 +683,11 @@ def series_report(
 
 
 def _with_flaky(findings: List[Dict[str, Any]], flaky: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The worst run's findings (already in validators.judge.causes order) with `flaky` where that order
+    """The worst run's findings (already in efa_validators.judge.causes order) with `flaky` where that order
     puts a consequence: the REPLAY findings stay first, the root cause leads and `flaky` follows the causes,
     `caused_by` the root cause; only when no error fired does `flaky` lead. So a repeated run's lead sentence
     names what failed, not that it failed only sometimes."""
-    from validators.judge.causes import root_cause
+    from efa_validators.judge.causes import root_cause
 
     replays = [f for f in findings if str(f.get("id", "")).startswith("replay")]
     rest = [f for f in findings if not str(f.get("id", "")).startswith("replay")]
@@ -709,18 +711,18 @@ def _label(label: Dict[str, Any]) -> str:
 
 
 def _write_json(report: Dict[str, Any], dest: Optional[str]) -> None:
-    """Streamed (validators.report.jsonout), not built as one string first: at 8192 ranks the text is
+    """Streamed (efa_validators.report.jsonout), not built as one string first: at 8192 ranks the text is
     megabytes."""
     if dest:
         outfile.write(dest, jsonout.document(report))
 
 
 def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:
-    """JSON, JUnit and Markdown, each written whole (validators.report.outfile): never half a report."""
+    """JSON, JUnit and Markdown, each written whole (efa_validators.report.outfile): never half a report."""
     _write_json(report, args.json)
     if not (args.junit or args.markdown):
         return
-    from validators.report import formats as writers
+    from efa_validators.report import formats as writers
 
     for path, render in ((args.junit, "to_junit"), (args.markdown, "to_markdown")):
         if path:
@@ -729,7 +731,7 @@ def _write_outputs(report: Dict[str, Any], args: argparse.Namespace) -> None:
 
 def _metric_lines(report: Dict[str, Any]) -> List[str]:
     """The parser's `key=value` lines (SageMaker metric regexes read them)."""
-    from validators.report.formats import metric_lines
+    from efa_validators.report.formats import metric_lines
 
     try:
         return list(metric_lines(report))
@@ -740,7 +742,7 @@ def _metric_lines(report: Dict[str, Any]) -> List[str]:
 def summary_text(report: Dict[str, Any]) -> str:
     """A few lines for a terminal: verdict, the root cause and its remedy in one sentence, then each finding
     with its remedy."""
-    from validators.judge.causes import lead_sentence
+    from efa_validators.judge.causes import lead_sentence
 
     lines = ["verdict: %s" % report.get("verdict")]
     if report.get("replay"):

@@ -5,9 +5,9 @@ nccl-tests was built against (pytorch#122571: 2.19.3 vs 2.15.5). The probe exerc
 nccl when CUDA is available (run it with NCCL_DEBUG=INFO and the log parser sees the real init lines),
 gloo otherwise, so the launcher, timeouts and reports run for real on a CPU machine.
 
-    torchrun --nproc-per-node 2 -m validators.probe_torch [--min-bytes 8] [--max-bytes 64M] [--json FILE]
+    torchrun --nproc-per-node 2 -m efa_validators.probe_torch [--min-bytes 8] [--max-bytes 64M] [--json FILE]
 
-Rank 0 prints the sweep as an nccl-tests style table (so `python -m validators parse` reads it) and,
+Rank 0 prints the sweep as an nccl-tests style table (so `python -m efa_validators parse` reads it) and,
 with --json, the rows in the report's `nccl_tests.rows` shape. torch is imported here only: the rest of
 validators/ stays standard library.
 """
@@ -60,7 +60,8 @@ def table(rows: List[Dict[str, Any]], world: int, backend: str) -> List[str]:
     lines = [
         "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: 2(factor) warmup iters: %d iters: %d validation: 1"
         % (rows[0]["size"] if rows else 0, rows[-1]["size"] if rows else 0, _WARMUP, _ITERS),
-        "# validators.probe_torch all_reduce via torch.distributed backend %s, %d ranks" % (backend, world),
+        "# efa_validators.probe_torch all_reduce via torch.distributed backend %s, %d ranks"
+        % (backend, world),
         "#",
         "#                                                              out-of-place                       in-place",  # noqa: E501 - the format as printed
         "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",  # noqa: E501 - the format as printed
@@ -115,7 +116,9 @@ def from_launcher(env) -> Optional[Dict[str, str]]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m validators.probe_torch", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m efa_validators.probe_torch", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--min-bytes", type=_size, default=8)
     p.add_argument("--max-bytes", type=_size, default=1 << 24)
     p.add_argument("--iters", type=int, default=_ITERS)

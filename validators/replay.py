@@ -5,7 +5,7 @@ THE ONLY STAND-IN this project allows. Where no GPU exists it takes the place of
 the runner, its watchdog and the parser are exercised for real. It does nothing else: it never computes
 bandwidth and never decides a verdict.
 
-  python -m validators.replay LOG [--rank-filter] [--speed LPS] [--hang-after N] [--exit-code C] ...
+  python -m efa_validators.replay LOG [--rank-filter] [--speed LPS] [--hang-after N] [--exit-code C] ...
 
 With --rank-filter each process prints only the recorded lines of "its" ranks (recorded rank r goes to
 process r mod world size), with the recorded launcher tag removed so the real launcher adds its own; the
@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Iterator, Optional, Tuple
 
-from validators.report.contract import REPLAY_MARK
+from efa_validators.report.contract import REPLAY_MARK
 
 _TAGS = (
     re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:"),  # mpirun --tag-output
@@ -69,7 +69,7 @@ def lines_for(path: str, rank: int, size: int, rank_filter: bool) -> Iterator[st
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m validators.replay", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m efa_validators.replay", description=__doc__.splitlines()[0])
     p.add_argument("log", help="recorded log to print")
     p.add_argument("--rank-filter", action="store_true", help="print only this process's ranks' lines")
     p.add_argument("--speed", type=float, default=0.0, metavar="LPS", help="lines per second (0: no delay)")

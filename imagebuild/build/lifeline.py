@@ -21,7 +21,7 @@ import signal
 import threading
 from typing import Any, Dict, Iterator
 
-from validators.run.reaper import libc_prctl
+from efa_validators.run.reaper import libc_prctl
 
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 0.25

@@ -48,9 +48,10 @@ def efa_installers() -> Dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def instances() -> Dict[str, Dict[str, Any]]:
-    """Instance profiles, read from validators/judge/profile_data.py: the one table the validator judges with
+    """Instance profiles, read from efa_validators/judge/profile_data.py: the one table the validator
+    judges with
     (stdlib only, it ships in every image), so the matrix and the verdict never disagree."""
-    from validators.judge import profile_data
+    from efa_validators.judge import profile_data
 
     out = {}
     for name, raw in profile_data.PROFILES.items():

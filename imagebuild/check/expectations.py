@@ -11,10 +11,10 @@ from __future__ import annotations
 import shlex
 from typing import List
 
+from efa_validators.scan.redact import AWS_KEY_ID
 from imagebuild import components
 from imagebuild.check import custom
 from imagebuild.components.expectation import Expectation
-from validators.scan.redact import AWS_KEY_ID
 
 # Env vars whose whole namespace the policy owns: one set in the image but absent from the lock is a finding.
 POLICY_PREFIXES = ("NCCL_", "FI_", "RDMAV_")
@@ -35,7 +35,7 @@ CUDA_HEADERS = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h")
 
 # exits 1 naming the validators modules without bytecode the image's interpreter would load
 _EVERY_MODULE_COMPILED = (
-    "import importlib.util as u, os, sys, validators; d = os.path.dirname(validators.__file__); "
+    "import importlib.util as u, os, sys, efa_validators; d = os.path.dirname(efa_validators.__file__); "
     "missing = sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs "
     "if f.endswith('.py') and not os.path.exists(u.cache_from_source(os.path.join(r, f)))); "
     "print('not compiled: ' + ' '.join(missing) if missing else 'all compiled'); "
@@ -114,8 +114,8 @@ def derive(lock: dict) -> List[Expectation]:
     add(
         "validators-import",
         "command",
-        "pre-flight runs `python -m validators` inside the image",
-        {"command": f"{python} -m validators --help", "expect_rc": 0},
+        "pre-flight runs `python -m efa_validators` inside the image",
+        {"command": f"{python} -m efa_validators --help", "expect_rc": 0},
     )
     for block in components.REGISTRY:
         out += block.checks(lock)

@@ -2,7 +2,7 @@
 
 Copied into a container of the image under test and run by the image's own python, so it must stay
 standard library only and Python 3.8 compatible. It only looks; every fact it cannot see is null.
-Where the loader would look is validators.node.nodecheck's lookup (copied beside this file), the same one
+Where the loader would look is efa_validators.node.nodecheck's lookup (copied beside this file), the same one
 node-check uses on the cluster.
 
   python3 inventory.py libs SONAME...   candidates on the library search path, and what dlopen resolves
@@ -23,7 +23,7 @@ import os
 import re
 import sys
 
-from validators.node.nodecheck import ldconfig_cache, library_candidates, plugin_names
+from efa_validators.node.nodecheck import ldconfig_cache, library_candidates, plugin_names
 
 SKIP_TOP = ("/proc", "/sys", "/dev", "/run", "/tmp/efa-image-build-checks")
 
@@ -146,7 +146,7 @@ def framework_nccl(torch):
 
 
 def plugin():
-    """The library NCCL's plugin search (validators.node.nodecheck.plugin_names) makes the loader open."""
+    """The library NCCL's plugin search (efa_validators.node.nodecheck.plugin_names) makes the loader open."""
     env = os.environ.get("NCCL_NET_PLUGIN")
     tried = []
     for name in plugin_names(dict(os.environ)):

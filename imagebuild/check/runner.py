@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-import validators
+import efa_validators
 from imagebuild.adapters.docker_engine import find_image
 from imagebuild.check.expectations import Expectation, derive
 from imagebuild.check.probes import INVENTORY_PATH
@@ -30,7 +30,7 @@ from imagebuild.variant import CHECK_CONTAINER_LABEL, LOCK_LABELS, lock_from_lab
 
 CHECK_MODULE = Path(__file__).with_name("test_image.py")
 INVENTORY = Path(__file__).with_name("inventory.py")
-VALIDATORS = Path(validators.__file__).resolve().parent  # its nodecheck goes beside inventory.py
+VALIDATORS = Path(efa_validators.__file__).resolve().parent  # its nodecheck goes beside inventory.py
 CONTAINER_LABEL = CHECK_CONTAINER_LABEL
 STATUSES = ("pass", "fail", "unknown", "skip")
 IMAGE_CONFIG = ("User", "WorkingDir", "Entrypoint", "Cmd")  # what a metadata check may compare
@@ -88,9 +88,9 @@ def _inventory_tar() -> bytes:
     here = INVENTORY_PATH.lstrip("/").rsplit("/", 1)[0]
     files = {
         INVENTORY_PATH.lstrip("/"): INVENTORY,
-        f"{here}/validators/__init__.py": VALIDATORS / "__init__.py",
-        f"{here}/validators/node/__init__.py": VALIDATORS / "node" / "__init__.py",
-        f"{here}/validators/node/nodecheck.py": VALIDATORS / "node" / "nodecheck.py",
+        f"{here}/efa_validators/__init__.py": VALIDATORS / "__init__.py",
+        f"{here}/efa_validators/node/__init__.py": VALIDATORS / "node" / "__init__.py",
+        f"{here}/efa_validators/node/nodecheck.py": VALIDATORS / "node" / "nodecheck.py",
     }
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, src in files.items():

@@ -13,7 +13,7 @@ import argparse
 def register(sub) -> None:
     p = sub.add_parser(
         "report",
-        help="plot and summarise a validator report (python -m validators parse --json)",
+        help="plot and summarise a validator report (python -m efa_validators parse --json)",
         description=__doc__.splitlines()[0],
     )
     p.add_argument("report", metavar="REPORT.json", help="the validator's JSON report")

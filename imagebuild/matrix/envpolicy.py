@@ -20,7 +20,7 @@ from imagebuild.versions import satisfies
 @dataclass(frozen=True)
 class StackFacts:
     """What the env policy conditions look at: the stack's component versions and target instances
-    (not validators.parse.facts.Facts, which is what a log showed)."""
+    (not efa_validators.parse.facts.Facts, which is what a log showed)."""
 
     versions: Tuple[Tuple[str, str], ...]
     instance_types: Tuple[str, ...] = ()

@@ -2,7 +2,8 @@
 
 SageMaker scans the job's log lines with each regex and records the first group as a float, so the busbw
 plateau shows as a job metric next to the instance's own. Two sources, both printed into the job log:
-- the validator's summary lines (`validators.report.formats.metric_lines`: `busbw_plateau=437.79 GB/s`, ...);
+- the validator's summary lines (`efa_validators.report.formats.metric_lines`: `busbw_plateau=437.79 GB/s`,
+...);
 - nccl-tests' own footer (`# Avg bus bandwidth    : 52.98`, `# Out of bounds values : 0 OK`), which is
   there even when the validator is not.
 Lines may carry a launcher prefix (`[1,0]<stdout>:`, `0: `): the regexes are not anchored.

@@ -1,5 +1,5 @@
 """Launch recipes for the pre-flight: an `mpirun` line, a Slurm `sbatch` script and an EKS MPIJob manifest,
-each running nccl-tests under the image's validator (`python -m validators`) inside the image, from a
+each running nccl-tests under the image's validator (`python -m efa_validators`) inside the image, from a
 variant lock and a cluster description.
 
 Pure functions of (lock, cluster) -> text; every value that enters a shell line is quoted (shlex.quote),
@@ -20,7 +20,7 @@ Cluster description (YAML), every key checked with its line on error:
     name: preflight                   # job name, optional
     timeout: 1800                     # validator total timeout (s), optional
     idle_timeout: 300                 # validator idle timeout (s), optional
-    test_args: "-b 8 -e 16G -f 2 -g 1"  # nccl-tests flags (or validators.probe_torch's), optional
+    test_args: "-b 8 -e 16G -f 2 -g 1"  # nccl-tests flags (or efa_validators.probe_torch's), optional
     master_addr: node-1               # torch probe with a hostfile: rank 0's host (else hosts[0])
 """
 
@@ -55,7 +55,9 @@ KEYS = {
     "master_addr",
 }
 DEFAULT_TEST_ARGS = "-b 8 -e 16G -f 2 -g 1 -c 1 -n 20"
-DEFAULT_TORCH_ARGS = "--max-bytes 16G"  # validators.probe_torch: sizes 8 B .. 16 GiB, as nccl-tests' default
+DEFAULT_TORCH_ARGS = (
+    "--max-bytes 16G"  # efa_validators.probe_torch: sizes 8 B .. 16 GiB, as nccl-tests' default
+)
 # env NCCL and libfabric read: the lock's values for these travel with -x to every rank
 NCCL_ENV_PREFIXES = ("NCCL_", "FI_", "RDMAV_", "LD_LIBRARY_PATH", "OFI_NCCL_", "CUDA_", "PATH")
 # Open MPI between containers with EFA. pml: keep MPI's own traffic off libfabric and UCX (DLC
@@ -130,7 +132,7 @@ def load_cluster(path: str) -> Dict[str, Any]:
                 key="container_image",
                 hint=err.hint,
             ) from None
-    from validators.judge.profiles import get_profile, known_instance_types
+    from efa_validators.judge.profiles import get_profile, known_instance_types
 
     profile = get_profile(out["instance_type"])
     if profile is None and not ("gpus_per_node" in out and "efa_devices" in out):
@@ -263,12 +265,12 @@ def _prefix_bin(lock: Dict[str, Any], component: str, default: str, program: str
 
 
 TORCH_PORT = "29500"  # MASTER_PORT of the torch probe (torchrun's default)
-TORCH_PROBE = "probe_torch"  # probe(): validators.probe_torch, the framework's own NCCL
+TORCH_PROBE = "probe_torch"  # probe(): efa_validators.probe_torch, the framework's own NCCL
 
 
 def probe(lock: Dict[str, Any]) -> str:
     """What the pre-flight runs: nccl-tests where the image has them, else the torch all-reduce probe
-    (validators.probe_torch: the framework's own NCCL, as a training job loads it)."""
+    (efa_validators.probe_torch: the framework's own NCCL, as a training job loads it)."""
     comps = lock.get("components") or {}
     if comps.get(nccl_tests.NAME):
         return "nccl-tests"
@@ -288,7 +290,7 @@ def probe_argv(lock: Dict[str, Any], cluster: Dict[str, Any]) -> List[str]:
     if probe(lock) == TORCH_PROBE:
         python = lock.get("python") or "python3"
         args = shlex.split(cluster.get("test_args") or DEFAULT_TORCH_ARGS)
-        return [python, "-m", "validators.probe_torch"] + args + ["--timeout", str(cluster["timeout"])]
+        return [python, "-m", "efa_validators.probe_torch"] + args + ["--timeout", str(cluster["timeout"])]
     return [nccl_tests_binary(lock)] + shlex.split(cluster.get("test_args") or DEFAULT_TEST_ARGS)
 
 
@@ -315,7 +317,7 @@ def _validator(lock: Dict[str, Any], cluster: Dict[str, Any], extra: List[str]) 
     argv = [
         lock.get("python") or "python3",
         "-m",
-        "validators",
+        "efa_validators",
         "run",
         "--instance-type",
         cluster["instance_type"],
@@ -342,7 +344,7 @@ def bind_image(cluster: Dict[str, Any], image: Optional[str]) -> Dict[str, Any]:
     `container_image` are both given they must name the same digest; the digest is also what pyxis and the
     MPIJob pull, never a tag that may have moved since.
     """
-    from validators.run.imagebind import parse_image_ref
+    from efa_validators.run.imagebind import parse_image_ref
 
     file, lines = cluster.get("_file"), cluster.get("_lines") or {}
     pinned = cluster.get("container_image") if "@sha256:" in str(cluster.get("container_image")) else None
@@ -401,7 +403,7 @@ def mpirun_launch(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: st
 
 
 def mpirun_argv(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: str = TCP_EXCLUDE) -> List[str]:
-    """`python -m validators run ... -- mpirun ...`: run in the image on the first node."""
+    """`python -m efa_validators run ... -- mpirun ...`: run in the image on the first node."""
     launch = mpirun_launch(lock, cluster, tcp_exclude)
     return _validator(lock, cluster, ["--json", "preflight-report.json", "--"]) + launch
 
@@ -471,7 +473,7 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     inner = " ".join(q(w) for w in rank_cmd).replace("@LOG@", '"$PREFLIGHT_OUT/rank-$SLURM_PROCID.log"')
     step1 = ["srun", '"${CONTAINER[@]}"', "--mpi=pmix", "--cpu-bind=none", "-l", "sh", "-c"]
     step1 += [q('exec %s "$@"' % inner), "rank"] + [q(a) for a in probe_argv(lock, cluster)]
-    parse = [q(python), "-m", "validators", "parse", '"$PREFLIGHT_OUT"/rank-*.log']
+    parse = [q(python), "-m", "efa_validators", "parse", '"$PREFLIGHT_OUT"/rank-*.log']
     parse += [q(w) for w in _image_args(cluster)]
     parse += ["--instance-type", q(cluster["instance_type"]), "--nodes", str(cluster["nodes"])]
     parse += ["--json", '"$PREFLIGHT_OUT/report.json"', "--markdown", '"$PREFLIGHT_OUT/report.md"']
@@ -643,7 +645,7 @@ def torchrun_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     torchrun += ["-m"] + words[words.index("-m") + 1 :]
     run = " ".join(q(w) for w in node + torchrun)
     run = run.replace("@LOG@", '"$PREFLIGHT_OUT/node-$NODE_RANK.log"').replace("@RANK@", '"$NODE_RANK"')
-    parse = [q(python), "-m", "validators", "parse", '"$PREFLIGHT_OUT"/node-*.log']
+    parse = [q(python), "-m", "efa_validators", "parse", '"$PREFLIGHT_OUT"/node-*.log']
     parse += [q(w) for w in _image_args(cluster)]
     parse += ["--instance-type", q(cluster["instance_type"]), "--nodes", str(nodes)]
     parse += ["--json", '"$PREFLIGHT_OUT/report.json"', "--markdown", '"$PREFLIGHT_OUT/report.md"']

@@ -2,13 +2,13 @@
 
 Steps, each one a small function:
 1. `build_request` (pure): the CreateTrainingJob request. The container's entry point is the validator
-   (`python3 -m validators run ... -- <probe command>`), so the code CI tested is what runs; `--dry-run`
+   (`python3 -m efa_validators run ... -- <probe command>`), so the code CI tested is what runs; `--dry-run`
    prints this request as JSON and touches nothing (no AWS client is even made).
 2. `check_quotas`: the account's Service Quotas for the instance type and count (instances for training
    job usage, max instances per job, longest run time); when short, say exactly what to request.
 3. create the job, `wait_for_job` with progress (bounded: `--max-run` plus `--wait-slack`), Ctrl-C stops it.
 4. `read_job_logs`: the job's CloudWatch streams (/aws/sagemaker/TrainingJobs, `<job>/algo-N-...`), fed to
-   the validator's parser (`validators.analyze.analyze`), then the same JSON/JUnit/Markdown reports as a
+   the validator's parser (`efa_validators.analyze.analyze`), then the same JSON/JUnit/Markdown reports as a
    local run, plus `image` (ref and digest, which `build.py release --require-preflight` matches) and
    `sagemaker` (job facts).
 Exit codes: 0 pass, 1 fail (checks failed, job failed or ran out of time), 2 bad input, quota short or
@@ -27,9 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from efa_validators.report.contract import EXIT_BY_VERDICT
 from imagebuild.errors import UserError
 from imagebuild.preflight.metrics import metric_definitions
-from validators.report.contract import EXIT_BY_VERDICT
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds (API reference)
@@ -39,7 +39,7 @@ REPORT_IN_JOB = "/opt/ml/output/data/preflight.json"  # uploaded with the job's 
 # spans all the instances and NCCL goes over EFA. Underscored flags: torchrun of every 1.x/2.x.
 PROBES = {
     "torch": "torchrun --nnodes {sm_nodes} --node_rank {sm_node_rank} --nproc_per_node {gpus} "
-    "--master_addr {sm_master} --master_port 29500 -m validators.probe_torch --max-bytes 16G",
+    "--master_addr {sm_master} --master_port 29500 -m efa_validators.probe_torch --max-bytes 16G",
     # each instance alone (NVLink, not EFA): for --nodes 1, or images without torch
     "nccl-tests": "all_reduce_perf -b 8 -e 16G -f 2 -g {gpus}",
 }
@@ -107,7 +107,7 @@ def _digest_of(image: str) -> Optional[str]:
 
 
 def _gpus(instance_type: str) -> Optional[int]:
-    from validators.judge.profiles import get_profile
+    from efa_validators.judge.profiles import get_profile
 
     prof = get_profile(instance_type)
     return getattr(prof, "gpus", None) if prof is not None else None
@@ -162,7 +162,7 @@ def build_request(opts: SageMakerOptions, now: Optional[datetime] = None) -> Dic
         "AlgorithmSpecification": {
             "TrainingImage": opts.image,
             "TrainingInputMode": "File",
-            "ContainerEntrypoint": ["python3", "-m", "validators", "run"],
+            "ContainerEntrypoint": ["python3", "-m", "efa_validators", "run"],
             "ContainerArguments": arguments,
             "MetricDefinitions": metric_definitions(),
         },
@@ -369,7 +369,7 @@ def read_job_logs(logs: Any, name: str, max_events: int = 2_000_000) -> Iterator
 # -- reports -----------------------------------------------------------------------------------------------
 def analyze_lines(lines: List[str], instance_type: str, nodes: int) -> Dict[str, Any]:
     """The validator's parser over the job's lines (the same parser as a local run)."""
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     return analyze(lines, instance_type=instance_type, nodes=nodes, source=f"cloudwatch:{LOG_GROUP}")
 
@@ -379,7 +379,7 @@ def write_reports(report: Dict[str, Any], out: Path, name: str) -> List[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     texts = [(out / f"{name}.json", json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")]
-    from validators.report.formats import to_junit, to_markdown
+    from efa_validators.report.formats import to_junit, to_markdown
 
     texts.append((out / f"{name}.junit.xml", to_junit(report)))
     texts.append((out / f"{name}.md", to_markdown(report)))

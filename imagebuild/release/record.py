@@ -116,7 +116,7 @@ def preflight_lock_refusal(report: Dict[str, Any], lock: Optional[Dict[str, Any]
     a digest typed by hand onto a run of another image shows here. A report made outside the image
     (SageMaker's, host-side, on the digest SageMaker pulled) has no `lock` key: the digest is the evidence.
     """
-    from validators.run.imagebind import lock_sha256
+    from efa_validators.run.imagebind import lock_sha256
 
     image = report.get("image") if isinstance(report.get("image"), dict) else {}
     if "lock" not in image:

@@ -1,13 +1,15 @@
 """The REPLAY mark on Markdown summaries: a report made from a replayed recording says so first.
 
-The Markdown itself is validators.report.formats.to_markdown (one writer, in the image and on the host).
+The Markdown itself is efa_validators.report.formats.to_markdown (one writer, in the image and on the host).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict
 
-REPLAY_NOTE = "REPLAY: a recorded log replayed by the stand-in (validators.replay); no GPU or EFA device ran"
+REPLAY_NOTE = (
+    "REPLAY: a recorded log replayed by the stand-in (efa_validators.replay); no GPU or EFA device ran"
+)
 
 
 def replayed(report: Dict[str, Any]) -> bool:

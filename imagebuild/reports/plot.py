@@ -2,7 +2,7 @@
 
 Why a picture: a busbw curve shows at a glance what the table hides -- where the plateau starts, how far
 it sits below the wire, whether in-place and out-of-place agree, and a dip at one size. The expected
-floor and the wire speed come from the same validators.judge.profiles arithmetic the verdict used, so the
+floor and the wire speed come from the same efa_validators.judge.profiles arithmetic the verdict used, so the
 picture and the verdict cannot disagree.
 """
 
@@ -13,9 +13,9 @@ import os
 import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
+from efa_validators.judge import profiles
+from efa_validators.parse.nccltests import PLATEAU_MIN_BYTES
 from imagebuild.errors import UserError
-from validators.judge import profiles
-from validators.parse.nccltests import PLATEAU_MIN_BYTES
 
 
 def human_size(size: float) -> str:

@@ -3,7 +3,7 @@
 The validator (inside the image, standard library only) writes JSON; what needs libraries -- the busbw
 plot -- is made here. Bad input is a UserError (exit 2) and nothing is written: every output is made in
 memory or a temporary file first and moved into place only when all inputs were good. The Markdown is
-validators.report.formats.to_markdown, the writer the validator itself uses.
+efa_validators.report.formats.to_markdown, the writer the validator itself uses.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
+from efa_validators.report.contract import SCHEMA
+from efa_validators.report.formats import to_markdown
 from imagebuild.errors import UserError
 from imagebuild.reports.markdown import mark_replay
 from imagebuild.reports.plot import plot_busbw, temp_beside
 from imagebuild.safefile import read_text
-from validators.report.contract import SCHEMA
-from validators.report.formats import to_markdown
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def load_report(path: str) -> Dict[str, Any]:
             "not a validator report (neither 'verdict' nor 'nccl_tests')",
             file=path,
             key="verdict",
-            hint="make one with: python -m validators parse LOG --json REPORT.json",
+            hint="make one with: python -m efa_validators parse LOG --json REPORT.json",
         )
     nt = doc.get("nccl_tests")
     if nt is not None and not isinstance(nt, dict):

@@ -63,11 +63,11 @@ RUN printf '%s\n' /opt/amazon/openmpi/lib /opt/amazon/efa/lib /opt/amazon/ofi-nc
 ENV NCCL_SOCKET_IFNAME="^docker,lo,veth,virbr"
 ENV LD_LIBRARY_PATH="/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib:/opt/amazon/ofi-nccl/lib64:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
 ENV PATH="/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:${PATH}"
-# validators: `/usr/local/bin/python3 -m validators --help`
-COPY validators /opt/efa-image-build/validators
+# validators: `/usr/local/bin/python3 -m efa_validators --help`
+COPY validators /opt/efa-image-build/efa_validators
 RUN /usr/local/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
- && /usr/local/bin/python3 -m compileall -q /opt/efa-image-build/validators \
- && /usr/local/bin/python3 -c 'import validators'
+ && /usr/local/bin/python3 -m compileall -q /opt/efa-image-build/efa_validators \
+ && /usr/local/bin/python3 -c 'import efa_validators'
 # training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
 COPY training /opt/ml/code
 WORKDIR /opt/ml/code

@@ -72,11 +72,11 @@ RUN printf '%s\n' /opt/nvidia/cuda/lib /opt/nvidia/nccl/lib > /etc/ld.so.conf.d/
 # Environment: `build.py explain-env local-debian-nccl2.27` says why each one is set.
 ENV NCCL_SOCKET_IFNAME="^docker,lo,veth,virbr"
 ENV LD_LIBRARY_PATH="/opt/nvidia/cuda/lib:/opt/nvidia/nccl/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
-# validators: `/usr/bin/python3 -m validators --help`
-COPY validators /opt/efa-image-build/validators
+# validators: `/usr/bin/python3 -m efa_validators --help`
+COPY validators /opt/efa-image-build/efa_validators
 RUN /usr/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
- && /usr/bin/python3 -m compileall -q /opt/efa-image-build/validators \
- && /usr/bin/python3 -c 'import validators'
+ && /usr/bin/python3 -m compileall -q /opt/efa-image-build/efa_validators \
+ && /usr/bin/python3 -c 'import efa_validators'
 # training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
 COPY training /opt/ml/code
 WORKDIR /opt/ml/code

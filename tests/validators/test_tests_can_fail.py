@@ -15,8 +15,8 @@ import cli
 import pytest
 from paths import ROOT
 
-from validators.analyze import analyze
-from validators.judge import profiles
+from efa_validators.analyze import analyze
+from efa_validators.judge import profiles
 
 FIX = ROOT / "tests" / "fixtures" / "logs"
 P5 = (FIX / "p5-2node-efa-gdr-mpirun.log").read_text().splitlines()

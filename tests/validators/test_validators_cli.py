@@ -1,4 +1,4 @@
-"""`python -m validators parse|explain`: exit codes, outputs, bad input (run as a real subprocess)."""
+"""`python -m efa_validators parse|explain`: exit codes, outputs, bad input (run as a real subprocess)."""
 
 import json
 import os
@@ -187,7 +187,8 @@ def test_explain_names_signature_evidence_and_remedy():
 
 
 def test_in_process_call_matches_the_real_process():
-    """tests/cli.py's in-process `validators` says what `python -m validators` says: same code and output."""
+    """tests/cli.py's in-process `validators` says what `python -m efa_validators` says: same code and
+    output."""
     argv = ("parse", GOOD, "--instance-type", "p5.48xlarge", "--nodes", "2")
     rc, out, _err = validators(*argv)
     proc = validators_process(*argv)
@@ -200,12 +201,12 @@ def test_in_process_call_matches_the_real_process():
 
 
 def test_each_verb_is_registered_by_the_module_cli_names_for_it():
-    """`python -m validators VERB` imports only VERB's module (validators.cli.VERB_MODULES): a verb listed
-    under the wrong module, or not listed, would not parse."""
+    """`python -m efa_validators VERB` imports only VERB's module (efa_validators.cli.VERB_MODULES): a verb
+    listed under the wrong module, or not listed, would not parse."""
     import argparse
     import importlib
 
-    from validators import cli
+    from efa_validators import cli
 
     for name, verbs in cli.VERB_MODULES.items():
         sub = argparse.ArgumentParser().add_subparsers()
@@ -246,7 +247,7 @@ def test_a_special_file_is_refused_naming_it_not_read(tmp_path, kind):
 def test_a_pipe_a_shell_hands_over_is_still_read(tmp_path):
     """`parse <(cmd)`: /dev/fd/N is a pipe already open, its writer there: read, not refused."""
     j = tmp_path / "r.json"
-    script = '"$0" -m validators parse <(cat "$1") --json "$2"'
+    script = '"$0" -m efa_validators parse <(cat "$1") --json "$2"'
     p = subprocess.run(
         ["bash", "-c", script, sys.executable, GOOD, str(j)], cwd=str(ROOT), capture_output=True, timeout=60
     )

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import ROOT
 
-from validators.analyze import Analysis, analyze, analyze_stream
+from efa_validators.analyze import Analysis, analyze, analyze_stream
 
 FIX = ROOT / "tests" / "fixtures" / "logs"
 CORPUS = Path(os.environ.get("NCCL_LOGS_DIR", ROOT.parent / "shared" / "nccl-logs"))

@@ -12,9 +12,9 @@ Three checks, each pass/fail/unknown with the lines that prove it:
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from validators.judge import profiles
-from validators.judge.shortlist import few
-from validators.parse.nccltests import PLATEAU_MIN_BYTES
+from efa_validators.judge import profiles
+from efa_validators.judge.shortlist import few
+from efa_validators.parse.nccltests import PLATEAU_MIN_BYTES
 
 Check = Dict[str, Any]
 Finding = Dict[str, Any]

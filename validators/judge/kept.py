@@ -7,8 +7,8 @@ the verdict must not pass on them (issue 23, item 10; verdict.decide adds the `r
 
 from typing import Optional
 
-from validators.parse import facts as fold
-from validators.parse.facts import Facts
+from efa_validators.parse import facts as fold
+from efa_validators.parse.facts import Facts
 
 
 def not_kept_finding(facts: Facts) -> Optional[dict]:

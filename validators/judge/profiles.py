@@ -14,7 +14,7 @@ holds the two relations the judgement needs:
 
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from validators.judge import profile_data
+from efa_validators.judge import profile_data
 
 # Collectives whose busbw relates to the wire by (k-1)/(n-1): see the module docstring.
 WIRE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")

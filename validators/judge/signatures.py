@@ -10,8 +10,8 @@ Facts from the fold are in validators/parse/facts.py; predicates are at the bott
 import re
 from typing import List, Optional
 
-from validators.judge.shortlist import few, ranges
-from validators.parse.facts import is_efa_provider
+from efa_validators.judge.shortlist import few, ranges
+from efa_validators.parse.facts import is_efa_provider
 
 # sources: files in public repositories (owner/name path); the commits read are in docs/validators.md
 _NCCL_PLUGIN = (

@@ -9,11 +9,11 @@ counter-evidence, None otherwise; a check that is None is `unknown`, and the ver
 
 from typing import Callable, Dict, List, Optional
 
-from validators.judge import causes, signatures
-from validators.judge.kept import not_kept_finding
-from validators.judge.shortlist import few
-from validators.judge.world import demote, outside_world, world_check
-from validators.parse.facts import Facts, is_libfabric_net
+from efa_validators.judge import causes, signatures
+from efa_validators.judge.kept import not_kept_finding
+from efa_validators.judge.shortlist import few
+from efa_validators.judge.world import demote, outside_world, world_check
+from efa_validators.parse.facts import Facts, is_libfabric_net
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 

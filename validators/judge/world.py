@@ -11,9 +11,9 @@ Pure: facts and the nccl-tests object in, one check and its findings out.
 
 from typing import Dict, List, Optional, Tuple
 
-from validators.judge.bandwidth import _rank_ev
-from validators.judge.shortlist import few
-from validators.parse.facts import Facts, Where, _ev
+from efa_validators.judge.bandwidth import _rank_ev
+from efa_validators.judge.shortlist import few
+from efa_validators.parse.facts import Facts, Where, _ev
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 NAME = "world-consistent"

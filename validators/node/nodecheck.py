@@ -16,7 +16,8 @@ import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 SCHEMA = "efa-image-build/node-check/v1"
-# The lock every image carries (validators.run.imagebind has the same two: this module is copied alone into
+# The lock every image carries (efa_validators.run.imagebind has the same two: this module is copied alone
+# into
 # images under check, so it imports nothing of the package; tests/test_house.py holds them equal).
 LOCK_PATH = "/opt/efa-image-build/variant.lock.json"
 LOCK_ENV = "EFA_IMAGE_LOCK"
@@ -546,7 +547,7 @@ def run_checks(
     env = dict(os.environ if env is None else env)
     profile = None
     if instance_type:
-        from validators.judge.profiles import get_profile
+        from efa_validators.judge.profiles import get_profile
 
         profile = get_profile(instance_type)
     gpus_expected = profile.gpus if profile else None

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from operator import attrgetter
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from validators.scan.redact import redact_text
+from efa_validators.scan.redact import redact_text
 
 
 def is_efa_provider(name: Optional[str]) -> bool:
@@ -66,7 +66,8 @@ _GROWN = {}  # type: Dict[tuple, frozenset]  # Proc.put: (a shared set, a value)
 
 
 def _ev(event, cut: bool = False, limit: int = TEXT_MAX) -> dict:
-    """A line as evidence, its secrets masked (validators.scan.redact, the table `validators run` masks by):
+    """A line as evidence, its secrets masked (efa_validators.scan.redact, the table `validators run` masks
+    by):
     every line a report quotes, in JSON, Markdown or JUnit, is made here. Masked before it is cut, so no cut
     leaves half a secret a rule would no longer see. An NCCL line holds none: it is passed unchanged."""
     text = redact_text(event.text)

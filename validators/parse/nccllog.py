@@ -15,7 +15,7 @@ see docs/validators.md for the list.
 import re
 from typing import Dict, List, Optional, Tuple
 
-from validators.scan.prefix import strip_prefix
+from efa_validators.scan.prefix import strip_prefix
 
 # ---------------------------------------------------------------------------- messages
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")

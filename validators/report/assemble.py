@@ -7,11 +7,11 @@ docs/architecture.md "validator report" lists the stable top-level keys).
 
 from typing import List, Optional
 
-from validators.judge.bandwidth import judge
-from validators.judge.profiles import get_profile
-from validators.judge.verdict import decide, host_table, summary_values
-from validators.parse.facts import Facts
-from validators.report.contract import SCHEMA
+from efa_validators.judge.bandwidth import judge
+from efa_validators.judge.profiles import get_profile
+from efa_validators.judge.verdict import decide, host_table, summary_values
+from efa_validators.parse.facts import Facts
+from efa_validators.report.contract import SCHEMA
 
 
 def build_report(

@@ -6,8 +6,8 @@ Stdlib only, made inside the image as the JSON is; they read the report dict, ne
 import xml.etree.ElementTree as ET
 from typing import List
 
-from validators.judge.causes import lead_sentence
-from validators.report.contract import REPLAY_NOTE
+from efa_validators.judge.causes import lead_sentence
+from efa_validators.report.contract import REPLAY_NOTE
 
 
 # --------------------------------------------------------------------------- JUnit
@@ -17,7 +17,7 @@ def to_junit(report: dict) -> str:
     suite = ET.Element(
         "testsuite",
         {
-            "name": "validators.parse",
+            "name": "efa_validators.parse",
             "tests": str(len(checks)),
             "failures": str(sum(1 for c in checks if c["status"] == "fail")),
             "errors": str(sum(1 for c in checks if c["status"] not in ("pass", "fail"))),
@@ -28,7 +28,7 @@ def to_junit(report: dict) -> str:
     for key in ("verdict", "efa", "gdr", "network", "nccl_version", "provider", "nics", "instance_type"):
         ET.SubElement(props, "property", {"name": key, "value": _s(report.get(key))})
     for c in checks:
-        case = ET.SubElement(suite, "testcase", {"classname": "validators.parse", "name": c["name"]})
+        case = ET.SubElement(suite, "testcase", {"classname": "efa_validators.parse", "name": c["name"]})
         body = c.get("detail") or ""
         ev = "\n".join(
             "{}:{}: {}".format(e.get("file"), e.get("line"), e.get("text")) for e in c.get("evidence") or []

@@ -107,7 +107,7 @@ def dump(obj: Any, write: Callable[[str], Any], default: Callable[[Any], Any] = 
 
 
 def document(obj: Any) -> Callable[[Callable[[str], Any]], None]:
-    """`obj` as a JSON document (the text and a newline), for validators.report.outfile to write."""
+    """`obj` as a JSON document (the text and a newline), for efa_validators.report.outfile to write."""
 
     def write_to(write: Callable[[str], Any]) -> None:
         dump(obj, write)

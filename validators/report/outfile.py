@@ -1,7 +1,8 @@
 """Report files written whole or not at all: the text goes to a temp file beside the target, renamed over
 it once complete, so a reader (CI, the release gate) never sees half a report, and a failure leaves none.
 
-`text` is a string or a function that writes its pieces (validators.report.jsonout.document: a report of 16k
+`text` is a string or a function that writes its pieces (efa_validators.report.jsonout.document: a report
+of 16k
 ranks is never one string).
 """
 

@@ -17,8 +17,8 @@ Pure functions: the runner passes what it saw.
 import os
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from validators.judge.shortlist import few
-from validators.run import launchers
+from efa_validators.judge.shortlist import few
+from efa_validators.run import launchers
 
 # processes that can put ranks on other hosts: their presence in a plain command's tree allows it
 REMOTE_STARTERS = frozenset(

@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from validators.run.cgroup import RunCgroup
+from efa_validators.run.cgroup import RunCgroup
 
 MARK_VAR = "VALIDATORS_RUN_ID"
 CONFIRM_WALKS = 3  # empty tree walks in a row before the run counts as ended (then the marker scan too)

@@ -7,15 +7,16 @@ output proves (a `sleep` that exits 0 proves nothing: unknown).
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from validators.judge import causes
-from validators.judge.shortlist import few as names
-from validators.judge.shortlist import ranges
-from validators.report.contract import EXIT_BY_VERDICT, SCHEMA
-from validators.run import launchcheck
-from validators.run.runner import OUTPUT_LIMIT, RunResult
+from efa_validators.judge import causes
+from efa_validators.judge.shortlist import few as names
+from efa_validators.judge.shortlist import ranges
+from efa_validators.report.contract import EXIT_BY_VERDICT, SCHEMA
+from efa_validators.run import launchcheck
+from efa_validators.run.runner import OUTPUT_LIMIT, RunResult
 
 HANG_REMEDY = (
-    "find the node by elimination: `python -m validators run --pairwise HOST... -- mpirun -H {hosts} ...`; "
+    "find the node by elimination: "
+    "`python -m efa_validators run --pairwise HOST... -- mpirun -H {hosts} ...`; "
     "check security groups allow all traffic to themselves (bootstrap works, then a hang),"
     " and run nccl-tests "
     "with -T/--timeout so ranks report the collective that stalled"
@@ -215,7 +216,7 @@ def run_findings(result: RunResult) -> List[Dict[str, Any]]:
                 "message": "the command printed nothing: no evidence of NCCL, EFA or GDR",
                 "evidence": [],
                 "remedy": "run nccl-tests or the torch probe"
-                " (python -m validators.probe_torch) under the launcher",
+                " (python -m efa_validators.probe_torch) under the launcher",
             }
         )
     return findings
@@ -310,7 +311,7 @@ def replay_finding(bad: List[str]) -> Dict[str, Any]:
     return {
         "id": "replay",
         "severity": "warning",
-        "message": "REPLAY: the output was printed by the replay stand-in (validators.replay) from a "
+        "message": "REPLAY: the output was printed by the replay stand-in (efa_validators.replay) from a "
         "recorded log; it is no evidence about this cluster and cannot clear a release gate"
         + ("; launch and log disagree, as a recording does: " + "; ".join(bad) if bad else ""),
         "evidence": [],
@@ -386,7 +387,7 @@ def combine(
 ) -> Dict[str, Any]:
     """The run report: the parser's report (or an empty one) and what the run showed, one verdict.
 
-    The findings are in the order `parse` gives (validators.judge.causes, the runner's own by the same
+    The findings are in the order `parse` gives (efa_validators.judge.causes, the runner's own by the same
     table), so the report leads with the root cause `parse` would name: a run that hung after a completion
     error leads with the completion error. Only the REPLAY finding comes before them all.
     With `launch` (what the launcher was asked to start) the log's claims are checked against it: a
@@ -409,7 +410,7 @@ def combine(
             {
                 "id": "parser-unavailable",
                 "severity": "warning",
-                "message": "validators.analyze is not available in this copy of the validators:"
+                "message": "efa_validators.analyze is not available in this copy of the validators:"
                 " output not judged",
                 "evidence": [],
                 "remedy": "use a complete copy of the validators package",

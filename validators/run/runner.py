@@ -21,11 +21,11 @@ import threading
 import time
 from typing import IO, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from validators.report.contract import REPLAY_MARK  # the stand-in's first line: the output is a recording
-from validators.run import launchers, reaper
-from validators.run.cgroup import RunCgroup
-from validators.run.watchdog import Watchdog, end_all
-from validators.scan.redact import Redactor, redact_text, secret_values
+from efa_validators.report.contract import REPLAY_MARK  # the stand-in's first line: the output is a recording
+from efa_validators.run import launchers, reaper
+from efa_validators.run.cgroup import RunCgroup
+from efa_validators.run.watchdog import Watchdog, end_all
+from efa_validators.scan.redact import Redactor, redact_text, secret_values
 
 MAX_LINE = 64 * 1024  # a longer line keeps its first MAX_LINE bytes (marked cut); the rest is counted
 MAX_OUTPUT = 512 * 1024 * 1024  # bytes of output read: past it the run is ended (a 1024-node init is 64 MB)
@@ -554,7 +554,7 @@ class _Reader:
 class StreamingParser:
     """Feeds lines to the parser in a thread as they arrive; `finish()` returns its report dict.
 
-    The parser is a fold over lines (validators.analyze.analyze), so it sees each line once and keeps
+    The parser is a fold over lines (efa_validators.analyze.analyze), so it sees each line once and keeps
     no log in memory. Lines come in batches; a bounded queue holds the reader back if the parser falls
     behind (the reader only: the command writes to its spool file, never to the runner)."""
 

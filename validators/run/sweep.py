@@ -19,7 +19,7 @@ however many groups it holds. Two searches:
   not is cleared; the other is split again, down to one node beside cleared ones, which is then implicated.
   When both halves of a slow set are good, the slowness needs the whole set: its nodes stay suspects.
 
-Elimination is fail closed (validators.run.pairwise.eliminate): only 'pass' clears, only 'fail' with a
+Elimination is fail closed (efa_validators.run.pairwise.eliminate): only 'pass' clears, only 'fail' with a
 cleared partner implicates; an 'unknown' test proves nothing either way.
 `fixed_rounds` schedules a fixed list of pairs (the ring, or each node against the known-good one) as
 rounds of disjoint pairs: a ring of n nodes is 2 rounds for even n, 3 for odd.
@@ -28,7 +28,7 @@ rounds of disjoint pairs: a ring of n nodes is 2 rounds for even n, 3 for odd.
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from validators.run.pairwise import Pair, eliminate
+from efa_validators.run.pairwise import Pair, eliminate
 
 Group = Tuple[str, ...]
 # a round's tests -> one verdict each ('pass' | 'fail' | 'unknown'), in the same order

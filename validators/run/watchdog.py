@@ -8,7 +8,7 @@ import signal
 import time
 from typing import Callable, List, Optional
 
-from validators.run.reaper import group_exists, process_table
+from efa_validators.run.reaper import group_exists, process_table
 
 IDLE = "idle"
 TIMEOUT = "timeout"

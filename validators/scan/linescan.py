@@ -14,7 +14,7 @@ from itertools import accumulate, chain, compress, count, repeat
 from operator import add, and_, contains, eq, methodcaller, rshift, sub
 from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from validators.scan.memsearch import Finder, finder
+from efa_validators.scan.memsearch import Finder, finder
 
 CHUNK = 4 << 20
 MAX_LINE = 1 << 16  # a "line" longer than this is cut: junk or a binary blob

@@ -23,7 +23,7 @@ from array import array
 from collections import deque
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from validators.scan.linescan import Region, scan
+from efa_validators.scan.linescan import Region, scan
 
 # One range's result waits in memory until its turn, so the range size (fixed, not a share of the file)
 # and the ranges in flight bound the memory; smaller ranges cost more in hand-offs. Lines wait packed (one

@@ -171,11 +171,11 @@ RUN printf '%s\n' /opt/nvidia/cuda/lib /opt/gdrcopy/lib /opt/nvidia/nccl/lib /op
 ENV NCCL_SOCKET_IFNAME="^docker,lo,veth,virbr"
 ENV LD_LIBRARY_PATH="/opt/nvidia/cuda/lib:/opt/gdrcopy/lib:/opt/nvidia/nccl/lib:/opt/aws-ofi-nccl/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
 ENV PATH="/opt/gdrcopy/bin:/opt/nccl-tests/bin:${PATH}"
-# validators: `/usr/bin/python3 -m validators --help`
-COPY validators /opt/efa-image-build/validators
+# validators: `/usr/bin/python3 -m efa_validators --help`
+COPY validators /opt/efa-image-build/efa_validators
 RUN /usr/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
- && /usr/bin/python3 -m compileall -q /opt/efa-image-build/validators \
- && /usr/bin/python3 -c 'import validators'
+ && /usr/bin/python3 -m compileall -q /opt/efa-image-build/efa_validators \
+ && /usr/bin/python3 -c 'import efa_validators'
 # training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
 COPY training /opt/ml/code
 WORKDIR /opt/ml/code

@@ -41,11 +41,11 @@ RUN printf '%s\n' /opt/amazon/efa/lib /opt/amazon/openmpi/lib > /etc/ld.so.conf.
 ENV NCCL_SOCKET_IFNAME="^docker,lo,veth,virbr"
 ENV LD_LIBRARY_PATH="/opt/amazon/efa/lib:/opt/amazon/openmpi/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
 ENV PATH="/opt/amazon/efa/bin:/opt/amazon/openmpi/bin:${PATH}"
-# validators: `/usr/local/bin/python3 -m validators --help`
-COPY validators /opt/efa-image-build/validators
+# validators: `/usr/local/bin/python3 -m efa_validators --help`
+COPY validators /opt/efa-image-build/efa_validators
 RUN /usr/local/bin/python3 -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"]).mkdir(parents=True, exist_ok=True); pathlib.Path(sysconfig.get_paths()["purelib"], "efa-image-build.pth").write_text("/opt/efa-image-build\n")' \
- && /usr/local/bin/python3 -m compileall -q /opt/efa-image-build/validators \
- && /usr/local/bin/python3 -c 'import validators'
+ && /usr/local/bin/python3 -m compileall -q /opt/efa-image-build/efa_validators \
+ && /usr/local/bin/python3 -c 'import efa_validators'
 # training code (SageMaker layout: /opt/ml/code, SAGEMAKER_PROGRAM)
 COPY training /opt/ml/code
 WORKDIR /opt/ml/code

@@ -3,7 +3,7 @@
 namespace, as a host's sshd is under host networking; sshd on 2222 from the image's start script (this
 container's host keys), root's keys mounted on /root/.ssh with modes StrictModes would refuse, as
 mpi-operator mounts its Secret. The one stand-in is the GPU binary: a replay of a recorded log
-(validators.replay), so the report says REPLAY."""
+(efa_validators.replay), so the report says REPLAY."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def two_nodes(docker_client, extended, tmp_path):  # noqa: F811 - the fixture im
             put = _docker("exec", "-i", c.name, "sh", "-c",
                           f"mkdir -p {STAND_IN}/bin && cat > {REPLAY}", input=REPLAY_TEXT)  # fmt: skip
             assert put.returncode == 0, put.stderr
-            script = f"#!/bin/sh\nexec python3 -m validators.replay --rank-filter {REPLAY}\n"
+            script = f"#!/bin/sh\nexec python3 -m efa_validators.replay --rank-filter {REPLAY}\n"
             put = _docker("exec", "-i", c.name, "sh", "-c",
                           f"cat > {STAND_IN}/bin/all_reduce_perf && chmod 755 {STAND_IN}/bin/all_reduce_perf",
                           input=script)  # fmt: skip

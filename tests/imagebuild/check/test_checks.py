@@ -413,7 +413,7 @@ def test_second_libfabric_fails_single_libfabric(docker_client, derive_image, go
 def test_validators_without_bytecode_fail_validators_compiled(docker_client, derive_image, good_report):
     ref = derive_image(
         "no-bytecode",
-        "RUN find /opt/efa-image-build/validators -name __pycache__ -prune -exec rm -rf {} +",
+        "RUN find /opt/efa-image-build/efa_validators -name __pycache__ -prune -exec rm -rf {} +",
         base=good_report[0],
     )
     report = check_image(docker_client, ref)

@@ -7,11 +7,11 @@ import pytest
 from cli import build_py
 from paths import ROOT, TESTS, assert_golden
 
+from efa_validators.node.nodecheck import default_lib_dirs
 from imagebuild.build import buildkit
 from imagebuild.catalog import platforms
 from imagebuild.matrix.load import load
 from imagebuild.render.dockerfile import dockerfile
-from validators.node.nodecheck import default_lib_dirs
 
 GOLDEN = TESTS / "golden" / "arm64"
 ARM64 = {v.name: v for v in load(str(ROOT / "matrix.local.yaml"), platform="linux/arm64")}

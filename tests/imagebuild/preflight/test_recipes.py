@@ -35,7 +35,7 @@ def test_mpirun_line_has_env_hostfile_and_runs_under_the_validator(tmp_path):
     c = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhostfile: /shared/my hosts\n")
     line = recipes.mpirun_line(LOCK, c)
     words = shlex.split(line)
-    assert words[:4] == ["/usr/bin/python3", "-m", "validators", "run"]
+    assert words[:4] == ["/usr/bin/python3", "-m", "efa_validators", "run"]
     mp = words[words.index("--") + 1 :]
     assert mp[:6] == ["mpirun", "--allow-run-as-root", "-np", "16", "-N", "8"]
     assert "--hostfile" in mp and mp[mp.index("--hostfile") + 1] == "/shared/my hosts"
@@ -100,10 +100,10 @@ def test_sbatch_script_runs_every_step_in_the_image(tmp_path):
     run, parse = (shlex.split(s.replace('"${CONTAINER[@]}"', "")) for s in steps)
     assert run[:5] == ["srun", "--mpi=pmix", "--cpu-bind=none", "-l", "sh"]
     inner = shlex.split(run[6])
-    assert inner[:5] == ["exec", "/usr/bin/python3", "-m", "validators", "run"] and "--exit-by" in inner
+    assert inner[:5] == ["exec", "/usr/bin/python3", "-m", "efa_validators", "run"] and "--exit-by" in inner
     want = ["/opt/nccl-tests/bin/all_reduce_perf"] + recipes.DEFAULT_TEST_ARGS.split() + ["||", "run_rc=$?"]
     assert run[8:] == want
-    assert parse[3:7] == ["/usr/bin/python3", "-m", "validators", "parse"] and "--nodes" in parse
+    assert parse[3:7] == ["/usr/bin/python3", "-m", "efa_validators", "parse"] and "--nodes" in parse
     assert "python" not in " ".join(line for line in text.splitlines() if not line.startswith("srun "))
     proc = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
@@ -124,7 +124,7 @@ def test_mpijob_requests_efa_gpus_hugepages_and_shm(tmp_path):
     assert res["vpc.amazonaws.com/efa"] == 4 and res["nvidia.com/gpu"] == 8 and "hugepages-2Mi" in res
     assert worker["template"]["spec"]["volumes"][0]["emptyDir"]["medium"] == "Memory"
     cmd = doc["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
-    assert cmd[:4] == ["/usr/bin/python3", "-m", "validators", "run"] and "NCCL_WEIRD=a b;'q' & x" in cmd
+    assert cmd[:4] == ["/usr/bin/python3", "-m", "efa_validators", "run"] and "NCCL_WEIRD=a b;'q' & x" in cmd
     mp = cmd[cmd.index("--") + 1 :]
     assert mp[mp.index("--hostfile") + 1] == "/etc/mpi/hostfile" and "--allow-run-as-root" in mp
     assert "lo,docker0,veth_def_agent" in mp
@@ -393,7 +393,8 @@ TORCH_LOCK = {
 
 
 def test_an_image_without_nccl_tests_gets_the_torch_probe_under_every_launcher(tmp_path):
-    """A DLC extension has torch, not nccl-tests: every recipe runs validators.probe_torch under its launcher,
+    """A DLC extension has torch, not nccl-tests: every recipe runs efa_validators.probe_torch under its
+    launcher,
     rank 0's host passed as MASTER_ADDR (the probe reads its rank from mpirun's or srun's env)."""
     c = recipes.bind_image(
         _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\n"),
@@ -404,11 +405,11 @@ def test_an_image_without_nccl_tests_gets_the_torch_probe_under_every_launcher(t
     assert ["-x", "MASTER_ADDR=n1"] == tail[
         tail.index("MASTER_ADDR=n1") - 1 : tail.index("MASTER_ADDR=n1") + 1
     ]
-    assert words[-6:] == ["-m", "validators.probe_torch", "--max-bytes", "16G", "--timeout", "1800"]
+    assert words[-6:] == ["-m", "efa_validators.probe_torch", "--max-bytes", "16G", "--timeout", "1800"]
     assert "all_reduce_perf" not in " ".join(words)
     sbatch = recipes.sbatch_script(TORCH_LOCK, c)
     assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in sbatch
-    assert "validators.probe_torch --max-bytes 16G" in sbatch
+    assert "efa_validators.probe_torch --max-bytes 16G" in sbatch
     job = yaml.safe_load(recipes.mpijob_manifest(TORCH_LOCK, c))
     command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     assert "MASTER_ADDR=efa-preflight-worker-0.efa-preflight.default.svc" in command

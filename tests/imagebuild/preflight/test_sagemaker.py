@@ -99,7 +99,7 @@ def test_dry_run_prints_the_request_and_touches_nothing(monkeypatch, capsys):
     req = json.loads(capsys.readouterr().out)
     spec = req["AlgorithmSpecification"]
     assert spec["TrainingImage"] == IMAGE
-    assert spec["ContainerEntrypoint"] == ["python3", "-m", "validators", "run"]
+    assert spec["ContainerEntrypoint"] == ["python3", "-m", "efa_validators", "run"]
     argv = spec["ContainerArguments"]
     expected = [
         "--instance-type",
@@ -119,7 +119,7 @@ def test_dry_run_prints_the_request_and_touches_nothing(monkeypatch, capsys):
         argv[argv.index("--") + 1 :]
         == (
             "torchrun --nnodes {sm_nodes} --node_rank {sm_node_rank} --nproc_per_node 8 "
-            "--master_addr {sm_master} --master_port 29500 -m validators.probe_torch --max-bytes 16G"
+            "--master_addr {sm_master} --master_port 29500 -m efa_validators.probe_torch --max-bytes 16G"
         ).split()
     )
     assert {m["Name"] for m in spec["MetricDefinitions"]} >= {"validator:busbw_plateau_GBps"}
@@ -204,7 +204,7 @@ def test_job_outcomes_from_describe_documents():
 
 
 def test_job_on_moto_logs_read_back_and_judged(aws, nccl_logs_dir, tmp_path, capsys):
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     job = "h6-preflight-e2e"
     lines = (nccl_logs_dir / LOG_01).read_text(errors="replace").splitlines()
@@ -226,7 +226,7 @@ def test_job_on_moto_logs_read_back_and_judged(aws, nccl_logs_dir, tmp_path, cap
     assert "NCCL/EFA validation" in (tmp_path / "out" / f"{job}.md").read_text()
     # what moto stored is what we asked for
     desc = clients.sagemaker.describe_training_job(TrainingJobName=job)
-    assert desc["AlgorithmSpecification"]["ContainerEntrypoint"] == ["python3", "-m", "validators", "run"]
+    assert desc["AlgorithmSpecification"]["ContainerEntrypoint"] == ["python3", "-m", "efa_validators", "run"]
     assert desc["StoppingCondition"]["MaxRuntimeInSeconds"] == 5400
     assert desc["ResourceConfig"]["InstanceCount"] == 2 and desc["EnableNetworkIsolation"] is False
     assert "Completed" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """The SageMaker metric regexes against what really gets printed: the validator's summary lines (from
-`python -m validators parse`, run for real on real logs) and nccl-tests' own footer lines in real logs."""
+`python -m efa_validators parse`, run for real on real logs) and nccl-tests' own footer lines in real logs."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _parse_cli(path, instance_type, project_root):
 
 
 def test_regexes_capture_the_validators_printed_lines(nccl_logs_dir, project_root):
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     for name, itype in ((LOG_10, "p5.48xlarge"), (LOG_01, "p4d.24xlarge")):
         printed = _parse_cli(nccl_logs_dir / name, itype, project_root)

@@ -285,7 +285,7 @@ def test_a_replayed_or_contradicted_preflight_never_clears_the_gate():
 def test_a_preflight_from_another_image_under_this_digest_is_refused_by_its_lock():
     """`validators run/parse --image` records the lock its image carried; the gate compares it with the
     lock at the digest. A host-side report (SageMaker's) has no `lock` key: its digest is the evidence."""
-    from validators.run.imagebind import binding, lock_sha256
+    from efa_validators.run.imagebind import binding, lock_sha256
 
     lock = {"name": "v", "components": {"nccl": {"version": "2.27.7"}}}
     other = {"name": "w", "components": {"nccl": {"version": "2.26.2"}}}

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import ROOT, TESTS
 
+from efa_validators.judge.bandwidth import judge
+from efa_validators.judge.profiles import get_profile
+from efa_validators.parse.nccltests import NcclTestsParser
+from efa_validators.report.formats import to_markdown
 from imagebuild.reports.plot import human_size
-from validators.judge.bandwidth import judge
-from validators.judge.profiles import get_profile
-from validators.parse.nccltests import NcclTestsParser
-from validators.report.formats import to_markdown
 
 FIXTURES = TESTS / "fixtures" / "nccltests"
 
@@ -74,7 +74,7 @@ def test_report_command_writes_plot_and_markdown(tmp_path):
     assert colour_pixels(png, FLOOR_GREEN) > 500
     assert colour_pixels(png, PLATEAU_PURPLE) > 200
     text = md.read_text()
-    assert "PASS" in text  # whichever writer made it (validators.report or the compact one)
+    assert "PASS" in text  # whichever writer made it (efa_validators.report or the compact one)
     assert "busbw" in text and "16 GiB" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busbw.png", "r.json", "summary.md"]
     # published with the mode a plain open() gives, not a temp file's private 0600

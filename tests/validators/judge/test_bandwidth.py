@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from paths import TESTS
 
-from validators.judge.bandwidth import judge
-from validators.judge.profiles import get_profile
-from validators.parse.nccltests import NcclTestsParser, load_json_output
+from efa_validators.judge.bandwidth import judge
+from efa_validators.judge.profiles import get_profile
+from efa_validators.parse.nccltests import NcclTestsParser, load_json_output
 
 FIXTURES = TESTS / "fixtures" / "nccltests"
 P5 = get_profile("p5.48xlarge")

@@ -16,7 +16,7 @@ from cli import validators_process
 from conftest import corpus_missing
 from paths import ROOT
 
-from validators.analyze import analyze_paths
+from efa_validators.analyze import analyze_paths
 
 _DIR = Path(os.environ.get("NCCL_LOGS_DIR", ROOT.parent / "shared" / "nccl-logs"))
 NAMES = (

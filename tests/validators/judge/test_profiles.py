@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from validators.judge import profile_data
-from validators.judge.profiles import (
+from efa_validators.judge import profile_data
+from efa_validators.judge.profiles import (
     busbw_factor,
     expected_busbw,
     get_profile,
@@ -182,7 +182,7 @@ def test_host_side_reads_the_same_profiles():
 
 def test_gdr_off_on_p5_4xlarge_is_no_failure_but_on_p5_48xlarge_is():
     """aws-ofi-nccl disables GDR on p5.4xlarge by design (src/platform-aws.cpp gdr_required false)."""
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     lines = []
     for i, host in enumerate(("a", "b")):

@@ -9,9 +9,9 @@ from cli import validators_process
 from conftest import corpus_missing
 from paths import ROOT
 
-from validators.analyze import analyze_paths
-from validators.judge import causes
-from validators.report.formats import to_markdown
+from efa_validators.analyze import analyze_paths
+from efa_validators.judge import causes
+from efa_validators.report.formats import to_markdown
 
 FIX = ROOT / "tests" / "fixtures" / "logs"
 
@@ -143,7 +143,7 @@ PATTERN_LINES = [
 
 @pytest.mark.parametrize("sig, line", PATTERN_LINES)
 def test_each_pattern_line_names_its_signature_first(sig, line):
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     report = analyze([line])
     assert _ids(report)[0] == sig, _ids(report)
@@ -151,7 +151,7 @@ def test_each_pattern_line_names_its_signature_first(sig, line):
 
 
 def test_benign_lines_name_no_new_signature():
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     lines = [
         f"{H} NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
@@ -259,7 +259,7 @@ def test_gdr_read0_never_makes_a_new_pass():
     text = text.replace(
         "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.1.0.12<0>", "NET/OFI Selected Provider is efa"
     )
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     report = analyze(text.splitlines())
     assert report["efa"] is True and report["gdr"] is True
@@ -268,7 +268,7 @@ def test_gdr_read0_never_makes_a_new_pass():
 
 def test_gdr_read0_does_not_excuse_a_rank_without_any_gdr_receive():
     lines = (FIX / "gdr-read0-ib.log").read_text().replace("/GDRDMA", "").splitlines()
-    from validators.analyze import analyze
+    from efa_validators.analyze import analyze
 
     assert analyze(lines)["gdr"] is False
 
@@ -306,7 +306,7 @@ def test_markdown_and_stdout_lead_with_the_root_cause_and_its_remedy(tmp_path):
 
 
 def test_the_run_summary_leads_with_the_root_cause_under_its_verdict():
-    from validators.cmd_preflight import summary_text
+    from efa_validators.cmd_preflight import summary_text
 
     lines = summary_text(_report("bootstrap-address-family.log")).splitlines()
     assert lines[0] == "verdict: fail"

@@ -3,7 +3,7 @@
 import pytest
 from paths import TESTS
 
-from validators.analyze import analyze, analyze_paths
+from efa_validators.analyze import analyze, analyze_paths
 
 FIX = TESTS / "fixtures" / "logs"
 

@@ -8,8 +8,8 @@ import pytest
 from conftest import corpus_missing
 from paths import TESTS
 
-from validators.analyze import analyze
-from validators.scan.prefix import strip_prefix
+from efa_validators.analyze import analyze
+from efa_validators.scan.prefix import strip_prefix
 
 FIX = TESTS / "fixtures" / "logs"
 P5 = (FIX / "p5-2node-efa-gdr-mpirun.log").read_text().splitlines()

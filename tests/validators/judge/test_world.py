@@ -11,7 +11,7 @@ import pytest
 from conftest import corpus_missing
 from paths import TESTS as TEST_DIR
 
-from validators.analyze import NCCL, SIGNATURE, TESTS, Analysis, analyze, fold_range, prepare
+from efa_validators.analyze import NCCL, SIGNATURE, TESTS, Analysis, analyze, fold_range, prepare
 
 P5 = (TEST_DIR / "fixtures" / "logs" / "p5-2node-efa-gdr-mpirun.log").read_text().splitlines()
 
@@ -222,7 +222,7 @@ def test_a_replay_is_held_to_its_own_world_not_to_the_runs_node_count():
     """The replay stand-in replays a 2-node recording whatever the sweep's group size (`--nodes 8`): its
     world is held to itself, as `launch-matches-log` does not compare a replay; without the mark, the same
     lines against `--nodes 8` fail."""
-    from validators.replay import MARK
+    from efa_validators.replay import MARK
 
     good = (TEST_DIR / "fixtures" / "replay" / "good-efa-p5-2node.log").read_text().splitlines()
     plain = check(analyze(good, nodes=8), "world-consistent")

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from preflight_util import run_cli
 
-from validators.node import nodecheck
+from efa_validators.node import nodecheck
 
 FI_INFO_TWICE = """provider: efa
     fabric: efa

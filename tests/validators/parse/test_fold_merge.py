@@ -21,7 +21,7 @@ from conftest import _nccl_logs_dir, corpus_missing
 from paths import ROOT
 from scanlogs import random_log, run_json
 
-from validators.analyze import (
+from efa_validators.analyze import (
     NCCL,
     SIGNATURE,
     TESTS,
@@ -32,8 +32,8 @@ from validators.analyze import (
     fold_range,
     prepare,
 )
-from validators.parse.facts import Facts
-from validators.scan.linescan import scan
+from efa_validators.parse.facts import Facts
+from efa_validators.scan.linescan import scan
 
 FIXTURES = sorted((ROOT / "tests" / "fixtures").rglob("*.log"))
 
@@ -236,8 +236,8 @@ def test_line_numbers_are_shifted_once_by_the_base(tmp_path):
 _SPLIT_REPORTS = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from validators.scan import parscan
-from validators.analyze import Analysis, analyze_file
+from efa_validators.scan import parscan
+from efa_validators.analyze import Analysis, analyze_file
 out = []
 for paths, rs, workers in json.loads(sys.argv[2]):
     reports = []
@@ -269,8 +269,8 @@ def test_split_parse_with_tiny_ranges_reports_as_one_fold(tmp_path):
 _DYING = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-from validators import analyze
-from validators.analyze import Analysis, analyze_file
+from efa_validators import analyze
+from efa_validators.analyze import Analysis, analyze_file
 PARENT, calls = os.getpid(), [0]
 real = analyze._table_region
 def dying_region():
@@ -298,8 +298,8 @@ def test_a_worker_that_dies_leaves_its_ranges_to_the_parent(tmp_path, seed):
 _FAILING = r"""
 import gc, json, multiprocessing, sys
 sys.path.insert(0, sys.argv[1])
-from validators import analyze
-from validators.scan import parscan
+from efa_validators import analyze
+from efa_validators.scan import parscan
 parscan.RANGE = 20000  # ranges of a few KiB: analyze_paths splits the small log
 calls, paused = [0], []
 def merge(self, base, part):
@@ -332,7 +332,7 @@ def test_the_collector_is_paused_for_a_parse_and_left_as_it_was(monkeypatch, ena
     on r8192), and leaves it on or off as it found it, on an error too."""
     import gc
 
-    from validators import analyze
+    from efa_validators import analyze
 
     seen = []
     real = analyze.build_report

@@ -7,7 +7,7 @@ Each fixture line is written here from the format string in the upstream source 
 
 import pytest
 
-from validators.analyze import analyze
+from efa_validators.analyze import analyze
 
 H = "node-1:42:42 [0] NCCL INFO "
 COMM = "node-1:42:50 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE"

@@ -4,9 +4,9 @@ import io
 
 import pytest
 
-from validators.parse.nccllog import parse_line
-from validators.scan.linescan import scan
-from validators.scan.prefix import strip_prefix
+from efa_validators.parse.nccllog import parse_line
+from efa_validators.scan.linescan import scan
+from efa_validators.scan.prefix import strip_prefix
 
 HEAD = "gpu-a:4100:4140 [0] NCCL INFO "
 
@@ -313,7 +313,7 @@ def test_scan_crlf_bad_bytes_and_cut_last_line():
 
 
 def test_scan_overlong_line_is_cut_and_skipped():
-    from validators.scan import linescan
+    from efa_validators.scan import linescan
 
     data = b"NET " + b"x" * (linescan.MAX_LINE * 3) + b"\nNET next\n"
     got = list(scan(io.BytesIO(data), (b"NET",), chunk_size=4096))
@@ -325,7 +325,7 @@ def test_scan_overlong_line_is_cut_and_skipped():
 
 
 def test_scan_region_passes_table_rows_across_chunks():
-    from validators.scan.linescan import Region
+    from efa_validators.scan.linescan import Region
 
     lines = [
         b"x",
@@ -353,7 +353,7 @@ def test_scan_region_passes_table_rows_across_chunks():
 
 
 def test_scan_region_is_bounded():
-    from validators.scan.linescan import Region
+    from efa_validators.scan.linescan import Region
 
     data = b"# size count\n" + b"row\n" * 50
     region = Region(lambda ln: b"size" in ln, lambda ln: False, 4, 10)
@@ -366,7 +366,7 @@ def test_every_error_phrase_passes_the_substring_prefilter():
     without either would never be seen."""
     import re
 
-    from validators.parse import nccllog
+    from efa_validators.parse import nccllog
 
     phrases = re.split(r"\|(?![^(]*\))", nccllog._ERROR_LINE.pattern)  # top-level alternatives
     assert len(phrases) >= 8

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import ROOT, TESTS
 
-from validators.parse.nccltests import (
+from efa_validators.parse.nccltests import (
     PLATEAU_MIN_BYTES,
     NcclTestsJsonError,
     NcclTestsParser,
@@ -349,8 +349,9 @@ def test_parser_profiles_and_judge_run_on_python38():
 
     code = (
         "import sys; sys.path.insert(0, '.');"
-        "from validators.parse.nccltests import NcclTestsParser, load_json_output;"
-        "from validators.judge.bandwidth import judge; from validators.judge.profiles import get_profile;"
+        "from efa_validators.parse.nccltests import NcclTestsParser, load_json_output;"
+        "from efa_validators.judge.bandwidth import judge;"
+        "from efa_validators.judge.profiles import get_profile;"
         "p = NcclTestsParser();"
         "[p.feed(l, i, 'f') for i, l in enumerate(open(sys.argv[1]).read().splitlines(), 1)];"
         "c, f = judge(p.result(), get_profile('p5.48xlarge'), 2, None);"
@@ -404,8 +405,8 @@ def test_table_count_is_bounded():
 def test_units_line_is_kept_and_a_unit_change_is_not_judged():
     r = parse_fixture("new-allreduce-2node.log")
     assert r["units"] == ["(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)"]
-    from validators.judge.bandwidth import judge
-    from validators.judge.profiles import get_profile
+    from efa_validators.judge.bandwidth import judge
+    from efa_validators.judge.profiles import get_profile
 
     text = (FIXTURES / "new-allreduce-2node.log").read_text().replace("(GB/s)", "(MB/s)")
     other = parse_text(text)
@@ -472,7 +473,7 @@ _json_doc = st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(_json_doc)
 def test_any_json_document_maps_or_is_a_clear_error(doc):
-    from validators.parse.nccltests import from_json_document
+    from efa_validators.parse.nccltests import from_json_document
 
     try:
         r = from_json_document(doc, "x.json")

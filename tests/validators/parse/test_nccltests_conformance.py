@@ -1,6 +1,7 @@
 """Conformance: the real nccl-tests tables in ../shared/nccl-logs read right, checked against .meta.yaml.
 
-The logs are read by path (never copied); their launcher prefixes are removed by validators.scan.prefix, as
+The logs are read by path (never copied); their launcher prefixes are removed by
+efa_validators.scan.prefix, as
 the
 `parse` CLI does.
 """
@@ -15,10 +16,10 @@ import yaml
 from conftest import corpus_missing
 from paths import ROOT
 
-from validators.judge.bandwidth import judge
-from validators.judge.profiles import get_profile
-from validators.parse.nccltests import NcclTestsParser
-from validators.scan.prefix import strip_prefix
+from efa_validators.judge.bandwidth import judge
+from efa_validators.judge.profiles import get_profile
+from efa_validators.parse.nccltests import NcclTestsParser
+from efa_validators.scan.prefix import strip_prefix
 
 TABLE_LOGS = {
     "07-nccl-tests-table-2xp4de-allreduce-srun": "p4de.24xlarge",

@@ -9,9 +9,9 @@ import random
 
 from paths import ROOT, TESTS
 
-from validators.analyze import Analysis, _scan_needles, _table_region, analyze_stream, prepare
-from validators.parse.facts import NetRun, is_libfabric_net
-from validators.scan.linescan import scan
+from efa_validators.analyze import Analysis, _scan_needles, _table_region, analyze_stream, prepare
+from efa_validators.parse.facts import NetRun, is_libfabric_net
+from efa_validators.scan.linescan import scan
 
 TAILS = [
     "NET/Libfabric/0/GDRDMA",
@@ -83,7 +83,7 @@ def test_runs_fold_as_lines_do_on_random_logs():
 def test_the_catalog_lets_a_net_line_skip_the_signature_search():
     """Every signature needle can only lie in a NET line's host, device or network name (_FIELDS_DECIDE):
     else every NET line would take the general path, and a fast path that is never taken tests nothing."""
-    from validators import analyze
+    from efa_validators import analyze
 
     assert analyze._FIELDS_DECIDE
     assert analyze._holds_needle("gpu-a", "0", "rdma-read-x") and not analyze._holds_needle("gpu-a", "0")
@@ -147,8 +147,8 @@ def test_split_parse_gives_one_report_whatever_the_workers(tmp_path):
     sys.path.insert(0, str(ROOT / "bench"))
     from bench_runner_scale import generate
 
-    from validators.analyze import analyze_paths
-    from validators.scan import parscan
+    from efa_validators.analyze import analyze_paths
+    from efa_validators.scan import parscan
 
     log = tmp_path / "ranks.log"
     generate(str(log), 136)  # 1088 ranks, ~8.7 MiB: three ranges
@@ -189,7 +189,7 @@ def _any_line(rng: random.Random) -> str:
 def test_one_head_lines_read_as_the_general_path_reads_them():
     """analyze.prep_line's one-head path (a regex, the last head kept) gives what strip_prefix and parse_text
     give, line by line, on runs of lines that share heads and on lines that almost take the path."""
-    from validators.analyze import NCCL, SIGNATURE, TESTS, _headed, _prep_general, prep_line
+    from efa_validators.analyze import NCCL, SIGNATURE, TESTS, _headed, _prep_general, prep_line
 
     rng = random.Random(7)
     taken = left = 0

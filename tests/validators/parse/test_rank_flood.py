@@ -16,8 +16,8 @@ from conftest import _nccl_logs_dir, corpus_missing
 from paths import ROOT
 from scanlogs import run_json
 
-from validators.analyze import Analysis, analyze_file
-from validators.parse import facts
+from efa_validators.analyze import Analysis, analyze_file
+from efa_validators.parse import facts
 
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_flood import flood  # noqa: E402
@@ -82,9 +82,9 @@ def test_a_flood_past_the_cap_is_counted_listed_to_the_cap_and_never_passes(tmp_
 _SPLIT_FLOOD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from validators.parse import facts
+from efa_validators.parse import facts
 facts.RANKS_MAX = facts.PROCS_MAX = 50
-from validators.analyze import Analysis, analyze_file
+from efa_validators.analyze import Analysis, analyze_file
 reports = []
 for workers, range_size in ((1, None), (2, 4096)):
     a = Analysis()

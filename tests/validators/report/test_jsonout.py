@@ -1,4 +1,4 @@
-"""validators.report.jsonout writes
+"""efa_validators.report.jsonout writes
 what `json.dumps(indent=2, sort_keys=True, default=str)` writes, byte for byte:
 on the reports of the real logs (the JSON every consumer reads) and on random documents."""
 
@@ -10,8 +10,8 @@ from conftest import _nccl_logs_dir, corpus_missing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from validators.analyze import analyze_paths
-from validators.report import jsonout
+from efa_validators.analyze import analyze_paths
+from efa_validators.report import jsonout
 
 
 def _ours(obj) -> str:

@@ -1,11 +1,12 @@
-"""validators.report.outfile: a report file appears whole or not at all (parse and pre-flight write through
+"""efa_validators.report.outfile: a report file appears whole or not at all (parse and pre-flight write
+through
 it)."""
 
 import os
 
 import pytest
 
-from validators.report import jsonout, outfile
+from efa_validators.report import jsonout, outfile
 
 
 def test_a_failing_writer_leaves_no_file_and_no_temp(tmp_path):

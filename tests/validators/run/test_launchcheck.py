@@ -9,8 +9,8 @@ import socket
 import pytest
 from preflight_util import GOOD_EFA, MPIRUN, finding, load, replay, run_cli
 
-from validators.run import launchcheck
-from validators.run.launchcheck import Launch, compare, declared
+from efa_validators.run import launchcheck
+from efa_validators.run.launchcheck import Launch, compare, declared
 
 HERE = launchcheck.local_host()
 STRIP_TAG = ["sed", "-e", r"s/^\[1,[0-9]*\]<stdout>://", str(GOOD_EFA)]  # a recording, as a rank prints it

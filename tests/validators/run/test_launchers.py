@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from preflight_util import MPIRUN
 
-from validators.run import launchers
+from efa_validators.run import launchers
 
 
 @pytest.mark.parametrize(

@@ -104,7 +104,9 @@ def _hosts(pair):
 
 
 def _run(container, args, timeout=120):
-    return _exec(container, ["python3", "-m", "validators", "run", "--quiet", "--json", "-"] + args, timeout)
+    return _exec(
+        container, ["python3", "-m", "efa_validators", "run", "--quiet", "--json", "-"] + args, timeout
+    )
 
 
 def _report(proc):
@@ -116,7 +118,7 @@ def _report(proc):
 def test_mpirun_across_two_containers_replays_good_log(ssh_pair):
     a, _b = ssh_pair
     cmd = ["mpirun", "--allow-run-as-root", "-H", _hosts(ssh_pair), "-np", "4"] + MPI_NET
-    cmd += ["python3", "-m", "validators.replay", "--rank-filter", REPLAY_LOG]
+    cmd += ["python3", "-m", "efa_validators.replay", "--rank-filter", REPLAY_LOG]
     proc = _run(a, ["--instance-type", "p5.48xlarge", "--nodes", "2", "--"] + cmd)
     report = _report(proc)
     assert report["run"]["exit_code"] == 0
@@ -145,7 +147,7 @@ def test_remote_rank_hang_is_ended_on_both_nodes(ssh_pair):
     cmd += [
         "python3",
         "-m",
-        "validators.replay",
+        "efa_validators.replay",
         "--rank-filter",
         "--hang-after",
         "3",
@@ -158,13 +160,13 @@ def test_remote_rank_hang_is_ended_on_both_nodes(ssh_pair):
     assert proc.returncode == 1
     assert any(f["id"] == "hang" for f in report["findings"])
     assert report["run"]["duration_s"] < 30
-    assert _processes(a, "validators.replay") == [], a.name
+    assert _processes(a, "efa_validators.replay") == [], a.name
     # the remote rank is ended by Open MPI's daemon on b once mpirun is gone: asynchronous, so bounded
-    assert _processes_after(b, "validators.replay", 20) == [], b.name
+    assert _processes_after(b, "efa_validators.replay", 20) == [], b.name
 
 
 def test_srun_through_the_runner_labels_ranks(slurm_node):
-    cmd = ["srun", "-n2", "python3", "-m", "validators.replay", "--rank-filter", REPLAY_LOG]
+    cmd = ["srun", "-n2", "python3", "-m", "efa_validators.replay", "--rank-filter", REPLAY_LOG]
     proc = _run(slurm_node, ["--instance-type", "p5.48xlarge", "--nodes", "2", "--"] + cmd)
     report = _report(proc)
     assert report["run"]["command"][:2] == ["srun", "-l"]
@@ -178,7 +180,7 @@ def test_srun_rank_that_dies_is_named(slurm_node):
         "-n2",
         "python3",
         "-m",
-        "validators.replay",
+        "efa_validators.replay",
         "--rank-filter",
         "--exit-after",
         "4",
@@ -200,7 +202,7 @@ def test_srun_hang_is_ended_and_job_gone(slurm_node):
         "-n2",
         "python3",
         "-m",
-        "validators.replay",
+        "efa_validators.replay",
         "--rank-filter",
         "--hang-after",
         "3",
@@ -209,5 +211,5 @@ def test_srun_hang_is_ended_and_job_gone(slurm_node):
     proc = _run(slurm_node, ["--idle-timeout", "2", "--timeout", "60", "--"] + cmd)
     report = _report(proc)
     assert proc.returncode == 1 and any(f["id"] == "hang" for f in report["findings"])
-    assert _processes_after(slurm_node, "validators.replay", 15) == []
+    assert _processes_after(slurm_node, "efa_validators.replay", 15) == []
     assert _exec(slurm_node, ["squeue", "-h"]).stdout.strip() == ""

@@ -10,14 +10,17 @@ import sys
 from cli import validators_process
 from preflight_util import GOOD_EFA
 
-from validators.analyze import analyze, analyze_paths
-from validators.run.report import replay_finding
+from efa_validators.analyze import analyze, analyze_paths
+from efa_validators.run.report import replay_finding
 
 
 def _saved_replay(tmp_path, tag: str = "") -> str:
     """The stand-in's output as a launcher would have saved it (with an mpirun tag when `tag`)."""
     out = subprocess.run(
-        [sys.executable, "-m", "validators.replay", str(GOOD_EFA)], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "efa_validators.replay", str(GOOD_EFA)],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     path = tmp_path / "replayed.log"
     path.write_text("".join(tag + line + "\n" for line in out.splitlines()))

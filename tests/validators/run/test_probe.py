@@ -16,7 +16,7 @@ from conftest import import_or_fail
 from paths import ROOT
 from preflight_util import assert_none_left, finding, load, run_cli
 
-from validators import probe_torch
+from efa_validators import probe_torch
 
 torch = import_or_fail("torch", "pip install -e '.[test,torch]' (make test does)")
 TORCHRUN = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
@@ -37,7 +37,7 @@ def test_torchrun_gloo_probe_through_the_runner(tmp_path):
         "--nproc-per-node",
         "2",
         "-m",
-        "validators.probe_torch",
+        "efa_validators.probe_torch",
         "--max-bytes",
         "256K",
         "--json",
@@ -59,17 +59,17 @@ def test_torchrun_gloo_probe_through_the_runner(tmp_path):
     # gloo proves nothing about EFA: never a pass
     assert report["verdict"] == "unknown" and proc.returncode == 3
     assert report["efa"] is None
-    assert_none_left("validators.probe_torch")
+    assert_none_left("efa_validators.probe_torch")
 
 
 def test_torchrun_worker_that_dies_fails_the_run(tmp_path):
     out = tmp_path / "r.json"
-    cmd = [TORCHRUN, "--nproc-per-node", "2", "-m", "validators.probe_torch", "--max-bytes", "bad-size"]
+    cmd = [TORCHRUN, "--nproc-per-node", "2", "-m", "efa_validators.probe_torch", "--max-bytes", "bad-size"]
     proc, _ = run_cli(["run", "--quiet", "--timeout", "120", "--json", str(out), "--"] + cmd, timeout=180)
     report = load(out)
     assert proc.returncode == 1 and report["verdict"] == "fail"
     assert finding(report, "rank-exit") or finding(report, "launcher-exit")
-    assert_none_left("validators.probe_torch")
+    assert_none_left("efa_validators.probe_torch")
 
 
 def _free_port() -> int:
@@ -89,8 +89,8 @@ def test_sagemaker_default_probe_spans_two_instances(tmp_path):
     """
     import subprocess
 
+    from efa_validators.analyze import analyze_paths
     from imagebuild.preflight.sagemaker import PROBES
-    from validators.analyze import analyze_paths
 
     port = str(_free_port())
     probe = PROBES["torch"].replace("{gpus}", "1").replace("16G", "64K").replace("29500", port).split()
@@ -127,4 +127,4 @@ def test_sagemaker_default_probe_spans_two_instances(tmp_path):
     nt = both["nccl_tests"]
     assert nt is not None and nt["rows"] and all(r["out_of_place"]["wrong"] == 0 for r in nt["rows"])
     assert both["verdict"] == "unknown"  # gloo on CPUs: nothing about EFA, never a pass
-    assert_none_left("validators.probe_torch")
+    assert_none_left("efa_validators.probe_torch")

@@ -12,7 +12,7 @@ import cli
 import pytest
 from preflight_util import assert_none_left, finding, load, pids_with, run_cli, unique_sleep
 
-from validators.run import reaper
+from efa_validators.run import reaper
 
 # each escape holds a sleep of its own length, so the test can tell which got away
 ESCAPES = {
@@ -136,7 +136,7 @@ def test_without_proc_the_launchers_group_is_still_ended(monkeypatch):
     The group lives on while its orphaned `sleep` is a zombie, and this machine's PID 1 reaps orphans
     about once a second (a loaded CI host: more than the 2 s grace, which made this test flaky). So this
     process adopts its orphans for the test and reaps the sleep itself, as `validators run` does."""
-    from validators.run.watchdog import end_all
+    from efa_validators.run.watchdog import end_all
 
     nap = unique_sleep(60)
     was = reaper.is_subreaper()
@@ -240,7 +240,7 @@ def test_a_chain_that_forks_and_exits_in_new_sessions_ends_with_the_run(tmp_path
 def test_without_a_cgroup_the_tree_walk_ends_the_chain(tmp_path):
     """Where no cgroup can be made (a container's read-only cgroup fs): kill-until-empty over the tree this
     process adopts orphans into, and the marker scan."""
-    from validators.run.runner import run_command
+    from efa_validators.run.runner import run_command
 
     record, mark = tmp_path / "pids", _chain_mark()
     argv = [sys.executable, "-c", CHAIN, str(record), mark]
@@ -251,7 +251,7 @@ def test_without_a_cgroup_the_tree_walk_ends_the_chain(tmp_path):
 
 
 def test_the_run_has_a_cgroup_of_its_own_where_one_can_be_made(tmp_path):
-    from validators.run.cgroup import RunCgroup
+    from efa_validators.run.cgroup import RunCgroup
 
     probe = RunCgroup.make("validators-test-" + unique_sleep(1).replace(".", ""))
     if probe is None:

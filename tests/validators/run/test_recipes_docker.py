@@ -5,7 +5,7 @@ What `build.py preflight --print` writes is run unchanged but for the substituti
 names (`CONTAINER=()` where the nodes already run inside the image, as here: no pyxis in a container).
 The image stands in for a built one the way a built one is laid out: validators importable through a .pth
 file, nccl-tests under the lock's prefix. The GPU binary is the one stand-in the project allows: a script
-that replays a recorded log (validators.replay). Every container made here is removed."""
+that replays a recorded log (efa_validators.replay). Every container made here is removed."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ LOCK = {
 STAND_IN_SCRIPT = (
     "#!/bin/sh\n"
     "# stand-in for the GPU binary: replays a recorded nccl-tests log; its arguments are ignored\n"
-    "exec python3 -m validators.replay --rank-filter %s\n" % REPLAY_LOG
+    "exec python3 -m efa_validators.replay --rank-filter %s\n" % REPLAY_LOG
 )
 
 
@@ -125,7 +125,8 @@ def test_printed_mpirun_line_runs_across_two_containers(tmp_path, ssh_pair):  # 
 
 
 def test_printed_mpirun_line_runs_the_torch_probe_across_two_containers(tmp_path, ssh_pair):  # noqa: F811
-    """An image without nccl-tests (a DLC extension): the recipe runs validators.probe_torch under mpirun, the
+    """An image without nccl-tests (a DLC extension): the recipe runs efa_validators.probe_torch under
+    mpirun, the
     rank from OMPI_COMM_WORLD_*, rank 0's host from -x MASTER_ADDR. Real torch (the tests' own CPU build, seen
     through the /src mount), gloo between the containers: nothing about EFA is proven, so never a pass."""
     import torch
@@ -154,7 +155,7 @@ def test_printed_mpirun_line_runs_the_torch_probe_across_two_containers(tmp_path
         lock,
     ).strip()
     words = shlex.split(line)
-    assert "MASTER_ADDR=%s" % a.name in words and words[-8:-6] == ["-m", "validators.probe_torch"]
+    assert "MASTER_ADDR=%s" % a.name in words and words[-8:-6] == ["-m", "efa_validators.probe_torch"]
     proc = subprocess.run(
         ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", line],
         capture_output=True,

@@ -1,4 +1,5 @@
-"""`validators run` orders its findings as `parse` does (validators.judge.causes), the runner's own among them
+"""`validators run` orders its findings as `parse` does (efa_validators.judge.causes), the runner's own
+among them
 (a hang it ended, a rank's exit, the output limit): its first line under the verdict names the root cause
 `parse` names for the same output. Only the REPLAY mark comes before it (issue 24 follow-up)."""
 
@@ -11,11 +12,11 @@ import pytest
 from paths import ROOT
 from preflight_util import load, replay, run_cli
 
-from validators.analyze import analyze_paths
-from validators.judge.causes import lead_sentence, root_cause
-from validators.report.contract import REPLAY_NOTE
-from validators.run import report as runreport
-from validators.run.runner import OUTPUT_LIMIT, RunResult
+from efa_validators.analyze import analyze_paths
+from efa_validators.judge.causes import lead_sentence, root_cause
+from efa_validators.report.contract import REPLAY_NOTE
+from efa_validators.run import report as runreport
+from efa_validators.run.runner import OUTPUT_LIMIT, RunResult
 
 LOGS = ROOT / "tests" / "fixtures" / "logs"
 

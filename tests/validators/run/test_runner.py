@@ -1,4 +1,4 @@
-"""The runner, end to end through `python -m validators run`: real processes, real mpirun, real signals.
+"""The runner, end to end through `python -m efa_validators run`: real processes, real mpirun, real signals.
 
 Faults are each bounded in time (the runner's own limits are a few seconds; subprocess timeouts back them
 up) and every test checks that nothing it started is still running afterwards."""
@@ -22,7 +22,7 @@ from preflight_util import (
     unique_sleep,
 )
 
-from validators.replay import MARK
+from efa_validators.replay import MARK
 
 
 def test_done_when_sleep_timeout_is_a_hang_in_bounded_time(tmp_path):
@@ -396,7 +396,8 @@ def test_pairwise_with_known_good_implicates_the_bad_node(tmp_path):
     out = tmp_path / "r.json"
     script = (
         'case "{hosts}" in *c*) log=%s;; *) log=%s;; esac; exec mpirun --allow-run-as-root --oversubscribe '
-        '--tag-output -np 2 python3 -m validators.replay --rank-filter "$log"' % (SOCKET_FALLBACK, GOOD_EFA)
+        '--tag-output -np 2 python3 -m efa_validators.replay --rank-filter "$log"'
+        % (SOCKET_FALLBACK, GOOD_EFA)
     )
     proc, _ = run_cli(
         [
@@ -503,7 +504,7 @@ def test_image_digest_is_recorded_for_the_release_gate(tmp_path):
     subprocess.run(
         cmd + ["--image", "reg/x:1@" + digest, "--", "true"], capture_output=True, timeout=60, env=env
     )
-    from validators.run.imagebind import lock_sha256
+    from efa_validators.run.imagebind import lock_sha256
 
     found = json.loads(out.read_text())["image"]["lock"]
     assert found["name"] == "v1" and found["sha256"] == lock_sha256({"name": "v1", "components": {}})

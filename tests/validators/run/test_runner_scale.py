@@ -11,10 +11,10 @@ import threading
 
 from preflight_util import GOOD_EFA, assert_none_left, marker
 
-from validators.judge import shortlist
-from validators.report import assemble as report_mod
-from validators.run import report as runreport
-from validators.run.runner import RankState, RunResult, run_command
+from efa_validators.judge import shortlist
+from efa_validators.report import assemble as report_mod
+from efa_validators.run import report as runreport
+from efa_validators.run.runner import RankState, RunResult, run_command
 
 PRODUCED = 8 << 20  # 8 MiB: over a hundred pipe buffers, many times the parser queue
 
@@ -137,7 +137,7 @@ class _CountingProcs(dict):
 
 
 def _passes_for(nhosts: int) -> int:
-    from validators.parse.facts import Facts, Proc
+    from efa_validators.parse.facts import Facts, Proc
 
     facts = Facts()
     procs = _CountingProcs()
@@ -157,8 +157,8 @@ def test_host_table_is_linear_in_processes():
 
 
 def test_replay_mark_is_what_the_runner_looks_for():
-    from validators.replay import MARK
-    from validators.run.runner import REPLAY_MARK
+    from efa_validators.replay import MARK
+    from efa_validators.run.runner import REPLAY_MARK
 
     assert MARK.startswith(REPLAY_MARK)
     assert GOOD_EFA.exists()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from validators.run import sagemaker_env as sme
+from efa_validators.run import sagemaker_env as sme
 
 CONFIG = {
     "current_host": "algo-2",
@@ -58,7 +58,7 @@ def test_unknown_or_missing_values_are_errors(tmp_path):
 def test_sagemaker_interface_replaces_only_the_image_default(tmp_path, monkeypatch):
     """The image's NCCL_SOCKET_IFNAME is a site default (`overridable` in the lock): on SageMaker the
     interface the resource config names replaces it; a value the job set itself stays."""
-    from validators import cmd_preflight
+    from efa_validators import cmd_preflight
 
     lock = tmp_path / "lock.json"
     lock.write_text(

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from validators.run import pairwise, sweep
+from efa_validators.run import pairwise, sweep
 
 HOSTS = ["h%d" % i for i in range(256)]
 

@@ -1,4 +1,4 @@
-"""The sweep through `python -m validators run`: each round's tests at once, each a whole run with its own
+"""The sweep through `python -m efa_validators run`: each round's tests at once, each a whole run with its own
 log and watchdog, the replay stand-in printing a good or a bad log by which hosts the test was given.
 
 Concurrency is asserted from the report's structure (every test of a round started before any ended, from
@@ -19,7 +19,7 @@ from preflight_util import (
     run_cli,
 )
 
-from validators.replay import MARK
+from efa_validators.replay import MARK
 
 PY = os.environ.get("PYTHON_FOR_TESTS") or __import__("sys").executable
 
@@ -27,7 +27,7 @@ PY = os.environ.get("PYTHON_FOR_TESTS") or __import__("sys").executable
 def _template(bad: str, bad_log, extra: str = "", when: str = "") -> list:
     """sh -c: replay `bad_log` when host `bad` is in the test (and `when` holds), the good log otherwise."""
     test = 'case ",{hosts}," in *,%s,*) %s;; *) false;; esac' % (bad, when or "true")
-    script = 'if %s; then log=%s; else log=%s; fi; exec %s -m validators.replay %s "$log"' % (
+    script = 'if %s; then log=%s; else log=%s; fi; exec %s -m efa_validators.replay %s "$log"' % (
         test,
         bad_log,
         GOOD_EFA,
@@ -115,9 +115,8 @@ def test_a_hanging_pair_is_ended_by_its_own_watchdog_and_the_host_implicated(tmp
     tag = marker()
     log = tmp_path / ("%s.log" % tag)  # the replay's command line holds the marker: found if left behind
     log.write_text(GOOD_EFA.read_text())
-    script = (
-        'case ",{hosts}," in *,h3,*) x="--hang-after 5";; *) x="";; esac; exec %s -m validators.replay $x %s'
-    )
+    script = 'case ",{hosts}," in *,h3,*) x="--hang-after 5";; *) x="";; esac; '
+    script += "exec %s -m efa_validators.replay $x %s"
     template = ["sh", "-c", script % (PY, log)]
     hosts = ["h0", "h1", "h2", "h3"]
     proc, report = _sweep(tmp_path, hosts, template, "--timeout", "3", "--grace", "1", "--pairwise")

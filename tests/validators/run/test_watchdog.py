@@ -9,7 +9,7 @@ import time
 from fakeclock import Clock
 from preflight_util import assert_none_left, unique_sleep
 
-from validators.run.watchdog import IDLE, TIMEOUT, Watchdog, end_group, group_alive, group_members
+from efa_validators.run.watchdog import IDLE, TIMEOUT, Watchdog, end_group, group_alive, group_members
 
 
 def test_idle_deadline_moves_with_output():

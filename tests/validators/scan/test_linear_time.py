@@ -8,8 +8,8 @@ in the same test. Before the fix one 65 KB line took 24 s.
 
 import time
 
-from validators.analyze import analyze, analyze_paths
-from validators.parse.nccllog import parse_text
+from efa_validators.analyze import analyze, analyze_paths
+from efa_validators.parse.nccllog import parse_text
 
 MB = 1 << 20
 PATTERNS = (

@@ -10,7 +10,7 @@ import random
 from fakeclock import Clock
 from scanlogs import random_log, run_json
 
-from validators.scan.progress import ProgressLine, on_terminal
+from efa_validators.scan.progress import ProgressLine, on_terminal
 
 
 def test_the_line_waits_then_is_rewritten_in_place_at_most_every_half_second_and_is_cleared():
@@ -56,8 +56,8 @@ def test_only_a_terminal_gets_a_progress_line():
 _CLI = r"""
 import io, json, sys
 sys.path.insert(0, sys.argv[1])
-from validators import cli
-from validators.scan import parscan, progress
+from efa_validators import cli
+from efa_validators.scan import parscan, progress
 seen = io.StringIO()
 calls = []
 class Recording(progress.ProgressLine):
@@ -75,8 +75,8 @@ print(json.dumps({"code": code, "calls": calls, "shown": seen.getvalue()}))
 _PLAIN = r"""
 import io, json, sys
 sys.path.insert(0, sys.argv[1])
-from validators import cli
-from validators.scan import parscan
+from efa_validators import cli
+from efa_validators.scan import parscan
 parscan.RANGE = 1 << 16
 sys.stdout = io.StringIO()
 code = cli.main(["parse", sys.argv[2], "--workers", "2", "--json", sys.argv[3]])

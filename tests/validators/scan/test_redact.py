@@ -6,9 +6,7 @@ import re
 
 import pytest
 
-from imagebuild.check.expectations import CREDENTIAL_PATTERNS
-from imagebuild.errors import UserError, redact
-from validators.scan.redact import (
+from efa_validators.scan.redact import (
     MASK,
     RULES,
     TRIGGERS,
@@ -18,6 +16,8 @@ from validators.scan.redact import (
     redact_text,
     secret_values,
 )
+from imagebuild.check.expectations import CREDENTIAL_PATTERNS
+from imagebuild.errors import UserError, redact
 
 SECRET = "s3cr3tVALUE+with=chars"  # as a URL holds it (a `/` would be percent-encoded)
 AWS_STYLE = "s3cr3tXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

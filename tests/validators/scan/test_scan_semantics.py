@@ -14,8 +14,8 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-from validators.scan import linescan, memsearch
-from validators.scan.linescan import Region, scan
+from efa_validators.scan import linescan, memsearch
+from efa_validators.scan.linescan import Region, scan
 
 POOL = (b"NET", b"NE", b"ET", b"WARN", b"#", b"busbw", b"error", b"\xc3\xa9", b"rank ")
 ASCII = tuple(f for f in POOL if f.isascii()) + (
@@ -173,7 +173,7 @@ def test_dense_and_sparse_needles_in_one_chunk_at_real_sizes():
 def test_nccl_dense_utf8_content_with_a_table_goes_line_by_line(monkeypatch):
     """NET on most lines (channel setup), a non-ASCII line and an nccl-tests table in the same chunk:
     the line-by-line path takes it (the speed of issue 15 rests on that) and yields the contract."""
-    from validators.analyze import _scan_needles, _table_region
+    from efa_validators.analyze import _scan_needles, _table_region
 
     lines = []
     for r in range(300):

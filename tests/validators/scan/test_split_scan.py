@@ -20,9 +20,9 @@ import pytest
 from conftest import corpus_missing
 from scanlogs import TABLE, random_log, run_json
 
-from validators.analyze import _scan_needles, _table_region, analyze_paths
-from validators.scan import linescan, memsearch, parscan
-from validators.scan.linescan import MAX_LINE, scan
+from efa_validators.analyze import _scan_needles, _table_region, analyze_paths
+from efa_validators.scan import linescan, memsearch, parscan
+from efa_validators.scan.linescan import MAX_LINE, scan
 
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = Path(os.environ.get("NCCL_LOGS_DIR", ROOT.parent / "shared" / "nccl-logs"))
@@ -56,7 +56,7 @@ def test_without_memmem_the_scan_is_the_same(tmp_path):
     log.write_bytes(data)
     code = (
         "import json, sys; sys.path.insert(0, %r)\n"
-        "from validators.scan import memsearch; from validators.analyze import analyze_paths\n"
+        "from efa_validators.scan import memsearch; from efa_validators.analyze import analyze_paths\n"
         "r = analyze_paths([%r], workers=1); r['memmem'] = memsearch.available(); print(json.dumps(r))"
     ) % (str(ROOT), str(log))
     off = subprocess.run(
@@ -116,9 +116,9 @@ def test_a_range_scanned_alone_gives_the_same_lines_as_the_whole(tmp_path):
 _SPLIT = r"""
 import io, json, sys
 sys.path.insert(0, sys.argv[1])
-from validators.scan import parscan
-from validators.analyze import _scan_needles, _table_region
-from validators.scan.linescan import scan
+from efa_validators.scan import parscan
+from efa_validators.analyze import _scan_needles, _table_region
+from efa_validators.scan.linescan import scan
 out = []
 for path, rs in json.loads(sys.argv[2]):
     with open(path, "rb") as fh:
@@ -182,9 +182,9 @@ def test_split_scan_on_the_real_logs(tmp_path):
 _DYING = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-from validators.scan import parscan
-from validators.analyze import _scan_needles, _table_region
-from validators.scan.linescan import scan
+from efa_validators.scan import parscan
+from efa_validators.analyze import _scan_needles, _table_region
+from efa_validators.scan.linescan import scan
 PARENT, calls = os.getpid(), [0]
 def dying_region():
     calls[0] += 1
@@ -237,8 +237,8 @@ def test_no_split_for_small_files_one_worker_or_a_threaded_process():
 _REPORTS = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from validators.scan import parscan
-from validators.analyze import analyze_paths
+from efa_validators.scan import parscan
+from efa_validators.analyze import analyze_paths
 path = sys.argv[2]
 print(json.dumps({"one": analyze_paths([path], workers=1), "three": analyze_paths([path], workers=3),
                   "split": parscan.can_split(parscan.os.path.getsize(path), 3)}))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from validators.analyze import analyze, analyze_paths
+from efa_validators.analyze import analyze, analyze_paths
 
 P = "[1,0]<stdout>:"
 HEADER = [
