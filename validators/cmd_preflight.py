@@ -78,11 +78,19 @@ def _count(text: str) -> int:
 def register(sub: Any) -> None:
     nc = sub.add_parser(
         "node-check",
-        help="check this node: GPUs, EFA devices, /dev/infiniband, memlock, GDR, driver, env, plugin",
+        help="check this node: GPUs and their health, EFA devices, /dev/infiniband, memlock, GDR, "
+        "driver, env, plugin",
         description="Each check is pass, fail or unknown with its evidence; a missing tool is unknown.",
     )
     nc.add_argument("--instance-type", metavar="T", help="judge counts against this instance profile")
     nc.add_argument("--json", metavar="FILE|-", help="write the JSON report here ('-' = stdout)")
+    nc.add_argument(
+        "--dcgm-level",
+        type=int,
+        choices=(0, 1, 2),
+        default=None,
+        help="dcgmi diag run level (default: 1 where dcgmi is installed; 0: none; 2 runs for minutes)",
+    )
     nc.set_defaults(func=_node_check)
 
     run = sub.add_parser(
@@ -200,7 +208,7 @@ def _node_check(args: argparse.Namespace) -> int:
         if problem:
             print("error: %s" % problem, file=sys.stderr)
             return EXIT_USAGE
-    report = nodecheck.run_checks(instance_type=args.instance_type)
+    report = nodecheck.run_checks(instance_type=args.instance_type, dcgm_level=args.dcgm_level)
     _write_json(report, args.json)
     if args.json != "-":
         sys.stdout.write(nodecheck.format_text(report))

@@ -16,9 +16,8 @@ import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 SCHEMA = "efa-image-build/node-check/v1"
-# The lock every image carries (efa_validators.run.imagebind has the same two: this module is copied alone
-# into
-# images under check, so it imports nothing of the package; tests/test_house.py holds them equal).
+# The lock every image carries (efa_validators.run.imagebind has the same two: this module is copied
+# alone into images under check, so it imports nothing of the package; tests/test_house.py holds them equal).
 LOCK_PATH = "/opt/efa-image-build/variant.lock.json"
 LOCK_ENV = "EFA_IMAGE_LOCK"
 TOOL_TIMEOUT = 30.0
@@ -540,10 +539,17 @@ def verdict_of(checks: List[Check]) -> str:
     return "pass"
 
 
+DCGM_TIMEOUT = {1: 120.0, 2: 900.0}  # dcgmi diag: level 1 takes seconds, level 2 a few minutes
+
+
 def run_checks(
-    instance_type: Optional[str] = None, env: Optional[Dict[str, str]] = None, root: str = "/"
+    instance_type: Optional[str] = None,
+    env: Optional[Dict[str, str]] = None,
+    root: str = "/",
+    dcgm_level: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """Every check on this node -> the node-check report."""
+    """Every check on this node -> the node-check report. `dcgm_level` None: DCGM level 1 where dcgmi is
+    installed; 0: no DCGM."""
     env = dict(os.environ if env is None else env)
     profile = None
     if instance_type:
@@ -559,6 +565,17 @@ def run_checks(
         ["nvidia-smi", "--query-gpu=index,name,driver_version,pci.bus_id", "--format=csv,noheader"]
     )
     checks.append(check_gpus(rc, out, gpus_expected))
+    # imported here: this module is also copied alone (without gpuhealth) into images under check
+    from efa_validators.node import gpuhealth
+
+    level = gpuhealth.dcgm_level_for(dcgm_level, shutil.which("dcgmi") is not None)
+
+    def tool(argv: Sequence[str]) -> Tuple[Optional[int], str]:
+        return run_tool(
+            argv, DCGM_TIMEOUT.get(level or 1, TOOL_TIMEOUT) if argv[0] == "dcgmi" else TOOL_TIMEOUT
+        )
+
+    checks += gpuhealth.gpu_health_checks(tool, level)
     mrc, mout = run_tool(["modinfo", "nvidia"])
     peermem = efa_nv = None  # type: Optional[bool]
     if os.path.isdir(os.path.join(root, "sys/module")):

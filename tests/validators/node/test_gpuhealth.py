@@ -1,0 +1,160 @@
+"""GPU health in node-check (issue 33, item 1): recorded nvidia-smi/dcgmi/kernel-log outputs, written by us
+from the documented formats (tests/fixtures/gpuhealth/, sources in validators/node/gpuhealth.py)."""
+
+import json
+import os
+import shutil
+
+import pytest
+from cli import validators_process
+from paths import ROOT
+
+from efa_validators.node import gpuhealth
+
+FIX = ROOT / "tests" / "fixtures" / "gpuhealth"
+SMI_NAMES = [name for name, _ in gpuhealth.SMI_CHECKS]
+
+
+def _read(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+def _by_name(checks):
+    return {c["name"]: c for c in checks}
+
+
+def test_a_healthy_p5_passes_every_check_read_from_nvidia_smi():
+    checks = _by_name(gpuhealth.smi_checks(0, _read("smi-healthy-p5.xml")))
+    assert sorted(checks) == sorted(SMI_NAMES)
+    assert {n: c["status"] for n, c in checks.items()} == {n: "pass" for n in SMI_NAMES}
+    # a lifetime uncorrectable count (row remapped since) is shown, not failed: the volatile count is what
+    # says the GPU is bad now
+    assert "8 GPU(s)" in checks["gpu-ecc"]["detail"]
+    assert "fabric registration completed" in checks["gpu-fabric"]["detail"]
+
+
+def test_each_fault_fails_its_check_naming_the_gpu_with_evidence():
+    checks = _by_name(gpuhealth.smi_checks(0, _read("smi-faults.xml")))
+    expected = {
+        "gpu-ecc": ("GPU 0 (00000000:53:00.0)", "volatile.dram_uncorrectable=2"),
+        "gpu-row-remap": ("GPU 1 (00000000:64:00.0)", "row remap is pending"),
+        "gpu-pcie-link": ("GPU 2 (00000000:75:00.0)", "x8/x16"),
+        "gpu-clocks": ("GPU 3 (00000000:86:00.0)", "hw_slowdown"),
+        "gpu-persistence": ("GPU 4 (00000000:97:00.0)", "Disabled"),
+        "gpu-fabric": ("GPU 5 (00000000:A8:00.0)", "in progress"),
+        "gpu-reset": ("GPU 6 (00000000:B9:00.0)", "reset_required=Yes"),
+    }
+    for name, (gpu, why) in expected.items():
+        c = checks[name]
+        assert c["status"] == "fail", c
+        assert gpu in c["detail"] and why in c["detail"], c
+        assert any(gpu in e["text"] for e in c["evidence"]), c
+    # GPU 7's link is at gen 1 of 5 in P0 (under load): a slow link, also named
+    assert "GPU 7 (00000000:CA:00.0)" in checks["gpu-pcie-link"]["detail"]
+
+
+def test_an_idle_link_at_a_lower_generation_passes_and_an_older_drivers_missing_element_is_unknown():
+    checks = _by_name(gpuhealth.smi_checks(0, _read("smi-older-driver-idle.xml")))
+    assert checks["gpu-pcie-link"]["status"] == "pass" and "idle at P8" in checks["gpu-pcie-link"]["detail"]
+    assert checks["gpu-clocks"]["status"] == "pass"  # clocks_throttle_reasons, the older element name
+    assert checks["gpu-fabric"]["status"] == "pass" and "N/A" in checks["gpu-fabric"]["detail"]
+    assert checks["gpu-reset"]["status"] == "unknown"  # this driver reports no gpu_reset_status
+
+
+def test_a_missing_or_failing_tool_and_unreadable_output_are_unknown_never_pass():
+    for rc, out in ((None, "nvidia-smi not found on PATH"), (9, "NVIDIA-SMI has failed"), (0, "<html>")):
+        checks = gpuhealth.smi_checks(rc, out)
+        assert [c["status"] for c in checks] == ["unknown"] * len(SMI_NAMES), (rc, out)
+    one_gpu = _read("smi-healthy-p5.xml").replace(
+        "<current_ecc>Enabled</current_ecc>", "<current_ecc>N/A</current_ecc>"
+    )
+    assert _by_name(gpuhealth.smi_checks(0, one_gpu))["gpu-ecc"]["status"] == "unknown"
+
+
+def test_nvlink_down_link_and_recoveries_fail_crc_counts_are_shown():
+    healthy, down = _read("nvlink-s-healthy.txt"), _read("nvlink-s-link-down.txt")
+    ok = gpuhealth.nvlink_check(0, healthy, 0, _read("nvlink-e-crc-only.txt"))
+    assert ok["status"] == "pass" and "144 links up" in ok["detail"] and "CRC Errors=17" in ok["detail"]
+    bad = gpuhealth.nvlink_check(0, down, 0, _read("nvlink-e-crc-only.txt"))
+    assert bad["status"] == "fail" and "GPU 3 link 7" in bad["detail"]
+    retrained = gpuhealth.nvlink_check(0, healthy, 0, _read("nvlink-e-recovery.txt"))
+    assert retrained["status"] == "fail" and "GPU 5 link 11: 3 recoveries" in retrained["detail"]
+    assert gpuhealth.nvlink_check(None, "nvidia-smi not found on PATH", None, "")["status"] == "unknown"
+    assert gpuhealth.nvlink_check(0, healthy, 3, "")["status"] == "unknown"  # counters unreadable
+    assert gpuhealth.nvlink_check(0, "", 0, "")["status"] == "pass"  # a node without NVLink
+
+
+def test_xid_by_nvidias_resolution_bucket():
+    fallen = gpuhealth.xid_check(0, _read("dmesg-xid-79.txt"), "dmesg")
+    assert (
+        fallen["status"] == "fail"
+        and "Xid 79 (GPU has fallen off the bus, drain) on 0000:75:00" in fallen["detail"]
+    )
+    assert any("fallen off the bus" in e["text"] for e in fallen["evidence"])
+    remap = gpuhealth.xid_check(0, _read("dmesg-xid-63-pending.txt"), "dmesg")
+    assert remap["status"] == "fail" and "Xid 63" in remap["detail"]
+    apps = gpuhealth.xid_check(0, _read("dmesg-xid-app-only.txt"), "dmesg")
+    assert apps["status"] == "pass" and "Xid 13" in apps["detail"] and "Xid 31" in apps["detail"]
+    odd = gpuhealth.xid_check(0, "[ 1.0] NVRM: Xid (PCI:0000:10:00): 999, something new\n", "dmesg")
+    assert odd["status"] == "unknown" and "999" in odd["detail"]
+    assert (
+        gpuhealth.xid_check(1, "dmesg: read kernel buffer failed: Operation not permitted", "dmesg")["status"]
+        == "unknown"
+    )
+
+
+def test_dcgm_fail_fails_skip_is_unknown_pass_passes():
+    assert gpuhealth.dcgm_check(0, _read("dcgm-diag-r1-pass.json"), 1)["status"] == "pass"
+    failed = gpuhealth.dcgm_check(226, _read("dcgm-diag-r2-fail.json"), 2)
+    assert failed["status"] == "fail" and "Integration/pcie" in failed["detail"]
+    skipped = gpuhealth.dcgm_check(0, _read("dcgm-diag-r2-skipped.json"), 2)
+    assert skipped["status"] == "unknown" and "Hardware/memory" in skipped["detail"]
+    assert (
+        gpuhealth.dcgm_check(0, json.dumps({"DCGM Diagnostic": {"test_categories": []}}), 1)["status"]
+        == "unknown"
+    )
+    assert gpuhealth.dcgm_check(None, "dcgmi not found on PATH", 1)["status"] == "unknown"
+    assert gpuhealth.dcgm_check(0, "Error: unable to connect to host engine", 1)["status"] == "unknown"
+
+
+def test_dcgm_runs_where_installed_and_asked_for_a_missing_dcgmi_is_unknown():
+    assert gpuhealth.dcgm_level_for(None, True) == 1 and gpuhealth.dcgm_level_for(None, False) is None
+    assert gpuhealth.dcgm_level_for(2, False) == 2 and gpuhealth.dcgm_level_for(0, True) is None
+
+
+def test_the_whole_gpu_health_from_recorded_outputs_names_each_fault():
+    """gpu_health_checks over recorded outputs, argv by argv, as node-check runs the tools."""
+    outputs = {
+        ("nvidia-smi", "-q", "-x"): (0, _read("smi-faults.xml")),
+        ("nvidia-smi", "nvlink", "-s"): (0, _read("nvlink-s-link-down.txt")),
+        ("nvidia-smi", "nvlink", "-e"): (0, _read("nvlink-e-recovery.txt")),
+        ("dmesg",): (0, _read("dmesg-xid-79.txt")),
+        ("dcgmi", "diag", "-r", "2", "-j"): (226, _read("dcgm-diag-r2-fail.json")),
+    }
+    ran = []
+
+    def run(argv):
+        ran.append(tuple(argv))
+        return outputs.get(tuple(argv), (None, "%s not found on PATH" % argv[0]))
+
+    checks = _by_name(gpuhealth.gpu_health_checks(run, dcgm_level=2))
+    assert {n: c["status"] for n, c in checks.items()} == {
+        **{n: "fail" for n in SMI_NAMES},
+        "gpu-nvlink": "fail",
+        "gpu-xid": "fail",
+        "gpu-dcgm-diag": "fail",
+    }
+    assert set(ran) == set(outputs)
+
+
+def test_node_check_on_this_machine_says_unknown_for_every_gpu_check(tmp_path):
+    """No GPU here: every GPU check is unknown (a kernel log without Xid proves nothing without a driver)."""
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has an NVIDIA driver: its GPU checks judge for real")
+    out = tmp_path / "node.json"
+    env = dict(os.environ, EFA_IMAGE_LOCK=str(tmp_path / "none.json"))
+    proc = validators_process("node-check", "--json", str(out), env=env)
+    report = json.loads(out.read_text())
+    gpu_checks = {c["name"]: c["status"] for c in report["checks"] if c["name"].startswith("gpu-")}
+    assert set(gpu_checks) == set(SMI_NAMES) | {"gpu-nvlink", "gpu-xid"}, gpu_checks
+    assert set(gpu_checks.values()) == {"unknown"} and proc.returncode != 0

@@ -1,0 +1,447 @@
+"""GPU health beside EFA: what a node-health hook (NHC, DCGM) would drain a node for, read from the driver.
+
+Sources, by format (fixtures in tests/fixtures/gpuhealth/ are written by us from these formats):
+- `nvidia-smi -q -x`: the XML of NVIDIA's nvsmi_device DTD (shipped with the driver as nvsmi_device_v12.dtd);
+  elements read: persistence_mode, gpu_reset_status, pci/pci_gpu_link_info, clocks_event_reasons (older
+  drivers: clocks_throttle_reasons), ecc_mode, ecc_errors, retired_pages, remapped_rows, fabric.
+- `nvidia-smi nvlink -s` / `-e`: per GPU, `Link N: <speed>` or `Link N: <inactive>`, and
+  `Link N: Replay Errors: 0` lines (as printed in stas00/ml-engineering network/README.md, "how to check
+  NVLink error counters").
+- Xid lines in the kernel log, `NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, ...`; the meaning and NVIDIA's
+  resolution bucket of each code from the Xid catalog
+  (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) and dynamic page retirement
+  (docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html).
+- `dcgmi diag -r 1|2 -j`: `{"DCGM Diagnostic" (older: "DCGM GPU Diagnostic"): {"test_categories":
+  [{"category", "tests": [{"name", "results": [{"status": "Pass|Fail|Warn|Skip"}]}]}]}}` (NVIDIA/DCGM).
+
+Fail closed, as the rest of node-check: a tool that is missing, unreadable output, or an element a GPU does
+not report makes its check unknown, never pass. Everything here is pure but `gpu_health_checks`.
+"""
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+Check = Dict[str, Any]
+Tool = Callable[[Sequence[str]], Tuple[Optional[int], str]]
+
+SMI_XML = "nvidia-smi -q -x"
+
+# Xid code -> (NVIDIA's meaning, what the node needs). "app": the application's fault (NVIDIA: restart
+# the app), the node stays; "reset": the GPU needs a reset before the next job; "drain": the node needs
+# a reboot or service. From the Xid catalog's "Resolution Bucket (Immediate Action)" and the
+# page-retirement guide.
+XID_CATALOG: Dict[int, Tuple[str, str]] = {
+    13: ("graphics engine exception", "app"),
+    31: ("GPU memory page fault", "app"),
+    43: ("GPU stopped processing", "app"),
+    45: ("preemptive cleanup, due to previous errors", "app"),
+    48: ("double bit ECC error", "reset"),
+    61: ("internal micro-controller breakpoint/warning", "reset"),
+    62: ("internal micro-controller halt", "reset"),
+    63: ("ECC page retirement or row remapping recording event (reset the GPU to activate)", "reset"),
+    64: ("ECC page retirement or row remapper recording failure", "drain"),
+    74: ("NVLink error", "reset"),
+    79: ("GPU has fallen off the bus", "drain"),
+    92: ("high single-bit ECC error rate", "reset"),
+    94: ("contained ECC error", "app"),
+    95: ("uncontained ECC error", "reset"),
+    119: ("GSP RPC timeout", "reset"),
+    120: ("GSP error", "reset"),
+    140: ("unrecovered ECC error", "reset"),
+    154: ("GPU recovery action changed (the line names the action)", "drain"),
+}
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
+# clock event reasons that mean the hardware or the driver is slowing the GPU for a fault (power brake,
+# thermal): idle, application clocks, sync boost and the software power cap are normal operation
+_FAULT_CLOCK_REASONS = (
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_thermal_slowdown",
+)
+
+
+def check(name: str, status: str, detail: str, evidence: Optional[List[Dict[str, Any]]] = None) -> Check:
+    """nodecheck.check's shape. Not imported from there: nodecheck imports this module, and is itself copied
+    alone into images under check, so it cannot lean on a shared one."""
+    assert status in ("pass", "fail", "unknown")
+    return {"name": name, "status": status, "detail": detail, "evidence": evidence or []}
+
+
+def ev(source: str, text: str) -> Dict[str, Any]:
+    return {"file": source, "line": None, "text": text[:500]}
+
+
+def _text(node: Optional[ET.Element], path: str) -> Optional[str]:
+    found = node.find(path) if node is not None else None
+    if found is None or found.text is None:
+        return None
+    value = found.text.strip()
+    return None if value in ("", "N/A") else value
+
+
+def _int(value: Optional[str]) -> Optional[int]:
+    match = re.match(r"\s*(\d+)", value or "")
+    return int(match.group(1)) if match else None
+
+
+def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
+    """One dict per <gpu> of `nvidia-smi -q -x`; a value the GPU reports as N/A (or not at all) is None.
+    Raises ValueError on text that is not that XML."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as err:
+        raise ValueError("not nvidia-smi XML: %s" % err) from None
+    if root.tag != "nvidia_smi_log":
+        raise ValueError("not nvidia-smi XML: root element <%s>" % root.tag)
+    gpus = []
+    for i, gpu in enumerate(root.findall("gpu")):
+        reasons = gpu.find("clocks_event_reasons")
+        prefix = "clocks_event_reason_"
+        if reasons is None:
+            reasons, prefix = gpu.find("clocks_throttle_reasons"), "clocks_throttle_reason_"
+        ecc = {}
+        for scope in ("volatile", "aggregate"):
+            counts = gpu.find("ecc_errors/" + scope)
+            for field in list(counts) if counts is not None else []:
+                if "uncorrectable" in field.tag:
+                    ecc["%s.%s" % (scope, field.tag)] = _int(_text(counts, field.tag))
+        link = "pci/pci_gpu_link_info/"
+        gpus.append(
+            {
+                "index": _int(_text(gpu, "minor_number")) if _text(gpu, "minor_number") else i,
+                "bus": gpu.get("id", "?"),
+                "name": _text(gpu, "product_name") or "?",
+                "pstate": _text(gpu, "performance_state"),
+                "persistence": _text(gpu, "persistence_mode"),
+                "reset_required": _text(gpu, "gpu_reset_status/reset_required"),
+                "drain_and_reset": _text(gpu, "gpu_reset_status/drain_and_reset_recommended"),
+                "gen": (_int(_text(gpu, link + "pcie_gen/current_link_gen")),
+                        _int(_text(gpu, link + "pcie_gen/max_link_gen"))),
+                "width": (_int(_text(gpu, link + "link_widths/current_link_width")),
+                          _int(_text(gpu, link + "link_widths/max_link_width"))),
+                "clock_reasons": None if reasons is None else {
+                    r: _text(reasons, prefix + r) for r in _FAULT_CLOCK_REASONS
+                },
+                "ecc_mode": _text(gpu, "ecc_mode/current_ecc"),
+                "ecc_uncorrectable": ecc,
+                "sram_threshold_exceeded": _text(gpu, "ecc_errors/aggregate/sram_threshold_exceeded"),
+                "remap_pending": _text(gpu, "remapped_rows/remapped_row_pending"),
+                "remap_failure": _text(gpu, "remapped_rows/remapped_row_failure"),
+                "retirement_pending": _text(gpu, "retired_pages/pending_retirement"),
+                "fabric_state": _text(gpu, "fabric/state"),
+                "fabric_status": _text(gpu, "fabric/status"),
+            }
+        )  # fmt: skip
+    return gpus
+
+
+def _label(gpu: Dict[str, Any]) -> str:
+    return "GPU %s (%s)" % (gpu["index"], gpu["bus"])
+
+
+def _judge(
+    name: str, gpus: List[Dict[str, Any]], judge: Callable[[Dict[str, Any]], Tuple[str, str]]
+) -> Check:
+    """Fold one per-GPU judgement into one check: any fail fails, else any unknown is unknown."""
+    if not gpus:
+        return check(name, "unknown", "nvidia-smi -q -x lists no GPU")
+    results = [(gpu, *judge(gpu)) for gpu in gpus]
+    evidence = [ev(SMI_XML, "%s: %s" % (_label(g), why)) for g, status, why in results if status != "pass"]
+    for status in ("fail", "unknown"):
+        bad = [(g, why) for g, s, why in results if s == status]
+        if bad:
+            detail = "; ".join("%s: %s" % (_label(g), why) for g, why in bad[:4])
+            more = " (+%d more)" % (len(bad) - 4) if len(bad) > 4 else ""
+            return check(name, status, detail + more, evidence)
+    return check(name, "pass", "%d GPU(s): %s" % (len(gpus), results[0][2]), [ev(SMI_XML, results[0][2])])
+
+
+def _ecc(gpu: Dict[str, Any]) -> Tuple[str, str]:
+    if gpu["ecc_mode"] is None:
+        return "unknown", "ECC mode not reported"
+    if gpu["ecc_mode"] != "Enabled":
+        return "fail", "ECC is %s (a training GPU runs with ECC on: `nvidia-smi -e 1`, then reset)" % gpu[
+            "ecc_mode"
+        ]
+    volatile = {k: v for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("volatile.") and v}
+    if volatile:
+        return "fail", "uncorrectable ECC errors since the driver loaded: %s" % _counts(volatile)
+    if gpu["sram_threshold_exceeded"] == "Yes":
+        return "fail", "aggregate SRAM uncorrectable errors over NVIDIA's threshold (RMA)"
+    if not any(k.startswith("volatile.") for k in gpu["ecc_uncorrectable"]):
+        return "unknown", "no volatile ECC counters reported"
+    lifetime = {k: v for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("aggregate.") and v}
+    return "pass", "no uncorrectable ECC error since the driver loaded" + (
+        " (lifetime: %s)" % _counts(lifetime) if lifetime else ""
+    )
+
+
+def _counts(counts: Dict[str, Any]) -> str:
+    return ", ".join("%s=%d" % (k, v) for k, v in sorted(counts.items()))
+
+
+def _remap(gpu: Dict[str, Any]) -> Tuple[str, str]:
+    if gpu["remap_pending"] == "Yes":
+        return "fail", "a row remap is pending: drain, then reset the GPU to apply it"
+    if gpu["remap_failure"] == "Yes":
+        return "fail", "row remapping failed: the GPU needs service"
+    if gpu["remap_pending"] == "No" and gpu["remap_failure"] == "No":
+        return "pass", "no row remap pending or failed"
+    if gpu["retirement_pending"] == "Yes":  # GPUs before Ampere retire pages instead
+        return "fail", "a page retirement is pending: drain, then reset the GPU"
+    if gpu["retirement_pending"] == "No":
+        return "pass", "no page retirement pending"
+    return "unknown", "neither row remapping nor page retirement reported"
+
+
+def _pcie(gpu: Dict[str, Any]) -> Tuple[str, str]:
+    (gen, max_gen), (width, max_width) = gpu["gen"], gpu["width"]
+    if None in (gen, max_gen, width, max_width):
+        return "unknown", "PCIe link generation or width not reported"
+    shown = "PCIe gen %d/%d x%d/x%d" % (gen, max_gen, width, max_width)
+    if width < max_width:
+        return "fail", shown + ": the link trained narrower than the slot (reseat or service)"
+    if gen < max_gen and gpu["pstate"] == "P0":
+        return "fail", shown + ": the link runs below its generation under load"
+    if gen < max_gen:  # the driver lowers the link speed of an idle GPU to save power
+        return "pass", shown + " (idle at %s: the driver slows an idle link)" % gpu["pstate"]
+    return "pass", shown
+
+
+def _clocks(gpu: Dict[str, Any]) -> Tuple[str, str]:
+    reasons = gpu["clock_reasons"]
+    if reasons is None or all(v is None for v in reasons.values()):
+        return "unknown", "clock event reasons not reported"
+    active = sorted(r for r, v in reasons.items() if v == "Active")
+    if active:
+        return "fail", "clocks slowed by %s" % ", ".join(active)
+    return "pass", "no hardware or thermal slowdown active"
+
+
+def _persistence(gpu: Dict[str, Any]) -> Tuple[str, str]:
+    if gpu["persistence"] is None:
+        return "unknown", "persistence mode not reported"
+    if gpu["persistence"] != "Enabled":
+        return (
+            "fail",
+            "persistence mode %s: the driver state is torn down between jobs (`nvidia-smi -pm 1` or "
+            "nvidia-persistenced)" % gpu["persistence"],
+        )
+    return "pass", "persistence mode enabled"
+
+
+def _reset(gpu: Dict[str, Any]) -> Tuple[str, str]:
+    if "Yes" in (gpu["reset_required"], gpu["drain_and_reset"]):
+        why = "the driver asks for a GPU reset (reset_required=%s, drain_and_reset_recommended=%s)"
+        return "fail", why % (gpu["reset_required"], gpu["drain_and_reset"])
+    if gpu["reset_required"] is None:
+        return "unknown", "reset status not reported"
+    return "pass", "no reset required"
+
+
+def _fabric(gpu: Dict[str, Any]) -> Tuple[str, str]:
+    state, status = gpu["fabric_state"], gpu["fabric_status"]
+    if state is None:  # N/A: the driver has no NVSwitch fabric to register with on this GPU
+        return "pass", "no NVLink fabric on this GPU (fabric state N/A)"
+    if state == "Completed" and status == "Success":
+        return "pass", "fabric registration completed (fabric manager up)"
+    if state in ("In Progress", "Not Started"):
+        return (
+            "fail",
+            "fabric registration %s: fabric manager not up yet (NCCL over NVLink fails)" % state.lower(),
+        )
+    return "fail", "fabric state %s, status %s: check nvidia-fabricmanager" % (state, status)
+
+
+SMI_CHECKS = (
+    ("gpu-ecc", _ecc),
+    ("gpu-row-remap", _remap),
+    ("gpu-pcie-link", _pcie),
+    ("gpu-clocks", _clocks),
+    ("gpu-persistence", _persistence),
+    ("gpu-reset", _reset),
+    ("gpu-fabric", _fabric),
+)
+
+
+def smi_checks(rc: Optional[int], out: str) -> List[Check]:
+    """The checks read from `nvidia-smi -q -x` (rc None: the tool did not run; every check unknown)."""
+    if rc is None or rc != 0:
+        why = out if rc is None else "nvidia-smi -q -x exited %d" % rc
+        return [check(name, "unknown", why, [ev(SMI_XML, out[:200])]) for name, _ in SMI_CHECKS]
+    try:
+        gpus = parse_smi_xml(out)
+    except ValueError as err:
+        return [check(name, "unknown", str(err)) for name, _ in SMI_CHECKS]
+    return [_judge(name, gpus, judge) for name, judge in SMI_CHECKS]
+
+
+_GPU_HEAD = re.compile(r"^GPU (\d+): ")
+_LINK = re.compile(r"^\s*Link (\d+): (.*)$")
+
+
+def parse_nvlink(status: str, errors: str) -> Dict[int, Dict[int, Dict[str, Any]]]:
+    """{gpu: {link: {"state": "26.562 GB/s" | "<inactive>", "Replay Errors": 0, ...}}}, from `nvidia-smi
+    nvlink -s` and `-e`."""
+    links: Dict[int, Dict[int, Dict[str, Any]]] = {}
+    for text, is_errors in ((status, False), (errors, True)):
+        gpu = None
+        for line in text.splitlines():
+            head = _GPU_HEAD.match(line)
+            if head:
+                gpu = int(head.group(1))
+                continue
+            link = _LINK.match(line)
+            if link is None or gpu is None:
+                continue
+            entry = links.setdefault(gpu, {}).setdefault(int(link.group(1)), {})
+            if is_errors:
+                name, _, count = link.group(2).rpartition(":")
+                if count.strip().isdigit():
+                    entry[name.strip()] = int(count)
+            else:
+                entry["state"] = link.group(2).strip()
+    return links
+
+
+def nvlink_check(status_rc: Optional[int], status: str, errors_rc: Optional[int], errors: str) -> Check:
+    """Down links and link recoveries fail; replay and CRC counts are shown (links retry those by design)."""
+    source = "nvidia-smi nvlink -s/-e"
+    if status_rc is None or status_rc != 0:
+        return check("gpu-nvlink", "unknown", status if status_rc is None else "nvidia-smi nvlink -s failed",
+                     [ev(source, status[:200])])  # fmt: skip
+    links = parse_nvlink(status, errors if errors_rc == 0 else "")
+    if not links:
+        if status.strip():
+            return check(
+                "gpu-nvlink", "unknown", "no link lines in nvidia-smi nvlink -s", [ev(source, status[:200])]
+            )
+        return check("gpu-nvlink", "pass", "no NVLink on this node (nvidia-smi nvlink -s prints nothing)")
+    down, recovered, counted = [], [], {}
+    for gpu, per in sorted(links.items()):
+        for link, entry in sorted(per.items()):
+            if "inactive" in entry.get("state", "").lower():
+                down.append("GPU %d link %d" % (gpu, link))
+            if entry.get("Recovery Errors"):
+                recovered.append("GPU %d link %d: %d recoveries" % (gpu, link, entry["Recovery Errors"]))
+            for name in ("Replay Errors", "CRC Errors"):
+                counted[name] = counted.get(name, 0) + entry.get(name, 0)
+    total = sum(len(per) for per in links.values())
+    evidence = [ev(source, text) for text in (down + recovered)[:16]]
+    if down:
+        shown = "%d of %d links down: %s" % (len(down), total, ", ".join(down[:4]))
+        return check("gpu-nvlink", "fail", shown, evidence)
+    if recovered:
+        return check("gpu-nvlink", "fail", "links retrained: %s" % ", ".join(recovered[:4]), evidence)
+    if errors_rc != 0:
+        return check("gpu-nvlink", "unknown", "%d links up; error counters unreadable" % total)
+    return check("gpu-nvlink", "pass", "%d links up, no recovery (%s)" % (total, _counts(counted)))
+
+
+def parse_xids(text: str) -> List[Tuple[int, str, str]]:
+    """(code, PCI address, line) of every Xid line of a kernel log."""
+    return [
+        (int(m.group(2)), m.group(1), line.strip())
+        for line in text.splitlines()
+        for m in [_XID.search(line)]
+        if m
+    ]
+
+
+def xid_check(rc: Optional[int], log: str, source: str) -> Check:
+    if rc is None or rc != 0:
+        return check("gpu-xid", "unknown", "kernel log not readable (%s)" % (log.strip()[:120] or source),
+                     [ev(source, log[:200])])  # fmt: skip
+    xids = parse_xids(log)
+    needs = [(c, bus, line) for c, bus, line in xids if XID_CATALOG.get(c, ("", ""))[1] in ("reset", "drain")]
+    unknown = [(c, bus, line) for c, bus, line in xids if c not in XID_CATALOG]
+    evidence = [ev(source, line) for _c, _b, line in (needs + unknown)[:16]]
+    if needs:
+        shown = sorted(
+            {"Xid %d (%s, %s) on %s" % (c, XID_CATALOG[c][0], XID_CATALOG[c][1], bus) for c, bus, _ in needs}
+        )
+        return check("gpu-xid", "fail", "; ".join(shown[:4]), evidence)
+    if unknown:
+        return check("gpu-xid", "unknown", "Xid %s: not in the catalog this tool reads"
+                     % ", ".join(sorted({str(c) for c, _b, _l in unknown})), evidence)  # fmt: skip
+    if xids:
+        apps = sorted({"Xid %d (%s)" % (c, XID_CATALOG[c][0]) for c, _b, _l in xids})
+        return check("gpu-xid", "pass", "application faults only, the node is fine: %s" % ", ".join(apps[:4]),
+                     [ev(source, line) for _c, _b, line in xids[:8]])  # fmt: skip
+    return check(
+        "gpu-xid", "pass", "no Xid in the kernel log", [ev(source, "%d lines read" % len(log.splitlines()))]
+    )
+
+
+def parse_dcgm_diag(text: str) -> List[Tuple[str, str, str]]:
+    """(category, test, status) of every result of `dcgmi diag -j`. Raises ValueError when it is not that."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise ValueError("dcgmi diag output is not JSON") from None
+    body = doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic") if isinstance(doc, dict) else None
+    categories = body.get("test_categories") if isinstance(body, dict) else None
+    if not isinstance(categories, list):
+        raise ValueError("dcgmi diag JSON without test_categories")
+    out = []
+    for category in categories:
+        for test in (category or {}).get("tests") or []:
+            for result in (test or {}).get("results") or []:
+                out.append(
+                    (str(category.get("category")), str(test.get("name")), str((result or {}).get("status")))
+                )
+    return out
+
+
+def dcgm_check(rc: Optional[int], out: str, level: int) -> Check:
+    """A failed test fails; a run where nothing passed, or a test that was skipped, is unknown (DCGM skips
+    what it cannot test on a SKU: a skipped memory test proves nothing about the memory)."""
+    source = "dcgmi diag -r %d -j" % level
+    if rc is None:
+        return check("gpu-dcgm-diag", "unknown", out, [ev(source, out[:200])])
+    try:
+        results = parse_dcgm_diag(out)
+    except ValueError as err:
+        return check("gpu-dcgm-diag", "unknown", "%s (exit %d)" % (err, rc), [ev(source, out[:200])])
+    evidence = [ev(source, "%s/%s: %s" % r) for r in results if r[2] != "Pass"][:16]
+    failed = ["%s/%s" % (c, t) for c, t, s in results if s == "Fail"]
+    if failed:
+        return check(
+            "gpu-dcgm-diag", "fail", "level %d failed: %s" % (level, ", ".join(failed[:6])), evidence
+        )
+    skipped = ["%s/%s" % (c, t) for c, t, s in results if s not in ("Pass", "Warn")]
+    if skipped or not results:
+        shown = ", ".join(skipped[:6]) or "no results"
+        return check("gpu-dcgm-diag", "unknown", "level %d did not run: %s" % (level, shown), evidence)
+    return check("gpu-dcgm-diag", "pass", "level %d: %d results pass" % (level, len(results)), evidence)
+
+
+def gpu_health_checks(run: Tool, dcgm_level: Optional[int] = None) -> List[Check]:
+    """Every GPU health check on this node; `run` is nodecheck.run_tool (a missing tool: (None, why)).
+    DCGM's level 2 runs for minutes: `run` gets the argv only, so the caller gives dcgmi its time limit."""
+    smi_rc, smi_out = run(["nvidia-smi", "-q", "-x"])
+    checks = smi_checks(smi_rc, smi_out)
+    checks.append(nvlink_check(*run(["nvidia-smi", "nvlink", "-s"]), *run(["nvidia-smi", "nvlink", "-e"])))
+    if smi_rc != 0:  # no driver answered: a kernel log without Xid lines says nothing about a GPU
+        checks.append(check("gpu-xid", "unknown", "no NVIDIA driver answered (nvidia-smi): Xid not judged"))
+    else:
+        rc, log = run(["dmesg"])
+        source = "dmesg"
+        if rc != 0:  # dmesg needs CAP_SYSLOG where kernel.dmesg_restrict=1; the journal may be readable
+            rc, log = run(["journalctl", "-k", "-b", "--no-pager", "-q"])
+            source = "journalctl -k"
+        checks.append(xid_check(rc, log, source))
+    if dcgm_level:
+        checks.append(dcgm_check(*run(["dcgmi", "diag", "-r", str(dcgm_level), "-j"]), dcgm_level))
+    return checks
+
+
+def dcgm_level_for(asked: Optional[int], dcgmi_installed: bool) -> Optional[int]:
+    """DCGM is optional: run level 1 where dcgmi is installed; asked for (1, 2), a missing dcgmi is unknown;
+    0 skips it."""
+    if asked is None:
+        return 1 if dcgmi_installed else None
+    return asked or None
