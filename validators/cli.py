@@ -13,7 +13,7 @@ from efa_validators.report.contract import EXIT_USAGE
 
 VERB_MODULES = {
     "efa_validators.cmd_parse": ("parse", "explain"),
-    "efa_validators.cmd_preflight": ("node-check", "run"),
+    "efa_validators.cmd_preflight": ("node-check", "run", "drain"),
 }
 
 

@@ -9,6 +9,7 @@ import argparse
 import datetime
 import functools
 import os
+import re
 import sys
 import tempfile
 import time
@@ -17,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from efa_validators.judge.shortlist import few
 from efa_validators.report import jsonout, outfile
 from efa_validators.report.contract import REPLAY_NOTE
-from efa_validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
+from efa_validators.run import drain, forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
 from efa_validators.run import report as runreport
 from efa_validators.run.runner import (
     MAX_LINE,
@@ -92,6 +93,32 @@ def register(sub: Any) -> None:
         help="dcgmi diag run level (default: 1 where dcgmi is installed; 0: none; 2 runs for minutes)",
     )
     nc.set_defaults(func=_node_check)
+
+    dr = sub.add_parser(
+        "drain",
+        help="the scheduler's drain for the nodes node-check or a sweep named: printed, or run with --apply",
+        description="Reads node-check reports (verdict fail) and sweep reports (run --pairwise/--bisect: the "
+        "implicated hosts) and prints the commands that take those nodes out of service; --apply runs them. "
+        "Exit 0: nothing to drain; 1: nodes to drain (printed or drained); 2: bad input.",
+    )
+    dr.add_argument("reports", nargs="+", metavar="REPORT", help="node-check or run --json reports")
+    dr.add_argument("--for", dest="scheduler", required=True, choices=drain.SCHEDULERS)
+    dr.add_argument("--apply", action="store_true", help="run the commands (default: print them)")
+    dr.add_argument("--cluster", metavar="NAME", help="the HyperPod cluster's name or ARN (--for hyperpod)")
+    dr.add_argument(
+        "--instance-id",
+        action="append",
+        default=[],
+        metavar="HOST=ID",
+        help="a host's EC2 instance id (hyperpod)",
+    )
+    dr.add_argument(
+        "--replay-ok",
+        action="store_true",
+        help="act on a REPLAY report (a replayed log proves nothing about a cluster: for tests only)",
+    )
+    dr.add_argument("--json", metavar="FILE|-", help="write the node list (drain/v1) here")
+    dr.set_defaults(func=_drain)
 
     run = sub.add_parser(
         "run",
@@ -213,6 +240,74 @@ def _node_check(args: argparse.Namespace) -> int:
     if args.json != "-":
         sys.stdout.write(nodecheck.format_text(report))
     return runreport.EXIT_BY_VERDICT.get(report["verdict"], 3)
+
+
+REPORT_MAX_BYTES = 64 << 20
+
+
+def _read_report(path: str) -> Dict[str, Any]:
+    """A report file: a regular file, bounded, JSON (a FIFO or a device would hang or never end)."""
+    import json
+    import stat
+
+    try:  # O_NONBLOCK: opening a FIFO for reading would wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise drain.DrainError("%s: not a regular file" % path)
+            data = fh.read(REPORT_MAX_BYTES + 1)
+    except OSError as err:
+        raise drain.DrainError("%s: %s" % (path, err.strerror or err)) from None
+    if len(data) > REPORT_MAX_BYTES:
+        raise drain.DrainError("%s: larger than %d MiB: not a report" % (path, REPORT_MAX_BYTES >> 20))
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError as err:
+        raise drain.DrainError("%s: not JSON (%s)" % (path, err)) from None
+
+
+_CLUSTER = re.compile(
+    r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:\d{12}:cluster/[a-z0-9]{12}|[a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62}"
+)
+
+
+def _drain(args: argparse.Namespace) -> int:
+    try:
+        if args.cluster is not None and not _CLUSTER.fullmatch(args.cluster):
+            raise drain.DrainError("--cluster %r is not a HyperPod cluster name or ARN" % args.cluster)
+        found = drain.bad_nodes([(path, _read_report(path)) for path in args.reports])
+        argvs = drain.commands(
+            found, args.scheduler, args.cluster, drain.parse_instance_ids(args.instance_id)
+        )
+        if args.apply and found["replay"] and not args.replay_ok and found["nodes"]:
+            raise drain.DrainError(
+                "REPLAY: a report made from a replayed log drains nothing (--replay-ok in tests)"
+            )
+    except drain.DrainError as err:
+        print("error: %s" % err, file=sys.stderr)
+        return EXIT_USAGE
+    bad = 1 if found["nodes"] else 0
+    if args.scheduler == "json" or args.json == "-":
+        _write_json(drain.as_json(found), args.json or "-")
+        return bad
+    _write_json(drain.as_json(found), args.json)
+    for suspect in found["suspects"]:
+        print("# %s: %s (%s)" % (suspect["host"], suspect["why"], suspect["source"]))
+    if not found["nodes"]:
+        print("# no node to drain")
+        return 0
+    if found["replay"]:
+        print("# REPLAY: these nodes were named from a replayed log, not from a cluster")
+    if not args.apply:
+        sys.stdout.write(drain.shell_lines(argvs))
+        return bad
+    for argv, rc, out in drain.apply(argvs):
+        done = "exit %s" % rc if rc is not None else "not run"
+        said = (": " + out.strip()[:300]) if out.strip() else ""
+        print("%s -> %s%s" % (drain.shell_lines([argv]).strip(), done, said))
+        if rc != 0:
+            print("error: %s did not take: the node is still in service" % argv[0], file=sys.stderr)
+    return bad
 
 
 def _default_log() -> str:

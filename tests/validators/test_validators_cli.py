@@ -218,7 +218,12 @@ def test_each_verb_is_registered_by_the_module_cli_names_for_it():
 
 def _minimal_args(verb: str) -> list:
     """Arguments that make `verb` parse (the positional ones it needs)."""
-    return {"parse": ["x.log"], "explain": ["x.log"], "run": ["--", "true"]}.get(verb, [])
+    return {
+        "parse": ["x.log"],
+        "explain": ["x.log"],
+        "run": ["--", "true"],
+        "drain": ["r.json", "--for", "slurm"],
+    }.get(verb, [])
 
 
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "socket"])

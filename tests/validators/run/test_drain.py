@@ -1,0 +1,162 @@
+"""`python -m efa_validators drain` (issue 33, item 2): the scheduler's commands for the nodes a node-check or
+a sweep named, printed, and run with --apply (here through a recorded kubectl; the real Slurm is in
+test_drain_docker.py)."""
+
+import json
+import os
+import shlex
+import stat
+
+from cli import validators_process
+from paths import ROOT
+
+from efa_validators.run import drain
+
+TRANSCRIPT = ROOT / "tests" / "fixtures" / "drain" / "kubectl-transcript.txt"
+HOST = "ip-10-1-77-12.ec2.internal"
+
+
+def _node_check(host=HOST, verdict="fail"):
+    return {
+        "schema": "efa-image-build/node-check/v1",
+        "host": host,
+        "verdict": verdict,
+        "checks": [
+            {"name": "gpu-row-remap", "status": "fail", "detail": "GPU 1 (00000000:64:00.0): a row remap is "
+             "pending: drain, then reset the GPU to apply it", "evidence": []},
+            {"name": "gpu-xid", "status": "fail", "detail": "Xid 63 on 0000:64:00\n\x1b[31mnext line",
+             "evidence": []},
+            {"name": "memlock", "status": "pass", "detail": "unlimited", "evidence": []},
+        ],
+    }  # fmt: skip
+
+
+def _sweep(implicated, suspects=(), replay=True):
+    return {
+        "schema": "efa-image-build/report/v1",
+        "replay": replay,
+        "verdict": "fail",
+        "findings": [{"id": "bad-node", "severity": "error", "message": "implicated by elimination: %s"
+                      % ",".join(implicated), "hosts": list(implicated)}],
+        "pairwise": {"implicated": list(implicated), "suspects": list(suspects), "cleared": []},
+    }  # fmt: skip
+
+
+def _write(tmp_path, name, report):
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    return str(path)
+
+
+def test_slurm_drain_names_the_failed_check_on_one_line():
+    found = drain.bad_nodes([("n.json", _node_check()), ("ok.json", _node_check("ip-10-1-2-3", "pass"))])
+    [argv] = drain.commands(found, "slurm")
+    assert argv[:4] == ["scontrol", "update", "nodename=" + HOST, "state=drain"]
+    reason = argv[4]
+    assert reason.startswith("reason=efa-image-build: gpu-row-remap: GPU 1") and reason.endswith("(+1 more)")
+    assert "\n" not in reason and "\x1b" not in reason and len(reason) <= len("reason=") + drain.REASON_MAX
+    assert [n["host"] for n in found["nodes"]] == [HOST]  # a passing node is left alone
+
+
+def test_the_printed_kubernetes_commands_are_the_recorded_transcripts():
+    found = drain.bad_nodes([("n.json", _node_check())])
+    printed = drain.shell_lines(drain.commands(found, "kubernetes")).splitlines()
+    recorded = [line[2:] for line in TRANSCRIPT.read_text().splitlines() if line.startswith("$ ")]
+    assert printed == recorded
+
+
+def test_apply_runs_exactly_the_printed_commands_through_kubectl(tmp_path):
+    """--apply runs each printed command, in order, no shell: a recorded kubectl on PATH answers from the
+    transcript and logs the argv it was given."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    kubectl = bindir / "kubectl"
+    kubectl.write_text(
+        "#!/usr/bin/env python3\n"
+        "# recorded kubectl: answers each command with the transcript's reply, logs the argv it got\n"
+        "import json, shlex, sys\n"
+        "argv = ['kubectl'] + sys.argv[1:]\n"
+        "open(%r, 'a').write(json.dumps(argv) + '\\n')\n"
+        "lines = open(%r).read().splitlines()\n"
+        "for i, line in enumerate(lines):\n"
+        "    if line.startswith('$ ') and shlex.split(line[2:]) == argv:\n"
+        "        print(lines[i + 1]); sys.exit(0)\n"
+        "print('error: not in the transcript', file=sys.stderr); sys.exit(1)\n"
+        % (str(calls), str(TRANSCRIPT))
+    )
+    kubectl.chmod(kubectl.stat().st_mode | stat.S_IEXEC)
+    report = _write(tmp_path, "n.json", _node_check())
+    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"]))
+    proc = validators_process("drain", report, "--for", "kubernetes", "--apply", env=env)
+    assert proc.returncode == 1, proc.stderr  # nodes were named (and drained)
+    ran = [json.loads(line) for line in calls.read_text().splitlines()]
+    recorded = [
+        shlex.split(line[2:]) for line in TRANSCRIPT.read_text().splitlines() if line.startswith("$ ")
+    ]
+    assert ran == recorded
+    assert "cordoned" in proc.stdout and "annotated" in proc.stdout and "error" not in proc.stderr
+
+
+def test_hyperpod_replaces_hardware_faults_by_instance_id_in_batches_of_25():
+    hosts = ["node%d" % i for i in range(30)]
+    found = drain.bad_nodes([("s.json", _sweep(hosts, replay=False))])
+    ids = {h: "i-%017x" % (0xABC0 + i) for i, h in enumerate(hosts)}
+    argvs = drain.commands(found, "hyperpod", "my-cluster", ids)
+    assert [a[2] for a in argvs] == ["batch-replace-cluster-nodes"] * 2  # bad-node: EFA or GPU hardware
+    assert [len(a) - 6 for a in argvs] == [25, 5] and argvs[0][3:6] == [
+        "--cluster-name",
+        "my-cluster",
+        "--node-ids",
+    ]
+    assert sorted(w for a in argvs for w in a[6:]) == sorted(ids.values())
+
+
+def test_suspects_are_listed_never_drained_and_json_lists_the_nodes(tmp_path):
+    report = _write(tmp_path, "s.json", _sweep(["h3"], suspects=["h5", "h3"], replay=False))
+    proc = validators_process("drain", report, "--for", "json")
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1 and [n["host"] for n in out["nodes"]] == ["h3"]
+    assert [s["host"] for s in out["suspects"]] == ["h5"] and out["nodes"][0]["action"] == "replace"
+    empty = _write(tmp_path, "ok.json", _node_check(verdict="pass"))
+    proc = validators_process("drain", empty, "--for", "slurm")
+    assert proc.returncode == 0 and "no node to drain" in proc.stdout
+
+
+def test_replay_reports_are_printed_as_replay_and_never_applied_without_replay_ok(tmp_path):
+    report = _write(tmp_path, "s.json", _sweep(["h3"], replay=True))
+    printed = validators_process("drain", report, "--for", "slurm")
+    assert (
+        printed.returncode == 1
+        and "REPLAY" in printed.stdout
+        and "'reason=efa-image-build: REPLAY bad-node" in printed.stdout
+    )
+    applied = validators_process("drain", report, "--for", "slurm", "--apply")
+    assert applied.returncode == 2 and "REPLAY" in applied.stderr and "scontrol" not in applied.stdout
+
+
+def test_bad_input_is_exit_2_naming_it_never_a_traceback_or_a_hang(tmp_path):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    hostile = _write(tmp_path, "h.json", _node_check(host="a;touch /tmp/x"))
+    comma = _write(tmp_path, "c.json", _sweep(["a,evil"], replay=False))
+    sweep = _write(tmp_path, "s.json", _sweep(["h3"], replay=False))
+    cases = [
+        ([str(fifo), "--for", "slurm"], "not a regular file"),
+        (["/dev/zero", "--for", "slurm"], "not a regular file"),
+        ([str(tmp_path), "--for", "slurm"], str(tmp_path)),
+        ([_write(tmp_path, "l.json", [1, 2]), "--for", "slurm"], "not a report"),
+        ([_write(tmp_path, "o.json", {"verdict": "fail"}), "--for", "slurm"], "neither a node-check"),
+        ([hostile, "--for", "slurm"], "not a host name"),
+        ([comma, "--for", "slurm"], "not a host name"),
+        ([sweep, "--for", "hyperpod", "--cluster", "c"], "--instance-id"),
+        ([sweep, "--for", "hyperpod", "--cluster", "c;x"], "--cluster"),
+        ([sweep, "--for", "hyperpod", "--cluster", "c",
+          "--instance-id", "h3=i-zz"], "--instance-id"),
+    ]  # fmt: skip
+    for args, word in cases:
+        proc = validators_process("drain", *args, timeout=20)
+        assert proc.returncode == 2 and word in proc.stderr and "Traceback" not in proc.stderr, (
+            args,
+            proc.stderr,
+        )

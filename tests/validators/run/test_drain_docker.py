@@ -1,0 +1,67 @@
+"""The drain on a real Slurm (issue 33, item 2): a sweep through srun over three slurmd nodes (one container,
+tests/fixtures/launchers/slurm-start.sh) names the bad one, `drain --apply` runs the printed scontrol line,
+and sinfo shows that node drained with the finding as its reason. REPLAY: the GPU binary is the replay
+stand-in, node3's pairs replay a socket-fallback log; the drain is told the replay is meant (--replay-ok)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import uuid
+
+import pytest
+from test_launchers_docker import _exec, _start, launcher_image  # noqa: F401
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPLAY = "/src/tests/fixtures/replay"
+
+
+@pytest.fixture(scope="module")
+def slurm_three_nodes(docker_client, launcher_image):  # noqa: F811 - the fixture imported above
+    c = _start(docker_client, launcher_image, "h5-drain-%s" % uuid.uuid4().hex[:8])
+    try:
+        proc = _exec(c, ["slurm-start.sh", "3"], timeout=90)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        yield c
+    finally:
+        c.remove(force=True)
+
+
+def test_a_sweep_over_slurm_names_the_bad_node_and_apply_drains_it(slurm_three_nodes):
+    c = slurm_three_nodes
+    # rank 0 of each two-node srun step replays the pair's log: node3's pairs fall back to sockets
+    task = (
+        'case ",$PAIR," in *,node3,*) log=%s/socket-fallback-p5-2node.log;; '
+        "*) log=%s/good-efa-p5-2node.log;; esac; "
+        '[ "$SLURM_PROCID" = 0 ] && exec python3 -m efa_validators.replay "$log"; true' % (REPLAY, REPLAY)
+    )
+    step = "PAIR={hosts} srun -N 2 -n 2 -w {hosts} --export=ALL sh -c %s" % shlex.quote(task)
+    sweep = ["python3", "-m", "efa_validators", "run", "--quiet", "--instance-type", "p5.48xlarge",
+             "--timeout", "60", "--json", "/tmp/sweep.json", "--pairwise", "node1", "node2", "node3",
+             "--", "sh", "-c", step]  # fmt: skip
+    proc = _exec(c, sweep, timeout=240)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(_exec(c, ["cat", "/tmp/sweep.json"]).stdout)
+    assert report["pairwise"]["implicated"] == ["node3"] and report["replay"] is True
+
+    printed = _exec(c, ["python3", "-m", "efa_validators", "drain", "/tmp/sweep.json", "--for", "slurm"])
+    [line] = [x for x in printed.stdout.splitlines() if x.startswith("scontrol")]
+    assert printed.returncode == 1 and shlex.split(line)[:4] == [
+        "scontrol",
+        "update",
+        "nodename=node3",
+        "state=drain",
+    ]
+
+    drain = ["python3", "-m", "efa_validators", "drain", "/tmp/sweep.json", "--for", "slurm"]
+    applied = _exec(c, drain + ["--apply", "--replay-ok"])
+    assert applied.returncode == 1 and line + " -> exit 0" in applied.stdout, applied.stdout + applied.stderr
+    states = {}
+    for row in _exec(c, ["sinfo", "-h", "-N", "-o", "%N|%T|%E"]).stdout.splitlines():
+        node, state, reason = row.split("|", 2)
+        states[node] = (state, reason)
+    assert states["node3"][0] in ("drained", "draining") and states["node3"][1].startswith(
+        "efa-image-build: REPLAY bad-node: implicated by elimination: node3"
+    ), states
+    assert states["node1"][0] == "idle" and states["node2"][0] == "idle"

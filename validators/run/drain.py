@@ -1,0 +1,204 @@
+"""What to do with the nodes a pre-flight names: the scheduler's own drain, printed, or run when asked.
+
+Why: a sweep that names a bad host among 256 is only half the job; the team then types the drain by hand,
+late at night, into a scheduler that accepts anything. Here the reports decide which nodes, and each
+scheduler gets the command its documentation gives:
+- Slurm: `scontrol update nodename=N state=drain reason=...` (scontrol(1), "State=DRAIN" with "Reason=").
+- Kubernetes: `kubectl cordon N` and `kubectl taint nodes N efa-image-build/preflight=<check>:NoSchedule`
+  (kubectl reference; a taint value is a label value: 63 characters of [A-Za-z0-9._-]), the full reason
+  in an annotation.
+- SageMaker HyperPod: `aws sagemaker batch-replace-cluster-nodes` / `batch-reboot-cluster-nodes
+  --cluster-name C --node-ids i-...` (API BatchReplaceClusterNodes / BatchRebootClusterNodes: EC2
+  instance ids, at most 25 a request): replace for hardware (GPU, EFA), reboot for the rest.
+- anything else: a JSON list of {host, reasons, action} to feed the scheduler's own health hook.
+
+Which nodes: a node-check report whose verdict is fail (its host), and the hosts a sweep (`run --pairwise`,
+`--bisect`) implicated by elimination. Suspects (not proven) are listed, never drained. A REPLAY report
+drains nothing for real unless the caller says the replay is meant (tests do): it proves nothing about a
+cluster. Pure but `apply`.
+"""
+
+import re
+import shlex
+import subprocess
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+SCHEDULERS = ("slurm", "kubernetes", "hyperpod", "json")
+PREFIX = "efa-image-build"
+TAINT_KEY = "efa-image-build/preflight"
+REASON_MAX = 200  # a Slurm reason is shown by sinfo -R: keep it one readable line
+HYPERPOD_BATCH = 25  # BatchReplaceClusterNodes / BatchRebootClusterNodes: up to 25 nodes a request
+# host names as schedulers take them (RFC 1123 labels, dotted); anything else is refused, never quoted in
+_HOST = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+_INSTANCE_ID = re.compile(r"i-[a-f0-9]{8}(?:[a-f0-9]{9})?")  # the API's NodeId pattern
+_HARDWARE = (
+    "gpu",
+    "efa-devices",
+    "dev-infiniband",
+    "gdr-capability",
+    "nvidia-kernel-driver",
+    "bad-node",
+    "slow-node",
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+class DrainError(ValueError):
+    """A report or an option this module cannot act on: the CLI prints it and exits 2."""
+
+
+def _clean(text: str, limit: int = REASON_MAX) -> str:
+    """One line of plain text: control bytes (newlines, ESC) become spaces, then cut."""
+    flat = _CONTROL.sub(" ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def bad_nodes(reports: Sequence[Tuple[str, Dict[str, Any]]]) -> Dict[str, Any]:
+    """{"nodes": [{host, reasons: [{check, detail, source}], hardware}], "suspects": [...], "replay": bool}
+    from (file name, report) pairs. Raises DrainError on a report of no known kind or a bad host name."""
+    nodes: Dict[str, Dict[str, Any]] = {}
+    suspects: List[Dict[str, Any]] = []
+    replay = False
+
+    def add(host: Any, check: str, detail: str, source: str) -> None:
+        if not isinstance(host, str) or not _HOST.fullmatch(host):
+            raise DrainError("%s: host %r is not a host name a scheduler takes" % (source, host))
+        entry = nodes.setdefault(host, {"host": host, "reasons": [], "hardware": False})
+        entry["reasons"].append({"check": check, "detail": _clean(detail), "source": source})
+        entry["hardware"] = entry["hardware"] or check.startswith(_HARDWARE)
+
+    for source, report in reports:
+        if not isinstance(report, dict):
+            raise DrainError("%s: not a report (a JSON object)" % source)
+        replay = replay or bool(report.get("replay") or (report.get("run") or {}).get("replay"))
+        if str(report.get("schema", "")).startswith(PREFIX + "/node-check/"):
+            if report.get("verdict") == "fail":
+                for c in report.get("checks") or []:
+                    if isinstance(c, dict) and c.get("status") == "fail":
+                        add(report.get("host"), str(c.get("name")), str(c.get("detail", "")), source)
+            continue
+        sweeps = [(k, report[k]) for k in ("pairwise", "bisect") if isinstance(report.get(k), dict)]
+        if not sweeps:
+            raise DrainError(
+                "%s: neither a node-check report nor a sweep report (run --pairwise/--bisect)" % source
+            )
+        findings = {f.get("id"): f for f in report.get("findings") or [] if isinstance(f, dict)}
+        for kind, section in sweeps:
+            finding = findings.get("bad-node" if kind == "pairwise" else "slow-node") or {}
+            for host in section.get("implicated") or []:
+                add(host, "bad-node" if kind == "pairwise" else "slow-node",
+                    str(finding.get("message") or "implicated by the %s sweep" % kind), source)  # fmt: skip
+            for host in section.get("suspects") or []:
+                if host not in (section.get("implicated") or []):
+                    suspects.append(
+                        {"host": host, "source": source, "why": "suspect, not proven: not drained"}
+                    )
+    return {"nodes": [nodes[h] for h in sorted(nodes)], "suspects": suspects, "replay": replay}
+
+
+def reason_of(node: Dict[str, Any], replay: bool) -> str:
+    first = node["reasons"][0]
+    more = " (+%d more)" % (len(node["reasons"]) - 1) if len(node["reasons"]) > 1 else ""
+    return _clean(
+        "%s: %s%s: %s%s" % (PREFIX, "REPLAY " if replay else "", first["check"], first["detail"], more)
+    )
+
+
+def _taint_value(check: str) -> str:
+    value = re.sub(r"[^A-Za-z0-9._-]", "-", check)[:63].strip("-._")
+    return value or "failed"
+
+
+def commands(
+    found: Dict[str, Any],
+    scheduler: str,
+    cluster: Optional[str] = None,
+    instance_ids: Optional[Dict[str, str]] = None,
+) -> List[List[str]]:
+    """The argv of every command that acts on `found` for `scheduler` (json: none). Pure."""
+    if scheduler not in SCHEDULERS:
+        raise DrainError("--for must be one of %s" % ", ".join(SCHEDULERS))
+    out: List[List[str]] = []
+    replay = found["replay"]
+    if scheduler == "slurm":
+        for node in found["nodes"]:
+            out.append(["scontrol", "update", "nodename=" + node["host"], "state=drain",
+                        "reason=" + reason_of(node, replay)])  # fmt: skip
+    elif scheduler == "kubernetes":
+        for node in found["nodes"]:
+            host, check = node["host"], node["reasons"][0]["check"]
+            out.append(["kubectl", "cordon", host])
+            out.append(["kubectl", "taint", "nodes", host, "--overwrite",
+                        "%s=%s:NoSchedule" % (TAINT_KEY, _taint_value(check))])  # fmt: skip
+            out.append(["kubectl", "annotate", "node", host, "--overwrite",
+                        "%s-reason=%s" % (TAINT_KEY, reason_of(node, replay))])  # fmt: skip
+    elif scheduler == "hyperpod":
+        if not cluster:
+            raise DrainError("--for hyperpod needs --cluster NAME (the HyperPod cluster's name or ARN)")
+        ids = instance_ids or {}
+        missing = [
+            n["host"]
+            for n in found["nodes"]
+            if n["host"] not in ids and not _INSTANCE_ID.fullmatch(n["host"])
+        ]
+        if missing:
+            raise DrainError("--for hyperpod acts on EC2 instance ids: give --instance-id HOST=i-... for %s"
+                             % ", ".join(missing))  # fmt: skip
+        for verb, hardware in (("batch-replace-cluster-nodes", True), ("batch-reboot-cluster-nodes", False)):
+            chosen = [ids.get(n["host"], n["host"]) for n in found["nodes"] if n["hardware"] == hardware]
+            for i in range(0, len(chosen), HYPERPOD_BATCH):
+                out.append(["aws", "sagemaker", verb, "--cluster-name", cluster, "--node-ids",
+                            *chosen[i : i + HYPERPOD_BATCH]])  # fmt: skip
+    return out
+
+
+def parse_instance_ids(pairs: Sequence[str]) -> Dict[str, str]:
+    ids = {}
+    for pair in pairs:
+        host, sep, node_id = pair.partition("=")
+        if not sep or not _HOST.fullmatch(host) or not _INSTANCE_ID.fullmatch(node_id):
+            raise DrainError("--instance-id %r: want HOST=i-<8 or 17 hex digits>" % pair)
+        ids[host] = node_id
+    return ids
+
+
+def as_json(found: Dict[str, Any]) -> Dict[str, Any]:
+    """The list any other scheduler's health hook can read."""
+    return {
+        "schema": PREFIX + "/drain/v1",
+        "replay": found["replay"],
+        "nodes": [
+            {
+                "host": n["host"],
+                "action": "replace" if n["hardware"] else "reboot",
+                "reason": reason_of(n, found["replay"]),
+                "reasons": n["reasons"],
+            }
+            for n in found["nodes"]
+        ],  # fmt: skip
+        "suspects": found["suspects"],
+    }
+
+
+def shell_lines(argvs: List[List[str]]) -> str:
+    return "".join(" ".join(shlex.quote(word) for word in argv) + "\n" for argv in argvs)
+
+
+def apply(argvs: List[List[str]], timeout: float = 60.0) -> List[Tuple[List[str], Optional[int], str]]:
+    """Run each command (no shell), in order, each bounded in time: (argv, exit code or None, output)."""
+    done = []
+    for argv in argvs:
+        try:
+            proc = subprocess.run(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+            )
+            done.append((argv, proc.returncode, proc.stdout.decode("utf-8", "replace")))
+        except (OSError, subprocess.TimeoutExpired) as err:
+            done.append((argv, None, str(err)))
+    return done
