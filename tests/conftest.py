@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from paths import ROOT
+
+# This session's mark, inherited by every process a test starts: tests that look for processes left behind
+# (preflight_util.pids_with) then ignore those of another pytest running on the same machine.
+os.environ["EFA_TEST_SESSION"] = uuid.uuid4().hex
 
 
 def _nccl_logs_dir() -> Path:

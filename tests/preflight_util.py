@@ -32,8 +32,25 @@ def unique_sleep(seconds: int = 60) -> str:
     return "%d.%06d" % (seconds, uuid.uuid4().int % 1000000)
 
 
+SESSION_VAR = "EFA_TEST_SESSION"  # set by tests/conftest.py; every process a test starts inherits it
+
+
+def _other_session(pid: str) -> bool:
+    """The process carries another test session's mark: a concurrent pytest (a second checkout on one
+    machine) started it, not this one. A process without any mark still counts as this session's."""
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as fh:
+            env = fh.read().split(b"\0")
+    except OSError:
+        return False
+    ours = ("%s=%s" % (SESSION_VAR, os.environ.get(SESSION_VAR, ""))).encode()
+    marks = [e for e in env if e.startswith(SESSION_VAR.encode() + b"=")]
+    return bool(marks) and ours not in marks
+
+
 def pids_with(word: str) -> List[int]:
-    """PIDs of live (non-zombie) processes whose command line contains `word` (not this process)."""
+    """PIDs of live (non-zombie) processes of this test session whose command line contains `word` (not
+    this process)."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
@@ -46,7 +63,7 @@ def pids_with(word: str) -> List[int]:
         except OSError:
             continue
         state = stat[stat.rfind(b")") + 2 :].split()[0]
-        if word in cmd and state != b"Z":
+        if word in cmd and state != b"Z" and not _other_session(name):
             found.append(int(name))
     return found
 

@@ -29,7 +29,7 @@ from efa_validators.parse.nccllog import (
 from efa_validators.report.assemble import build_report
 from efa_validators.scan.linescan import MAX_LINE, Region, scan
 from efa_validators.scan.parscan import default_workers, scan_prepared
-from efa_validators.scan.prefix import strip_prefix
+from efa_validators.scan.prefix import COLLECTOR_ENDS, strip_prefix
 
 match_line, holds_line_needle = signatures.match_line, signatures.holds_line_needle
 Progress = Callable[[str, int, int], None]  # (path, bytes parsed, its size): efa_validators.scan.progress
@@ -110,7 +110,7 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
     """The part of a line's work that depends on the line alone, as plain data (a worker can do it):
     (lineno, cut, flags, source, text, events as (kind, head, text, data, cut, spliced), signature ids,
     replay mark seen); None when the line yields nothing."""
-    if flags & NCCL and raw[-1:] not in _EOL:
+    if flags & NCCL and raw[-1:] not in _EOL and not raw.endswith(COLLECTOR_ENDS):
         h = _headed(raw)
         if h is not None:  # one INFO head: what _prep_general reads of it, without its search for heads
             replay = bool(flags & REPLAY) and _replay_mark() in raw
@@ -254,7 +254,7 @@ def _net_channel(raw: str) -> Optional[tuple]:
     Such a line folds as `Facts.add` would fold its one channel event (no error text, no signature,
     no second head), so a run of them folds without an Event per line (Facts.add_net_run). The lines
     _NET_MSG misses (a tail with more after it, a cut tail) are read here with the general parse."""
-    if raw[-1:] == "\r":
+    if raw[-1:] == "\r" or raw.endswith(COLLECTOR_ENDS):  # strip_prefix's work: the general reading
         return None
     m = _FAST_HEAD.match(raw)
     if m is None:

@@ -216,7 +216,9 @@ def _find_head(text: str, lo: int, hi: int):
                 parts = text[b:j].rsplit(":", 3)
                 if len(parts) >= 3 and _PID_TID.fullmatch(parts[-1]) and _PID_TID.fullmatch(parts[-2]):
                     host = parts[-3]
-                    if host:
+                    # an empty host (`:pid:tid [dev]`: host names cut before a log was shared) is a head
+                    # when nothing stands before it; the host then stays unknown ("")
+                    if host or len(parts) == 3:
                         start = j - len(parts[-1]) - len(parts[-2]) - len(host) - 2
                         return host, parts[-2], parts[-1], dev, start
     return None

@@ -27,6 +27,15 @@ _TS_SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\s")
 # epoch seconds with fraction, as some shippers write: 1718638989.123456
 _TS_EPOCH = re.compile(r"\d{10}\.\d{3,9}\s")
 
+# Ray's log de-duplication (docs.ray.io, configure-logging, "Log deduplication") prints a line once with the
+# count of its repeats after it, `... [repeated 15x across cluster]`, the first time followed by its note
+# `(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 ... for more options.)`: the collector's, not
+# the program's text
+COLLECTOR_ENDS = (" across cluster]", " for more options.)")  # str.endswith takes the tuple: one C call
+_REPEATED = re.compile(
+    r" *\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\.[^()]*\))?\Z"
+)
+
 _MAX_ROUNDS = 6
 # first characters that start no prefix and no indentation: such a text is returned as is
 # (the common case, e.g. an NCCL head `host:pid:tid`, checked before any regex)
@@ -41,6 +50,8 @@ def strip_prefix(line: str) -> Tuple[Optional[str], str]:
     a CloudWatch closing `|` are removed; the text is otherwise left as printed.
     """
     text = line.rstrip("\r\n")
+    if text.endswith(COLLECTOR_ENDS):
+        text = strip_collector_suffix(text)
     first = text[:1]
     if first in _PLAIN:
         return None, text
@@ -52,6 +63,13 @@ def strip_prefix(line: str) -> Tuple[Optional[str], str]:
                 return "mpi:" + m.group(2), rest
             return _strip_rounds(rest, "mpi:" + m.group(2), _MAX_ROUNDS - 1)
     return _strip_rounds(text, None, _MAX_ROUNDS)
+
+
+def strip_collector_suffix(text: str) -> str:
+    """`text` without a log collector's trailing de-duplication count, if it ends with one."""
+    at = text.rfind(" [repeated ")
+    m = _REPEATED.match(text, at) if at >= 0 else None
+    return text[:at].rstrip() if m else text
 
 
 def _strip_rounds(text: str, source: Optional[str], rounds: int) -> Tuple[Optional[str], str]:
