@@ -62,6 +62,12 @@ LINKS = (
         "efa-devices-missing",
         "NCCL fell back to TCP sockets because libfabric found no EFA device",
     ),
+    ("network-ib", "plugin-missing", "NCCL used its internal IB transport because it found no net plugin"),
+    (
+        "network-ib",
+        "plugin-dependency-missing",
+        "NCCL used its internal IB transport because the net plugin could not be loaded",
+    ),
     ("gdr-disabled", "provider-not-efa", "GPUDirect RDMA is off because the provider in use is not efa"),
     ("crash", "completion-error", "a rank failed after a network completion error"),
     (

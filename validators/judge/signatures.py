@@ -78,6 +78,17 @@ CATALOG = [
         "source": _NCCL_FALLBACK,
     },
     {
+        "id": "network-ib",
+        "severity": "error",
+        "title": "NCCL ran over its own InfiniBand/RoCE verbs transport, not over EFA",
+        "when": "network_ib",
+        "remedy": "On AWS, NCCL reaches EFA only through aws-ofi-nccl ('Using network Libfabric'): install "
+        "the plugin and make NCCL load it (see plugin-missing). On an InfiniBand or RoCE cluster NET/IB is "
+        "that fabric's own network and this report's EFA verdict does not apply to it.",
+        "source": "NVIDIA/nccl src/transport/net_ib.cc ('NET/IB'), src/plugin/net.cc (internal IB before "
+        "Socket when no external plugin loads)",
+    },
+    {
         "id": "provider-not-efa",
         "severity": "error",
         "title": "libfabric selected a provider other than efa",
@@ -527,6 +538,16 @@ def _on_sockets(p) -> bool:
     return not p.networks() and p.plugin_missing() and set(p.internal_nets) == {"Socket"}
 
 
+def _network_ib(facts, tests):
+    procs = [p for p in facts.procs.values() if any(n.strip().upper() == "IB" for n in p.networks())]
+    if not procs:
+        return None
+    said = "NCCL uses NET/IB in %d process(es) on %s" % (len(procs), _hosts(procs))
+    return said, facts.evidence_of("network") + facts.evidence_of("channel_nogdr")[:2] + facts.evidence_of(
+        "channel_gdr"
+    )[:2]
+
+
 def _provider_not_efa(facts, tests):
     procs = [p for p in facts.procs.values() if any(not is_efa_provider(v) for v in p.providers)]
     if not procs:
@@ -784,6 +805,7 @@ PREDICATES = {
     "plugin_dep_missing": _plugin_dep_missing,
     "plugin_init_failed": _plugin_init_failed,
     "socket_fallback": _socket_fallback,
+    "network_ib": _network_ib,
     "provider_not_efa": _provider_not_efa,
     "gdr_off": _gdr_off,
     "tests_wrong": _tests_wrong,

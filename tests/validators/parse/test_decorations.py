@@ -21,6 +21,8 @@ def test_channels_with_an_empty_host_are_read_ib_is_not_efa():
     assert r["efa"] is False and r["network"] == "IB" and r["gdr"] is True, r["counts"]
     assert r["counts"]["channel_gdr"] == 2 and rc == 1
     assert [h["host"] for h in r["hosts"]] == [""]  # the host is unknown, not invented
+    # a visible misconfiguration is never a report without findings: the network is named as the cause
+    assert [f["id"] for f in r["findings"]] == ["network-ib"] and r["findings"][0]["evidence"]
 
 
 def test_an_empty_host_does_not_invent_a_world_the_log_cannot_show():
@@ -40,6 +42,7 @@ def test_rays_dedup_count_stays_out_of_the_network_name_and_the_channel():
     _rc, r = _parse("ray-dedup-ib.log")
     assert r["network"] == "IB" and r["efa"] is False
     assert r["counts"]["channel_unclear"] == 0 and r["counts"]["channel_nogdr"] == 1
+    assert [f["id"] for f in r["findings"]][:1] == ["network-ib"]
 
 
 def test_efa_with_gdr_read_through_an_empty_host_a_ray_prefix_and_dedup_counts():
