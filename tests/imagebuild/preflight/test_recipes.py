@@ -25,6 +25,9 @@ LOCK = {
 }
 
 
+REPORT = "report_volume: {pvc: reports}\n"  # where an MPIJob keeps its report
+
+
 def _cluster(tmp_path, text):
     p = tmp_path / "cluster.yaml"
     p.write_text(text)
@@ -114,14 +117,23 @@ def test_sbatch_script_runs_every_step_in_the_image(tmp_path):
 
 
 def test_mpijob_requests_efa_gpus_hugepages_and_shm(tmp_path):
-    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\ncontainer_image: repo/img:1\n")
+    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\ncontainer_image: repo/img:1\n" + REPORT)
     doc = yaml.safe_load(recipes.mpijob_manifest(LOCK, c))
     worker = doc["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
     spec = worker["template"]["spec"]["containers"][0]
     assert spec["command"] == ["/usr/sbin/sshd", "-De"]
     res = spec["resources"]["limits"]
-    assert res["vpc.amazonaws.com/efa"] == 4 and res["nvidia.com/gpu"] == 8 and "hugepages-2Mi" in res
+    assert res["vpc.amazonaws.com/efa"] == 4 and res["nvidia.com/gpu"] == 8
+    assert "hugepages-2Mi" not in res  # only where the cluster file asks: absent ones keep pods Pending
+    asked = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\ncontainer_image: r/i:1\nhugepages: 2Gi\n" + REPORT
+    )
+    asked_doc = yaml.safe_load(recipes.mpijob_manifest(LOCK, asked))
+    asked_res = asked_doc["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
+        "resources"
+    ]
+    assert asked_res["limits"]["hugepages-2Mi"] == asked_res["requests"]["hugepages-2Mi"] == "2Gi"
     assert worker["template"]["spec"]["volumes"][0]["emptyDir"]["medium"] == "Memory"
     cmd = doc["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     assert cmd[:4] == ["/usr/bin/python3", "-m", "efa_validators", "run"] and "NCCL_WEIRD=a b;'q' & x" in cmd
@@ -215,7 +227,7 @@ def test_build_py_preflight_sagemaker_delegates(project_root):
 )
 def test_example_cluster_files_print_their_recipe(project_root, name, recipe):
     cluster = recipes.load_cluster(str(project_root / "examples" / "cluster" / ("%s.yaml" % name)))
-    text = recipes.render(recipe, LOCK, cluster)
+    text = recipes.render(recipe, LOCK, recipes.bind_image(cluster, "r.io/i@sha256:" + "e" * 64))
     assert "validators" in text and "all_reduce_perf" in text
 
 
@@ -247,7 +259,7 @@ def test_a_cluster_the_image_was_not_built_for_is_refused_naming_both_sides(tmp_
     err = _refused(tmp_path, arm, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n")
     assert "x86_64" in err.message and "linux/arm64" in err.message
     # an EFA device count no source states: the cluster file must give it, never null in a manifest
-    gb = "nodes: 2\ninstance_type: p6e-gb200.36xlarge\ncontainer_image: r/i:1\n"
+    gb = "nodes: 2\ninstance_type: p6e-gb200.36xlarge\ncontainer_image: r/i:1\n" + REPORT
     err = _refused(tmp_path, arm, gb)
     assert err.key == "efa_devices" and "unknown" in err.message
     cluster = _cluster(tmp_path, gb + "efa_devices: 4\n")
@@ -291,19 +303,25 @@ CONTAINER = {
     "volumeMounts": [{"name": str, "mountPath": str}],
 }  # fmt: skip
 MATCH = {"key": str, "operator": str, "values": [str]}
+TOLERATION = {"key": str, "operator": str, "value": str, "effect": str, "tolerationSeconds": int}
+VOLUME = {
+    "name": str, "emptyDir": {"medium": str}, "persistentVolumeClaim": {"claimName": str},
+    "hostPath": {"path": str, "type": str},
+}  # fmt: skip
 POD_SPEC = {
-    "restartPolicy": str, "containers": [CONTAINER], "volumes": [{"name": str, "emptyDir": {"medium": str}}],
-    "nodeSelector": {"*": str},
+    "containers": [CONTAINER], "volumes": [VOLUME], "nodeSelector": {"*": str}, "tolerations": [TOLERATION],
     "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchExpressions": [MATCH]}, "topologyKey": str}]}},
     "resourceClaims": [{"name": str, "resourceClaimTemplateName": str}],
 }  # fmt: skip
-REPLICA = {"replicas": int, "template": {"metadata": {"labels": {"*": str}}, "spec": POD_SPEC}}
+REPLICA = {
+    "replicas": int, "restartPolicy": str, "template": {"metadata": {"labels": {"*": str}}, "spec": POD_SPEC},
+}  # fmt: skip
 MPIJOB = {
     "apiVersion": str, "kind": str, "metadata": {"name": str, "namespace": str},
     "spec": {
         "runPolicy": {"cleanPodPolicy": str, "backoffLimit": int, "activeDeadlineSeconds": int},
-        "slotsPerWorker": int, "mpiReplicaSpecs": {"*": REPLICA},
+        "launcherCreationPolicy": str, "slotsPerWorker": int, "mpiReplicaSpecs": {"*": REPLICA},
     },
 }  # fmt: skip
 _NUM = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -340,7 +358,9 @@ def _conform(value, schema, path="") -> list:
 @pytest.mark.parametrize("itype", ["p5en.48xlarge", "p6e-gb200.36xlarge"])
 def test_printed_mpijob_has_the_crds_fields_and_types_and_selects_its_nodes(tmp_path, itype):
     c = recipes.bind_image(
-        _cluster(tmp_path, f"nodes: 2\ninstance_type: {itype}\ncontainer_image: r/i:1\nefa_devices: 4\n"),
+        _cluster(
+            tmp_path, f"nodes: 2\ninstance_type: {itype}\ncontainer_image: r/i:1\nefa_devices: 4\n" + REPORT
+        ),
         "r/i@sha256:" + "e" * 64,
     )
     docs = list(yaml.safe_load_all(recipes.mpijob_manifest(LOCK, c)))
@@ -397,7 +417,10 @@ def test_an_image_without_nccl_tests_gets_the_torch_probe_under_every_launcher(t
     launcher,
     rank 0's host passed as MASTER_ADDR (the probe reads its rank from mpirun's or srun's env)."""
     c = recipes.bind_image(
-        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\n"),
+        _cluster(
+            tmp_path,
+            "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\n" + REPORT,
+        ),
         "r/i@sha256:" + "f" * 64,
     )
     words = shlex.split(recipes.mpirun_line(TORCH_LOCK, c))
