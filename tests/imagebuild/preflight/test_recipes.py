@@ -486,3 +486,119 @@ def test_printed_torchrun_script_runs_two_nodes_on_loopback_and_gives_one_verdic
     rows = report["nccl_tests"]["rows"]
     assert rows and rows[-1]["size"] == 65536  # the probe's table from rank 0, parsed
     assert sorted(p.name for p in (tmp_path / "tr").glob("node-*.log")) == ["node-0.log", "node-1.log"]
+
+
+def test_mpijob_survives_a_slow_start_and_keeps_its_report(tmp_path):
+    """The launcher starts only once the workers are Ready, retries a bounded number of times, its
+    restartPolicy is the replica's (a pod template's is overridden by the operator with a warning), and
+    its report lands on the volume the cluster file names; placement comes from the cluster file."""
+    c = _cluster(
+        tmp_path,
+        "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\nname: pf\n"
+        "report_volume: {host_path: /fsx/reports}\nnode_selector: {team: ml}\n"
+        "tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n",
+    )
+    job = yaml.safe_load(recipes.mpijob_manifest(LOCK, c))
+    spec = job["spec"]
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert 0 < spec["runPolicy"]["backoffLimit"] == 20
+    launcher, worker = spec["mpiReplicaSpecs"]["Launcher"], spec["mpiReplicaSpecs"]["Worker"]
+    assert launcher["restartPolicy"] == "OnFailure"
+    assert (
+        "restartPolicy" not in launcher["template"]["spec"]
+        and "restartPolicy" not in worker["template"]["spec"]
+    )
+    pod = launcher["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "report", "hostPath": {"path": "/fsx/reports", "type": "DirectoryOrCreate"}}
+    ]
+    ctr = pod["containers"][0]
+    assert ctr["volumeMounts"] == [{"name": "report", "mountPath": recipes.REPORT_MOUNT}]
+    assert ctr["command"][ctr["command"].index("--json") + 1] == recipes.REPORT_MOUNT + "/pf-report.json"
+    toleration = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["tolerations"] == toleration and pod["nodeSelector"] == {"team": "ml"}
+    wpod = worker["template"]["spec"]
+    assert wpod["tolerations"] == toleration
+    assert wpod["nodeSelector"] == {"team": "ml", "node.kubernetes.io/instance-type": "p5.48xlarge"}
+    pvc = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n" + REPORT)
+    pvc_job = yaml.safe_load(recipes.mpijob_manifest(LOCK, pvc))
+    vols = pvc_job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["volumes"]
+    assert vols == [{"name": "report", "persistentVolumeClaim": {"claimName": "reports"}}]
+    lost = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
+    with pytest.raises(UserError) as err:  # a report lost with the pod clears no release: refused
+        recipes.mpijob_manifest(LOCK, lost)
+    assert err.value.key == "report_volume"
+
+
+GB200_SLURM = "nodes: 2\ninstance_type: p6e-gb200.36xlarge\nefa_devices: 4\ncontainer_image: r.io/i:1\n"
+
+
+def test_gb200_on_slurm_takes_the_jobs_imex_channel_or_is_refused_with_why(tmp_path):
+    lock = dict(LOCK, platform="linux/arm64")
+    without = _cluster(tmp_path, GB200_SLURM)
+    with pytest.raises(UserError) as err:
+        recipes.sbatch_script(lock, without)
+    assert err.value.key == "imex" and "IMEX" in err.value.message and "switch/nvidia_imex" in err.value.hint
+    script = recipes.sbatch_script(lock, _cluster(tmp_path, GB200_SLURM + "imex: true\n"))
+    assert "/dev/nvidia-caps-imex-channels:/dev/nvidia-caps-imex-channels" in script
+    assert "export NCCL_MNNVL_ENABLE=1" in script
+    # the header refuses (exit 2, before any step) on a node where Slurm gave the job no channel
+    header = script[: script.index("run_rc=0")]
+    proc = subprocess.run(
+        ["bash", "-c", header], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "3"},
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "no IMEX channel" in proc.stderr
+    p5 = recipes.sbatch_script(
+        LOCK, _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
+    )
+    assert "imex" not in p5.lower()
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "123456789012.dkr.example.com/team/img:1",
+        "reg.example.com/a/b@sha256:" + "c" * 64,
+        "localhost:5000/img",
+        "team/img:2",
+    ],
+)
+def test_the_sbatch_image_is_in_the_form_pyxis_documents(ref):
+    uri = recipes.enroot_image(ref)
+    assert recipes.PYXIS_IMAGE.match(uri)
+    assert "@" not in uri and uri.count("#") <= 1  # [REGISTRY#]IMAGE[:TAG], the digest as the tag
+
+
+def test_torchrun_refuses_to_start_a_node_on_a_folder_node_0_does_not_share(tmp_path):
+    c = recipes.bind_image(
+        _cluster(
+            tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nmaster_addr: n1\noutput_dir: %s\n" % tmp_path
+        ),
+        "r/i@sha256:" + "e" * 64,
+    )
+    script = tmp_path / "pf.sh"
+    script.write_text(recipes.render("torchrun", dict(LOCK, components={"torch": {"version": "2"}}), c))
+    assert "must be one folder every node sees" in script.read_text()
+    env = {"PATH": "/usr/bin:/bin", "NODE_RANK": "1", "PREFLIGHT_SHARED_WAIT": "1"}
+    proc = subprocess.run(["bash", str(script), "run"], env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and "is not shared with node 0" in proc.stderr
+    assert not list((tmp_path / "efa-preflight").glob("node-*.log"))  # no rank started
+
+
+def test_print_mpirun_gives_each_hosts_docker_run(tmp_path):
+    c = recipes.bind_image(
+        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n"),
+        "r.io/i@sha256:" + "e" * 64,
+    )
+    run = recipes.worker_docker_run(
+        dict(LOCK, components=dict(LOCK["components"], openssh={"method": "source"})), c
+    )
+    assert run[:2] == ["docker", "run"] and run[run.index("--network") + 1] == "host"
+    assert run[run.index("--ulimit") + 1] == "memlock=-1:-1" and "--shm-size" in run
+    devices = [run[i + 1] for i, w in enumerate(run) if w == "--device"]
+    assert devices == ["/dev/infiniband/uverbs%d" % i for i in range(32)]  # p5: 32 EFA devices
+    assert run[-2:] == ["r.io/i@sha256:" + "e" * 64, "/usr/local/sbin/efa-sshd"]  # sshd on port 2222
+    text = recipes.render("mpirun", LOCK, c)
+    assert shlex.join(recipes.worker_docker_run(LOCK, c)) in text
+    assert text.splitlines()[-1] == recipes.mpirun_line(LOCK, c)

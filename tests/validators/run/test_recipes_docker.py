@@ -96,15 +96,19 @@ def test_printed_mpirun_line_runs_across_two_containers(tmp_path, ssh_pair):  # 
     a, b = ssh_pair
     for c in ssh_pair:
         _prepare(c)
-    line = _print_recipe(
+    text = _print_recipe(
         tmp_path,
         "mpirun",
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\n"
         "timeout: 120\nidle_timeout: 60\n" % (a.name, b.name),
-    ).strip()
-    assert "\n" not in line and "--allow-run-as-root" in line and "--mca btl tcp,self" in line
-    proc = subprocess.run(
-        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", line],
+    )
+    # the worker side first, as comments (it runs on each host, outside the image), then the launch line
+    *workers, line = text.strip().split("\n")
+    run = shlex.split(workers[1].lstrip("# "))
+    assert run[:2] == ["docker", "run"] and run[run.index("--network") + 1] == "host" and run[-1] == IMAGE
+    assert "--allow-run-as-root" in line and "--mca btl tcp,self" in line
+    proc = subprocess.run(  # the printed text as a whole: the comments are inert, the line launches
+        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", text],
         capture_output=True,
         text=True,
         timeout=180,
@@ -147,17 +151,17 @@ def test_printed_mpirun_line_runs_the_torch_probe_across_two_containers(tmp_path
         "components": {"torch": {"version": torch.__version__}, "openmpi": {"prefix": "/usr"}},
         "env": [],
     }
-    line = _print_recipe(
+    text = _print_recipe(
         tmp_path,
         "mpirun",
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\n"
         "timeout: 120\nidle_timeout: 60\ntest_args: '--max-bytes 64K --iters 2'\n" % (a.name, b.name),
         lock,
-    ).strip()
-    words = shlex.split(line)
+    )
+    words = shlex.split(text.strip().split("\n")[-1])
     assert "MASTER_ADDR=%s" % a.name in words and words[-8:-6] == ["-m", "efa_validators.probe_torch"]
     proc = subprocess.run(
-        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", line],
+        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", text],
         capture_output=True,
         text=True,
         timeout=240,
