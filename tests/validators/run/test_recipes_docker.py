@@ -252,3 +252,52 @@ def test_printed_sbatch_script_runs_the_torch_probe_on_two_slurm_nodes(tmp_path,
     assert report["verdict"] == "unknown" and "verdict exit 3" in out  # gloo: nothing about EFA proven
     logs = _exec(c, ["sh", "-c", "ls %s/preflight-%s" % (job, job_id)]).stdout.split()
     assert sorted(n for n in logs if n.startswith("rank-")) == ["rank-%d.log" % r for r in range(4)]
+
+
+def test_sagemaker_mpi_probe_runs_nccl_tests_across_two_instances_with_its_own_key(tmp_path, ssh_pair):  # noqa: F811
+    """`--probe nccl-tests-mpi` as each SageMaker instance runs it: the same command on both, each role from
+    its resourceconfig.json; the first host's validator wraps the mpirun that efa_validators.run.sm_mpi
+    becomes, the other serves ssh until Open MPI's daemon has come and gone. Only the job's key pair (from
+    the channel folder, IdentitiesOnly) can log in, so ranks on b prove the key path."""
+    from imagebuild.preflight import sagemaker as smk
+
+    a, b = ssh_pair
+    key = tmp_path / "id_ed25519"
+    made = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], capture_output=True
+    )
+    assert made.returncode == 0, made.stderr
+    for c in ssh_pair:
+        _prepare(c)
+        config = json.dumps({"current_host": c.name, "hosts": [b.name, a.name]})
+        pub = key.with_suffix(".pub").read_text()
+        for name, text in (("id_ed25519", key.read_text()), ("id_ed25519.pub", pub), ("../rc.json", config)):
+            path = "%s/%s" % (smk.SSH_DIR, name)
+            put = subprocess.run(
+                ["docker", "exec", "-i", c.name, "sh", "-c", 'mkdir -p "${1%/*}" && cat > "$1"', "-", path],
+                input=text, text=True, capture_output=True, timeout=30,
+            )  # fmt: skip
+            assert put.returncode == 0, put.stderr
+    words = shlex.split(smk.PROBES["nccl-tests-mpi"].replace("{gpus}", "2"))
+    here = ["--port", "22", "--wait", "60", "--resource-config", smk.SSH_DIR + "/../rc.json"]
+    words = words[:3] + here + words[3:]  # port 22: the test image's sshd; the config SageMaker would write
+    words[words.index("all_reduce_perf")] = STAND_IN + "/bin/all_reduce_perf"
+    validator = ["python3", "-m", "efa_validators", "run", "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--timeout", "120", "--exit-by", "command", "--json", "/tmp/sm-report.json",
+                 "--"]  # fmt: skip
+    worker = subprocess.Popen(
+        ["docker", "exec", "-w", "/tmp", b.name, *validator, *words], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    first = subprocess.run(
+        ["docker", "exec", "-w", "/tmp", a.name, *validator, *words],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out, _ = worker.communicate(timeout=120)
+    assert "serves ssh" in out and worker.returncode == 0, out[-3000:] + first.stdout[-3000:]
+    report = json.loads(_read(a, "/tmp/sm-report.json"))
+    assert report["run"]["exit_code"] == 0, first.stdout[-2000:] + first.stderr[-3000:]
+    assert {r["rank"] for r in report["run"]["rank_output"]} >= {0, 1, 2, 3}  # ranks 2, 3 started on b
+    assert "efa_preflight_id_ed25519" in first.stdout + first.stderr  # mpirun went with the job's key
