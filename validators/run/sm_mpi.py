@@ -44,8 +44,8 @@ def install_key(ssh_dir: str, home: str) -> str:
     """Copy the job's key into ~/.ssh (0600) and authorize its public half; the private key's path."""
     src, pub = os.path.join(ssh_dir, KEY), os.path.join(ssh_dir, KEY + ".pub")
     for path in (src, pub):
-        if not os.path.isfile(path) or os.path.getsize(path) > 16384:
-            raise ValueError("%s: missing, not a file or too large (the job's ssh input channel)" % path)
+        if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > 16384:
+            raise ValueError("%s: missing, a link, not a file or too large (the job's ssh channel)" % path)
     dot = os.path.join(home, ".ssh")
     os.makedirs(dot, mode=0o700, exist_ok=True)
     os.chmod(dot, 0o700)
