@@ -721,6 +721,15 @@ def _worker_sshd(lock: Dict[str, Any]) -> List[str]:
 BACKOFF_LIMIT = 20
 
 
+def _worker_ready(lock: Dict[str, Any]) -> Dict[str, Any]:
+    """A worker is Ready once its sshd accepts (our START listens on openssh.PORT): with
+    WaitForWorkersReady the launcher then never dials a worker whose sshd is not up yet. A base's own sshd
+    listens where the base says, so no probe is guessed for it."""
+    if _worker_sshd(lock) != [openssh.START]:
+        return {}
+    return {"readinessProbe": {"tcpSocket": {"port": openssh.PORT}, "periodSeconds": 5}}
+
+
 def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     """A Kubeflow MPIJob (v2beta1): the launcher runs the validator around mpirun; each worker runs sshd
     (`/usr/sbin/sshd -De`, the command mpi-operator v2 gives a worker that names none: kubeflow/mpi-operator
@@ -842,6 +851,7 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                                     "image": image,
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": _worker_sshd(lock),
+                                    **_worker_ready(lock),
                                     "resources": resources,
                                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
                                 }

@@ -301,6 +301,7 @@ CONTAINER = {
     "name": str, "image": str, "imagePullPolicy": str, "command": [str],
     "resources": {"limits": {"*": QUANTITY}, "requests": {"*": QUANTITY}, "claims": [{"name": str}]},
     "volumeMounts": [{"name": str, "mountPath": str}],
+    "readinessProbe": {"tcpSocket": {"port": int}, "periodSeconds": int},
 }  # fmt: skip
 MATCH = {"key": str, "operator": str, "values": [str]}
 TOLERATION = {"key": str, "operator": str, "value": str, "effect": str, "tolerationSeconds": int}
@@ -524,6 +525,13 @@ def test_mpijob_survives_a_slow_start_and_keeps_its_report(tmp_path):
     pvc_job = yaml.safe_load(recipes.mpijob_manifest(LOCK, pvc))
     vols = pvc_job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["volumes"]
     assert vols == [{"name": "report", "persistentVolumeClaim": {"claimName": "reports"}}]
+    sshd = dict(LOCK, components=dict(LOCK["components"], openssh={"method": "source"}))
+    ours = yaml.safe_load(recipes.mpijob_manifest(sshd, c))
+    wctr = ours["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert wctr["command"] == ["/usr/local/sbin/efa-sshd"]  # Ready only once its sshd accepts on 2222
+    assert wctr["readinessProbe"] == {"tcpSocket": {"port": 2222}, "periodSeconds": 5}
+    assert "readinessProbe" not in worker["template"]["spec"]["containers"][0]  # a base's sshd: no guess
+    assert _conform(ours, MPIJOB) == []
     lost = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
     with pytest.raises(UserError) as err:  # a report lost with the pod clears no release: refused
         recipes.mpijob_manifest(LOCK, lost)
