@@ -301,3 +301,50 @@ def test_sagemaker_mpi_probe_runs_nccl_tests_across_two_instances_with_its_own_k
     assert report["run"]["exit_code"] == 0, first.stdout[-2000:] + first.stderr[-3000:]
     assert {r["rank"] for r in report["run"]["rank_output"]} >= {0, 1, 2, 3}  # ranks 2, 3 started on b
     assert "efa_preflight_id_ed25519" in first.stdout + first.stderr  # mpirun went with the job's key
+
+
+def _submit(container, job: str, text: str) -> tuple:
+    lines = [("CONTAINER=()" if line.startswith("CONTAINER=(") else line) for line in text.splitlines()]
+    put = subprocess.run(
+        ["docker", "exec", "-i", container.name, "sh", "-c", "mkdir -p %s && cat > %s/p.sbatch" % (job, job)],
+        input="\n".join(lines) + "\n", text=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    assert put.returncode == 0, put.stderr
+    run = _exec(container, ["sbatch", "--wait", "--parsable", "--chdir", job, job + "/p.sbatch"], 240)
+    job_id = run.stdout.strip().split(";")[0]
+    return run, job_id, _read(container, "%s/efa-preflight-gb200-%s.out" % (job, job_id))
+
+
+def test_printed_gb200_sbatch_script_needs_the_jobs_imex_channel_on_a_real_slurm(tmp_path, slurm_two_nodes):
+    """GB200 with `imex: true`: on a node where Slurm gave the job no IMEX channel the script stops before any
+    step (exit 2, saying why); with a channel (here a stand-in file where switch/nvidia_imex puts the device)
+    both steps run with NCCL_MNNVL_ENABLE=1."""
+    text = _print_recipe(
+        tmp_path,
+        "sbatch",
+        "nodes: 2\ninstance_type: p6e-gb200.36xlarge\nefa_devices: 4\ngpus_per_node: 2\nimex: true\n"
+        "name: efa-preflight-gb200\ncontainer_image: localhost:5000/h5/img:1\n"
+        "timeout: 120\nidle_timeout: 60\n",
+    )
+    assert "/dev/nvidia-caps-imex-channels:/dev/nvidia-caps-imex-channels" in text
+    c = slurm_two_nodes
+    run, job_id, out = _submit(c, "/tmp/h5-imex-none", text)
+    assert run.returncode != 0 and "no IMEX channel" in out and "ranks exit" not in out
+    made = _exec(
+        c,
+        [
+            "sh",
+            "-c",
+            "mkdir -p /dev/nvidia-caps-imex-channels && : > /dev/nvidia-caps-imex-channels/channel1",
+        ],
+    )
+    assert made.returncode == 0, made.stderr
+    try:
+        run, job_id, out = _submit(c, "/tmp/h5-imex", text)
+        assert "ranks exit 0" in out, out[-3000:]
+        logs = _exec(c, ["sh", "-c", "ls /tmp/h5-imex/preflight-%s" % job_id]).stdout.split()
+        assert sorted(n for n in logs if n.startswith("rank-")) == ["rank-%d.log" % r for r in range(4)]
+        env = _exec(c, ["sh", "-c", "grep -l NCCL_MNNVL_ENABLE /tmp/h5-imex/p.sbatch"])
+        assert env.returncode == 0
+    finally:
+        _exec(c, ["rm", "-rf", "/dev/nvidia-caps-imex-channels"])
