@@ -14,6 +14,8 @@ import re
 import shlex
 from typing import Callable, Dict, Iterable, Optional
 
+from imagebuild.errors import UserError
+
 # A control byte (newline, CR, ESC, NUL ...) ends or corrupts a line in every place a recipe has.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # RFC 1123 host name (labels of letters, digits and inner hyphens, dot-separated), or an IPv4 address.
@@ -88,12 +90,18 @@ def _shell_words(text: str) -> Optional[str]:
     return None
 
 
+def _instance_type(text: str) -> Optional[str]:
+    """A word in every recipe and the value of the EKS node label node.kubernetes.io/instance-type."""
+    return _host(text) or (None if _LABEL_VALUE.match(text) else "is not an instance type (a label value)")
+
+
 # Each place a value lands, and the check that says why a value cannot land there (None: it can).
 PLACES: Dict[str, Callable[[str], Optional[str]]] = {
     "word": _no_control,  # a shell command word: shlex.quote; printed on one line
     "words": _shell_words,  # a flag string split with shlex, each word then quoted
     "comment": _no_control,  # text after `#` on one line
     "host": _host,  # a host in mpirun -H, a comment, MASTER_ADDR
+    "instance_type": _instance_type,
     "k8s_name": _pattern(_DNS_LABEL, "a DNS-1123 label (lower-case letters, digits, '-'; at most 63)"),
     "k8s_label_key": _pattern(_QUALIFIED, "a Kubernetes label key ([prefix/]name)"),
     "k8s_label_value": _pattern(_LABEL_VALUE, "a Kubernetes label value (at most 63 of [-A-Za-z0-9_.])"),
@@ -111,11 +119,12 @@ def why_not(value: str, place: str) -> Optional[str]:
 
 
 def word(value: object) -> str:
-    """A shell word: the text, quoted. Refuses a control byte (a printed script is read line by line)."""
+    """A shell word: the text, quoted. Refuses a control byte (a printed script is read line by line);
+    cluster-file values were checked at load, so what is refused here came from the lock."""
     text = str(value)
     bad = _no_control(text)
     if bad:
-        raise ValueError("word %r %s" % (text, bad))
+        raise UserError("cannot print %r in a script: it %s" % (text, bad), key="--lock")
     return shlex.quote(text)
 
 
@@ -127,5 +136,5 @@ def comment(text: str) -> str:
     """`# text`, refusing what would end the comment's line."""
     bad = _no_control(text)
     if bad:
-        raise ValueError("comment %r %s" % (text, bad))
+        raise UserError("cannot print %r in a comment: it %s" % (text, bad), key="--lock")
     return "# " + text

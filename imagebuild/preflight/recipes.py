@@ -72,7 +72,7 @@ KEYS = {
 }
 # Where each string of the cluster file lands, strictest place first (quoting.PLACES checks each)
 FIELD_PLACES = {
-    "instance_type": "host",  # a word and an EKS label value; instance type names are host-name shaped
+    "instance_type": "instance_type",  # a word and the value of an EKS node label
     "container_image": "word",
     "hostfile": "path",
     "hosts": "host",  # mpirun -H a:8,b:8, MASTER_ADDR, a comment of the torchrun script

@@ -79,6 +79,14 @@ def test_a_value_that_cannot_land_safely_is_refused_at_load_with_file_line_key(t
     assert (err.value.file, err.value.key, err.value.line) == (path, key, line)
 
 
+def test_an_instance_type_that_is_no_eks_label_value_is_refused_even_with_counts_given(tmp_path):
+    long = "p5." + "x" * 30 + "." + "x" * 30  # a host name; as an EKS label value over 63
+    path = _write(tmp_path, dict(BASE, instance_type=long, gpus_per_node=8, efa_devices=32))
+    with pytest.raises(UserError) as err:
+        recipes.load_cluster(path)
+    assert err.value.key == "instance_type" and "label value" in err.value.message
+
+
 def test_build_py_refuses_a_hostile_host_with_exit_2_and_prints_nothing(tmp_path):
     import json
 
@@ -91,6 +99,14 @@ def test_build_py_refuses_a_hostile_host_with_exit_2_and_prints_nothing(tmp_path
     assert proc.returncode == 2 and proc.stdout == ""
     assert "key 'hosts'" in proc.stderr and path in proc.stderr and "not a host name" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_lock_value_that_cannot_be_printed_is_a_user_error_not_a_traceback(tmp_path):
+    cluster = recipes.bind_image(recipes.load_cluster(_write(tmp_path, BASE)), IMAGE)
+    for kind in ("mpirun", "sbatch", "torchrun"):
+        with pytest.raises(UserError) as err:
+            recipes.render(kind, dict(TORCH_LOCK, python="/usr/bin/python3\ntouch /tmp/p"), cluster)
+        assert err.value.key == "--lock" and "control byte" in err.value.message
 
 
 def test_a_lock_env_name_that_is_not_a_name_is_refused(tmp_path):
