@@ -23,10 +23,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST = re.compile(r"^%s(?:\.%s)*$" % (_LABEL, _LABEL))
 # A Kubernetes object name or namespace: a DNS-1123 label (MPIJob pods take their host name from it)
-# [kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go IsDNS1123Label]
+# [kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go IsDNS1123Label,
+# commit 008b3652]
 _DNS_LABEL = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 # A label key (optional DNS prefix + '/' + name) and value, for nodeSelector and tolerations
-# [same file: IsQualifiedName, IsValidLabelValue]
+# [same file: IsQualifiedName and IsValidLabelValue, now content.IsLabelKey / content.IsLabelValue]
 _QUALIFIED = re.compile(
     r"^(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
@@ -36,7 +37,8 @@ _LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,+@%=-]{1,128}$")
 # An environment variable name in `export NAME=...` and mpirun's `-x NAME=...` (POSIX portable names).
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# A Kubernetes quantity (hugepages-2Mi: 5120Mi) [k8s.io/apimachinery/pkg/api/resource/quantity.go]
+# A Kubernetes quantity (hugepages-2Mi: 5120Mi), unsigned: a subset of the resource quantity pattern in
+# mpi-operator's CRD [kubeflow/mpi-operator manifests/base/kubeflow.org_mpijobs.yaml, commit caa3c47f]
 _QUANTITY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:[KMGTPE]i?|[mkMGTPE]|[eE][0-9]+)?$")
 
 

@@ -209,8 +209,8 @@ def load_cluster(path: str) -> Dict[str, Any]:
 # Where the MPIJob launcher keeps the report: a volume the cluster file names, mounted here
 REPORT_MOUNT = "/efa-preflight-report"
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
-# [kubernetes/kubernetes pkg/apis/core/types.go Toleration: TolerationOperator Exists|Equal,
-# TaintEffect NoSchedule|PreferNoSchedule|NoExecute; commit 03014f48]
+# [kubernetes/kubernetes staging/src/k8s.io/api/core/v1/types.go Toleration: TolerationOperator
+# Exists|Equal, TaintEffect NoSchedule|PreferNoSchedule|NoExecute; commit 815c3d8f]
 _OPERATORS = {"Exists", "Equal"}
 _EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
 
