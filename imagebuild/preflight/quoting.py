@@ -39,7 +39,7 @@ _SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,+@%=-]{1,128}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A Kubernetes quantity (hugepages-2Mi: 5120Mi), unsigned: a subset of the resource quantity pattern in
 # mpi-operator's CRD [kubeflow/mpi-operator manifests/base/kubeflow.org_mpijobs.yaml, commit caa3c47f]
-_QUANTITY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:[KMGTPE]i?|[mkMGTPE]|[eE][0-9]+)?$")
+_QUANTITY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:[KMGTPE]i|[mkMGTPE]|[eE][0-9]+)?$")
 
 
 def _no_control(text: str) -> Optional[str]:
