@@ -58,6 +58,8 @@ def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
         choices=sorted(sagemaker.PROBES),
         default=sagemaker.SageMakerOptions.probe,
         help="torch (default): one torchrun over all instances (the training job's own NCCL, over EFA); "
+        "nccl-tests-mpi: nccl-tests over EFA across the instances under mpirun (images without torch; "
+        "a key pair made for the job travels as an input channel and is deleted after); "
         "nccl-tests: all_reduce_perf on each instance alone",
     )
     g.add_argument(

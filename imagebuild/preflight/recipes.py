@@ -2,9 +2,10 @@
 each running nccl-tests under the image's validator (`python -m efa_validators`) inside the image, from a
 variant lock and a cluster description.
 
-Pure functions of (lock, cluster) -> text; every value that enters a shell line is quoted (shlex.quote),
-and the YAML manifest is written with yaml.safe_dump, never by string pasting. The flags follow what AWS
-runs with EFA; each is cited where it is set (docs/preflight.md lists them with their sources).
+Pure functions of (lock, cluster) -> text; every value that enters a shell line goes through the one
+quoting layer (imagebuild/preflight/quoting.py), and the YAML manifest is written with yaml.safe_dump,
+never by string pasting. The flags follow what AWS runs with EFA; each is cited where it is set
+(docs/preflight.md lists them with their sources).
 
 Cluster description (YAML), every key checked with its line on error:
     nodes: 2                          # required, >= 1
@@ -22,10 +23,19 @@ Cluster description (YAML), every key checked with its line on error:
     idle_timeout: 300                 # validator idle timeout (s), optional
     test_args: "-b 8 -e 16G -f 2 -g 1"  # nccl-tests flags (or efa_validators.probe_torch's), optional
     master_addr: node-1               # torch probe with a hostfile: rank 0's host (else hosts[0])
+    imex: true                        # sbatch, GB200: each job gets an IMEX channel (switch/nvidia_imex)
+    report_volume: {pvc: reports}     # mpijob, required: the launcher's report folder (or host_path: /x)
+    node_selector: {team: ml}         # mpijob: extra node labels for launcher and workers
+    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]  # mpijob
+    hugepages: 5120Mi                 # mpijob: hugepages-2Mi per worker, only where the node pool has them
+
+Every string lands somewhere in a printed script or manifest; `quoting.FIELD_PLACES` says where, and a value
+that cannot be printed safely there is refused here, with its line (imagebuild/preflight/quoting.py).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -33,6 +43,7 @@ import yaml
 
 from imagebuild.components import nccl, nccl_tests, openmpi, openssh, torch
 from imagebuild.errors import UserError
+from imagebuild.preflight import quoting
 
 KEYS = {
     "nodes",
@@ -53,6 +64,26 @@ KEYS = {
     "gpus_per_node",
     "efa_devices",
     "master_addr",
+    "imex",
+    "report_volume",
+    "node_selector",
+    "tolerations",
+    "hugepages",
+}
+# Where each string of the cluster file lands, strictest place first (quoting.PLACES checks each)
+FIELD_PLACES = {
+    "instance_type": "instance_type",  # a word and the value of an EKS node label
+    "container_image": "word",
+    "hostfile": "path",
+    "hosts": "host",  # mpirun -H a:8,b:8, MASTER_ADDR, a comment of the torchrun script
+    "partition": "slurm_name",  # an #SBATCH line
+    "account": "slurm_name",
+    "output_dir": "mount_path",  # pyxis --container-mounts SRC:DST,...
+    "namespace": "k8s_name",
+    "name": "k8s_name",  # #SBATCH --job-name, MPIJob and pod names, a path part
+    "test_args": "words",
+    "master_addr": "host",
+    "hugepages": "quantity",
 }
 DEFAULT_TEST_ARGS = "-b 8 -e 16G -f 2 -g 1 -c 1 -n 20"
 DEFAULT_TORCH_ARGS = (
@@ -121,6 +152,27 @@ def load_cluster(path: str) -> Dict[str, Any]:
         not isinstance(out["hosts"], list) or not all(isinstance(h, str) for h in out["hosts"])
     ):
         raise UserError("must be a list of host names", file=path, line=lines.get("hosts"), key="hosts")
+    for key in ("hugepages",):
+        if key in out and not isinstance(out[key], str):
+            raise UserError("must be a string, got %r" % (out[key],), file=path, line=lines.get(key), key=key)
+    if "imex" in out and not isinstance(out["imex"], bool):
+        raise UserError(
+            "must be true or false, got %r" % (out["imex"],), file=path, line=lines.get("imex"), key="imex"
+        )
+    for key, place in FIELD_PLACES.items():
+        for value in (out.get(key) or []) if key == "hosts" else ([out[key]] if key in out else []):
+            bad = quoting.why_not(value, place)
+            if bad:
+                raise UserError("%r %s" % (value, bad), file=path, line=lines.get(key), key=key)
+    for key, check in (
+        ("report_volume", _report_volume),
+        ("node_selector", _node_selector),
+        ("tolerations", _tolerations),
+    ):
+        if key in out:
+            bad = check(out[key])
+            if bad:
+                raise UserError(bad, file=path, line=lines.get(key), key=key)
     if out.get("container_image"):
         try:
             enroot_image(out["container_image"])
@@ -152,6 +204,61 @@ def load_cluster(path: str) -> Dict[str, Any]:
     out["_file"] = path
     out["_lines"] = dict(lines)
     return out
+
+
+# Where the MPIJob launcher keeps the report: a volume the cluster file names, mounted here
+REPORT_MOUNT = "/efa-preflight-report"
+_TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
+# [kubernetes/kubernetes staging/src/k8s.io/api/core/v1/types.go Toleration: TolerationOperator
+# Exists|Equal, TaintEffect NoSchedule|PreferNoSchedule|NoExecute; commit 815c3d8f]
+_OPERATORS = {"Exists", "Equal"}
+_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
+
+
+def _report_volume(value: Any) -> Optional[str]:
+    """`{pvc: CLAIM}` or `{host_path: /abs/dir}`: exactly one."""
+    if not isinstance(value, dict) or len(value) != 1 or not set(value) <= {"pvc", "host_path"}:
+        return "must be a mapping with exactly one of pvc: CLAIM-NAME or host_path: /DIR"
+    kind, where = next(iter(value.items()))
+    if not isinstance(where, str):
+        return "%s must be a string, got %r" % (kind, where)
+    bad = quoting.why_not(where, "k8s_name" if kind == "pvc" else "mount_path")
+    return "%s %r %s" % (kind, where, bad) if bad else None
+
+
+def _node_selector(value: Any) -> Optional[str]:
+    if not isinstance(value, dict) or not value:
+        return "must be a mapping of node label to value"
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            return "label %r: key and value must be strings (quote numbers and booleans)" % (k,)
+        bad = quoting.why_not(k, "k8s_label_key") or quoting.why_not(v, "k8s_label_value")
+        if bad:
+            return "label %r: %r %s" % (k, v, bad)
+    return None
+
+
+def _tolerations(value: Any) -> Optional[str]:
+    if not isinstance(value, list) or not value:
+        return "must be a list of tolerations ({key, operator, value, effect})"
+    for i, tol in enumerate(value):
+        if not isinstance(tol, dict) or not set(tol) <= _TOLERATION_KEYS:
+            return "toleration %d: a mapping of %s" % (i, ", ".join(sorted(_TOLERATION_KEYS)))
+        checks = [
+            ("key", "k8s_label_key"),
+            ("value", "k8s_label_value"),
+        ]
+        for field, place in checks:
+            if field in tol and (not isinstance(tol[field], str) or quoting.why_not(tol[field], place)):
+                return "toleration %d: %s %r is not a label %s" % (i, field, tol[field], field)
+        if tol.get("operator", "Equal") not in _OPERATORS:
+            return "toleration %d: operator must be Exists or Equal" % i
+        if "effect" in tol and tol["effect"] not in _EFFECTS:
+            return "toleration %d: effect must be one of %s" % (i, ", ".join(sorted(_EFFECTS)))
+        secs = tol.get("tolerationSeconds", 0)
+        if not isinstance(secs, int) or isinstance(secs, bool) or secs < 0:
+            return "toleration %d: tolerationSeconds must be a whole number >= 0" % i
+    return None
 
 
 # The instance profile's CPU architecture and the OCI platform an image for it is built for.
@@ -242,8 +349,19 @@ def enroot_image(ref: str) -> str:
         registry = parsed.registry
     name = f"{registry}#{parsed.repository}" if registry else parsed.repository
     if parsed.digest:
-        return f"{name}:{parsed.digest}"  # the tag is dropped: the digest names the image
-    return f"{name}:{parsed.tag}" if parsed.tag else name
+        uri = f"{name}:{parsed.digest}"  # the tag is dropped: the digest names the image
+    else:
+        uri = f"{name}:{parsed.tag}" if parsed.tag else name
+    if not PYXIS_IMAGE.match(uri):
+        raise UserError(f"image reference {ref!r} has no pyxis form ({uri!r})", key="container_image")
+    return uri
+
+
+# The form pyxis documents for --container-image, `[USER@][REGISTRY#]IMAGE[:TAG]` (NVIDIA/pyxis README.md
+# "Usage", commit 10751994), with enroot's alphabets: IMAGE `[[:lower:][:digit:]/._-]+`, TAG
+# `[[:alnum:]._:-]+` (which admits `sha256:<hex>`), REGISTRY no '#', '/' or '@' (NVIDIA/enroot src/docker.sh
+# docker::_parse_uri, commit 8ea147d3). No user part: credentials belong in enroot's credentials file.
+PYXIS_IMAGE = re.compile(r"^(?:[^#/@\s]+#)?[a-z0-9/._-]+(?::[A-Za-z0-9._:-]+)?$")
 
 
 def nccl_env(lock: Dict[str, Any]) -> List[Tuple[str, Optional[str]]]:
@@ -254,6 +372,9 @@ def nccl_env(lock: Dict[str, Any]) -> List[Tuple[str, Optional[str]]]:
         name, value = item.get("name"), item.get("value")
         if not name or not name.startswith(NCCL_ENV_PREFIXES):
             continue
+        bad = quoting.why_not(str(name), "env_name") or quoting.why_not(str(value or ""), "word")
+        if bad:  # printed after `export` and `-x`: a lock from anywhere is input too
+            raise UserError("env %r: %s" % (name, bad), key="env")
         out.append((name, None if value is None or "$" in str(value) else str(value)))
     return out
 
@@ -402,14 +523,53 @@ def mpirun_launch(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: st
     return argv + probe_argv(lock, cluster)
 
 
-def mpirun_argv(lock: Dict[str, Any], cluster: Dict[str, Any], tcp_exclude: str = TCP_EXCLUDE) -> List[str]:
+def mpirun_argv(
+    lock: Dict[str, Any],
+    cluster: Dict[str, Any],
+    tcp_exclude: str = TCP_EXCLUDE,
+    report: str = "preflight-report.json",
+) -> List[str]:
     """`python -m efa_validators run ... -- mpirun ...`: run in the image on the first node."""
     launch = mpirun_launch(lock, cluster, tcp_exclude)
-    return _validator(lock, cluster, ["--json", "preflight-report.json", "--"]) + launch
+    return _validator(lock, cluster, ["--json", report, "--"]) + launch
+
+
+# What each host runs for the mpirun recipe (the worker side): the image with its sshd on openssh.PORT, the
+# host's network (Open MPI and NCCL reach the other hosts directly), every EFA device, unlimited locked
+# memory and a large /dev/shm. [awsome-distributed-training 1.architectures/3.aws-batch/
+# 0.aws-batch-distributed-training-p5.yaml, commit 7217859f: Devices /dev/infiniband/uverbs0..N-1, Ulimits
+# memlock -1, SharedMemorySize 49152 (MiB)]
+WORKER_CONTAINER = "efa-preflight"
+SHM_SIZE = "49152m"
+
+
+def worker_docker_run(lock: Dict[str, Any], cluster: Dict[str, Any]) -> List[str]:
+    """`docker run ...` that starts one host's side of the mpirun recipe, as a list of words."""
+    image = _need(cluster, "container_image", "mpirun (the image every host runs)")
+    argv = ["docker", "run", "--detach", "--rm", "--name", WORKER_CONTAINER, "--network", "host"]
+    argv += ["--gpus", "all", "--ulimit", "memlock=-1:-1", "--shm-size", SHM_SIZE]
+    for i in range(int(cluster["efa_devices"] or 0)):
+        argv += ["--device", "/dev/infiniband/uverbs%d" % i]
+    return argv + [image] + _worker_sshd(lock)
 
 
 def mpirun_line(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
-    return " ".join(shlex.quote(w) for w in mpirun_argv(lock, cluster))
+    """The launch line alone, run in the image on the first host."""
+    return quoting.words(mpirun_argv(lock, cluster))
+
+
+def mpirun_recipe(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
+    """The worker side as comments (it runs outside the image, on every host), then the launch line."""
+    head = [
+        quoting.comment(
+            "1. on every host (outside the image): the image, its sshd on port %d" % openssh.PORT
+        ),
+        quoting.comment("   " + quoting.words(worker_docker_run(lock, cluster))),
+        quoting.comment(
+            "2. on the first host, in that container (docker exec -it %s bash):" % WORKER_CONTAINER
+        ),
+    ]
+    return "\n".join(head + [mpirun_line(lock, cluster)]) + "\n"
 
 
 def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
@@ -421,8 +581,9 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     Flags as awsome-distributed-training micro-benchmarks/nccl-tests/slurm/nccl-tests-container.sbatch.
     """
     image = enroot_image(_need(cluster, "container_image", "sbatch"))
-    q = shlex.quote
+    q = quoting.word
     gpus = cluster["gpus_per_node"]
+    imex = _slurm_imex(cluster)
     python = lock.get("python") or "python3"
     head = [
         "#!/bin/bash",
@@ -451,6 +612,18 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     for name, value in nccl_env(lock):
         if value is not None:
             body.append("export %s=%s" % (name, q(value)))
+    mounts = '/dev/infiniband:/dev/infiniband,"$PREFLIGHT_OUT":"$PREFLIGHT_OUT"'
+    if imex:
+        body += [
+            "# multi-node NVLink: the job's IMEX channel, from Slurm's switch/nvidia_imex",
+            "if ! ls %s/channel* >/dev/null 2>&1; then" % IMEX_CHANNELS,
+            "  echo 'no IMEX channel in %s: the cluster needs SwitchType=switch/nvidia_imex' >&2"
+            % IMEX_CHANNELS,
+            "  exit 2",
+            "fi",
+            "export NCCL_MNNVL_ENABLE=1",
+        ]
+        mounts += ",%s:%s" % (IMEX_CHANNELS, IMEX_CHANNELS)
     if probe(lock) == TORCH_PROBE:  # rank 0 is the first node's first task (srun's block distribution)
         body.append('export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
         body.append("export MASTER_PORT=%s" % TORCH_PORT)
@@ -461,7 +634,7 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         % " ".join(
             [
                 q("--container-image=%s" % image),
-                '--container-mounts=/dev/infiniband:/dev/infiniband,"$PREFLIGHT_OUT":"$PREFLIGHT_OUT"',
+                "--container-mounts=" + mounts,
                 "--no-container-remap-root",
             ]
         ),
@@ -490,6 +663,33 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     return "\n".join(head + [""] + body + [""] + tail + [""])
 
 
+# Slurm's own IMEX support: with SwitchType=switch/nvidia_imex (Slurm 24.11+) slurmctld gives each job a
+# channel and every step of the job (batch step included) gets /dev/nvidia-caps-imex-channels/channelN.
+# [SchedMD/slurm src/plugins/switch/nvidia_imex/switch_nvidia_imex.c switch_p_setup_special_steps and
+# _stepd_setup_imex_channel, commit 19f81310; testsuite IMEX_CHANNEL_PATH = /dev/nvidia-caps-imex-channels]
+IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
+
+
+def _slurm_imex(cluster: Dict[str, Any]) -> bool:
+    """Whether the sbatch script uses the job's IMEX channel; a GB200 cluster that lacks one is refused:
+    NCCL over multi-node NVLink cannot start without it, and the pre-flight would fail for a reason no
+    image fix can change."""
+    if cluster["instance_type"] not in MNNVL_TYPES:
+        return False
+    if cluster.get("imex") is True:
+        return True
+    lines = cluster.get("_lines") or {}
+    raise UserError(
+        "%s GPUs share one NVLink domain across nodes: NCCL needs the job's IMEX channel, and the cluster "
+        "file does not say Slurm gives one" % cluster["instance_type"],
+        file=cluster.get("_file"),
+        line=lines.get("imex", lines.get("instance_type")),
+        key="imex",
+        hint="with SwitchType=switch/nvidia_imex in slurm.conf (Slurm 24.11+) each job gets a channel: "
+        "say imex: true; without it run the pre-flight on EKS (--print mpijob, a ComputeDomain)",
+    )
+
+
 # Instance types whose GPUs share one NVLink domain across nodes (multi-node NVLink, MNNVL): a job needs an
 # IMEX channel (a DRA ComputeDomain claim on EKS), its workers on one NVLink clique, and NCCL told to use it.
 # [aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests-gb200.yaml,
@@ -511,11 +711,31 @@ def _worker_sshd(lock: Dict[str, Any]) -> List[str]:
     return [openssh.SSHD, "-De"]
 
 
+# The launcher retries while workers come up (mpirun fails when a worker's sshd is not up yet), but not for
+# ever: runPolicy.backoffLimit 20 as awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/
+# nccl-tests.yaml and nccl-tests-gb200.yaml (commit 7217859f); and the launcher starts only once every worker
+# is Ready: spec.launcherCreationPolicy WaitForWorkersReady (kubeflow/mpi-operator pkg/apis/kubeflow/v2beta1/
+# types.go LauncherCreationPolicy, commit caa3c47f). restartPolicy is set on the replica: the operator
+# overrides a pod template's with a warning event (pkg/controller/mpi_job_controller.go
+# newLauncherPodTemplate, same commit).
+BACKOFF_LIMIT = 20
+
+
+def _worker_ready(lock: Dict[str, Any]) -> Dict[str, Any]:
+    """A worker is Ready once its sshd accepts (our START listens on openssh.PORT): with
+    WaitForWorkersReady the launcher then never dials a worker whose sshd is not up yet. A base's own sshd
+    listens where the base says, so no probe is guessed for it."""
+    if _worker_sshd(lock) != [openssh.START]:
+        return {}
+    return {"readinessProbe": {"tcpSocket": {"port": openssh.PORT}, "periodSeconds": 5}}
+
+
 def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     """A Kubeflow MPIJob (v2beta1): the launcher runs the validator around mpirun; each worker runs sshd
     (`/usr/sbin/sshd -De`, the command mpi-operator v2 gives a worker that names none: kubeflow/mpi-operator
     pkg/controller/mpi_job_controller.go newWorker) and requests every GPU and EFA device of its node,
-    hugepages for libfabric, and a memory-backed /dev/shm for NCCL (ADT kubernetes/nccl-tests.yaml)."""
+    hugepages for libfabric where the cluster file asks, and a memory-backed /dev/shm for NCCL (ADT
+    kubernetes/nccl-tests.yaml). The launcher writes its report onto the cluster file's `report_volume`."""
     image = _need(cluster, "container_image", "mpijob")
     gpus, efa = cluster["gpus_per_node"], cluster["efa_devices"]
     workers = cluster["nodes"]
@@ -530,16 +750,31 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     )
     if mnnvl:
         mp["_extra_env"] = ["NCCL_MNNVL_ENABLE=1"]
-    command = mpirun_argv(lock, mp, TCP_EXCLUDE_EKS)
-    amounts = {
-        "nvidia.com/gpu": gpus,
-        "vpc.amazonaws.com/efa": efa,
-        "hugepages-2Mi": "5120Mi",
-        "memory": "32000Mi",
-    }
+    report = _need(
+        cluster, "report_volume", "mpijob (the launcher's report outlives its pod only on a volume)"
+    )
+    report_file = "%s/%s-report.json" % (REPORT_MOUNT, cluster["name"])
+    command = mpirun_argv(lock, mp, TCP_EXCLUDE_EKS, report=report_file)
+    amounts: Dict[str, Any] = {"nvidia.com/gpu": gpus, "vpc.amazonaws.com/efa": efa, "memory": "32000Mi"}
+    if cluster.get("hugepages"):  # only where the pool has them: a pod asking for absent ones stays Pending
+        amounts["hugepages-2Mi"] = cluster["hugepages"]
     resources: Dict[str, Any] = {"limits": dict(amounts), "requests": dict(amounts)}
     shm = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
-    worker_spec: Dict[str, Any] = {"nodeSelector": {INSTANCE_TYPE_LABEL: cluster["instance_type"]}}
+    if "pvc" in report:
+        report_vol = {"name": "report", "persistentVolumeClaim": {"claimName": report["pvc"]}}
+    else:
+        report_vol = {
+            "name": "report",
+            "hostPath": {"path": report["host_path"], "type": "DirectoryOrCreate"},
+        }
+    placement: Dict[str, Any] = {}
+    if cluster.get("tolerations"):
+        placement["tolerations"] = [dict(t) for t in cluster["tolerations"]]
+    selector = dict(cluster.get("node_selector") or {})
+    launcher_spec: Dict[str, Any] = dict(placement, **({"nodeSelector": dict(selector)} if selector else {}))
+    worker_spec: Dict[str, Any] = dict(
+        placement, nodeSelector=dict(selector, **{INSTANCE_TYPE_LABEL: cluster["instance_type"]})
+    )
     worker_meta: Dict[str, Any] = {}
     docs: List[Dict[str, Any]] = []
     if mnnvl:
@@ -578,22 +813,26 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         "spec": {
             "runPolicy": {
                 "cleanPodPolicy": "Running",
-                "backoffLimit": 0,
+                "backoffLimit": BACKOFF_LIMIT,
                 "activeDeadlineSeconds": int(cluster["timeout"]) + 600,
             },
+            "launcherCreationPolicy": "WaitForWorkersReady",
             "slotsPerWorker": gpus,
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
+                    "restartPolicy": "OnFailure",  # the replica's: the operator overrides a pod template's
                     "template": {
                         "spec": {
-                            "restartPolicy": "OnFailure",
+                            **launcher_spec,
+                            "volumes": [report_vol],
                             "containers": [
                                 {
                                     "name": "launcher",
                                     "image": image,
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": command,
+                                    "volumeMounts": [{"name": "report", "mountPath": REPORT_MOUNT}],
                                 }
                             ],
                         }
@@ -612,6 +851,7 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                                     "image": image,
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": _worker_sshd(lock),
+                                    **_worker_ready(lock),
                                     "resources": resources,
                                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
                                 }
@@ -625,12 +865,21 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     return yaml.safe_dump_all(docs + [doc], sort_keys=False, default_flow_style=False)
 
 
+# The torchrun script's proof that its output folder is shared: node 0 writes it, the others wait for it
+SHARED_MARKER = ".written-by-node-0"
+SHARED_WAIT = 300  # seconds a node waits for node 0's marker (nodes are started by hand or a scheduler)
+
+
 def torchrun_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     """A script for clusters that start one process per node (a plain fleet, a custom scheduler): `run`
     on every node with NODE_RANK=0..nodes-1 starts torchrun's ranks of the torch probe under the validator,
     each node keeping its log in a directory every node sees; `verdict` on one node, once all have run,
-    judges every node's log together (one node sees only its own ranks)."""
-    q = shlex.quote
+    judges every node's log together (one node sees only its own ranks).
+
+    The output folder must be one folder every node sees (`verdict` reads all nodes' logs from it): node 0
+    leaves a marker there and every other node waits, bounded, for it, refusing to start (exit 2) on a
+    folder that is not shared, before any rank runs."""
+    q = quoting.word
     gpus, nodes = cluster["gpus_per_node"], cluster["nodes"]
     python = lock.get("python") or "python3"
     master = _master(cluster, "torchrun")
@@ -652,8 +901,12 @@ def torchrun_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     lines = [
         "#!/bin/bash",
         "# torch all-reduce pre-flight over %d node(s) x %d GPU(s), inside the image." % (nodes, gpus),
-        "#   on every node:   NODE_RANK=<0..%d> $0 run     (node 0 is %s)" % (nodes - 1, master),
+        quoting.comment(
+            "  on every node:   NODE_RANK=<0..%d> $0 run     (node 0 is %s)" % (nodes - 1, master)
+        ),
         "#   then on one:     $0 verdict",
+        "# PREFLIGHT_OUT must be one folder every node sees (a shared file system): node 0 marks it, and",
+        "# every other node refuses to start unless it sees that mark within PREFLIGHT_SHARED_WAIT seconds.",
         "set -uo pipefail",
         "export PREFLIGHT_OUT=%s/%s" % (out_dir, q(cluster["name"])),
         "export NCCL_DEBUG=INFO",
@@ -665,7 +918,21 @@ def torchrun_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         'case "${1:-}" in',
         "  run)",
         '    : "${NODE_RANK:?set NODE_RANK (0 to %d)}"' % (nodes - 1),
-        '    mkdir -p "$PREFLIGHT_OUT"',
+        '    mkdir -p "$PREFLIGHT_OUT" || exit 2',
+        '    marker="$PREFLIGHT_OUT/%s"' % SHARED_MARKER,
+        '    if [ "$NODE_RANK" = 0 ]; then',
+        '      printf \'%s\\n\' "${HOSTNAME:-node-0}" > "$marker" || exit 2',
+        "    else",
+        "      waited=0",
+        '      until [ -s "$marker" ]; do',
+        '        if [ "$waited" -ge "${PREFLIGHT_SHARED_WAIT:-%d}" ]; then' % SHARED_WAIT,
+        '          echo "$PREFLIGHT_OUT is not shared with node 0 (no $marker after ${waited}s):'
+        ' give output_dir a folder every node sees" >&2',
+        "          exit 2",
+        "        fi",
+        "        sleep 1; waited=$((waited + 1))",
+        "      done",
+        "    fi",
         "    exec %s ;;" % run,
         "  verdict)",
         "    exec %s ;;" % " ".join(parse),
@@ -687,7 +954,7 @@ def _torch_only(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
 
 
 RECIPES = {
-    "mpirun": lambda lock, c: mpirun_line(lock, c) + "\n",
+    "mpirun": mpirun_recipe,
     "sbatch": sbatch_script,
     "mpijob": mpijob_manifest,
     "torchrun": _torch_only,

@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from efa_validators.report.contract import EXIT_BY_VERDICT
 from imagebuild.errors import UserError
+from imagebuild.preflight import recipes
 from imagebuild.preflight.metrics import metric_definitions
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -40,9 +41,35 @@ REPORT_IN_JOB = "/opt/ml/output/data/preflight.json"  # uploaded with the job's 
 PROBES = {
     "torch": "torchrun --nnodes {sm_nodes} --node_rank {sm_node_rank} --nproc_per_node {gpus} "
     "--master_addr {sm_master} --master_port 29500 -m efa_validators.probe_torch --max-bytes 16G",
-    # each instance alone (NVLink, not EFA): for --nodes 1, or images without torch
+    # each instance alone (NVLink, not EFA): for --nodes 1
     "nccl-tests": "all_reduce_perf -b 8 -e 16G -f 2 -g {gpus}",
 }
+# nccl-tests ACROSS the instances, for an image without torch: one mpirun on the first host over ssh to the
+# others, as SageMaker's own MPI distribution runs (aws/sagemaker-training-toolkit src/sagemaker_training/
+# mpi.py, commit 018dbf74; efa_validators.run.sm_mpi plays both roles). The ssh key pair is made for this job
+# only and reaches the instances as a training input channel (SageMaker mounts channel C at
+# /opt/ml/input/data/C); no key is baked into an image. The MPI flags are the recipes' (recipes.MPI_MCA).
+SSH_CHANNEL = "efa-preflight-ssh"
+SSH_DIR = "/opt/ml/input/data/" + SSH_CHANNEL
+SSH_KEY = "id_ed25519"
+SM_MPI = "efa_validators.run.sm_mpi"
+PROBES["nccl-tests-mpi"] = " ".join(
+    [
+        "python3",
+        "-m",
+        SM_MPI,
+        "--ssh-dir",
+        SSH_DIR,
+        "--slots",
+        "{gpus}",
+        "--",
+        "mpirun",
+        "--allow-run-as-root",
+    ]
+    + ["--bind-to", "none", "--tag-output", *recipes.MPI_MCA]
+    + ["-x", "NCCL_DEBUG=INFO", "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "%s=%s" % recipes.PMIX_ENV]
+    + ["all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-g", "1"]
+)
 DEFAULT_PROBE = PROBES["torch"]
 
 # Service Quotas names for SageMaker training (ServiceCode "sagemaker"), as the console lists them.
@@ -181,7 +208,59 @@ def build_request(opts: SageMakerOptions, now: Optional[datetime] = None) -> Dic
     ckpt = _s3(opts.checkpoint_s3, "--checkpoint-s3", False)
     if ckpt:
         request["CheckpointConfig"] = {"S3Uri": ckpt, "LocalPath": "/opt/ml/checkpoints"}
+    if SM_MPI in probe:  # the job's own ssh key pair, as an input channel (put there by `ssh_key_upload`)
+        uri = "%s/%s/%s/" % (request["OutputDataConfig"]["S3OutputPath"].rstrip("/"), name, SSH_CHANNEL)
+        source = {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}
+        request["InputDataConfig"] = [{"ChannelName": SSH_CHANNEL, "DataSource": {"S3DataSource": source}}]
     return request
+
+
+def _ssh_objects(request: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """(bucket, key) of the job's key pair objects, from its ssh input channel; none without one."""
+    for channel in request.get("InputDataConfig") or []:
+        if channel.get("ChannelName") == SSH_CHANNEL:
+            uri = channel["DataSource"]["S3DataSource"]["S3Uri"][len("s3://") :]
+            bucket, _, prefix = uri.partition("/")
+            return [(bucket, prefix + SSH_KEY), (bucket, prefix + SSH_KEY + ".pub")]
+    return []
+
+
+def ssh_key_upload(s3: Any, request: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """Make a key pair for this job alone (ssh-keygen, in a private temporary folder) and put both halves
+    where the job's ssh channel reads them; the objects written, for `ssh_key_delete` after the job."""
+    import subprocess
+    import tempfile
+
+    from imagebuild.adapters.aws import aws_call
+
+    objects = _ssh_objects(request)
+    if not objects:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        key = Path(tmp) / SSH_KEY
+        try:
+            proc = subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "efa-preflight", "-f", str(key)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise UserError(f"cannot make the job's ssh key: {err}", key="--probe") from None
+        if proc.returncode != 0:
+            raise UserError(f"ssh-keygen failed: {proc.stderr.strip()[:300]}", key="--probe")
+        for (bucket, name), path in zip(objects, (key, key.with_name(SSH_KEY + ".pub"))):
+            aws_call(s3.put_object, Bucket=bucket, Key=name, Body=path.read_bytes())
+    return objects
+
+
+def ssh_key_delete(s3: Any, objects: List[Tuple[str, str]]) -> None:
+    """Remove the job's key pair once the job has ended; loud when it cannot."""
+    for bucket, name in objects:
+        try:
+            s3.delete_object(Bucket=bucket, Key=name)
+        except Exception as err:  # noqa: BLE001 - report, never mask how the job ended
+            log(f"warning: could not delete s3://{bucket}/{name}: {err}; delete it by hand")
 
 
 # -- quotas ------------------------------------------------------------------------------------------------
@@ -401,6 +480,7 @@ class Clients:
     quotas: Any
     stopper: Any = None
     extra: Dict[str, Any] = field(default_factory=dict)
+    s3: Any = None  # the job's ssh key pair (probe nccl-tests-mpi) goes through it
 
     @classmethod
     def for_options(cls, opts: SageMakerOptions) -> Clients:
@@ -408,7 +488,8 @@ class Clients:
 
         region, url = opts.region, opts.endpoint_url
         sm = aws_client("sagemaker", region, url)
-        return cls(sm, aws_client("logs", region, url), aws_client("service-quotas", region, url), sm)
+        logs, quotas = aws_client("logs", region, url), aws_client("service-quotas", region, url)
+        return cls(sm, logs, quotas, sm, s3=aws_client("s3", region, url))
 
 
 def run_sagemaker_preflight(opts: SageMakerOptions, clients: Optional[Clients] = None) -> int:
@@ -436,7 +517,9 @@ def run_sagemaker_preflight(opts: SageMakerOptions, clients: Optional[Clients] =
                 log(line)
             raise UserError(f"the account's SageMaker quotas cannot run {nodes} x {itype} for {max_run}s")
     created = False
+    keys: List[Tuple[str, str]] = []
     try:
+        keys = ssh_key_upload(clients.s3, request)
         try:
             aws_call(clients.sagemaker.create_training_job, **request)
         except UserError:
@@ -470,6 +553,8 @@ def run_sagemaker_preflight(opts: SageMakerOptions, clients: Optional[Clients] =
         else:
             log("interrupted before the job was created: nothing to stop")
         return 130
+    finally:
+        ssh_key_delete(clients.s3, keys)
     report = analyze_lines(lines, itype[3:], nodes)
     report = judge(report, outcome, message)
     report["image"] = {"ref": request["AlgorithmSpecification"]["TrainingImage"],

@@ -102,8 +102,8 @@ def test_printed_mpirun_recipe_runs_over_sshd_on_2222_beside_a_port_22_listener(
     printed = build_py("preflight", "--print", "mpirun", "--cluster", cluster, "--lock", lock_path,
                        "--image", IMAGE_REF)  # fmt: skip
     assert printed.rc == 0, printed.err
-    line = printed.out.strip()
-    assert "--allow-run-as-root" in line and shlex.split(line)[0].endswith("python3")
+    line = printed.out.strip()  # the workers' `docker run` as comments, then the launch line
+    assert "--allow-run-as-root" in line and shlex.split(line.splitlines()[-1])[0].endswith("python3")
     run = _docker("exec", "-w", "/tmp", a.name, "sh", "-c", line, timeout=240)
     report = json.loads(_docker("exec", a.name, "cat", "/tmp/preflight-report.json").stdout)
     assert report["run"]["exit_code"] == 0, run.stderr[-3000:]

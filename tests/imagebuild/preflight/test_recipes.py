@@ -25,6 +25,9 @@ LOCK = {
 }
 
 
+REPORT = "report_volume: {pvc: reports}\n"  # where an MPIJob keeps its report
+
+
 def _cluster(tmp_path, text):
     p = tmp_path / "cluster.yaml"
     p.write_text(text)
@@ -114,14 +117,23 @@ def test_sbatch_script_runs_every_step_in_the_image(tmp_path):
 
 
 def test_mpijob_requests_efa_gpus_hugepages_and_shm(tmp_path):
-    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\ncontainer_image: repo/img:1\n")
+    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\ncontainer_image: repo/img:1\n" + REPORT)
     doc = yaml.safe_load(recipes.mpijob_manifest(LOCK, c))
     worker = doc["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
     spec = worker["template"]["spec"]["containers"][0]
     assert spec["command"] == ["/usr/sbin/sshd", "-De"]
     res = spec["resources"]["limits"]
-    assert res["vpc.amazonaws.com/efa"] == 4 and res["nvidia.com/gpu"] == 8 and "hugepages-2Mi" in res
+    assert res["vpc.amazonaws.com/efa"] == 4 and res["nvidia.com/gpu"] == 8
+    assert "hugepages-2Mi" not in res  # only where the cluster file asks: absent ones keep pods Pending
+    asked = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\ncontainer_image: r/i:1\nhugepages: 2Gi\n" + REPORT
+    )
+    asked_doc = yaml.safe_load(recipes.mpijob_manifest(LOCK, asked))
+    asked_res = asked_doc["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
+        "resources"
+    ]
+    assert asked_res["limits"]["hugepages-2Mi"] == asked_res["requests"]["hugepages-2Mi"] == "2Gi"
     assert worker["template"]["spec"]["volumes"][0]["emptyDir"]["medium"] == "Memory"
     cmd = doc["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
     assert cmd[:4] == ["/usr/bin/python3", "-m", "efa_validators", "run"] and "NCCL_WEIRD=a b;'q' & x" in cmd
@@ -215,7 +227,7 @@ def test_build_py_preflight_sagemaker_delegates(project_root):
 )
 def test_example_cluster_files_print_their_recipe(project_root, name, recipe):
     cluster = recipes.load_cluster(str(project_root / "examples" / "cluster" / ("%s.yaml" % name)))
-    text = recipes.render(recipe, LOCK, cluster)
+    text = recipes.render(recipe, LOCK, recipes.bind_image(cluster, "r.io/i@sha256:" + "e" * 64))
     assert "validators" in text and "all_reduce_perf" in text
 
 
@@ -247,7 +259,7 @@ def test_a_cluster_the_image_was_not_built_for_is_refused_naming_both_sides(tmp_
     err = _refused(tmp_path, arm, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n")
     assert "x86_64" in err.message and "linux/arm64" in err.message
     # an EFA device count no source states: the cluster file must give it, never null in a manifest
-    gb = "nodes: 2\ninstance_type: p6e-gb200.36xlarge\ncontainer_image: r/i:1\n"
+    gb = "nodes: 2\ninstance_type: p6e-gb200.36xlarge\ncontainer_image: r/i:1\n" + REPORT
     err = _refused(tmp_path, arm, gb)
     assert err.key == "efa_devices" and "unknown" in err.message
     cluster = _cluster(tmp_path, gb + "efa_devices: 4\n")
@@ -289,21 +301,28 @@ CONTAINER = {
     "name": str, "image": str, "imagePullPolicy": str, "command": [str],
     "resources": {"limits": {"*": QUANTITY}, "requests": {"*": QUANTITY}, "claims": [{"name": str}]},
     "volumeMounts": [{"name": str, "mountPath": str}],
+    "readinessProbe": {"tcpSocket": {"port": int}, "periodSeconds": int},
 }  # fmt: skip
 MATCH = {"key": str, "operator": str, "values": [str]}
+TOLERATION = {"key": str, "operator": str, "value": str, "effect": str, "tolerationSeconds": int}
+VOLUME = {
+    "name": str, "emptyDir": {"medium": str}, "persistentVolumeClaim": {"claimName": str},
+    "hostPath": {"path": str, "type": str},
+}  # fmt: skip
 POD_SPEC = {
-    "restartPolicy": str, "containers": [CONTAINER], "volumes": [{"name": str, "emptyDir": {"medium": str}}],
-    "nodeSelector": {"*": str},
+    "containers": [CONTAINER], "volumes": [VOLUME], "nodeSelector": {"*": str}, "tolerations": [TOLERATION],
     "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchExpressions": [MATCH]}, "topologyKey": str}]}},
     "resourceClaims": [{"name": str, "resourceClaimTemplateName": str}],
 }  # fmt: skip
-REPLICA = {"replicas": int, "template": {"metadata": {"labels": {"*": str}}, "spec": POD_SPEC}}
+REPLICA = {
+    "replicas": int, "restartPolicy": str, "template": {"metadata": {"labels": {"*": str}}, "spec": POD_SPEC},
+}  # fmt: skip
 MPIJOB = {
     "apiVersion": str, "kind": str, "metadata": {"name": str, "namespace": str},
     "spec": {
         "runPolicy": {"cleanPodPolicy": str, "backoffLimit": int, "activeDeadlineSeconds": int},
-        "slotsPerWorker": int, "mpiReplicaSpecs": {"*": REPLICA},
+        "launcherCreationPolicy": str, "slotsPerWorker": int, "mpiReplicaSpecs": {"*": REPLICA},
     },
 }  # fmt: skip
 _NUM = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -340,7 +359,9 @@ def _conform(value, schema, path="") -> list:
 @pytest.mark.parametrize("itype", ["p5en.48xlarge", "p6e-gb200.36xlarge"])
 def test_printed_mpijob_has_the_crds_fields_and_types_and_selects_its_nodes(tmp_path, itype):
     c = recipes.bind_image(
-        _cluster(tmp_path, f"nodes: 2\ninstance_type: {itype}\ncontainer_image: r/i:1\nefa_devices: 4\n"),
+        _cluster(
+            tmp_path, f"nodes: 2\ninstance_type: {itype}\ncontainer_image: r/i:1\nefa_devices: 4\n" + REPORT
+        ),
         "r/i@sha256:" + "e" * 64,
     )
     docs = list(yaml.safe_load_all(recipes.mpijob_manifest(LOCK, c)))
@@ -397,7 +418,10 @@ def test_an_image_without_nccl_tests_gets_the_torch_probe_under_every_launcher(t
     launcher,
     rank 0's host passed as MASTER_ADDR (the probe reads its rank from mpirun's or srun's env)."""
     c = recipes.bind_image(
-        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\n"),
+        _cluster(
+            tmp_path,
+            "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\n" + REPORT,
+        ),
         "r/i@sha256:" + "f" * 64,
     )
     words = shlex.split(recipes.mpirun_line(TORCH_LOCK, c))
@@ -463,3 +487,126 @@ def test_printed_torchrun_script_runs_two_nodes_on_loopback_and_gives_one_verdic
     rows = report["nccl_tests"]["rows"]
     assert rows and rows[-1]["size"] == 65536  # the probe's table from rank 0, parsed
     assert sorted(p.name for p in (tmp_path / "tr").glob("node-*.log")) == ["node-0.log", "node-1.log"]
+
+
+def test_mpijob_survives_a_slow_start_and_keeps_its_report(tmp_path):
+    """The launcher starts only once the workers are Ready, retries a bounded number of times, its
+    restartPolicy is the replica's (a pod template's is overridden by the operator with a warning), and
+    its report lands on the volume the cluster file names; placement comes from the cluster file."""
+    c = _cluster(
+        tmp_path,
+        "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\nname: pf\n"
+        "report_volume: {host_path: /fsx/reports}\nnode_selector: {team: ml}\n"
+        "tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n",
+    )
+    job = yaml.safe_load(recipes.mpijob_manifest(LOCK, c))
+    spec = job["spec"]
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert 0 < spec["runPolicy"]["backoffLimit"] == 20
+    launcher, worker = spec["mpiReplicaSpecs"]["Launcher"], spec["mpiReplicaSpecs"]["Worker"]
+    assert launcher["restartPolicy"] == "OnFailure"
+    assert (
+        "restartPolicy" not in launcher["template"]["spec"]
+        and "restartPolicy" not in worker["template"]["spec"]
+    )
+    pod = launcher["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "report", "hostPath": {"path": "/fsx/reports", "type": "DirectoryOrCreate"}}
+    ]
+    ctr = pod["containers"][0]
+    assert ctr["volumeMounts"] == [{"name": "report", "mountPath": recipes.REPORT_MOUNT}]
+    assert ctr["command"][ctr["command"].index("--json") + 1] == recipes.REPORT_MOUNT + "/pf-report.json"
+    toleration = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["tolerations"] == toleration and pod["nodeSelector"] == {"team": "ml"}
+    wpod = worker["template"]["spec"]
+    assert wpod["tolerations"] == toleration
+    assert wpod["nodeSelector"] == {"team": "ml", "node.kubernetes.io/instance-type": "p5.48xlarge"}
+    pvc = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n" + REPORT)
+    pvc_job = yaml.safe_load(recipes.mpijob_manifest(LOCK, pvc))
+    vols = pvc_job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["volumes"]
+    assert vols == [{"name": "report", "persistentVolumeClaim": {"claimName": "reports"}}]
+    sshd = dict(LOCK, components=dict(LOCK["components"], openssh={"method": "source"}))
+    ours = yaml.safe_load(recipes.mpijob_manifest(sshd, c))
+    wctr = ours["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert wctr["command"] == ["/usr/local/sbin/efa-sshd"]  # Ready only once its sshd accepts on 2222
+    assert wctr["readinessProbe"] == {"tcpSocket": {"port": 2222}, "periodSeconds": 5}
+    assert "readinessProbe" not in worker["template"]["spec"]["containers"][0]  # a base's sshd: no guess
+    assert _conform(ours, MPIJOB) == []
+    lost = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
+    with pytest.raises(UserError) as err:  # a report lost with the pod clears no release: refused
+        recipes.mpijob_manifest(LOCK, lost)
+    assert err.value.key == "report_volume"
+
+
+GB200_SLURM = "nodes: 2\ninstance_type: p6e-gb200.36xlarge\nefa_devices: 4\ncontainer_image: r.io/i:1\n"
+
+
+def test_gb200_on_slurm_takes_the_jobs_imex_channel_or_is_refused_with_why(tmp_path):
+    lock = dict(LOCK, platform="linux/arm64")
+    without = _cluster(tmp_path, GB200_SLURM)
+    with pytest.raises(UserError) as err:
+        recipes.sbatch_script(lock, without)
+    assert err.value.key == "imex" and "IMEX" in err.value.message and "switch/nvidia_imex" in err.value.hint
+    script = recipes.sbatch_script(lock, _cluster(tmp_path, GB200_SLURM + "imex: true\n"))
+    assert "/dev/nvidia-caps-imex-channels:/dev/nvidia-caps-imex-channels" in script
+    assert "export NCCL_MNNVL_ENABLE=1" in script
+    # the header refuses (exit 2, before any step) on a node where Slurm gave the job no channel
+    header = script[: script.index("run_rc=0")]
+    proc = subprocess.run(
+        ["bash", "-c", header], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "3"},
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "no IMEX channel" in proc.stderr
+    p5 = recipes.sbatch_script(
+        LOCK, _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
+    )
+    assert "imex" not in p5.lower()
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "123456789012.dkr.example.com/team/img:1",
+        "reg.example.com/a/b@sha256:" + "c" * 64,
+        "localhost:5000/img",
+        "team/img:2",
+    ],
+)
+def test_the_sbatch_image_is_in_the_form_pyxis_documents(ref):
+    uri = recipes.enroot_image(ref)
+    assert recipes.PYXIS_IMAGE.match(uri)
+    assert "@" not in uri and uri.count("#") <= 1  # [REGISTRY#]IMAGE[:TAG], the digest as the tag
+
+
+def test_torchrun_refuses_to_start_a_node_on_a_folder_node_0_does_not_share(tmp_path):
+    c = recipes.bind_image(
+        _cluster(
+            tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nmaster_addr: n1\noutput_dir: %s\n" % tmp_path
+        ),
+        "r/i@sha256:" + "e" * 64,
+    )
+    script = tmp_path / "pf.sh"
+    script.write_text(recipes.render("torchrun", dict(LOCK, components={"torch": {"version": "2"}}), c))
+    assert "must be one folder every node sees" in script.read_text()
+    env = {"PATH": "/usr/bin:/bin", "NODE_RANK": "1", "PREFLIGHT_SHARED_WAIT": "1"}
+    proc = subprocess.run(["bash", str(script), "run"], env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and "is not shared with node 0" in proc.stderr
+    assert not list((tmp_path / "efa-preflight").glob("node-*.log"))  # no rank started
+
+
+def test_print_mpirun_gives_each_hosts_docker_run(tmp_path):
+    c = recipes.bind_image(
+        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n"),
+        "r.io/i@sha256:" + "e" * 64,
+    )
+    run = recipes.worker_docker_run(
+        dict(LOCK, components=dict(LOCK["components"], openssh={"method": "source"})), c
+    )
+    assert run[:2] == ["docker", "run"] and run[run.index("--network") + 1] == "host"
+    assert run[run.index("--ulimit") + 1] == "memlock=-1:-1" and "--shm-size" in run
+    devices = [run[i + 1] for i, w in enumerate(run) if w == "--device"]
+    assert devices == ["/dev/infiniband/uverbs%d" % i for i in range(32)]  # p5: 32 EFA devices
+    assert run[-2:] == ["r.io/i@sha256:" + "e" * 64, "/usr/local/sbin/efa-sshd"]  # sshd on port 2222
+    text = recipes.render("mpirun", LOCK, c)
+    assert shlex.join(recipes.worker_docker_run(LOCK, c)) in text
+    assert text.splitlines()[-1] == recipes.mpirun_line(LOCK, c)

@@ -301,3 +301,49 @@ def test_build_py_preflight_sagemaker_dry_run(monkeypatch):
     res = build_py(*argv[:-2], "--max-run", "0")
     assert res.rc == 2
     assert "--max-run" in res.err
+
+
+def test_nccl_tests_mpi_probe_spans_the_instances_with_a_key_channel_and_no_key_in_the_request():
+    req = smk.build_request(_args("--probe", "nccl-tests-mpi", "--job-name", "h6-mpi"))
+    args = req["AlgorithmSpecification"]["ContainerArguments"]
+    probe = args[args.index("--") + 1 :]
+    assert probe[:3] == ["python3", "-m", "efa_validators.run.sm_mpi"]
+    assert probe[probe.index("--slots") + 1] == "8"  # p4d: one rank per GPU on each instance
+    mpirun = probe[probe.index("--", 3) + 1 :]
+    assert mpirun[0] == "mpirun" and mpirun[-9] == "all_reduce_perf" and "^cm,ucx" in mpirun
+    (channel,) = req["InputDataConfig"]
+    assert channel["ChannelName"] == smk.SSH_CHANNEL and probe[probe.index("--ssh-dir") + 1] == smk.SSH_DIR
+    uri = channel["DataSource"]["S3DataSource"]["S3Uri"]
+    assert uri == "s3://h6-out/preflight/h6-mpi/%s/" % smk.SSH_CHANNEL
+    assert "PRIVATE KEY" not in json.dumps(req)  # the key travels in S3, never in the request
+    assert "InputDataConfig" not in smk.build_request(_args("--probe", "nccl-tests"))
+
+
+def test_nccl_tests_mpi_puts_a_fresh_key_pair_for_the_job_and_deletes_it_after(aws, tmp_path):
+    s3 = boto3.client("s3", endpoint_url=aws.endpoint_url, region_name="us-east-1")
+    s3.create_bucket(Bucket="h6-out")
+    clients, stub = _clients(aws, _quotas())
+    clients.s3 = s3
+    seen = {}
+    create = clients.sagemaker.create_training_job
+
+    def create_and_look(**request):  # what the job would read from its channel while it runs
+        listing = s3.list_objects_v2(Bucket="h6-out", Prefix="preflight/h6-mpi-keys/")
+        for obj in listing.get("Contents", []):
+            seen[obj["Key"]] = s3.get_object(Bucket="h6-out", Key=obj["Key"])["Body"].read().decode()
+        return create(**request)
+
+    clients.sagemaker.create_training_job = create_and_look
+    args = _args(
+        "--probe", "nccl-tests-mpi", "--job-name", "h6-mpi-keys", "--out", str(tmp_path), "--poll", "0.1"
+    )
+    smk.run_sagemaker_preflight(args, clients)
+    stub.assert_no_pending_responses()
+    prefix = "preflight/h6-mpi-keys/%s/" % smk.SSH_CHANNEL
+    assert set(seen) == {prefix + "id_ed25519", prefix + "id_ed25519.pub"}
+    assert "PRIVATE KEY" in seen[prefix + "id_ed25519"] and seen[prefix + "id_ed25519.pub"].startswith(
+        "ssh-ed25519 "
+    )
+    assert s3.list_objects_v2(Bucket="h6-out", Prefix="preflight/").get("KeyCount", 0) == 0  # deleted after
+    desc = clients.sagemaker.describe_training_job(TrainingJobName="h6-mpi-keys")
+    assert desc["InputDataConfig"][0]["ChannelName"] == smk.SSH_CHANNEL

@@ -96,15 +96,19 @@ def test_printed_mpirun_line_runs_across_two_containers(tmp_path, ssh_pair):  # 
     a, b = ssh_pair
     for c in ssh_pair:
         _prepare(c)
-    line = _print_recipe(
+    text = _print_recipe(
         tmp_path,
         "mpirun",
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\n"
         "timeout: 120\nidle_timeout: 60\n" % (a.name, b.name),
-    ).strip()
-    assert "\n" not in line and "--allow-run-as-root" in line and "--mca btl tcp,self" in line
-    proc = subprocess.run(
-        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", line],
+    )
+    # the worker side first, as comments (it runs on each host, outside the image), then the launch line
+    *workers, line = text.strip().split("\n")
+    run = shlex.split(workers[1].lstrip("# "))
+    assert run[:2] == ["docker", "run"] and run[run.index("--network") + 1] == "host" and IMAGE in run
+    assert "--allow-run-as-root" in line and "--mca btl tcp,self" in line
+    proc = subprocess.run(  # the printed text as a whole: the comments are inert, the line launches
+        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", text],
         capture_output=True,
         text=True,
         timeout=180,
@@ -147,17 +151,17 @@ def test_printed_mpirun_line_runs_the_torch_probe_across_two_containers(tmp_path
         "components": {"torch": {"version": torch.__version__}, "openmpi": {"prefix": "/usr"}},
         "env": [],
     }
-    line = _print_recipe(
+    text = _print_recipe(
         tmp_path,
         "mpirun",
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\n"
         "timeout: 120\nidle_timeout: 60\ntest_args: '--max-bytes 64K --iters 2'\n" % (a.name, b.name),
         lock,
-    ).strip()
-    words = shlex.split(line)
+    )
+    words = shlex.split(text.strip().split("\n")[-1])
     assert "MASTER_ADDR=%s" % a.name in words and words[-8:-6] == ["-m", "efa_validators.probe_torch"]
     proc = subprocess.run(
-        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", line],
+        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", text],
         capture_output=True,
         text=True,
         timeout=240,
@@ -248,3 +252,99 @@ def test_printed_sbatch_script_runs_the_torch_probe_on_two_slurm_nodes(tmp_path,
     assert report["verdict"] == "unknown" and "verdict exit 3" in out  # gloo: nothing about EFA proven
     logs = _exec(c, ["sh", "-c", "ls %s/preflight-%s" % (job, job_id)]).stdout.split()
     assert sorted(n for n in logs if n.startswith("rank-")) == ["rank-%d.log" % r for r in range(4)]
+
+
+def test_sagemaker_mpi_probe_runs_nccl_tests_across_two_instances_with_its_own_key(tmp_path, ssh_pair):  # noqa: F811
+    """`--probe nccl-tests-mpi` as each SageMaker instance runs it: the same command on both, each role from
+    its resourceconfig.json; the first host's validator wraps the mpirun that efa_validators.run.sm_mpi
+    becomes, the other serves ssh until Open MPI's daemon has come and gone. Only the job's key pair (from
+    the channel folder, IdentitiesOnly) can log in, so ranks on b prove the key path."""
+    from imagebuild.preflight import sagemaker as smk
+
+    a, b = ssh_pair
+    key = tmp_path / "id_ed25519"
+    made = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], capture_output=True
+    )
+    assert made.returncode == 0, made.stderr
+    for c in ssh_pair:
+        _prepare(c)
+        config = json.dumps({"current_host": c.name, "hosts": [b.name, a.name]})
+        pub = key.with_suffix(".pub").read_text()
+        for name, text in (("id_ed25519", key.read_text()), ("id_ed25519.pub", pub), ("../rc.json", config)):
+            path = "%s/%s" % (smk.SSH_DIR, name)
+            put = subprocess.run(
+                ["docker", "exec", "-i", c.name, "sh", "-c", 'mkdir -p "${1%/*}" && cat > "$1"', "-", path],
+                input=text, text=True, capture_output=True, timeout=30,
+            )  # fmt: skip
+            assert put.returncode == 0, put.stderr
+    words = shlex.split(smk.PROBES["nccl-tests-mpi"].replace("{gpus}", "2"))
+    here = ["--port", "22", "--wait", "60", "--resource-config", smk.SSH_DIR + "/../rc.json"]
+    words = words[:3] + here + words[3:]  # port 22: the test image's sshd; the config SageMaker would write
+    words[words.index("all_reduce_perf")] = STAND_IN + "/bin/all_reduce_perf"
+    validator = ["python3", "-m", "efa_validators", "run", "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--timeout", "120", "--exit-by", "command", "--json", "/tmp/sm-report.json",
+                 "--"]  # fmt: skip
+    worker = subprocess.Popen(
+        ["docker", "exec", "-w", "/tmp", b.name, *validator, *words], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    first = subprocess.run(
+        ["docker", "exec", "-w", "/tmp", a.name, *validator, *words],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out, _ = worker.communicate(timeout=120)
+    assert "serves ssh" in out and worker.returncode == 0, out[-3000:] + first.stdout[-3000:]
+    report = json.loads(_read(a, "/tmp/sm-report.json"))
+    assert report["run"]["exit_code"] == 0, first.stdout[-2000:] + first.stderr[-3000:]
+    assert {r["rank"] for r in report["run"]["rank_output"]} >= {0, 1, 2, 3}  # ranks 2, 3 started on b
+    assert "efa_preflight_id_ed25519" in first.stdout + first.stderr  # mpirun went with the job's key
+
+
+def _submit(container, job: str, text: str) -> tuple:
+    lines = [("CONTAINER=()" if line.startswith("CONTAINER=(") else line) for line in text.splitlines()]
+    put = subprocess.run(
+        ["docker", "exec", "-i", container.name, "sh", "-c", "mkdir -p %s && cat > %s/p.sbatch" % (job, job)],
+        input="\n".join(lines) + "\n", text=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    assert put.returncode == 0, put.stderr
+    run = _exec(container, ["sbatch", "--wait", "--parsable", "--chdir", job, job + "/p.sbatch"], 240)
+    job_id = run.stdout.strip().split(";")[0]
+    return run, job_id, _read(container, "%s/efa-preflight-gb200-%s.out" % (job, job_id))
+
+
+def test_printed_gb200_sbatch_script_needs_the_jobs_imex_channel_on_a_real_slurm(tmp_path, slurm_two_nodes):
+    """GB200 with `imex: true`: on a node where Slurm gave the job no IMEX channel the script stops before any
+    step (exit 2, saying why); with a channel (here a stand-in file where switch/nvidia_imex puts the device)
+    both steps run with NCCL_MNNVL_ENABLE=1."""
+    text = _print_recipe(
+        tmp_path,
+        "sbatch",
+        "nodes: 2\ninstance_type: p6e-gb200.36xlarge\nefa_devices: 4\ngpus_per_node: 2\nimex: true\n"
+        "name: efa-preflight-gb200\ncontainer_image: localhost:5000/h5/img:1\n"
+        "timeout: 120\nidle_timeout: 60\n",
+    )
+    assert "/dev/nvidia-caps-imex-channels:/dev/nvidia-caps-imex-channels" in text
+    c = slurm_two_nodes
+    run, job_id, out = _submit(c, "/tmp/h5-imex-none", text)
+    assert run.returncode != 0 and "no IMEX channel" in out and "ranks exit" not in out
+    made = _exec(
+        c,
+        [
+            "sh",
+            "-c",
+            "mkdir -p /dev/nvidia-caps-imex-channels && : > /dev/nvidia-caps-imex-channels/channel1",
+        ],
+    )
+    assert made.returncode == 0, made.stderr
+    try:
+        run, job_id, out = _submit(c, "/tmp/h5-imex", text)
+        assert "ranks exit 0" in out, out[-3000:]
+        logs = _exec(c, ["sh", "-c", "ls /tmp/h5-imex/preflight-%s" % job_id]).stdout.split()
+        assert sorted(n for n in logs if n.startswith("rank-")) == ["rank-%d.log" % r for r in range(4)]
+        env = _exec(c, ["sh", "-c", "grep -l NCCL_MNNVL_ENABLE /tmp/h5-imex/p.sbatch"])
+        assert env.returncode == 0
+    finally:
+        _exec(c, ["rm", "-rf", "/dev/nvidia-caps-imex-channels"])
