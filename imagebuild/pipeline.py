@@ -695,7 +695,7 @@ class ReleaseRequest:
     variants: Sequence[str] = ()
     checks: Sequence[str] = ("build/test-report.json",)
     require_preflight: Sequence[str] = ()  # pre-flight reports that must pass for the same digest
-    records: Path = Path("build/releases")
+    records: str = "build/releases"  # a folder, or s3://BUCKET/PREFIX (shared by runners)
     s3: Optional[str] = None  # s3://BUCKET/PREFIX for records and notes too
     previous: Optional[str] = None  # previous release record (default: the latest)
     dry_run: bool = False
@@ -740,29 +740,48 @@ def release(req: ReleaseRequest) -> None:
 
         require_signed(_api_for(req.target, policy), entries, signed_by, req.require_signed)
     registries = Registries(req.target, policy)
-    store = rel.RecordStore(Path(req.records), _s3_client(req), req.s3)
+    store = _record_store(req)
     previous_of = _previous_records(req, store)
 
     with ExitStack() as held:
         if not req.dry_run:
-            names = {n for e in entries for n in rel.unique_repositories(e)}
-            for path in rel.lock_paths(sorted(names)):
+            names = sorted({n for e in entries for n in rel.unique_repositories(e)})
+            for path in rel.lock_paths(names):
                 held.enter_context(rel.hold_lock(path))
+            if store.s3 is not None:  # runners that share the record store share this lock
+                from imagebuild.release import s3records
+
+                bucket = str(store.bucket)
+                for key in store.lock_keys(names):
+                    held.enter_context(s3records.hold_lock(store.s3, bucket, key, rel.LOCK_WAIT_S, log))
         plans = promote.plan(
-            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries
-        )
+            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries,
+            store.pending,
+        )  # fmt: skip
         store.check_reachable()
         if req.dry_run:
-            for _entry, _gate, repos, _lock, _src in plans:
-                for r in repos:
-                    todo = ", ".join(r["todo"]) or "(all present)"
-                    if r["tags"]:
-                        print(f"would tag {r['repository']}@{r['digest']} as {todo}")
-                    for m in r["channels"]:
-                        where = f"{r['repository']}:{m['tag']}"
-                        print(f"would move channel {where} from {m['from'] or '(nothing)'} to {r['digest']}")
+            from imagebuild.release.transaction import plan_lines
+
+            for line in plan_lines(plans, store.where()):
+                print(line)
+        promote.refuse_conflicts(plans)  # the dry run refuses where the real run would (exit 1)
+        if req.dry_run:
             return
         promote.carry_out(plans, registries, store, when, previous_of)
+
+
+def _record_store(req: ReleaseRequest) -> Any:
+    """Where the records go: `--records DIR` (and `--s3` beside it), or `--records s3://BUCKET/PREFIX` (S3
+    alone: what runners that share no disk share)."""
+    from imagebuild.release import record as rel
+
+    records = str(req.records)
+    if records.startswith("s3://"):
+        if req.s3:
+            raise UserError("give the S3 record store once: --records s3://... or --s3", key="--s3")
+        rel.parse_s3_uri(records, key="--records")
+        return rel.RecordStore(None, _s3_client(req, records), records)
+    return rel.RecordStore(Path(records), _s3_client(req, req.s3), req.s3)
 
 
 def _previous_records(req: ReleaseRequest, store: Any) -> Any:
@@ -781,13 +800,13 @@ def _previous_records(req: ReleaseRequest, store: Any) -> Any:
     return previous_of
 
 
-def _s3_client(req: ReleaseRequest) -> Any:
-    if not req.s3:
+def _s3_client(req: ReleaseRequest, uri: Optional[str]) -> Any:
+    if not uri:
         return None
     from imagebuild.adapters.aws import aws_client
     from imagebuild.release import record as rel
 
-    rel.parse_s3_uri(req.s3)
+    rel.parse_s3_uri(uri, key="--records" if uri == str(req.records) else "--s3")
     return aws_client("s3", req.target.region, req.target.endpoint_url)
 
 
