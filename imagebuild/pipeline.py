@@ -413,6 +413,7 @@ class PushRequest:
     tags: Sequence[str] = ()  # extra tags; {variant} expands
     repository_prefix: str = ""
     force: bool = False  # overwrite a tag that holds another image
+    fan_out: bool = False  # a CI job's part of the matrix: shared tags under TAG-ARCH, for `fan-in`
     sign_key: Optional[str] = None  # attest each pushed digest (SBOM, signed provenance) with this key
     matrix: str = "matrix.yaml"  # the matrix file the provenance names (with sign_key)
 
@@ -521,6 +522,7 @@ def push(req: PushRequest) -> List[Any]:
     from imagebuild.adapters.docker_engine import connect, missing_image
     from imagebuild.build.summary import load_summary
     from imagebuild.jsonfile import write_json_atomic
+    from imagebuild.release.fanin import is_content_tag
     from imagebuild.release.index import platform_tag, twin_groups
     from imagebuild.release.push import push_image, record_pushes
 
@@ -563,8 +565,8 @@ def push(req: PushRequest) -> List[Any]:
         results = []
         try:
             for repo_t, tag_t in wanted:
-                if (repo_t, tag_t) in twins:  # the shared tag gets the index; this image its own tag
-                    tag_t = platform_tag(tag_t, arch)
+                if (repo_t, tag_t) in twins or (req.fan_out and not is_content_tag(entry, tag_t)):
+                    tag_t = platform_tag(tag_t, arch)  # the shared tag gets the index; this image its own
                 ref = dest.ref(dest.prepare(repo_t), tag_t)
                 results.append(
                     push_image(
@@ -782,6 +784,67 @@ def _record_store(req: ReleaseRequest) -> Any:
         rel.parse_s3_uri(records, key="--records")
         return rel.RecordStore(None, _s3_client(req, records), records)
     return rel.RecordStore(Path(records), _s3_client(req, req.s3), req.s3)
+
+
+@dataclass(frozen=True)
+class FanInRequest:
+    target: RegistryTarget
+    jobs: Sequence[str]  # each CI job's output folder (summary.json, test-report.json, preflight/*.json)
+    out: str = "build/fan-in"  # the merged summary and reports, for `build.py release`
+    repository_prefix: str = ""
+
+
+def fan_in(req: FanInRequest) -> Path:
+    """Gate every variant of every job, then write the shared tags (an index for twins pushed by different
+    jobs); the merged summary's path. ChecksFailed (nothing written) when a variant does not pass."""
+    from imagebuild.build.summary import load_summary
+    from imagebuild.release import fanin
+    from imagebuild.release import record as rel
+    from imagebuild.release.index import push_index, read_entry
+
+    jobs = fanin.job_outputs(req.jobs)
+    out = Path(req.out)
+    fanin.check_fan_in_outputs_do_not_overlap(out, jobs)
+    entries = rel.gather_summaries([(str(j.summary), load_summary(j.summary)) for j in jobs])
+    checks = rel.gather_check_reports([j.checks for j in jobs if j.checks is not None])
+    preflights = [(str(p), rel.read_json(p, "pre-flight report")) for j in jobs for p in j.preflights]
+    refusals = fanin.gate_all(entries, checks, preflights)
+    if refusals:
+        log("fan-in: REFUSED (every variant of every job must pass before a shared tag is written)")
+        for line in refusals:
+            log(f"  - {line}")
+        raise ChecksFailed(f"fan-in refused: {len(refusals)} problem(s); no shared tag written")
+    policy = req.target.policy()
+    dest = Destination(req.target, policy)
+    if dest.api is None:
+        raise UserError(
+            "fan-in writes image indexes, which this tool does for OCI registries only", key="--ecr"
+        )
+    by_name = {e["variant"]: e for e in entries}
+    targets = [
+        (dest.ref(dest.prepare(repo_t), tag_t), tag_t, names)
+        for (repo_t, tag_t), names in fanin.shared_targets(entries, req.repository_prefix).items()
+    ]
+    missing = fanin.not_pushed_there(targets, by_name)
+    if missing:
+        raise ChecksFailed("fan-in refused: " + "; ".join(missing))
+    for ref, tag_t, names in targets:
+        if len(names) > 1:
+            members = [read_entry(dest.api, ref.repository, by_name[n]["digest"], by_name[n]["image_id"])
+                       for n in names]  # fmt: skip
+            digest, _same = push_index(dest.api, ref, members, log=log)
+            for n in names:
+                by_name[n]["index"] = f"{ref}@{digest}"
+            print(f"index\t{ref}\t{digest}\t{','.join(names)}")
+        else:
+            entry = by_name[names[0]]
+            fanin.single_tag(dest.api, ref.repository, tag_t, entry["digest"], entry["image_id"], log)
+            pushed = f"{ref}@{entry['digest']}"
+            entry["pushed"] = [p for p in entry.get("pushed") or [] if p != pushed] + [pushed]
+            print(f"tag\t{ref}\t{entry['digest']}\t{names[0]}")
+    fanin.write_outputs(out, entries, checks, jobs)
+    log(f"fan-in: {len(entries)} variant(s) of {len(jobs)} job(s); release --summary {out / 'summary.json'}")
+    return out / "summary.json"
 
 
 def _previous_records(req: ReleaseRequest, store: Any) -> Any:
