@@ -797,6 +797,7 @@ class FanInRequest:
 def fan_in(req: FanInRequest) -> Path:
     """Gate every variant of every job, then write the shared tags (an index for twins pushed by different
     jobs); the merged summary's path. ChecksFailed (nothing written) when a variant does not pass."""
+    from imagebuild.adapters.registry import Refused
     from imagebuild.build.summary import load_summary
     from imagebuild.release import fanin
     from imagebuild.release import record as rel
@@ -832,7 +833,10 @@ def fan_in(req: FanInRequest) -> Path:
         if len(names) > 1:
             members = [read_entry(dest.api, ref.repository, by_name[n]["digest"], by_name[n]["image_id"])
                        for n in names]  # fmt: skip
-            digest, _same = push_index(dest.api, ref, members, log=log)
+            try:
+                digest, _same = push_index(dest.api, ref, members, log=log)
+            except Refused as err:
+                raise Refused(f"{err} (did each job push with --fan-out?)") from None
             for n in names:
                 by_name[n]["index"] = f"{ref}@{digest}"
             print(f"index\t{ref}\t{digest}\t{','.join(names)}")

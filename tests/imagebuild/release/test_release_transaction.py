@@ -256,3 +256,39 @@ def test_a_bad_s3_record_store_is_exit_2(tmp_path, extra, words):
     res = build_py("release", "--summary", str(summary), "--checks", str(checks), "--tag", "r1",
                    "--registry", "127.0.0.1:9", *extra)  # fmt: skip
     assert res.rc == 2 and words in res.err and "Traceback" not in res.err, res.err
+
+
+def test_prune_keeps_what_a_pending_intent_names():
+    """A run cut part-way may have put an index's digest under a release tag before any record names it:
+    the intent (read by prune with the records) keeps it."""
+    from datetime import datetime, timezone
+
+    from imagebuild.release import prune, transaction
+
+    index, image = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    writes = [
+        {"variant": "v", "repository": "h/r", "tag": "r1", "digest": index, "role": "tag", "from": None}
+    ]
+    intent = transaction.intent("v", image, writes, datetime(2026, 12, 5, tzinfo=timezone.utc))
+    named = prune.named_by({"variants": []}, [intent])
+    assert named.names(None, index) and named.names(None, image)
+
+
+def test_an_interrupted_intent_stops_another_release_of_the_variant_until_completed():
+    from datetime import datetime, timezone
+
+    from imagebuild.release import transaction
+
+    d1, d2 = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    w = {"variant": "v", "repository": "h/r", "tag": "r1", "digest": d1, "role": "tag", "from": None}
+    chan = dict(w, tag="dev", role="channel", **{"from": d2})
+    pending = transaction.intent("v", d1, [w, chan], datetime(2026, 12, 5, tzinfo=timezone.utc))
+    assert transaction.intent_refusal(pending, d1, [w, chan]) is None  # the same command: completes it
+    assert transaction.intent_refusal(None, d2, [w]) is None
+    assert "interrupted release of " + d1 in transaction.intent_refusal(pending, d2, [dict(w, digest=d2)])
+    assert "also wrote or meant to write h/r:dev" in transaction.intent_refusal(pending, d1, [w])
+    assert "not one this tool wrote" in transaction.intent_refusal({"writes": 3}, d1, [w])
+    # the cut run moved dev from d2 to d1: the rerun takes that move, with its from
+    assert transaction.pending_move(pending, d1, "h/r", "dev", d1, d1)["from"] == d2
+    assert transaction.pending_move(pending, d1, "h/r", "dev", d2, d1) is None  # not moved: no claim
+    assert transaction.pending_move(pending, d1, "h/r", "r1", d1, d1) is None  # a release tag is no channel
