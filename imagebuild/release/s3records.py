@@ -3,8 +3,11 @@
 Why: CI runs each job on its own machine, so an flock in the temp folder serialises nothing and a records
 folder is lost with the runner. S3 has compare-and-set writes: `PutObject` with `If-None-Match: *` creates an
 object only if no object has that key (412 PreconditionFailed otherwise), `If-Match: <etag>` replaces or
-deletes only the object that was read (S3 API reference, PutObject and DeleteObject, "conditional writes";
-moto 5.2.5 answers both, moto/s3/responses.py). So:
+deletes only the object that was read (the S3 user guide's "conditional requests",
+docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-requests.html, as the boto3 scenario in
+awsdocs/aws-doc-sdk-examples python/example_code/s3/scenarios/conditional_requests/ uses them; the pinned
+moto 5.2.5 answers both in moto/s3/responses.py, PutObject's and DeleteObject's If-Match/If-None-Match
+checks, which the tests run against). So:
 - a record is written under a name no other release takes (`<stamp>-<digest12>-<random>`), create-only: a
   second writer of that key is refused, never silently overwritten;
 - `latest.json` is replaced only if it is still the one read (If-Match), created only if absent;

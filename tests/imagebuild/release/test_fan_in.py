@@ -87,6 +87,8 @@ def test_twins_from_two_runners_become_one_index_gated_released_and_verified(
         }
         assert api.manifest(repo, "v1-amd64").digest == digests["amd"]
         assert api.manifest(repo, "v1-arm64").digest == digests["arm"]
+        content = made["arm"]["tags"][0].split(":", 1)[1]  # the variant's own tag is pushed as it is
+        assert api.manifest(repo, content).digest == digests["arm"]
 
         # the arm64 runner's checks have not passed: fan-in refuses, and writes nothing
         write_check_report(jobs["amd"] / "test-report.json", [("fan", made["amd"]["image_id"], True)])
