@@ -747,6 +747,10 @@ def release(req: ReleaseRequest) -> None:
 
     with ExitStack() as held:
         if not req.dry_run:
+            from imagebuild.build import lifeline
+
+            # a cancelled CI job (SIGTERM) or a dead parent unwinds like Ctrl-C: the locks are given back
+            held.enter_context(lifeline.held())
             names = sorted({n for e in entries for n in rel.unique_repositories(e)})
             for path in rel.lock_paths(names):
                 held.enter_context(rel.hold_lock(path))

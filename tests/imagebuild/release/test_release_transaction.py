@@ -292,3 +292,56 @@ def test_an_interrupted_intent_stops_another_release_of_the_variant_until_comple
     assert transaction.pending_move(pending, d1, "h/r", "dev", d1, d1)["from"] == d2
     assert transaction.pending_move(pending, d1, "h/r", "dev", d2, d1) is None  # not moved: no claim
     assert transaction.pending_move(pending, d1, "h/r", "r1", d1, d1) is None  # a release tag is no channel
+
+
+@pytest.mark.docker
+def test_a_release_terminated_at_a_write_gives_the_s3_lock_back_and_the_rerun_completes(
+    registry, small_images, aws, tmp_path
+):
+    """SIGTERM (a cancelled CI job) while a tag write hangs in the registry: the run ends (130) with the
+    shared lock deleted and its intent kept; the same command again releases, with nothing to wait for."""
+    s3, bucket = _s3(aws)
+    repo = f"txn-{uuid.uuid4().hex[:10]}/term"
+    entry = summary_entry("term", small_images["a"], tags=[f"{repo}:content-a"])
+    summary = write_summary(tmp_path / "summary.json", [entry])
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    digest = json.loads(summary.read_text())["variants"][0]["digest"]
+    proxy = FaultProxy(registry.host).start()
+    slow = Fault(lambda m, p, _h: m == "PUT" and p == f"/v2/{repo}/manifests/t-2", times=0, delay=30)
+    proxy.faults.append(slow)
+    doc = json.loads(summary.read_text())
+    doc["variants"][0]["pushed"] = [
+        r.replace(registry.host, proxy.host) for r in doc["variants"][0]["pushed"]
+    ]
+    summary = write_summary(tmp_path / "summary-proxy.json", doc["variants"])
+    checks = write_check_report(tmp_path / "checks.json", [("term", small_images["a"].id, True)])
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **MotoServer.env())
+    argv = [*BUILD_PY, "release", "--summary", str(summary), "--checks", str(checks), "--tag", "t-1"]
+    argv += ["--tag", "t-2", "--registry", proxy.host, "--records", f"s3://{bucket}/rel"]
+    argv += ["--endpoint-url", aws.endpoint_url]
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        api = RegistryAPI(registry.host)
+        deadline = time.monotonic() + 60
+        while api.manifest(repo, "t-1") is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # t-1 written: the run is now in t-2's write, which the proxy holds
+        time.sleep(0.5)
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+        assert any("/locks/" in k for k in keys) and "rel/term/pending.json" in keys, keys
+        proc.terminate()
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "Traceback" not in err, err
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+        assert keys == ["rel/term/pending.json"], keys  # the lock is given back; the intent names t-1, t-2
+        proxy.faults.clear()
+        res = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "waiting" not in res.stderr, res.stderr
+    finally:
+        proxy.stop()
+    assert [api.manifest(repo, t).digest for t in ("t-1", "t-2")] == [digest, digest]
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    (name,) = [k for k in keys if k.endswith(".json") and not k.endswith(("latest.json", "pending.json"))]
+    record = json.loads(s3.get_object(Bucket=bucket, Key=name)["Body"].read())
+    assert record["repositories"][0]["tags"] == ["t-1", "t-2"] and "rel/term/pending.json" not in keys
