@@ -796,6 +796,7 @@ class FanInRequest:
     jobs: Sequence[str]  # each CI job's output folder (summary.json, test-report.json, preflight/*.json)
     out: str = "build/fan-in"  # the merged summary and reports, for `build.py release`
     repository_prefix: str = ""
+    require_preflight: bool = False  # every variant needs a passing pre-flight among the jobs' reports
 
 
 def fan_in(req: FanInRequest) -> Path:
@@ -813,7 +814,7 @@ def fan_in(req: FanInRequest) -> Path:
     entries = rel.gather_summaries([(str(j.summary), load_summary(j.summary)) for j in jobs])
     checks = rel.gather_check_reports([j.checks for j in jobs if j.checks is not None])
     preflights = [(str(p), rel.read_json(p, "pre-flight report")) for j in jobs for p in j.preflights]
-    refusals = fanin.gate_all(entries, checks, preflights)
+    refusals = fanin.gate_all(entries, checks, preflights, req.require_preflight)
     if refusals:
         log("fan-in: REFUSED (every variant of every job must pass before a shared tag is written)")
         for line in refusals:

@@ -31,6 +31,11 @@ def register(sub) -> None:
     )
     p.add_argument("--out", default="build/fan-in", help="where the merged summary and reports go")
     p.add_argument("--repository-prefix", default="", help="the prefix the jobs pushed with (e.g. team/)")
+    p.add_argument(
+        "--require-preflight",
+        action="store_true",
+        help="every variant needs a pre-flight report with verdict pass among the jobs' preflight/*.json",
+    )
     add_registry_args(p)
     p.set_defaults(func=run)
 
@@ -43,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=tuple(args.jobs),
         out=args.out,
         repository_prefix=args.repository_prefix,
+        require_preflight=args.require_preflight,
     )
     pipeline.fan_in(request)  # refused: ChecksFailed, exit 1
     return 0

@@ -76,14 +76,16 @@ def shared_targets(entries: Sequence[Dict[str, Any]], prefix: str = "") -> Dict[
     return targets
 
 
-def gate_all(entries: Sequence[Dict[str, Any]], checks: Dict[str, Any], preflights: List[Any]) -> List[str]:
-    """Gates 1-3 of release (built, pushed, checks passed, pre-flight when given) for every variant of every
-    job: the lines that refuse the fan-in, empty when all pass."""
+def gate_all(
+    entries: Sequence[Dict[str, Any]], checks: Dict[str, Any], preflights: List[Any], require_preflight: bool
+) -> List[str]:
+    """Gates 1-3 of release (built, pushed, checks passed, a passing pre-flight when required) for every
+    variant of every job: the lines that refuse the fan-in, empty when all pass."""
     from imagebuild.release import record as rel
 
     out = []
     for e in entries:
-        gate = rel.gate_variant(e, checks, preflights, bool(preflights))
+        gate = rel.gate_variant(e, checks, preflights, require_preflight)
         out += [f"{gate.variant}: {why}" for why in gate.reasons]
     return out
 

@@ -53,6 +53,23 @@ def test_shared_targets_leave_content_tags_and_channels_to_each_variant():
     }
 
 
+def test_the_fan_in_gate_asks_for_a_pre_flight_only_when_told():
+    from imagebuild.release.fanin import gate_all
+
+    image_id, digest = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    entry = {"variant": "x", "status": "built", "image_id": image_id, "digest": digest,
+             "pushed": [f"h:5000/t/app:v1-amd64@{digest}"]}  # fmt: skip
+    checks = {"images": [{"image_id": image_id, "passed": True, "checks": [{"name": "c", "status": "pass"}]}]}
+    assert gate_all([entry], checks, [], require_preflight=False) == []
+    (why,) = gate_all([entry], checks, [], require_preflight=True)
+    assert why.startswith("x: no pre-flight report names digest")
+    passing = ("pf.json", {"verdict": "pass", "image": {"digest": digest}})
+    assert gate_all([entry], checks, [passing], require_preflight=True) == []
+    assert gate_all([dict(entry, status="failed")], checks, [], False) == [
+        "x: build status is 'failed': no image"
+    ]
+
+
 def test_fan_in_without_a_job_summary_is_exit_2(tmp_path):
     (tmp_path / "job").mkdir()
     res = build_py("fan-in", "--from", str(tmp_path / "job"), "--registry", "127.0.0.1:9")
