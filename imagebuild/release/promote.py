@@ -140,9 +140,10 @@ def plan(
                               "tags": tags, "todo": todo, "already": already, "manifest": manifest,
                               "index": index.record() if target != gate.digest and index else None,
                               "channels": moves})  # fmt: skip
-        if gate.ok:
+        pending = pending_of(gate.variant)
+        if gate.ok and pending and transaction.landed(pending, lambda repo, tag: _now(registries, repo, tag)):
             mine = transaction.planned_writes([(entry, gate, repos, lock, lock_source)])
-            why = transaction.intent_refusal(pending_of(gate.variant), gate.digest or "", mine)
+            why = transaction.intent_refusal(pending, gate.digest or "", mine)
             if why:
                 gate.reasons.append(why)
         if gate.ok:
@@ -158,6 +159,13 @@ def plan(
             f"release refused for {refused} of {len(entries)} variant(s); nothing was promoted"
         )
     return plans
+
+
+def _now(registries: Registries, repository: str, tag: str) -> Optional[str]:
+    """The digest `repository:tag` names now, or None."""
+    ref = split_ref(repository, key="pending.json")
+    found = registries.manifest(ref.registry, ref.repository, tag)
+    return found.digest if found is not None else None
 
 
 def refuse_conflicts(plans: List[Plan]) -> None:

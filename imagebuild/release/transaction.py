@@ -10,8 +10,9 @@ tag that no record names, which the rerun then refused. So:
   `<variant>/pending.json`: from then on every tag this run writes is named by a record or an intent;
 - a rerun of the same command reads the intent: a channel the interrupted run moved to this digest counts as
   done (the intent knows where it came from), and the rerun completes and writes the record, which clears
-  the intent. An intent for another digest, or naming tags this run would not write, refuses the release
-  until that interrupted release is completed (rerun its command).
+  the intent. While one of its writes is in the registry, an intent for another digest, or naming tags this
+  run would not write, refuses the release until that interrupted release is completed (rerun its
+  command); one none of whose writes landed binds nothing.
 
 Pure functions; the store's reads and writes are in imagebuild/release/record.py.
 """
@@ -19,7 +20,7 @@ Pure functions; the store's reads and writes are in imagebuild/release/record.py
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 INTENT_SCHEMA = "efa-image-build/release-intent/v1"
 
@@ -88,6 +89,18 @@ def intent(variant: str, digest: str, writes: Sequence[Write], when: datetime) -
     ]
     return {"schema": INTENT_SCHEMA, "variant": variant, "digest": digest,
             "started_at": when.isoformat(timespec="seconds"), "writes": mine}  # fmt: skip
+
+
+def landed(pending: Optional[Dict[str, Any]], now_of: Callable[[str, str], Optional[str]]) -> bool:
+    """Did any write of an interrupted run's intent land (its tag names its digest in the registry now, read
+    by `now_of(repository, tag)`)? An intent none of whose writes landed left nothing unrecorded: it no
+    longer binds (the run was cut before its first write, or another variant's write stopped it)."""
+    for w in (pending or {}).get("writes") or []:
+        if not isinstance(w, dict) or w.get("from") == w.get("digest"):
+            continue  # a channel already there before that run: not its write
+        if now_of(str(w.get("repository")), str(w.get("tag"))) == w.get("digest"):
+            return True
+    return False
 
 
 def intent_refusal(pending: Optional[Dict[str, Any]], digest: str, writes: Sequence[Write]) -> Optional[str]:

@@ -288,6 +288,11 @@ def test_an_interrupted_intent_stops_another_release_of_the_variant_until_comple
     assert "interrupted release of " + d1 in transaction.intent_refusal(pending, d2, [dict(w, digest=d2)])
     assert "also wrote or meant to write h/r:dev" in transaction.intent_refusal(pending, d1, [w])
     assert "not one this tool wrote" in transaction.intent_refusal({"writes": 3}, d1, [w])
+    # it binds only while one of its writes is in the registry (else it left nothing unrecorded)
+    assert transaction.landed(pending, lambda repo, tag: {"r1": d1}.get(tag))
+    assert transaction.landed(pending, lambda repo, tag: {"dev": d1}.get(tag))
+    assert not transaction.landed(pending, lambda repo, tag: {"dev": d2}.get(tag))  # dev not moved yet
+    assert not transaction.landed(pending, lambda repo, tag: None)
     # the cut run moved dev from d2 to d1: the rerun takes that move, with its from
     assert transaction.pending_move(pending, d1, "h/r", "dev", d1, d1)["from"] == d2
     assert transaction.pending_move(pending, d1, "h/r", "dev", d2, d1) is None  # not moved: no claim
