@@ -808,6 +808,10 @@ def fan_in(req: FanInRequest) -> Path:
     from imagebuild.release import record as rel
     from imagebuild.release.index import push_index, read_entry
 
+    if req.target.ecr:
+        raise UserError(
+            "fan-in writes image indexes, which this tool does for OCI registries only", key="--ecr"
+        )
     jobs = fanin.job_outputs(req.jobs)
     out = Path(req.out)
     fanin.check_fan_in_outputs_do_not_overlap(out, jobs)
@@ -822,10 +826,6 @@ def fan_in(req: FanInRequest) -> Path:
         raise ChecksFailed(f"fan-in refused: {len(refusals)} problem(s); no shared tag written")
     policy = req.target.policy()
     dest = Destination(req.target, policy)
-    if dest.api is None:
-        raise UserError(
-            "fan-in writes image indexes, which this tool does for OCI registries only", key="--ecr"
-        )
     by_name = {e["variant"]: e for e in entries}
     targets = [
         (dest.ref(dest.prepare(repo_t), tag_t), tag_t, names)
