@@ -50,6 +50,11 @@ COMMANDS = [
         "check built images against their variant lock (testinfra); exit 1 if a check fails",
     ),
     ("push", "imagebuild.commands.push", "push built images by digest to a registry or ECR"),
+    (
+        "fan-in",
+        "imagebuild.commands.fanin",
+        "gate the outputs of separate CI jobs as one; write shared tags and twins' image indexes",
+    ),
     ("attest", "imagebuild.commands.attest", "attach an SBOM and a signed provenance to every pushed digest"),
     (
         "verify",

@@ -413,6 +413,7 @@ class PushRequest:
     tags: Sequence[str] = ()  # extra tags; {variant} expands
     repository_prefix: str = ""
     force: bool = False  # overwrite a tag that holds another image
+    fan_out: bool = False  # a CI job's part of the matrix: shared tags under TAG-ARCH, for `fan-in`
     sign_key: Optional[str] = None  # attest each pushed digest (SBOM, signed provenance) with this key
     matrix: str = "matrix.yaml"  # the matrix file the provenance names (with sign_key)
 
@@ -521,6 +522,7 @@ def push(req: PushRequest) -> List[Any]:
     from imagebuild.adapters.docker_engine import connect, missing_image
     from imagebuild.build.summary import load_summary
     from imagebuild.jsonfile import write_json_atomic
+    from imagebuild.release.fanin import is_content_tag
     from imagebuild.release.index import platform_tag, twin_groups
     from imagebuild.release.push import push_image, record_pushes
 
@@ -563,8 +565,8 @@ def push(req: PushRequest) -> List[Any]:
         results = []
         try:
             for repo_t, tag_t in wanted:
-                if (repo_t, tag_t) in twins:  # the shared tag gets the index; this image its own tag
-                    tag_t = platform_tag(tag_t, arch)
+                if (repo_t, tag_t) in twins or (req.fan_out and not is_content_tag(entry, tag_t)):
+                    tag_t = platform_tag(tag_t, arch)  # the shared tag gets the index; this image its own
                 ref = dest.ref(dest.prepare(repo_t), tag_t)
                 results.append(
                     push_image(
@@ -695,7 +697,7 @@ class ReleaseRequest:
     variants: Sequence[str] = ()
     checks: Sequence[str] = ("build/test-report.json",)
     require_preflight: Sequence[str] = ()  # pre-flight reports that must pass for the same digest
-    records: Path = Path("build/releases")
+    records: str = "build/releases"  # a folder, or s3://BUCKET/PREFIX (shared by runners)
     s3: Optional[str] = None  # s3://BUCKET/PREFIX for records and notes too
     previous: Optional[str] = None  # previous release record (default: the latest)
     dry_run: bool = False
@@ -740,29 +742,118 @@ def release(req: ReleaseRequest) -> None:
 
         require_signed(_api_for(req.target, policy), entries, signed_by, req.require_signed)
     registries = Registries(req.target, policy)
-    store = rel.RecordStore(Path(req.records), _s3_client(req), req.s3)
+    store = _record_store(req)
     previous_of = _previous_records(req, store)
 
     with ExitStack() as held:
         if not req.dry_run:
-            names = {n for e in entries for n in rel.unique_repositories(e)}
-            for path in rel.lock_paths(sorted(names)):
+            from imagebuild.build import lifeline
+
+            # a cancelled CI job (SIGTERM) or a dead parent unwinds like Ctrl-C: the locks are given back
+            held.enter_context(lifeline.held())
+            names = sorted({n for e in entries for n in rel.unique_repositories(e)})
+            for path in rel.lock_paths(names):
                 held.enter_context(rel.hold_lock(path))
+            if store.s3 is not None:  # runners that share the record store share this lock
+                from imagebuild.release import s3records
+
+                bucket = str(store.bucket)
+                for key in store.lock_keys(names):
+                    held.enter_context(s3records.hold_lock(store.s3, bucket, key, rel.LOCK_WAIT_S, log))
         plans = promote.plan(
-            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries
-        )
+            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries,
+            store.pending,
+        )  # fmt: skip
         store.check_reachable()
         if req.dry_run:
-            for _entry, _gate, repos, _lock, _src in plans:
-                for r in repos:
-                    todo = ", ".join(r["todo"]) or "(all present)"
-                    if r["tags"]:
-                        print(f"would tag {r['repository']}@{r['digest']} as {todo}")
-                    for m in r["channels"]:
-                        where = f"{r['repository']}:{m['tag']}"
-                        print(f"would move channel {where} from {m['from'] or '(nothing)'} to {r['digest']}")
+            from imagebuild.release.transaction import plan_lines
+
+            for line in plan_lines(plans, store.where()):
+                print(line)
+        promote.refuse_conflicts(plans)  # the dry run refuses where the real run would (exit 1)
+        if req.dry_run:
             return
         promote.carry_out(plans, registries, store, when, previous_of)
+
+
+def _record_store(req: ReleaseRequest) -> Any:
+    """Where the records go: `--records DIR` (and `--s3` beside it), or `--records s3://BUCKET/PREFIX` (S3
+    alone: what runners that share no disk share)."""
+    from imagebuild.release import record as rel
+
+    records = str(req.records)
+    if records.startswith("s3://"):
+        if req.s3:
+            raise UserError("give the S3 record store once: --records s3://... or --s3", key="--s3")
+        rel.parse_s3_uri(records, key="--records")
+        return rel.RecordStore(None, _s3_client(req, records), records)
+    return rel.RecordStore(Path(records), _s3_client(req, req.s3), req.s3)
+
+
+@dataclass(frozen=True)
+class FanInRequest:
+    target: RegistryTarget
+    jobs: Sequence[str]  # each CI job's output folder (summary.json, test-report.json, preflight/*.json)
+    out: str = "build/fan-in"  # the merged summary and reports, for `build.py release`
+    repository_prefix: str = ""
+    require_preflight: bool = False  # every variant needs a passing pre-flight among the jobs' reports
+
+
+def fan_in(req: FanInRequest) -> Path:
+    """Gate every variant of every job, then write the shared tags (an index for twins pushed by different
+    jobs); the merged summary's path. ChecksFailed (nothing written) when a variant does not pass."""
+    from imagebuild.adapters.registry import Refused
+    from imagebuild.build.summary import load_summary
+    from imagebuild.release import fanin
+    from imagebuild.release import record as rel
+    from imagebuild.release.index import push_index, read_entry
+
+    if req.target.ecr:
+        raise UserError(
+            "fan-in writes image indexes, which this tool does for OCI registries only", key="--ecr"
+        )
+    jobs = fanin.job_outputs(req.jobs)
+    out = Path(req.out)
+    fanin.check_fan_in_outputs_do_not_overlap(out, jobs)
+    entries = rel.gather_summaries([(str(j.summary), load_summary(j.summary)) for j in jobs])
+    checks = rel.gather_check_reports([j.checks for j in jobs if j.checks is not None])
+    preflights = [(str(p), rel.read_json(p, "pre-flight report")) for j in jobs for p in j.preflights]
+    refusals = fanin.gate_all(entries, checks, preflights, req.require_preflight)
+    if refusals:
+        log("fan-in: REFUSED (every variant of every job must pass before a shared tag is written)")
+        for line in refusals:
+            log(f"  - {line}")
+        raise ChecksFailed(f"fan-in refused: {len(refusals)} problem(s); no shared tag written")
+    policy = req.target.policy()
+    dest = Destination(req.target, policy)
+    by_name = {e["variant"]: e for e in entries}
+    targets = [
+        (dest.ref(dest.prepare(repo_t), tag_t), tag_t, names)
+        for (repo_t, tag_t), names in fanin.shared_targets(entries, req.repository_prefix).items()
+    ]
+    missing = fanin.not_pushed_there(targets, by_name)
+    if missing:
+        raise ChecksFailed("fan-in refused: " + "; ".join(missing))
+    for ref, tag_t, names in targets:
+        if len(names) > 1:
+            members = [read_entry(dest.api, ref.repository, by_name[n]["digest"], by_name[n]["image_id"])
+                       for n in names]  # fmt: skip
+            try:
+                digest, _same = push_index(dest.api, ref, members, log=log)
+            except Refused as err:
+                raise Refused(f"{err} (did each job push with --fan-out?)") from None
+            for n in names:
+                by_name[n]["index"] = f"{ref}@{digest}"
+            print(f"index\t{ref}\t{digest}\t{','.join(names)}")
+        else:
+            entry = by_name[names[0]]
+            fanin.single_tag(dest.api, ref.repository, tag_t, entry["digest"], entry["image_id"], log)
+            pushed = f"{ref}@{entry['digest']}"
+            entry["pushed"] = [p for p in entry.get("pushed") or [] if p != pushed] + [pushed]
+            print(f"tag\t{ref}\t{entry['digest']}\t{names[0]}")
+    fanin.write_outputs(out, entries, checks, jobs)
+    log(f"fan-in: {len(entries)} variant(s) of {len(jobs)} job(s); release --summary {out / 'summary.json'}")
+    return out / "summary.json"
 
 
 def _previous_records(req: ReleaseRequest, store: Any) -> Any:
@@ -781,13 +872,13 @@ def _previous_records(req: ReleaseRequest, store: Any) -> Any:
     return previous_of
 
 
-def _s3_client(req: ReleaseRequest) -> Any:
-    if not req.s3:
+def _s3_client(req: ReleaseRequest, uri: Optional[str]) -> Any:
+    if not uri:
         return None
     from imagebuild.adapters.aws import aws_client
     from imagebuild.release import record as rel
 
-    rel.parse_s3_uri(req.s3)
+    rel.parse_s3_uri(uri, key="--records" if uri == str(req.records) else "--s3")
     return aws_client("s3", req.target.region, req.target.endpoint_url)
 
 

@@ -33,6 +33,27 @@ def auth_registry() -> Registry:
     reg.stop()
 
 
+@pytest.fixture(scope="module")
+def arm64_base(docker_client) -> str:
+    """The arm64 local base (`build.py base --platform linux/arm64`, `make base` on a host that emulates)."""
+    import docker
+
+    from imagebuild.build.localbase import default_name, emulation_problem
+    from imagebuild.catalog.platforms import platform
+
+    name = default_name("linux/arm64")
+    problem = emulation_problem(platform("linux/arm64"), os.uname().machine)
+    if problem is not None:
+        needed(f"arm64 emulation ({problem})", "scripts/setup-host.sh installs and enables qemu-user-static")
+    try:
+        docker_client.images.get(name)
+    except docker.errors.ImageNotFound:
+        if os.environ.get("REQUIRE_DOCKER") == "1":
+            pytest.fail(f"{name} missing: run `python build.py base --platform linux/arm64`")
+        pytest.skip(f"{name} missing: run `python build.py base --platform linux/arm64`")
+    return name
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> MotoServer:
     server = MotoServer().start()

@@ -77,6 +77,12 @@ def register(sub) -> None:
     )
     p.add_argument("--repository-prefix", default="", help="prefix for repository names (e.g. team/)")
     p.add_argument("--force", action="store_true", help="overwrite a tag that holds another image")
+    p.add_argument(
+        "--fan-out",
+        action="store_true",
+        help="this CI job pushes part of a fanned-out matrix: each tag but the content tag goes under "
+        "TAG-ARCH; `build.py fan-in` then writes the shared tags (an index for twins)",
+    )
     add_sign_args(p, required=False)  # with --sign-key: `build.py attest` over what was just pushed
     p.set_defaults(func=run)
 
@@ -117,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         tags=tuple(args.tag),
         repository_prefix=args.repository_prefix,
         force=args.force,
+        fan_out=args.fan_out,
         sign_key=args.sign_key,
         matrix=args.matrix,
     )

@@ -10,7 +10,6 @@ input or unreachable service.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from imagebuild.commands.push import add_registry_args, registry_target
 
@@ -62,7 +61,13 @@ def register(sub) -> None:
         metavar="PUB.pem",
         help="also require every digest's SBOM and signed provenance to verify with this public key",
     )
-    p.add_argument("--records", default="build/releases", help="local folder for release records")
+    p.add_argument(
+        "--records",
+        default="build/releases",
+        metavar="DIR|s3://BUCKET/PREFIX",
+        help="where release records go: a local folder, or S3 (written conditionally; runners that share "
+        "it share the release lock too)",
+    )
     p.add_argument("--s3", metavar="s3://BUCKET/PREFIX", help="also write records and notes to S3")
     p.add_argument("--previous", metavar="RECORD.json", help="previous release record (default: the latest)")
     p.add_argument("--dry-run", action="store_true", help="check everything, promote and write nothing")
@@ -80,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         variants=tuple(args.variant),
         checks=tuple(args.checks or ["build/test-report.json"]),
         require_preflight=tuple(args.require_preflight),
-        records=Path(args.records),
+        records=args.records,
         s3=args.s3,
         previous=args.previous,
         dry_run=args.dry_run,

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from imagebuild.adapters.docker_engine import image_labels
 from imagebuild.adapters.registry import ImageRef, check_tag, split_ref
 from imagebuild.errors import ChecksFailed, UserError
-from imagebuild.release import channels
+from imagebuild.release import channels, transaction
 from imagebuild.release import record as rel
 from imagebuild.release.destinations import Registries, log
 from imagebuild.release.index import ReleasedIndex, index_refusals, released_index
@@ -62,6 +62,7 @@ def plan(
     channel_names: Sequence[str] = (),
     previous_of: Callable[[str], Optional[Dict[str, Any]]] = lambda _v: None,
     all_entries: Sequence[Dict[str, Any]] = (),
+    pending_of: Callable[[str], Optional[Dict[str, Any]]] = lambda _v: None,
 ) -> List[Plan]:
     """Gate each variant and look at every release tag and channel (`channel_names` and the variant's
     own); ChecksFailed (nothing promoted) if any is refused. A variant pushed into an image index is
@@ -117,9 +118,13 @@ def plan(
                     if why and index is not None and target == index.manifest.digest:
                         twins = _twin_variants(index, list(all_entries) or entries, gate.variant)
                         why = _twin_channel(name, tag, now, target, why, [previous_of(v) for v in twins])
-                    if why:
+                    done = transaction.pending_move(
+                        pending_of(gate.variant), gate.digest or "", name, tag, now, target
+                    )
+                    if why and done is None:
                         gate.reasons.append(why)
-                    moves.append({"repository": name, "tag": tag, "from": now, "to": target,
+                    was = done["from"] if done is not None else now  # an interrupted run moved it
+                    moves.append({"repository": name, "tag": tag, "from": was, "to": target,
                                   "moved": False})  # fmt: skip
                 if lock is None:
                     labels = registries.config_labels(ref.registry, ref.repository, gate.image_id)
@@ -135,6 +140,12 @@ def plan(
                               "tags": tags, "todo": todo, "already": already, "manifest": manifest,
                               "index": index.record() if target != gate.digest and index else None,
                               "channels": moves})  # fmt: skip
+        pending = pending_of(gate.variant)
+        if gate.ok and pending and transaction.landed(pending, lambda repo, tag: _now(registries, repo, tag)):
+            mine = transaction.planned_writes([(entry, gate, repos, lock, lock_source)])
+            why = transaction.intent_refusal(pending, gate.digest or "", mine)
+            if why:
+                gate.reasons.append(why)
         if gate.ok:
             log(f"release {gate.variant}: {gate.digest} clears the gate")
         else:
@@ -148,6 +159,23 @@ def plan(
             f"release refused for {refused} of {len(entries)} variant(s); nothing was promoted"
         )
     return plans
+
+
+def _now(registries: Registries, repository: str, tag: str) -> Optional[str]:
+    """The digest `repository:tag` names now, or None."""
+    ref = split_ref(repository, key="pending.json")
+    found = registries.manifest(ref.registry, ref.repository, tag)
+    return found.digest if found is not None else None
+
+
+def refuse_conflicts(plans: List[Plan]) -> None:
+    """The plan as a whole: ChecksFailed (nothing written) when two of its writes disagree on one tag."""
+    why = transaction.conflicts(transaction.planned_writes(plans))
+    if why:
+        log("release: REFUSED (the plan writes one tag twice)")
+        for line in why:
+            log(f"  - {line}")
+        raise ChecksFailed("release refused: its plan writes one tag two ways; nothing was promoted")
 
 
 def _released_index(
@@ -203,7 +231,13 @@ def carry_out(
     when: datetime,
     previous_of: Callable[[str], Optional[Dict[str, Any]]],
 ) -> None:
-    """Promote each planned variant, then write its release record and notes (local, and S3 if given)."""
+    """Promote each planned variant, then write its release record and notes (local, and S3 if given).
+
+    Every variant's intent is journalled first (imagebuild/release/transaction.py): from the first tag
+    write on, each tag this run writes is named by a record or an intent, and a rerun completes it."""
+    writes = transaction.planned_writes(plans)
+    for _entry, gate, _repos, _lock, _src in plans:
+        store.write_pending(gate.variant, transaction.intent(gate.variant, gate.digest or "", writes, when))
     for entry, gate, repos, lock, lock_source in plans:
         promote(registries, gate, repos)
         previous = previous_of(gate.variant)
@@ -216,6 +250,7 @@ def carry_out(
             gate, lock, lock_source, repositories, previous, when,
             tool_version(), base_digest=entry.get("base_digest"),
         )  # fmt: skip
+        record["record_id"] = rel.new_record_id()
         index = next((r["index"] for r in repos if r.get("index")), None)
         if index is not None:
             record["index"] = index
@@ -225,6 +260,7 @@ def carry_out(
         notes = rel.release_notes(record, previous)
         for where in store.write(record, notes):
             log(f"  wrote {where}")
+        store.clear_pending(gate.variant)
         print(f"{gate.variant}\t{gate.digest}\t{','.join(repositories[0]['tags']) if repositories else ''}")
 
 
@@ -277,7 +313,7 @@ def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]])
             for m in r["channels"]
             if not m["moved"] and m["from"] != r["digest"]
         ]
-        log(f"release {gate.variant}: stopped part-way; no record written")
+        log(f"release {gate.variant}: stopped part-way; no record written (its intent is kept: pending.json)")
         log(f"  tags moved to {_digests(repos, gate.digest)} by this run: {', '.join(moved) or 'none'}")
         log(f"  tags not promoted: {', '.join(left) or 'none'}")
         for line in tags_now(registries, repos, _digests(repos, gate.digest)):

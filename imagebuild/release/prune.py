@@ -93,6 +93,11 @@ def named_by(summary: Dict[str, Any], records: Iterable[Dict[str, Any]]) -> Name
             if isinstance(chan, dict):
                 named.digests.add(chan.get("digest"))
         named.digests.update(index_digests(rec.get("index")))
+        for write in (
+            rec.get("writes") or []
+        ):  # a pending intent (pending.json): tags an interrupted run wrote
+            if isinstance(write, dict):
+                named.digests.add(write.get("digest"))
     named.image_ids.discard(None)
     named.digests.discard(None)
     named.repositories.discard("")

@@ -438,38 +438,61 @@ def release_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) ->
 
 # -- where records live: a local folder and, optionally, S3 ------------------------------------------------
 def record_name(record: Dict[str, Any]) -> str:
+    """`<stamp>-<digest12>-<record_id>`: two releases of one digest in one second (two runners) never
+    take one name (the id is random, in the record; records from before it have none)."""
     stamp = record["released_at"].replace(":", "").replace("-", "").replace("+0000", "Z")
-    return f"{stamp}-{record['digest'].split(':', 1)[-1][:12]}"
+    name = f"{stamp}-{record['digest'].split(':', 1)[-1][:12]}"
+    return f"{name}-{record['record_id']}" if record.get("record_id") else name
 
 
-def parse_s3_uri(uri: str) -> Tuple[str, str]:
+def new_record_id() -> str:
+    return os.urandom(6).hex()
+
+
+def parse_s3_uri(uri: str, key: str = "--s3") -> Tuple[str, str]:
     if not uri.startswith("s3://") or len(uri) <= 5:
-        raise UserError(f"not an S3 URI: {uri!r}", key="--s3", hint="s3://bucket/prefix")
+        raise UserError(f"not an S3 URI: {uri!r}", key=key, hint="s3://bucket/prefix")
     bucket, _, prefix = uri[5:].partition("/")
     if not bucket:
-        raise UserError(f"no bucket in {uri!r}", key="--s3")
+        raise UserError(f"no bucket in {uri!r}", key=key)
+    if any(part in ("", ".", "..") for part in prefix.strip("/").split("/")) and prefix.strip("/"):
+        raise UserError(f"empty, '.' or '..' part in the prefix of {uri!r}", key=key)
     return bucket, prefix.strip("/")
 
 
-class RecordStore:
-    """Release records per variant: `<root>/<variant>/<stamp>-<digest12>.json`, `.md`, and `latest.json`."""
+PENDING = "pending.json"  # a variant's release intent, from before its first tag write until its record
 
-    def __init__(self, root: Path, s3: Any = None, s3_uri: Optional[str] = None) -> None:
+
+class RecordStore:
+    """Release records per variant: `<root>/<variant>/<name>.json`, `.md`, `latest.json`, and while a
+    release is under way its intent `pending.json`; locally (`root`), in S3 (`s3_uri`), or both. With S3
+    the writes are conditional (imagebuild/release/s3records.py), so runners sharing a bucket never
+    overwrite each other's records."""
+
+    def __init__(self, root: Optional[Path], s3: Any = None, s3_uri: Optional[str] = None) -> None:
         self.root = root
         self.s3 = s3
         self.bucket, self.prefix = parse_s3_uri(s3_uri) if s3_uri else (None, "")
+        self._etags: Dict[str, Optional[str]] = {}  # variant -> ETag of the latest.json read (S3)
 
     def _key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
 
+    def where(self) -> str:
+        places = [str(self.root)] if self.root is not None else []
+        if self.s3 is not None:
+            places.append(f"s3://{self.bucket}/{self.prefix}".rstrip("/"))
+        return " and ".join(places)
+
     def check_reachable(self) -> None:
         """Before promoting anything: can we write where the record must go? (fail before, not after)."""
-        folder = self.root.absolute()
-        while not folder.exists():  # nothing is created yet: a dry run writes nothing
-            folder = folder.parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-            why = "a file is in the way" if not folder.is_dir() else f"{folder} is not writable"
-            raise UserError(f"cannot write release records ({why})", file=str(self.root), key="--records")
+        if self.root is not None:
+            folder = self.root.absolute()
+            while not folder.exists():  # nothing is created yet: a dry run writes nothing
+                folder = folder.parent
+            if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+                why = "a file is in the way" if not folder.is_dir() else f"{folder} is not writable"
+                raise UserError(f"cannot write release records ({why})", file=str(self.root), key="--records")
         if self.s3 is None:
             return
         from imagebuild.adapters.aws import aws_call
@@ -481,61 +504,101 @@ class RecordStore:
         except Exception as err:  # noqa: BLE001 - botocore ClientError
             raise UserError(f"S3 bucket {self.bucket!r} not usable: {err}", key="--s3") from err
 
+    def _read(self, variant: str, fname: str, what: str) -> Optional[Dict[str, Any]]:
+        if self.s3 is not None:
+            from imagebuild.release import s3records
+
+            doc, etag = s3records.get_json(self.s3, str(self.bucket), self._key(variant, fname), what)
+            if fname == "latest.json":
+                self._etags[variant] = etag
+            return doc
+        assert self.root is not None
+        path = self.root / variant / fname
+        return read_json(path, what) if path.exists() else None
+
     def latest(self, variant: str) -> Optional[Dict[str, Any]]:
+        return self._read(variant, "latest.json", "the previous release record")
+
+    def pending(self, variant: str) -> Optional[Dict[str, Any]]:
+        """The intent of an interrupted release of `variant` (imagebuild/release/transaction.py), or None."""
+        return self._read(variant, PENDING, "the pending release intent")
+
+    def write_pending(self, variant: str, intent: Dict[str, Any]) -> None:
+        """Before the first tag write: what this release will write (replaces an interrupted run's)."""
+        text = json.dumps(intent, indent=2, sort_keys=True) + "\n"
+        if self.root is not None:
+            self._write_local(self.root / variant, PENDING, text, replace=True)
         if self.s3 is not None:
             from imagebuild.adapters.aws import aws_call
 
-            try:
-                body = aws_call(self.s3.get_object, Bucket=self.bucket, Key=self._key(variant, "latest.json"))
-            except UserError:
-                raise
-            except Exception as err:  # noqa: BLE001
-                code = getattr(err, "response", {}).get("Error", {}).get("Code", "")
-                if code in ("NoSuchKey", "404"):
-                    return None
-                raise UserError(
-                    f"cannot read the previous release record from S3: {err}", key="--s3"
-                ) from err
-            return json.loads(body["Body"].read())
-        path = self.root / variant / "latest.json"
-        return json.loads(path.read_text()) if path.exists() else None
+            key = self._key(variant, PENDING)
+            aws_call(self.s3.put_object, Bucket=self.bucket, Key=key, Body=text.encode(),
+                     ContentType="application/json")  # fmt: skip
+
+    def clear_pending(self, variant: str) -> None:
+        """After the record is written: the intent is done."""
+        if self.root is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / variant / PENDING).unlink()
+        if self.s3 is not None:
+            from imagebuild.release import s3records
+
+            s3records.delete(self.s3, str(self.bucket), self._key(variant, PENDING))
+
+    def _write_local(self, folder: Path, fname: str, data: str, replace: bool) -> str:
+        tmp = folder / (fname + ".tmp")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(data)
+            if replace:
+                tmp.replace(folder / fname)
+            else:  # a record: never over another one (a name is unique; a clash is a bug or an attack)
+                os.link(tmp, folder / fname)
+                tmp.unlink()
+        except OSError as err:  # full or read-only: the tags have moved; a rerun writes the record
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise UserError(
+                f"cannot write the release record: {err.strerror}",
+                file=str(folder / fname),
+                key="--records",
+                hint="free space or fix the folder, then rerun the same command (the tags are in place)",
+            ) from None
+        return str(folder / fname)
 
     def write(self, record: Dict[str, Any], notes: str) -> List[str]:
-        """Write record + notes locally (always) and to S3 (when configured); returns where they went."""
+        """Write record + notes locally and/or to S3; returns where they went. A record is never written
+        over another; in S3 `latest.json` is replaced only if it is still the one read before the release."""
         name = record_name(record)
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
-        folder = self.root / record["variant"]
         written = []
-        for fname, data in ((f"{name}.json", text), (f"{name}.md", notes), ("latest.json", text)):
-            tmp = folder / (fname + ".tmp")
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                tmp.write_text(data)
-                tmp.replace(folder / fname)
-            except OSError as err:  # full or read-only: the tags have moved; a rerun writes the record
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-                raise UserError(
-                    f"cannot write the release record: {err.strerror}",
-                    file=str(folder / fname),
-                    key="--records",
-                    hint="free space or fix the folder, then rerun the same command (the tags are in place)",
-                ) from None
-            written.append(str(folder / fname))
+        if self.root is not None:
+            folder = self.root / record["variant"]
+            for fname, data, replace in ((f"{name}.json", text, False), (f"{name}.md", notes, False),
+                                         ("latest.json", text, True)):  # fmt: skip
+                written.append(self._write_local(folder, fname, data, replace))
         if self.s3 is not None:
-            from imagebuild.adapters.aws import aws_call
+            from imagebuild.release import s3records
 
-            for fname, data, ctype in (
-                (f"{name}.json", text, "application/json"),
-                (f"{name}.md", notes, "text/markdown"),
-                ("latest.json", text, "application/json"),
-            ):
-                key = self._key(record["variant"], fname)
-                aws_call(
-                    self.s3.put_object, Bucket=self.bucket, Key=key, Body=data.encode(), ContentType=ctype
-                )
-                written.append(f"s3://{self.bucket}/{key}")
+            variant, bucket = record["variant"], str(self.bucket)
+            if variant not in self._etags:  # not read this run (--previous given): compare with what is there
+                self.latest(variant)
+            for fname, data, ctype in ((f"{name}.json", text, "application/json"),
+                                       (f"{name}.md", notes, "text/markdown")):  # fmt: skip
+                s3records.put(self.s3, bucket, self._key(variant, fname), data.encode(), ctype)
+                written.append(f"s3://{bucket}/{self._key(variant, fname)}")
+            key = self._key(variant, "latest.json")
+            seen = self._etags[variant]
+            self._etags[variant] = s3records.put(
+                self.s3, bucket, key, text.encode(), "application/json", seen
+            )
+            written.append(f"s3://{bucket}/{key}")
         return written
+
+    def lock_keys(self, repositories: List[str]) -> List[str]:
+        """The S3 lock objects of `host/repo`s, sorted (two releases taking several never deadlock)."""
+        names = sorted(set(repositories))
+        return [self._key("locks", f"{hashlib.sha256(n.encode()).hexdigest()[:16]}.json") for n in names]
 
 
 def unique_repositories(entry: Dict[str, Any]) -> List[str]:

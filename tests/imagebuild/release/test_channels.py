@@ -123,6 +123,7 @@ def test_dev_moves_on_each_promotion_and_a_release_tag_refuses_a_second_digest(
     assert res.out.splitlines() == [
         f"would move channel {host_repo}:dev from {digest_a} to {digest_b}",
         f"would move channel {host_repo}:staging from (nothing) to {digest_b}",
+        f"would record chan {digest_b} in {records}",
     ]
     assert api.manifest(repo, "dev").digest == digest_a and api.manifest(repo, "staging") is None
 

@@ -66,7 +66,8 @@ def _push(tmp_path, monkeypatch, reg, image, variant, repo, tag):
 
 
 def _records(folder: Path) -> list:
-    return sorted(p.name for p in folder.glob("*.json") if p.name != "latest.json") if folder.exists() else []
+    names = [p.name for p in folder.glob("*.json") if p.name not in ("latest.json", "pending.json")]
+    return sorted(names) if folder.exists() else []
 
 
 @pytest.fixture
@@ -183,7 +184,10 @@ def test_registry_killed_mid_promotion_says_what_moved_and_a_rerun_completes(
     assert f"tags moved to {digest} by this run: {repo}:h-1\n" in err
     assert f"tags not promoted: {repo}:h-2\n" in err
     assert "rerun the same command" in err and "Traceback" not in err
-    assert not (tmp_path / "rec").exists()
+    # no record, but the intent names every tag the run was writing (the tag it wrote is never unnamed)
+    assert [p.name for p in (tmp_path / "rec" / "half").iterdir()] == ["pending.json"]
+    pending = json.loads((tmp_path / "rec" / "half" / "pending.json").read_text())
+    assert [(w["tag"], w["digest"]) for w in pending["writes"]] == [("h-1", digest), ("h-2", digest)]
 
     _restart(reg)
     monkeypatch.setattr(Registries, "put", real_put)
@@ -194,6 +198,7 @@ def test_registry_killed_mid_promotion_says_what_moved_and_a_rerun_completes(
     assert record["repositories"][0]["already"] == ["h-1"]
     assert record["repositories"][0]["moved"] == ["h-2"]
     assert record["repositories"][0]["tags"] == ["h-1", "h-2"]
+    assert not (tmp_path / "rec" / "half" / "pending.json").exists()
 
 
 @pytest.mark.docker

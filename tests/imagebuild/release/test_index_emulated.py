@@ -11,42 +11,22 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import uuid
 
 import pytest
 import yaml
 from cli import build_py
-from conftest import needed
 from paths import ROOT
 
 from imagebuild.adapters.registry import RegistryAPI
-from imagebuild.build.localbase import default_name, emulation_problem
-from imagebuild.catalog.platforms import platform
+from imagebuild.build.localbase import default_name
 from imagebuild.release.index import INDEX_TYPE
 
-pytest_plugins = ["services_fixtures"]  # fixtures: registry
+pytest_plugins = ["services_fixtures"]  # fixtures: registry, arm64_base
 
 VARIANT = "local-debian-nccl2.27"
 ARM64_BASE = default_name("linux/arm64")
-
-
-@pytest.fixture(scope="module")
-def arm64_base(docker_client) -> str:
-    """The arm64 local base (`build.py base --platform linux/arm64`, `make base` on a host that emulates)."""
-    import docker
-
-    problem = emulation_problem(platform("linux/arm64"), os.uname().machine)
-    if problem is not None:
-        needed(f"arm64 emulation ({problem})", "scripts/setup-host.sh installs and enables qemu-user-static")
-    try:
-        docker_client.images.get(ARM64_BASE)
-    except docker.errors.ImageNotFound:
-        if os.environ.get("REQUIRE_DOCKER") == "1":
-            pytest.fail(f"{ARM64_BASE} missing: run `python build.py base --platform linux/arm64`")
-        pytest.skip(f"{ARM64_BASE} missing: run `python build.py base --platform linux/arm64`")
-    return ARM64_BASE
 
 
 def twin_matrix(folder, tag: str):
