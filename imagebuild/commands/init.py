@@ -21,9 +21,9 @@ WORKFLOW = ".github/workflows/images.yml"  # where GitHub Actions reads a workfl
 # matrix.local.yaml's (tests/imagebuild/test_init.py holds them equal).
 STARTER_MATRIX = """\
 # The build matrix (docs: docs/matrix.md of efa-image-build; `efa-image-build schema` prints its JSON Schema).
-# One variant that builds here, on no GPU and no AWS account: run `sudo efa-image-build base` once (it makes
-# the local Debian base with debootstrap), then `efa-image-build build` and `efa-image-build test`.
-# For your cluster, add variants on a DLC or CUDA base (docs/matrix.md, "Bases"). Paths are relative to
+# One variant that builds here, on no GPU and no AWS account: run `efa-image-build base` once as root (it
+# makes the local Debian base with debootstrap), then `efa-image-build build` and `efa-image-build test`.
+# For your cluster, add variants on a DLC or CUDA base (docs/matrix.md, "Variant body"). Paths are relative to
 # this file.
 format: efa-image-build/matrix/v1
 
@@ -174,6 +174,6 @@ def run(args: argparse.Namespace) -> int:
     top = Path(args.dir)
     for path in write(top, starter_files()):
         print(f"wrote {path}")
-    print("next: sudo efa-image-build base   # the local base the starter variant builds on")
+    print('next: sudo "$(command -v efa-image-build)" base   # the local base the starter variant builds on')
     print("      efa-image-build build && efa-image-build test")
     return 0

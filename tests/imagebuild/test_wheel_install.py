@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cli import build_py
+from cli import build_py, installed_process
 from paths import ROOT
 from services import RUN
 from wheelvenv import VERSION, Venv
@@ -26,9 +26,7 @@ VARIANT = "local-debian-nccl2.27"  # the lightest local variant: the local base,
 
 
 def _run(venv: Venv, cwd: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(venv.script), *argv], cwd=cwd, env=venv.env(), capture_output=True, text=True, timeout=timeout
-    )
+    return installed_process(venv.bin, *argv, cwd=cwd, env=venv.env(), timeout=timeout)
 
 
 def _ok(proc: subprocess.CompletedProcess) -> str:
