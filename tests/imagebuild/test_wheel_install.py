@@ -7,6 +7,7 @@ is refused at load, at its line."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import uuid
@@ -124,8 +125,6 @@ def test_the_installed_wheel_renders_builds_checks_and_pushes_from_a_team_repo(
     assert f"PASS {VARIANT}" in tested, tested
     where = f"{registry.host}/efa-wheel-{RUN}"
     _ok(_run(venv, repo, "push", "--variant", VARIANT, "--registry", where, timeout=600))
-    import json
-
     entry = json.loads((repo / "build" / "summary.json").read_text())["variants"][0]
     assert entry["variant"] == VARIANT and entry["pushed"], entry
     ref = entry["pushed"][0]
@@ -157,3 +156,29 @@ def test_pypis_validators_beside_the_tool_shadows_nothing(wheel_venv, tmp_path):
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused
     where = f"examples/training/requirements.txt:{len(lines) + 2}: key 'training.requirements'"
     assert f"{where}: 'efa-image-build=={VERSION}' installs" in refused.stderr, refused.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_init_starter_builds_and_passes_its_checks_from_the_wheel(
+    wheel_venv, docker_client, local_base, cleanup_repo, tmp_path
+):
+    """`init` from the installed wheel in an empty folder, then build and test as the starter says: its one
+    variant builds here and its checks (checks.yaml's included) pass. Its commented `tags:` line is taken,
+    so the image has a name no other test uses."""
+    repo = tmp_path / "repo"
+    _ok(_run(wheel_venv, tmp_path, "init", "repo"))
+    matrix = repo / "matrix.yaml"
+    text = matrix.read_text()
+    assert text.count('  # tags: ["my-team/training:{name}"]\n') == 1
+    matrix.write_text(
+        text.replace('  # tags: ["my-team/training:{name}"]', f'  tags: ["{cleanup_repo}:{{name}}"]')
+    )
+    _ok(_run(wheel_venv, repo, "build", "--plain", timeout=1500))
+    tested = _ok(_run(wheel_venv, repo, "test", timeout=600))
+    assert "PASS debian-nccl2.27" in tested, tested
+    report = json.loads((repo / "build" / "test-report.json").read_text())
+    custom = {
+        c["name"]: c["status"] for c in report["images"][0]["checks"] if c["name"].startswith("custom:")
+    }
+    assert custom == {"custom:validators-run": "pass", "custom:python-is-debian": "pass"}, custom
