@@ -124,9 +124,9 @@ def _no_credentials(tmp: Path) -> dict:
 def team_images(docker_client):
     """Removes the engine's images of TEAM_REPO after the module (every test builds the same content)."""
     yield TEAM_REPO
-    for image in docker_client.images.list(name=TEAM_REPO):
+    for image in docker_client.images.list():  # its own tags, and the registry refs push tagged it with
         for tag in image.tags:
-            if tag.startswith(TEAM_REPO + ":"):
+            if tag.startswith(TEAM_REPO + ":") or f"/{TEAM_REPO}:" in tag:
                 docker_client.images.remove(tag)
 
 

@@ -53,9 +53,9 @@ def _team_repo(where: Path, repo: str) -> Path:
 def cleanup_repo(docker_client):
     repo = f"efa-image-build-test/wheel-{RUN}-{uuid.uuid4().hex[:8]}"
     yield repo
-    for image in docker_client.images.list(name=repo):
+    for image in docker_client.images.list():  # its own tags, and the registry refs push tagged it with
         for tag in image.tags:
-            if tag.startswith(repo + ":"):
+            if tag.startswith(repo + ":") or f"/{repo}:" in tag:
                 docker_client.images.remove(tag)
 
 
