@@ -20,6 +20,11 @@ from imagebuild.errors import ChecksFailed, UserError, redact
 # imported only when that command runs. tests/imagebuild/test_cli_help.py pins each line to its module's own
 # help.
 COMMANDS = [
+    (
+        "init",
+        "imagebuild.commands.init",
+        "write a starter matrix, checks file and CI workflow into a repository",
+    ),
     ("list", "imagebuild.commands.listing", "list the variants of the matrix (after all checks)"),
     ("render", "imagebuild.commands.render", "render Dockerfile, context and lock of each variant"),
     ("explain-env", "imagebuild.commands.render", "each env var of a variant and why it is (not) set"),

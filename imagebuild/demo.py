@@ -55,6 +55,13 @@ class DemoOutcome:
 def demo(req: DemoRequest) -> DemoOutcome:
     """Base, render, build what can be built here, check, validate on the replay, report."""
     out = Path(req.out)
+    for needed in (req.matrix, REPLAY):  # before the base (minutes, as root): a checkout's files, or nothing
+        if not Path(needed).is_file():
+            raise UserError(
+                "the demo is this project's own job and runs in a checkout of it (make demo)",
+                file=needed,
+                hint="in your own repository: efa-image-build init, then build and test",
+            )
     make_base(connect(), DEFAULT_NAME, say=lambda line: print(line, flush=True))
     rendered = pipeline.render(
         pipeline.RenderOptions(matrix=req.matrix, variants=tuple(req.variants), out=out)

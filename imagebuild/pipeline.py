@@ -32,10 +32,12 @@ class RenderOptions:
     platform: Optional[str] = None  # every variant for this platform instead of its own
 
 
-def render(opts: RenderOptions) -> List[Path]:
-    """Load and check the matrix, refuse env-linter errors, write each variant's folder; the folders."""
+def rendered(opts: RenderOptions) -> Tuple[List[Any], Dict[str, Dict[str, bytes]]]:
+    """Load and check the matrix, refuse env-linter errors, render every variant in memory: the variants and
+    their files. Every refusal of `render` happens here, before anything is written, so `list` (which
+    calls this and writes nothing) refuses exactly what `render` refuses."""
     from imagebuild.matrix.load import load
-    from imagebuild.render.folders import render_all, write
+    from imagebuild.render.folders import render_all
 
     variants = load(opts.matrix, list(opts.variants), platform=opts.platform)
     errors = []
@@ -50,7 +52,15 @@ def render(opts: RenderOptions) -> List[Path]:
             "the env linter found settings the field advises against "
             "(accept one with lint_ignore: [NAME]):\n  " + "\n  ".join(errors)
         )
-    written = write(str(opts.out), render_all(variants, os.path.dirname(os.path.abspath(opts.matrix))))
+    return variants, render_all(variants, os.path.dirname(os.path.abspath(opts.matrix)))
+
+
+def render(opts: RenderOptions) -> List[Path]:
+    """`rendered`, then each variant's folder written (only those that changed); the folders."""
+    from imagebuild.render.folders import write
+
+    variants, files = rendered(opts)
+    written = write(str(opts.out), files)
     for w in written:
         print(f"{'rendered' if w.changed else 'unchanged'} {w.path}")
     return sorted(Path(opts.out) / v.name for v in variants)

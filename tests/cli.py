@@ -9,6 +9,7 @@ import io
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Callable, List, NamedTuple, Optional
 
 from paths import ROOT
@@ -81,3 +82,16 @@ def build_py_process(*argv: object, timeout: Optional[float] = 120, **kw) -> sub
 def validators_process(*argv: object, timeout: Optional[float] = 120, **kw) -> subprocess.CompletedProcess:
     """`python -m efa_validators ARGV` as a user runs it."""
     return _process(VALIDATORS, argv, timeout, kw)
+
+
+def installed_process(
+    bin_dir: Path, *argv: object, timeout: Optional[float] = 120, **kw
+) -> subprocess.CompletedProcess:
+    """`efa-image-build ARGV` as the console script of an installed wheel (`bin_dir` of its venv) runs: no
+    PYTHONPATH (nothing of this checkout is importable), from the caller's `cwd`, text output captured."""
+    env = {k: v for k, v in (kw.pop("env", None) or os.environ).items() if k != "PYTHONPATH"}
+    kw.setdefault("text", True)
+    if "stdout" not in kw and "stderr" not in kw:
+        kw.setdefault("capture_output", True)
+    command = [str(Path(bin_dir) / "efa-image-build"), *(str(a) for a in argv)]
+    return subprocess.run(command, env=env, timeout=timeout, **kw)

@@ -124,7 +124,16 @@ def local_base(docker_client) -> str:
     try:
         docker_client.images.get(LOCAL_BASE)
     except docker.errors.ImageNotFound:
-        if os.environ.get("REQUIRE_DOCKER") == "1":
+        if os.environ.get("REQUIRE_DOCKER") == "1" or in_ci():
             pytest.fail(f"local base image {LOCAL_BASE} missing: run `python build.py base`")
         pytest.skip(f"local base image {LOCAL_BASE} missing: run `python build.py base`")
     return LOCAL_BASE
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory):
+    """The wheel built from this tree, installed with its dependencies (and the attest extra) into a fresh
+    venv: the tool as a team installs it (tests/wheelvenv.py)."""
+    from wheelvenv import install
+
+    return install(tmp_path_factory.mktemp("wheel"))

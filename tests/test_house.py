@@ -49,6 +49,8 @@ FOLDERS = {
     "imagebuild": "imagebuild",
     "efa_validators": "validators",
 }  # import name -> folder (pyproject package-dir)
+# data the wheel carries inside imagebuild (no __init__.py): import name -> the checkout's top-level folder
+DATA_PACKAGES = {"imagebuild.templates": "Dockerfile.templates", "imagebuild.ci": "examples/ci"}
 
 
 def modules(package: str) -> Dict[str, Path]:
@@ -212,10 +214,12 @@ def test_the_wheel_lists_every_package_under_its_import_name():
     """pyproject maps the import name efa_validators onto the folder validators/ (PyPI's `validators` would
     shadow that name): its explicit package list must hold every package folder, or the wheel drops one."""
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert tool["package-dir"] == FOLDERS
-    found = sorted(
-        name for package in FOLDERS for name, path in modules(package).items() if path.name == "__init__.py"
-    )
+    assert tool["package-dir"] == {**FOLDERS, **DATA_PACKAGES}
+    found = [n for package in FOLDERS for n, path in modules(package).items() if path.name == "__init__.py"]
+    for name, folder in DATA_PACKAGES.items():  # each folder of data is a package of its own in the wheel
+        subs = [p for p in (ROOT / folder).rglob("*") if p.is_dir() and p.name != "__pycache__"]
+        found += [name] + [".".join([name, *p.relative_to(ROOT / folder).parts]) for p in subs]
+    found = sorted(found)
     assert sorted(tool["packages"]) == found and "efa_validators.run" in found
 
 

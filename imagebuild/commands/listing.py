@@ -1,4 +1,8 @@
-"""`build.py list`: the variants of a matrix, resolved and checked (like `docker buildx bake --print`)."""
+"""`build.py list`: the variants of a matrix, resolved and checked (like `docker buildx bake --print`).
+
+A CI plan job fans out over what `list` prints, so `list` refuses exactly what `render` refuses (it renders
+in memory through the same `pipeline.rendered` and writes nothing): a plan never passes a matrix every build
+job then fails on."""
 
 from __future__ import annotations
 
@@ -7,14 +11,14 @@ import json
 import sys
 
 from imagebuild.cli import add_matrix_args
-from imagebuild.matrix.load import load
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "list",
         help="list the variants of the matrix (after all checks)",
-        description="Load and check the matrix, then print its variants: a table, or each variant's lock "
+        description="Load and check the matrix and render it in memory (refusing what `render` refuses), "
+        "then print its variants: a table, or each variant's lock "
         "as JSON (what a CI plan job fans out over). --shard I/N lists the variants `build --shard I/N` "
         "builds.",
     )
@@ -26,9 +30,10 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from imagebuild.build.shard import parse_shard, select
+    from imagebuild.pipeline import RenderOptions, rendered
 
     shard = parse_shard(args.shard)
-    variants = load(args.matrix, args.variant)
+    variants, _files = rendered(RenderOptions(args.matrix, tuple(args.variant)))
     variants = select(variants, [v.name for v in variants], shard)
     if args.json:
         json.dump([v.to_lock() for v in variants], sys.stdout, indent=2, sort_keys=True)

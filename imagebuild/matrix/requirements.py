@@ -78,6 +78,14 @@ _REMOTE_TRANSPORTS = ("http", "https", "ssh", "git", "svn")
 # ARCHIVE_EXTENSIONS), compared after pip's own `splitext` (utils/misc.py): `.tar` kept with what follows.
 _ARCHIVES = (".whl", ".zip", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz", ".tar.lz", ".tar.lzma")
 _ARCHIVES += (".tar.gz", ".tgz", ".tar")
+# The tool's own distributions: either one installed by the training requirements lands an `efa_validators` in
+# the image's site-packages, ahead of the tool's copy in /opt/efa-image-build (added by a .pth file, so last
+# on sys.path), and `python -m efa_validators` would run that one. Compared as PEP 503 normalizes names.
+TOOL_DISTRIBUTIONS = ("efa-image-build", "efa-validators")
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 508 `identifier`
+# A distribution file's name up to its version (wheel: `name-ver-...`, PEP 427 escapes `-` in the name as
+# `_`; sdist: `name-ver.tar.gz`): the name is the part before the first `-` followed by a digit.
+_FILE_NAME = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*(?:-(?!\d)[A-Za-z0-9._]+)*)-\d")
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 _ENV_VAR = re.compile(r"\$\{[A-Z0-9_]+\}")  # pip's pattern (req_file.ENV_VAR_RE)
 
@@ -258,6 +266,40 @@ def _local_file(requirement: str) -> Optional[str]:
     return None
 
 
+def normalize(name: str) -> str:
+    """PEP 503's normalized form of a distribution name: `EFA_Validators` and `efa.validators` are one."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _url_names(url: str) -> List[str]:
+    """The distribution names a URL shows: `#egg=NAME`, its file's name (`.../efa_validators-1.0-py3-none-
+    any.whl`, `.../pkg-1.0.tar.gz`) and, for a VCS URL, the repository's name (`.../efa-image-build.git@v1`).
+    What a URL installs is only known once it is fetched; these are what it says it is."""
+    path, _hash, fragment = url.partition("#")
+    names = re.findall(r"(?:^|&)egg=([A-Za-z0-9._-]+)", fragment)
+    last = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if "+" in url.split(":", 1)[0]:  # git+https://host/org/repo.git@ref
+        names.append(re.sub(r"(\.git)?(@.*)?$", "", last))
+    found = _FILE_NAME.match(last)
+    if found:
+        names.append(found.group("name"))
+    return names
+
+
+def shadowing(requirement: str) -> Optional[str]:
+    """The tool's own distribution (normalized) that a requirement installs, or None: by its name
+    (`efa_image_build[attest]==0.1`, `EFA.Validators`), a direct reference's name or URL, or a bare URL's."""
+    spec = requirement.split(";", 1)[0].strip()
+    names = _url_names(spec) if _remote_url(spec) else []
+    if not names:
+        found = _NAME.match(spec)
+        names = [found.group(0)] if found else []
+        _before, at, url = spec.partition("@")
+        if at:
+            names += _url_names(url.strip())
+    return next((normalize(n) for n in names if normalize(n) in TOOL_DISTRIBUTIONS), None)
+
+
 def scan(text: str, file: str) -> RequirementsFile:
     """Count the requirements and decide hash mode; a line the requirements stage cannot honour is a
     UserError at its line (key `training.requirements`)."""
@@ -298,6 +340,15 @@ def scan(text: str, file: str) -> RequirementsFile:
                 "one, and nothing from outside the training folder enters the image"
             )
             raise _refuse(message, file, number, hint="name a released version, or an https:// URL")
+        tool = shadowing(requirement)
+        if tool is not None:
+            message = (
+                f"{requirement.split()[0]!r} installs {tool}, the tool's own package: its efa_validators "
+                "would come first on the image's sys.path and shadow the copy every image carries "
+                "(/opt/efa-image-build/efa_validators), which `python -m efa_validators node-check` and the "
+                "image checks run"
+            )
+            raise _refuse(message, file, number, hint="remove the line: every image has the validators")
         hashed.append((number, any(o.name == "--hash" for o in options)))
     if (require_hashes or any(h for _, h in hashed)) and not all(h for _, h in hashed):
         number = next(n for n, h in hashed if not h)

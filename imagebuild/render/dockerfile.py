@@ -9,19 +9,17 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import jinja2
 
 from imagebuild import components as blocks
 from imagebuild.components import cuda_runtime
+from imagebuild.render import shipped
 from imagebuild.variant import LOCK_LABEL, Component, Variant
 from imagebuild.versions import Version
 
-ROOT = Path(__file__).resolve().parents[2]
 BUILD_SYSTEM = "build-system"  # the system stage's twin on a split base's -devel image
-TEMPLATES = ROOT / "Dockerfile.templates"
 
 
 def _dq(value: object) -> str:
@@ -36,7 +34,7 @@ def _env_value(value: object) -> str:
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.FileSystemLoader(str(shipped.templates())),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from imagebuild.errors import UserError
+from imagebuild.render import shipped
 from imagebuild.render.dockerfile import dockerfile
 from imagebuild.safefile import read_regular, read_regular_stat
 from imagebuild.variant import Variant
 
-ROOT = Path(__file__).resolve().parents[2]
-VALIDATORS = ROOT / "validators"
 SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
@@ -151,7 +150,7 @@ def render_variant(
         "context/variant.lock.json": lock,
         "context/artifacts/.keep": b"",
     }
-    for rel, data in tree_of(VALIDATORS, "validators").items():
+    for rel, data in tree_of(shipped.validators(), "validators").items():
         files[f"context/validators/{rel}"] = data
     if v.training is not None:
         src = _inside(Path(matrix_dir) / v.training.source_dir, Path(matrix_dir), v)

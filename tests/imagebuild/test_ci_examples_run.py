@@ -1,24 +1,26 @@
-"""The CI examples run as written, every command in order, against real services.
+"""The CI examples run as written, every command in order, against real services, in a team's repository
+that holds only its matrix, checks and training code: the tool is the wheel built from this tree, installed
+into a fresh venv (tests/wheelvenv.py), never a checkout.
 
-GitHub Actions (the build job): each `run:` step goes to bash (`-e -o pipefail`) in a fresh copy of the
-project's tracked files, with the job's `env:` and the `${{ }}` expressions filled from the values below.
-Each `uses:` step is checked for what it would do (the files an upload or a JUnit report names exist); an
-action the test does not know fails the test, so a new step cannot slip through unrun.
+GitHub Actions: each `run:` step goes to bash (`-e -o pipefail`, the workflow's `shell: bash`) in that
+repository, with the workflow's and the job's `env:` and the `${{ }}` expressions filled from the values
+below. Each `uses:` step is checked for what it would do (the files an upload or a JUnit report names exist);
+an action the test does not know fails the test, so a new step cannot slip through unrun.
 
-AWS CodeBuild (buildspec.yml): run as CodeBuild runs it, twice: the batch's build (MODE=build) and the
-release build (MODE=release) over its artifacts as the secondary source `builds`. Each run gets the
-buildspec's `env.variables`, its `parameter-store` values read from moto's SSM with the real aws CLI,
-CodeBuild's own variables, and every command of its phases in order in one POSIX shell (buildspec 0.2);
-`artifacts:` and `reports:` are collected as CodeBuild would. AWS calls (SSM, Secrets Manager, the ECR
-login token, S3) reach moto's server through AWS_ENDPOINT_URL; `aws ecr get-login-password | docker login`
-logs in to a real registry whose password is moto's token; images go to a real registry with htpasswd auth
+AWS CodeBuild (buildspec.yml): run as CodeBuild runs it: the buildspec's `env.variables`, CodeBuild's own
+variables, and every command of its phases in order in one POSIX shell (buildspec 0.2); `artifacts:` and
+`reports:` are collected as CodeBuild would. On the main path AWS calls (SSM, Secrets Manager, the ECR login
+token, S3) reach moto's server through AWS_ENDPOINT_URL; `aws ecr get-login-password | docker login` logs in
+to a real registry whose password is moto's token; images go to a real registry with htpasswd auth
 (IMAGE_REGISTRY, its login from moto's Secrets Manager). The ECR push itself is not run: moto's ECR hands out
 a registry host that does not exist.
 
-In both, two things are replaced, and only these: `pip` (the test venv already has the project's
-dependencies; installing into it would change a shared venv, so the shim records the call and checks it
-installs this project) and `MATRIX`/`VARIANT` (matrix.local.yaml and its variant local-debian-nccl2.27: the
-one variant that builds without GPUs or private bases).
+The pull-request path of each runs with no AWS credentials, no AWS endpoint, no registry login and an `aws`
+that fails the run if it is called: build and check only.
+
+In all of them, two things are replaced, and only these: `pip` (the wheel is installed already; the shim
+records the call and checks it installs this version of the tool) and `MATRIX`/`VARIANT` (matrix.local.yaml
+and its variant local-debian-nccl2.27: the one variant that builds without GPUs or private bases).
 """
 
 from __future__ import annotations
@@ -36,13 +38,17 @@ from pathlib import Path
 import boto3
 import pytest
 import yaml
+from cli import installed_process
 from paths import ROOT
 from services import RUN
+from wheelvenv import VERSION, Venv
 
 from imagebuild.adapters.registry import Credentials, RegistryAPI
 
 pytest_plugins = ["services_fixtures"]
 VARIANT = "local-debian-nccl2.27"
+TOOL = f"efa-image-build[attest]=={VERSION}"  # what the examples install: this tree's version
+TEAM_REPO = f"efa-image-build-test/ci-{RUN}"  # the images' repository in the team's matrix (one per session)
 NO_OP_ACTIONS = {  # what each does on a hosted runner, and why it has nothing to do here
     "actions/checkout": "the copy made below is the checkout",
     "actions/setup-python": "this interpreter is first on PATH",
@@ -62,64 +68,98 @@ def _expr(text: str, values: dict) -> str:
     return re.sub(r"\$\{\{(.*?)\}\}", one, text)
 
 
-def _condition(cond: str) -> bool:
-    known = {"github.event_name != 'pull_request'": True, "always()": True}
+def _condition(cond: str, pull_request: bool) -> bool:
+    known = {"github.event_name != 'pull_request'": not pull_request, "always()": True}
     assert cond.strip() in known, f"unknown step condition {cond!r}"
     return known[cond.strip()]
 
 
-def _checkout(dest: Path) -> Path:
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    for name in files:
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
+def _team_repo(dest: Path) -> Path:
+    """A team's repository: matrix.local.yaml (its images under TEAM_REPO), the checks file and training code
+    it names, the artifact cache the project's own runs fill (.cache, as actions/cache restores it)."""
+    dest.mkdir(parents=True)
+    text = (ROOT / "matrix.local.yaml").read_text()
+    assert text.count('tags: ["efa-image-build/{name}:local"]') == 1
+    (dest / "matrix.local.yaml").write_text(
+        text.replace("efa-image-build/{name}:local", TEAM_REPO + ":{name}")
+    )
+    shutil.copy2(ROOT / "checks.local.yaml", dest / "checks.local.yaml")
+    shutil.copytree(ROOT / "examples" / "training", dest / "examples" / "training")
     (ROOT / ".cache" / "artifacts").mkdir(parents=True, exist_ok=True)
     (dest / ".cache").symlink_to(ROOT / ".cache")
     return dest
 
 
-def _shims(bindir: Path, calls: Path) -> dict:
+def _shims(bindir: Path, calls: Path, venv: Venv, aws: bool = True) -> dict:
+    """pip records its call (the wheel is installed already); the venv's bin comes next on PATH (its
+    `efa-image-build` and `python`), as after `pip install` on a runner. `aws`: the pinned awscli of the
+    test extra; without it, an `aws` that fails the run (the pull-request path must make no AWS call)."""
     bindir.mkdir()
-    python = bindir / "python"  # a script, not a link: through a link the venv would not be found
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    python.chmod(0o755)
     pip = bindir / "pip"
-    pip.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n[ "$1 $2 $3" = "install -e ." ] || exit 9\n')
+    pip.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n[ "$*" = "install {TOOL}" ] || exit 9\n')
     pip.chmod(0o755)
-    aws = Path(sys.executable).with_name("aws")  # the pinned awscli of the test extra, not one on PATH
-    if aws.is_file():
-        (bindir / "aws").write_text(f'#!/bin/sh\nexec "{aws}" "$@"\n')
-        (bindir / "aws").chmod(0o755)
-    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    pinned = Path(sys.executable).with_name("aws")  # the pinned awscli of the test extra, not one on PATH
+    if aws and not pinned.is_file():
+        pytest.fail("the aws CLI of the test extra is missing: pip install -e '.[test]'")
+    body = f'exec "{pinned}" "$@"' if aws else 'echo "aws $* on the pull-request path" >&2; exit 97'
+    (bindir / "aws").write_text(f"#!/bin/sh\n{body}\n")
+    (bindir / "aws").chmod(0o755)
+    return {"PATH": os.pathsep.join([str(bindir), str(venv.bin), os.environ["PATH"]])}
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_github_build_job_runs_as_written_against_a_registry(docker_client, local_base, registry, tmp_path):
-    doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
-    job = doc["jobs"]["build"]
-    values = {
+def _no_credentials(tmp: Path) -> dict:
+    """The environment of a pull request's run: no AWS variable, no registry login, no docker login."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "REGISTRY_", "IMAGE_REGISTRY"))}
+    env.pop("PYTHONPATH", None)  # the wheel's code, not this worktree's
+    (tmp / "docker-config").mkdir()
+    env.update(
+        AWS_CONFIG_FILE=str(tmp / "no-aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp / "no-aws-credentials"),
+        DOCKER_CONFIG=str(tmp / "docker-config"),
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def team_images(docker_client):
+    """Removes the engine's images of TEAM_REPO after the module (every test builds the same content)."""
+    yield TEAM_REPO
+    for image in docker_client.images.list():  # its own tags, and the registry refs push tagged it with
+        for tag in image.tags:
+            if tag.startswith(TEAM_REPO + ":") or f"/{TEAM_REPO}:" in tag:
+                docker_client.images.remove(tag)
+
+
+def _github_values(pull_request: bool, image_registry: str = "", signing_key: str = "") -> dict:
+    """The `${{ }}` expressions of the workflow, as GitHub fills them for a push to main or a pull request
+    (which gets no secrets)."""
+    return {
         "matrix.variant": VARIANT,
+        "github.event_name != 'pull_request'": "false" if pull_request else "true",
+        "github.event_name != 'pull_request' && vars.IMAGE_REGISTRY || ''": ""
+        if pull_request
+        else image_registry,
         "vars.AWS_REGION": "us-east-1",
-        "vars.IMAGE_REGISTRY": f"{registry.host}/efa-ci-example",
+        "vars.IMAGE_REGISTRY": image_registry,
         "vars.BASE_REGISTRY": "",
         "vars.BASE_REGISTRY_ACCOUNT": "",
         "secrets.AWS_ROLE_ARN": "",
-        "hashFiles('matrix.yaml', 'imagebuild/catalog/**')": "x",
+        "secrets.SIGNING_KEY": "" if pull_request else signing_key,
+        "hashFiles('matrix.yaml')": "x",
     }
-    work = _checkout(tmp_path / "checkout")
-    calls = tmp_path / "pip-calls"
-    env = dict(os.environ, **_shims(tmp_path / "bin", calls))
-    env.pop("PYTHONPATH", None)  # the checkout's code, not this worktree's: python runs build.py from there
-    env.update({k: _expr(str(v), values) for k, v in job["env"].items()})
+
+
+def _github_job(doc: dict, job: str, values: dict, work: Path, env: dict, pull_request: bool) -> tuple:
+    """Every step of `job` whose condition holds, in order: (names of the `run:` steps, actions checked)."""
+    env = dict(env)
+    env.update({k: _expr(str(v), values) for k, v in (doc.get("env") or {}).items()})
+    env.update({k: _expr(str(v), values) for k, v in (doc["jobs"][job].get("env") or {}).items()})
     env["MATRIX"] = "matrix.local.yaml"
+    shell = doc["defaults"]["run"]["shell"]
+    assert shell == "bash", "the test runs steps as GitHub's `shell: bash` (bash -eo pipefail)"
     ran, checked = [], []
-    for step in job["steps"]:
-        if "if" in step and not _condition(step["if"]):
+    for step in doc["jobs"][job]["steps"]:
+        if "if" in step and not _condition(step["if"], pull_request):
             continue
         if "uses" in step:
             action = step["uses"].split("@")[0]
@@ -133,33 +173,127 @@ def test_github_build_job_runs_as_written_against_a_registry(docker_client, loca
                 assert action in NO_OP_ACTIONS, f"step uses {action}: tell this test what it does"
             checked.append(action)
             continue
+        step_env = dict(env, **{k: _expr(str(v), values) for k, v in (step.get("env") or {}).items()})
         script = _expr(step["run"], values)
         proc = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", script],
+            ["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", script],
             cwd=work,
-            env=env,
+            env=step_env,
             capture_output=True,
             text=True,
             timeout=900,
         )
         assert proc.returncode == 0, (
-            f"step {step.get('name', script)!r}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            f"{job} step {step.get('name', script)!r}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         )
         ran.append(step.get("name") or script.split()[0])
-    assert calls.read_text().split("\n")[0] == "install -e ."
-    assert len(ran) == 5 and "actions/upload-artifact" in checked
+    return ran, checked
+
+
+def _keys(folder: Path) -> tuple:
+    """An ed25519 key pair as PEM text (the team's signing key and its public half)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    (folder / "signing.pub.pem").write_bytes(public)
+    return private, folder / "signing.pub.pem"
+
+
+def _github_output(path: Path) -> dict:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_github_pull_request_runs_as_written_with_no_credentials(
+    docker_client, local_base, wheel_venv, team_images, tmp_path
+):
+    """The plan job, then the build job of a pull request: no secret, no AWS, no registry. It builds and
+    checks; nothing is pushed or signed."""
+    doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
+    work = _team_repo(tmp_path / "repo")
+    calls = tmp_path / "pip-calls"
+    env = _no_credentials(tmp_path)
+    env.update(_shims(tmp_path / "bin", calls, wheel_venv, aws=False))
+    env.update(GITHUB_OUTPUT=str(tmp_path / "github-output"), RUNNER_TEMP=str(tmp_path / "runner-temp"))
+    (tmp_path / "runner-temp").mkdir()
+    values = _github_values(pull_request=True)
+    ran, _ = _github_job(doc, "plan", values, work, env, pull_request=True)
+    assert len(ran) == 2
+    variants = json.loads(_github_output(tmp_path / "github-output")["variants"])
+    assert VARIANT in variants, variants
+    ran, checked = _github_job(doc, "build", values, work, env, pull_request=True)
+    assert len(ran) == 3 and "actions/upload-artifact" in checked, ran  # pip, build, test
+    assert "aws-actions/configure-aws-credentials" not in checked
+    assert calls.read_text().splitlines() == [f"install {TOOL}"] * 2
+    summary = json.loads((work / "build" / "summary.json").read_text())
+    entry = next(e for e in summary["variants"] if e["variant"] == VARIANT)
+    assert entry["status"] in ("built", "skipped") and not entry.get("pushed"), entry
+    report = json.loads((work / "build" / "test-report.json").read_text())
+    assert report["images"][0]["passed"] and report["images"][0]["image_id"] == entry["image_id"]
+
+
+def test_github_plan_fails_on_a_matrix_render_refuses(wheel_venv, tmp_path):
+    """The plan job's list step fails where `render` would (a symlink out of the training folder): no
+    build job is ever fanned out over a matrix every one of them would fail to render."""
+    doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
+    work = _team_repo(tmp_path / "repo")
+    os.symlink("/etc/hostname", work / "examples" / "training" / "leak")
+    env = _no_credentials(tmp_path)
+    env.update(_shims(tmp_path / "bin", tmp_path / "pip-calls", wheel_venv, aws=False))
+    env.update(GITHUB_OUTPUT=str(tmp_path / "github-output"), RUNNER_TEMP=str(tmp_path))
+    with pytest.raises(AssertionError, match="training/leak"):
+        _github_job(doc, "plan", _github_values(pull_request=True), work, env, pull_request=True)
+    assert (
+        not (tmp_path / "github-output").exists()
+        or "variants" not in (tmp_path / "github-output").read_text()
+    )
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_github_build_job_runs_as_written_against_a_registry(
+    docker_client, local_base, registry, wheel_venv, team_images, tmp_path
+):
+    """A push to main: build, check, push by digest, attest (SBOM + signed provenance, which verifies)."""
+    doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
+    private, public = _keys(tmp_path)
+    where = f"{registry.host}/efa-ci-example-{RUN}"
+    values = _github_values(pull_request=False, image_registry=where, signing_key=private)
+    work = _team_repo(tmp_path / "repo")
+    calls = tmp_path / "pip-calls"
+    env = dict(os.environ, **_shims(tmp_path / "bin", calls, wheel_venv))
+    env.pop("PYTHONPATH", None)  # the wheel's code, not this worktree's
+    env["RUNNER_TEMP"] = str(tmp_path / "runner-temp")
+    (tmp_path / "runner-temp").mkdir()
+    ran, checked = _github_job(doc, "build", values, work, env, pull_request=False)
+    assert calls.read_text().splitlines() == [f"install {TOOL}"]
+    assert len(ran) == 6 and "actions/upload-artifact" in checked  # pip, build, test, push, attest, jq
+    assert os.listdir(tmp_path / "runner-temp") == []  # the private key left with its step
     summary = json.loads((work / "build" / "summary.json").read_text())
     entry = next(e for e in summary["variants"] if e["variant"] == VARIANT)
     assert entry["status"] in ("built", "skipped") and entry["digest"].startswith("sha256:")
-    assert entry["pushed"] and all(p.startswith(f"{registry.host}/efa-ci-example/") for p in entry["pushed"])
+    assert entry["pushed"] and all(p.startswith(f"{where}/") for p in entry["pushed"])
     report = json.loads((work / "build" / "test-report.json").read_text())
     assert report["images"][0]["passed"] and report["images"][0]["image_id"] == entry["image_id"]
+    image = entry["pushed"][0].split("@")[0].rsplit(":", 1)[0] + "@" + entry["digest"]
+    verify = installed_process(
+        wheel_venv.bin, "verify", image, "--key", public, env=wheel_venv.env(), timeout=300
+    )
+    assert verify.returncode == 0, f"{verify.stdout[-2000:]}\n{verify.stderr[-2000:]}"
 
 
 # -- AWS CodeBuild ------------------------------------------------------------------------------------------
 PHASES = ("install", "pre_build", "build", "post_build")  # CodeBuild's order
 RUNTIMES = {"python"}  # runtime-versions the test has: this interpreter is first on PATH
-ENV_KEYS = {"variables", "parameter-store", "exported-variables"}  # secrets-manager etc.: teach the test
+ENV_KEYS = {"variables", "exported-variables"}  # parameter-store, secrets-manager: teach the test
 
 
 def _codebuild_script(doc: dict, done: Path) -> tuple:
@@ -184,26 +318,12 @@ def _codebuild_script(doc: dict, done: Path) -> tuple:
     return "".join(parts), names
 
 
-def _ssm_value(name: str, env: dict) -> str:
-    """One Parameter Store value, read as CodeBuild reads it before the build: from SSM (moto's)."""
-    proc = subprocess.run(
-        ["aws", "ssm", "get-parameter", "--name", name, "--query", "Parameter.Value", "--output", "text"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, f"parameter-store {name}: not in SSM ({proc.stderr.strip()[-500:]})"
-    return proc.stdout.strip()
-
-
 def _codebuild_run(doc: dict, src: Path, env: dict, overrides: dict, tmp: Path) -> list:
     """One CodeBuild build of `doc` in `src`: the environment it would get, then its phases. Returns the
     names of the commands that ran (all of them, or the test has failed with the output)."""
     assert set(doc["env"]) <= ENV_KEYS, f"env: teach the test {set(doc['env']) - ENV_KEYS}"
     run_env = dict(env, CODEBUILD_SRC_DIR=str(src))
     run_env.update({k: str(v) for k, v in doc["env"]["variables"].items()})
-    run_env.update({k: _ssm_value(name, env) for k, name in doc["env"]["parameter-store"].items()})
     run_env.update(overrides)  # the project's environment variables and the batch matrix's win
     done = tmp / "done"
     script, names = _codebuild_script(doc, done)
@@ -259,7 +379,15 @@ def image_registry(auth_registry, docker_client):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_codebuild_buildspec_runs_as_written(
-    docker_client, local_base, auth_registry, image_registry, ecr_token_registry, aws, tmp_path
+    docker_client,
+    local_base,
+    auth_registry,
+    image_registry,
+    ecr_token_registry,
+    aws,
+    wheel_venv,
+    team_images,
+    tmp_path,
 ):
     """The batch build of the local variant (MODE=build), then the release build over its combined
     artifacts (MODE=release): every command runs and passes, the image is pushed to IMAGE_REGISTRY, and the
@@ -268,8 +396,6 @@ def test_codebuild_buildspec_runs_as_written(
     assert doc["version"] == 0.2
     listed = doc["batch"]["build-matrix"]["dynamic"]["env"]["variables"]["VARIANT"]
     assert isinstance(listed, list) and listed, "the batch matrix lists no VARIANT"
-    if not Path(sys.executable).with_name("aws").is_file():
-        pytest.fail("the aws CLI of the test extra is missing: pip install -e '.[test]'")
     # what the projects' owner put in AWS before the first build (moto's here)
     bucket = f"efa-cb-{RUN}"
     boto = {"endpoint_url": aws.endpoint_url, "region_name": "us-east-1"}
@@ -277,13 +403,17 @@ def test_codebuild_buildspec_runs_as_written(
     ssm = boto3.client("ssm", **boto)
     ssm.put_parameter(Name="/efa-image-build/base-registry", Value=ecr_token_registry.host, Type="String")
     ssm.put_parameter(Name="/efa-image-build/release-s3", Value=f"s3://{bucket}/records", Type="String")
+    private, public = _keys(tmp_path)
+    names = doc["env"]["variables"]
+    ssm.put_parameter(Name=names["SIGNING_PUBLIC_KEY_PARAMETER"], Value=public.read_text(), Type="String")
     login = {"username": auth_registry.user, "password": auth_registry.password}
-    secret_id = doc["env"]["variables"]["REGISTRY_SECRET"]
-    boto3.client("secretsmanager", **boto).create_secret(Name=secret_id, SecretString=json.dumps(login))
+    secrets = boto3.client("secretsmanager", **boto)
+    secrets.create_secret(Name=names["REGISTRY_SECRET"], SecretString=json.dumps(login))
+    secrets.create_secret(Name=names["SIGNING_SECRET"], SecretString=private)
 
     calls = tmp_path / "pip-calls"
-    env = dict(os.environ, **_shims(tmp_path / "bin", calls))
-    env.pop("PYTHONPATH", None)  # the checkout's code, not this worktree's
+    env = dict(os.environ, **_shims(tmp_path / "bin", calls, wheel_venv))
+    env.pop("PYTHONPATH", None)  # the wheel's code, not this worktree's
     sha = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -299,7 +429,7 @@ def test_codebuild_buildspec_runs_as_written(
     build_id = f"efa_images_{RUN}_1"  # the batch build's identifier: its folder in the combined artifacts
 
     # 1. the batch's build of one variant
-    build_src = _checkout(tmp_path / "build-src")
+    build_src = _team_repo(tmp_path / "build-src")
     overrides = {"VARIANT": VARIANT, "MATRIX": "matrix.local.yaml", "IMAGE_REGISTRY": image_registry}
     build_env = dict(env, CODEBUILD_BUILD_ID=f"efa-images:{RUN}-1", CODEBUILD_BATCH_BUILD_IDENTIFIER=build_id)
     (tmp_path / "run-build").mkdir()
@@ -319,7 +449,7 @@ def test_codebuild_buildspec_runs_as_written(
     assert entry["pushed"] and all(p.startswith(image_registry + "/") for p in entry["pushed"])
 
     # 2. the release build, with those artifacts as the secondary source "builds"
-    release_src = _checkout(tmp_path / "release-src")
+    release_src = _team_repo(tmp_path / "release-src")
     overrides = {"MODE": "release", "IMAGE_REGISTRY": image_registry}
     release_env = dict(env, CODEBUILD_BUILD_ID=f"efa-images-release:{RUN}")
     release_env["CODEBUILD_SRC_DIR_builds"] = str(combined)
@@ -329,7 +459,7 @@ def test_codebuild_buildspec_runs_as_written(
     unmatched = [p for p in doc["artifacts"]["files"] if not built[p] and not released[p]]
     assert not unmatched, f"artifacts: nothing matches {unmatched} in either build"
 
-    assert calls.read_text().split("\n")[:2] == ["install -e .", "install -e ."]
+    assert calls.read_text().splitlines() == [f"install {TOOL}"] * 2
     s3 = boto3.client("s3", **boto)
     record = json.loads(s3.get_object(Bucket=bucket, Key=f"records/{VARIANT}/latest.json")["Body"].read())
     assert record["variant"] == VARIANT and record["digest"] == entry["digest"]
@@ -340,3 +470,45 @@ def test_codebuild_buildspec_runs_as_written(
         host, _, name = repo["repository"].partition("/")
         assert host == auth_registry.host, f"released outside IMAGE_REGISTRY: {repo['repository']}"
         assert api.manifest(name, tag).digest == entry["digest"]
+    # what release --require-signed checked, as a user checks it: the digest's provenance verifies
+    image = f"{record['repositories'][0]['repository']}@{entry['digest']}"
+    login_env = wheel_venv.env(REGISTRY_USERNAME=login["username"], REGISTRY_PASSWORD=login["password"])
+    verify = installed_process(wheel_venv.bin, "verify", image, "--key", public, env=login_env, timeout=300)
+    assert verify.returncode == 0, f"{verify.stdout[-2000:]}\n{verify.stderr[-2000:]}"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_codebuild_pull_request_runs_as_written_with_no_credentials(
+    docker_client, local_base, wheel_venv, team_images, tmp_path
+):
+    """A pull request's webhook build (MODE=build): no AWS variable or endpoint, an `aws` that fails the run,
+    no registry. It builds and checks the variant; nothing is pushed or signed, no docker login is made."""
+    doc = yaml.safe_load((ROOT / "examples" / "ci" / "buildspec.yml").read_text())
+    calls = tmp_path / "pip-calls"
+    env = _no_credentials(tmp_path)
+    env.update(_shims(tmp_path / "bin", calls, wheel_venv, aws=False))
+    env.update(CODEBUILD_WEBHOOK_EVENT="PULL_REQUEST_UPDATED", CODEBUILD_BUILD_ID=f"efa-images:{RUN}-pr")
+    src = _team_repo(tmp_path / "src")
+    (tmp_path / "run").mkdir()
+    _codebuild_run(doc, src, env, {"VARIANT": VARIANT, "MATRIX": "matrix.local.yaml"}, tmp_path / "run")
+    _check_reports(doc, src)
+    assert calls.read_text().splitlines() == [f"install {TOOL}"]
+    assert os.listdir(tmp_path / "docker-config") == []  # no login was made
+    summary = json.loads((src / "build" / "summary.json").read_text())
+    entry = next(e for e in summary["variants"] if e["variant"] == VARIANT)
+    assert entry["status"] in ("built", "skipped") and not entry.get("pushed"), entry
+    report = json.loads((src / "build" / "test-report.json").read_text())
+    assert report["images"][0]["passed"] and report["images"][0]["image_id"] == entry["image_id"]
+
+
+def test_codebuild_pull_request_never_releases(wheel_venv, tmp_path):
+    """The release project started by a pull request's webhook stops in `install`, before any AWS call."""
+    doc = yaml.safe_load((ROOT / "examples" / "ci" / "buildspec.yml").read_text())
+    env = _no_credentials(tmp_path)
+    env.update(_shims(tmp_path / "bin", tmp_path / "pip-calls", wheel_venv, aws=False))
+    env.update(CODEBUILD_WEBHOOK_EVENT="PULL_REQUEST_CREATED", CODEBUILD_BUILD_ID=f"efa-images-release:{RUN}")
+    src = _team_repo(tmp_path / "src")
+    (tmp_path / "run").mkdir()
+    with pytest.raises(AssertionError, match="never releases"):
+        _codebuild_run(doc, src, env, {"MODE": "release"}, tmp_path / "run")

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli import build_py
+from cli import build_py, build_py_process
 from conftest import in_ci, mirror_dir
 from paths import ROOT
 
@@ -115,3 +115,13 @@ def test_sources_come_from_the_cache_then_the_mirror_and_never_upstream_when_tol
         [gone], DemoRequest(cache=cache, mirror=str(tmp_path / "mirror"), upstream=False)
     )
     assert where is None and "the mirror " in why and "2" * 40 in why
+
+
+def test_demo_outside_a_checkout_is_exit_2_before_anything(tmp_path):
+    """From an installed wheel in a team's folder: no matrix.local.yaml, no recording. The demo says so at
+    once, before it makes a base (debootstrap, as root) or writes anything."""
+    proc = build_py_process("demo", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc
+    assert "matrix.local.yaml: the demo is this project's own job" in proc.stderr, proc.stderr
+    assert "hint: in your own repository: efa-image-build init" in proc.stderr
+    assert list(tmp_path.iterdir()) == []

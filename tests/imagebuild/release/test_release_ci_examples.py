@@ -1,5 +1,6 @@
-"""The CI examples users copy (examples/ci/): every `build.py` line in them parses with the real CLI, the
-fan-out is fed by `build.py list --json`, JUnit is wired in, and no registry host is written in them."""
+"""The CI examples users copy (examples/ci/): every `efa-image-build` line in them parses with the real CLI,
+the fan-out is fed by `efa-image-build list --json`, JUnit is wired in, no registry host is written in them,
+they install this version's wheel, and only their publishing path pushes, signs and releases (signed)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ HOST_PATTERNS = (r"\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|io|net|org|aws|cn|dev|c
 
 
 def _commands(text: str):
-    """Each `python build.py ...` invocation, with line continuations joined and CI variables filled."""
+    """Each `efa-image-build ...` invocation, with line continuations joined and CI variables filled."""
     joined = re.sub(r"\\\n\s*", " ", text)
-    for m in re.finditer(r"python build\.py ([^\n|;&]*)", joined):
+    for m in re.finditer(r"efa-image-build ([a-z][^\n|;&>]*)", joined):
         line = m.group(1)
         line = re.sub(r"\$\{\{[^}]*\}\}", "1", line)  # GitHub expressions (a number fits any flag)
         line = line.replace('"${args[@]}"', "").replace("$args", "")
@@ -31,7 +32,7 @@ def _commands(text: str):
 
 
 @pytest.mark.parametrize("name", ["github-actions.yml", "buildspec.yml"])
-def test_every_build_py_line_parses(project_root, name):
+def test_every_tool_line_parses(project_root, name):
     text = (project_root / "examples" / "ci" / name).read_text()
     parser = make_parser()
     verbs = set(parser._subparsers._group_actions[0].choices)  # noqa: SLF001
@@ -56,7 +57,9 @@ def test_github_matrix_is_fed_by_build_py_list_and_release_gathers(project_root)
     doc = yaml.safe_load((project_root / "examples" / "ci" / "github-actions.yml").read_text())
     jobs = doc["jobs"]
     plan = " ".join(s.get("run", "") for s in jobs["plan"]["steps"])
-    assert "python build.py list --json" in plan
+    assert (
+        'efa-image-build list --matrix "$MATRIX" --json > variants.json\n' in plan
+    )  # its status ends the step
     assert jobs["build"]["strategy"]["matrix"]["variant"] == "${{ fromJSON(needs.plan.outputs.variants) }}"
     assert "build" in jobs["release"]["needs"]
     release = " ".join(s.get("run", "") for s in jobs["release"]["steps"])
@@ -78,14 +81,51 @@ def test_codebuild_matrix_lists_the_matrix_variants(project_root):
 
 def test_codebuild_goes_to_ecr_unless_image_registry_is_set(project_root):
     """The run test (test_ci_examples_run.py) takes the IMAGE_REGISTRY branch: moto's ECR has no registry
-    to push to. This pins the other one: by default build and push go to ECR, and the release is --ecr."""
+    to push to. This pins the other one: by default build, push, attest and release go to ECR."""
     doc = yaml.safe_load((project_root / "examples" / "ci" / "buildspec.yml").read_text())
     assert doc["env"]["variables"]["IMAGE_REGISTRY"] == ""
     (build,) = doc["phases"]["build"]["commands"]
     assert 'set -- --ecr --region "$AWS_REGION"' in build.split("else", 1)[1]
     joined = re.sub(r"\\\n\s*", " ", build)
-    for verb in ("build", "push"):
-        (line,) = [m for m in re.findall(r"python build\.py (\S+) ([^\n]*)", joined) if m[0] == verb]
+    for verb in ("build", "push", "attest"):
+        (line,) = [m for m in re.findall(r"efa-image-build (\S+) ([^\n]*)", joined) if m[0] == verb]
         assert line[1].endswith('"$@"'), f"{verb} does not take the destination flags: {line[1]}"
-    (release,) = re.findall(r"python build\.py release ([^\n]*)", joined)
-    assert "--ecr" in release
+    (release,) = re.findall(r"efa-image-build release ([^\n]*)", joined)
+    assert '"$@"' in release and "--require-signed" in release  # where the images went: ECR by default
+
+
+@pytest.mark.parametrize("name", ["github-actions.yml", "buildspec.yml"])
+def test_the_examples_install_this_versions_wheel_never_a_checkout(project_root, name):
+    from wheelvenv import VERSION
+
+    text = (project_root / "examples" / "ci" / name).read_text()
+    assert f"TOOL: efa-image-build[attest]=={VERSION}" in text
+    assert re.findall(r"pip install (\S+)", text) and set(re.findall(r"pip install (\S+)", text)) == {
+        '"$TOOL"'
+    }
+    assert "build.py" not in text and "-e ." not in text
+
+
+def test_github_pull_requests_build_and_check_only():
+    """Every step that needs AWS, a registry or a secret runs only off pull requests; the build gets no
+    destination there; main signs and the release requires the signature."""
+    from paths import ROOT
+
+    doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
+    publishing = "github.event_name != 'pull_request'"
+    assert doc["env"]["PUBLISH"] == "${{ " + publishing + " }}"
+    assert doc["jobs"]["build"]["env"]["IMAGE_REGISTRY"].startswith("${{ " + publishing + " && ")
+    for step in doc["jobs"]["build"]["steps"]:
+        text = str(step)
+        if any(
+            w in text for w in ("aws-actions/", "efa-image-build push", "efa-image-build attest", "secrets.")
+        ):
+            assert step.get("if") == publishing, step
+    (build,) = [
+        s["run"] for s in doc["jobs"]["build"]["steps"] if "efa-image-build build" in s.get("run", "")
+    ]
+    assert "dest=()" in build and 'if [ "$PUBLISH" = true ]' in build
+    for job in ("preflight", "release"):
+        assert publishing in doc["jobs"][job]["if"]
+    release = " ".join(s.get("run", "") for s in doc["jobs"]["release"]["steps"])
+    assert '--require-signed "$RUNNER_TEMP/signing.pub.pem"' in release

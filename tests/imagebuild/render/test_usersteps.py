@@ -129,6 +129,41 @@ def test_a_local_file_is_exit_2_naming_file_line_and_key(tmp_path, line, words):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.parametrize(
+    "line,tool",
+    [
+        ("efa-image-build==0.1.0", "efa-image-build"),
+        ("EFA_Image.Build[attest]>=0.1", "efa-image-build"),
+        ("efa_validators", "efa-validators"),
+        ("Efa.Validators ; python_version >= '3.8'", "efa-validators"),
+        ("efa-validators==1.0 --hash=sha256:" + "0" * 64, "efa-validators"),
+        ("https://example.invalid/w/efa_validators-1.0-py3-none-any.whl", "efa-validators"),
+        ("https://example.invalid/s/efa-image-build-0.1.0.tar.gz", "efa-image-build"),
+        ("git+https://example.invalid/org/efa-image-build.git@v0.1.0", "efa-image-build"),
+        ("git+https://example.invalid/org/tools.git#egg=efa_validators", "efa-validators"),
+        ("mine @ https://example.invalid/w/efa_image_build-0.1.0-py3-none-any.whl", "efa-image-build"),
+    ],
+)
+def test_a_requirement_that_installs_the_tool_is_exit_2_at_its_line(tmp_path, line, tool):
+    """Its efa_validators would shadow the image's own copy (issue 30, item 2): refused at load, not found
+    by the image checks after a build."""
+    path = project(tmp_path, "six==1.16.0\n" + line + "\n")
+    res = build_py("list", "--matrix", str(path))
+    assert res.rc == 2 and "Traceback" not in res.err, res
+    where = f"{tmp_path / 'training' / 'requirements.txt'}:2: key 'training.requirements': "
+    assert where in res.err and f"installs {tool}, the tool's own package" in res.err, res.err
+
+
+def test_pypis_validators_and_names_like_the_tools_are_not_refused():
+    """Since the rename the validator's import name is efa_validators: PyPI's `validators` shadows nothing."""
+    text = (
+        "validators==0.34.0\nefa-image-builder==1.0\nefa-validators-extra==2\n"
+        "https://example.invalid/w/validators-0.34.0-py3-none-any.whl\n"
+        "mine @ https://example.invalid/w/mine-1.0.tar.gz\n"
+    )
+    assert scan(text, "r.txt") == RequirementsFile(5, False)
+
+
 def test_scan_accepts_what_pip_accepts_in_any_spelling():
     text = (
         "--ind https://pypi.org/simple\n--extra https://example.invalid/simple\n-f https://example.invalid/w\n"

@@ -1,0 +1,73 @@
+"""`init` (issue 30, item 1): a starter matrix, checks file and CI workflow in an empty repository, which
+the other verbs then read as they are; never an overwrite, never a write through a link."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+from cli import build_py
+from paths import ROOT
+
+from imagebuild.commands.init import WORKFLOW
+
+WRITTEN = ("matrix.yaml", "checks.yaml", WORKFLOW)
+
+
+def test_init_writes_a_starter_the_other_verbs_read(tmp_path):
+    repo = tmp_path / "repo"
+    res = build_py("init", repo)
+    assert res.rc == 0, res
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()) == sorted(WRITTEN)
+    shipped = (ROOT / "examples" / "ci" / "github-actions.yml").read_bytes()
+    assert (repo / WORKFLOW).read_bytes() == shipped
+    listed = build_py("list", "--matrix", repo / "matrix.yaml")
+    assert listed.rc == 0 and listed.out.splitlines()[1].split()[0] == "debian-nccl2.27", listed
+    rendered = build_py("render", "--matrix", repo / "matrix.yaml", "--out", tmp_path / "out")
+    assert rendered.rc == 0, rendered
+    lock = yaml.safe_load((tmp_path / "out" / "debian-nccl2.27" / "variant.lock.json").read_text())
+    assert set(lock["checks"]) >= {"validators-run", "python-is-debian"}, lock["checks"]
+
+
+def test_the_starter_pins_are_the_local_matrixs():
+    """The starter's one variant builds where matrix.local.yaml's does: the same base, packages and stack."""
+    from imagebuild.commands.init import STARTER_MATRIX
+
+    starter = yaml.safe_load(STARTER_MATRIX)["defaults"]
+    local = yaml.safe_load((ROOT / "matrix.local.yaml").read_text())["defaults"]
+    for key in ("base", "cuda", "packages", "components"):
+        assert starter[key] == local[key], key
+
+
+def test_init_never_overwrites_and_writes_nothing_when_one_file_exists(tmp_path):
+    (tmp_path / "checks.yaml").write_text("mine\n")
+    res = build_py("init", tmp_path)
+    assert res.rc == 2 and "Traceback" not in res.err, res
+    assert f"{tmp_path / 'checks.yaml'}: key 'init': already exists" in res.err
+    assert (tmp_path / "checks.yaml").read_text() == "mine\n"
+    assert sorted(os.listdir(tmp_path)) == ["checks.yaml"]
+
+
+def test_a_second_init_changes_nothing(tmp_path):
+    assert build_py("init", tmp_path).rc == 0
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.rglob("*") if p.is_file()}
+    res = build_py("init", tmp_path)
+    assert res.rc == 2 and f"{tmp_path / 'matrix.yaml'}: key 'init'" in res.err, res
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_init_never_writes_through_a_link_out_of_the_repository(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    os.symlink(outside, repo / ".github")
+    res = build_py("init", repo)
+    assert res.rc == 2 and f"{repo / '.github'}: key 'init'" in res.err, res
+    assert os.listdir(outside) == [] and sorted(os.listdir(repo)) == [".github"]
+
+
+def test_init_into_a_file_is_exit_2(tmp_path):
+    (tmp_path / "f").write_text("x")
+    res = build_py("init", tmp_path / "f")
+    assert res.rc == 2 and f"{tmp_path / 'f'}: key 'DIR': is not a folder" in res.err, res
