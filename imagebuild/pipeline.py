@@ -667,7 +667,8 @@ def verify(req: VerifyRequest) -> str:
     """The digest whose signature, provenance and SBOM verified; ChecksFailed naming what did not."""
     from imagebuild.adapters.registry import split_ref
     from imagebuild.release.attest import load_public_key
-    from imagebuild.release.attestations import problems_of
+    from imagebuild.release.attestations import index_problems, problems_of
+    from imagebuild.release.index import INDEX_TYPES
 
     key = load_public_key(req.key)
     ref = split_ref(req.image, key="IMAGE")
@@ -677,7 +678,10 @@ def verify(req: VerifyRequest) -> str:
     manifest = api.manifest(ref.repository, ref.digest or ref.tag or "latest")
     if manifest is None:
         raise ChecksFailed(f"{req.image}: not in the registry")
-    problems = problems_of(api, ref.repository, manifest.digest, key, req.key)
+    if manifest.media_type in INDEX_TYPES:  # twins under one tag: every image of it, each its platform
+        problems = index_problems(api, ref.repository, manifest, key, req.key)
+    else:
+        problems = problems_of(api, ref.repository, manifest.digest, key, req.key)
     if problems:
         raise ChecksFailed(f"{ref.name}@{manifest.digest} does not verify:\n  " + "\n  ".join(problems))
     return manifest.digest
@@ -749,8 +753,9 @@ def release(req: ReleaseRequest) -> None:
             for path in rel.lock_paths(sorted(names)):
                 held.enter_context(rel.hold_lock(path))
         plans = promote.plan(
-            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries
-        )
+            entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries,
+            _all_records(req),
+        )  # fmt: skip
         store.check_reachable()
         if req.dry_run:
             for _entry, _gate, repos, _lock, _src in plans:
@@ -763,6 +768,15 @@ def release(req: ReleaseRequest) -> None:
                         print(f"would move channel {where} from {m['from'] or '(nothing)'} to {r['digest']}")
             return
         promote.carry_out(plans, registries, store, when, previous_of)
+
+
+def _all_records(req: ReleaseRequest) -> List[Dict[str, Any]]:
+    """Every release record a name's role (release tag or channel) is read from, before any registry write:
+    the local folder's (none yet on a first release). Records kept only in S3 belong here too, read by the
+    S3 record store (issue 31, item 4)."""
+    from imagebuild.release.names import read_local_records
+
+    return read_local_records(Path(req.records), must_exist=False)
 
 
 def _previous_records(req: ReleaseRequest, store: Any) -> Any:
