@@ -754,7 +754,7 @@ def release(req: ReleaseRequest) -> None:
                 held.enter_context(rel.hold_lock(path))
         plans = promote.plan(
             entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries,
-            _all_records(req),
+            _all_records(req, store),
         )  # fmt: skip
         store.check_reachable()
         if req.dry_run:
@@ -770,13 +770,16 @@ def release(req: ReleaseRequest) -> None:
         promote.carry_out(plans, registries, store, when, previous_of)
 
 
-def _all_records(req: ReleaseRequest) -> List[Dict[str, Any]]:
+def _all_records(req: ReleaseRequest, store: Any) -> List[Dict[str, Any]]:
     """Every release record a name's role (release tag or channel) is read from, before any registry write:
-    the local folder's (none yet on a first release). Records kept only in S3 belong here too, read by the
-    S3 record store (issue 31, item 4)."""
-    from imagebuild.release.names import read_local_records
+    the local folder's (none yet on a first release) and, with --s3, the bucket's (a fresh runner's folder
+    is empty; the team's records are there)."""
+    from imagebuild.release.names import read_local_records, read_s3_records
 
-    return read_local_records(Path(req.records), must_exist=False)
+    records = read_local_records(Path(req.records), must_exist=False)
+    if store.s3 is not None:
+        records += read_s3_records(store.s3, store.bucket, store.prefix)
+    return records
 
 
 def _previous_records(req: ReleaseRequest, store: Any) -> Any:

@@ -99,3 +99,31 @@ def read_local_records(root: Path, must_exist: bool) -> List[Dict[str, Any]]:
             raise UserError("not a release record", file=str(path), key="--records")
         records.append(doc)
     return records
+
+
+def read_s3_records(s3: Any, bucket: str, prefix: str) -> List[Dict[str, Any]]:
+    """Every release record under `s3://bucket/prefix/<variant>/*.json`: on a runner whose local folder is
+    fresh, the records a team shares. Anything unreadable is exit 2, as for the local folder."""
+    from imagebuild.adapters.aws import aws_call
+
+    base = f"{prefix}/" if prefix else ""
+    where = f"s3://{bucket}/{base}"
+    records: List[Dict[str, Any]] = []
+    token: Dict[str, str] = {}
+    try:
+        while True:
+            page = aws_call(s3.list_objects_v2, Bucket=bucket, Prefix=base, **token)
+            for item in page.get("Contents") or []:
+                key = str(item.get("Key"))
+                if key.endswith(".json") and key[len(base) :].count("/") == 1:
+                    doc = json.loads(aws_call(s3.get_object, Bucket=bucket, Key=key)["Body"].read())
+                    if not isinstance(doc, dict):
+                        raise ValueError(f"s3://{bucket}/{key} is not a release record")
+                    records.append(doc)
+            if not page.get("IsTruncated"):
+                return records
+            token = {"ContinuationToken": str(page.get("NextContinuationToken"))}
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - botocore ClientError, a body that is not JSON
+        raise UserError(f"cannot read the release records: {err}", file=where, key="--s3") from None

@@ -125,3 +125,25 @@ def test_a_channel_of_another_variant_in_the_repository_is_no_release_tag(regist
     assert res.rc == 1 and "stable is a channel (nm-other's release of" in res.err, res.err
     assert not (records / "nm" / "latest.json").exists()
     assert RegistryAPI(registry.host).manifest(repo, "stable").digest == digests["a"]
+
+
+@pytest.mark.docker
+def test_the_roles_are_read_from_the_s3_records_on_a_fresh_runner(registry, small_images, aws, tmp_path):
+    """Records kept in S3 (`--s3`): a runner whose local folder is empty still knows `dev` is a channel."""
+    import boto3
+
+    bucket = f"names-{uuid.uuid4().hex[:10]}"
+    s3 = boto3.client("s3", endpoint_url=aws.endpoint_url, region_name="us-east-1")
+    s3.create_bucket(Bucket=bucket)
+    repo, digests, records, release = _setup(registry, small_images, tmp_path)
+    s3args = ["--s3", f"s3://{bucket}/team", "--endpoint-url", aws.endpoint_url, "--region", "us-east-1"]
+    assert release("a", "--channel", "dev", *s3args).rc == 0
+    for path in (records / "nm").iterdir():  # another runner: nothing local
+        path.unlink()
+    res = release("a", "--tag", "dev", *s3args)
+    assert res.rc == 1 and "dev is a channel (nm's release of" in res.err, res.err
+    s3.put_object(Bucket=bucket, Key="team/nm/broken.json", Body=b"{not json")
+    res = release("a", "--tag", "r5", *s3args)
+    assert res.rc == 2 and f"s3://{bucket}/team/" in res.err and "Traceback" not in res.err, res.err
+    assert RegistryAPI(registry.host).manifest(repo, "r5") is None
+    assert RegistryAPI(registry.host).manifest(repo, "dev").digest == digests["a"]
