@@ -286,7 +286,7 @@ def assembly_refusals(
                 f"index {index}: its {plat} entry ({name}) is a {got.platform} image (its config says so)"
             )
         locked = lock_platform(ref, image_id)
-        if locked and locked != got.platform:
+        if locked and not same_platform(locked, got.platform):
             reasons.append(
                 f"index {index}: its {plat} entry ({name}) is a {got.platform} image, but its lock "
                 f"says {locked}"
@@ -305,3 +305,9 @@ def assembly_refusals(
             "build.py push)"
         )
     return reasons
+
+
+def same_platform(locked: str, config: str) -> bool:
+    """Whether a lock's `os/arch` names the platform an image config says; a config may add the CPU
+    variant the lock leaves out (`linux/arm64` is `linux/arm64/v8`, as the engine builds it)."""
+    return locked == config or (locked.count("/") == 1 and config.startswith(locked + "/"))

@@ -175,3 +175,11 @@ def test_an_entry_whose_lock_names_another_platform_is_refused(
         assert RegistryAPI(registry.host).manifest(repo, "r1") is None
     finally:
         docker_client.images.remove(arm.id, force=True)
+
+
+def test_a_lock_without_the_cpu_variant_names_the_configs_platform():
+    from imagebuild.release.index import same_platform
+
+    assert same_platform("linux/arm64", "linux/arm64/v8") and same_platform("linux/amd64", "linux/amd64")
+    assert not same_platform("linux/amd64", "linux/arm64") and not same_platform("linux/arm", "linux/arm64")
+    assert not same_platform("linux/arm64/v8", "linux/arm64/v9")
