@@ -144,7 +144,7 @@ def require_signed(api_for: ApiFor, entries: Sequence[Dict[str, Any]], key: Any,
     for index in dict.fromkeys(str(e["index"]) for e in entries if e.get("index")):
         ref = split_ref(index, key="index")
         api = api_for(ref.registry)
-        manifest = api.manifest(ref.repository, str(ref.digest))
+        manifest = api.manifest(ref.repository, ref.digest) if ref.digest else None
         if manifest is None or manifest.media_type not in INDEX_TYPES:
             problems.append(f"index {index}: the registry has no such image index")
             continue

@@ -186,13 +186,13 @@ def registry_candidates(tags: Iterable[RemoteTag], named: Named, cutoff: datetim
 def attestation_candidates(tags: Iterable[RemoteTag], removed: List[Candidate]) -> List[Candidate]:
     """The `sha256-<hex>.sbom`/`.att` tags of the manifests in `removed`: each named for a removed digest
     and whose artifact says that digest is its subject (a tag of that name holding anything else stays)."""
-    gone = {(c.ref.rsplit(":", 1)[0], c.digest) for c in removed}
+    gone = {(c.ref.rsplit(":", 1)[0], c.digest): c.created for c in removed}
     out = []
     for t in sorted(tags, key=lambda t: (t.repository, t.tag)):
         found = _ATTESTATION.fullmatch(t.tag)
         subject = f"sha256:{found.group(1)}" if found else None
         if subject and t.subject == subject and (t.repository, subject) in gone:
-            when = t.created or datetime.min.replace(tzinfo=timezone.utc)
+            when = gone[(t.repository, subject)]  # its image's age: an artifact has no creation time
             out.append(Candidate("registry", f"{t.repository}:{t.tag}", "", t.digest, when, subject))
     return out
 

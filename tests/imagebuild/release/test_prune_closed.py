@@ -58,6 +58,7 @@ def test_only_the_attestation_tags_of_a_deleted_manifest_are_candidates():
         (f"{repo}:{fallback_tag(gone, 'att')}", gone),
         (f"{repo}:{fallback_tag(gone, 'sbom')}", gone),
     ]
+    assert {c.created for c in found} == {old}  # an artifact is as old as its image
     # an attestation tag whose artifact names another subject than its name says stays
     other = [prune.RemoteTag(repo, fallback_tag(gone, "sbom"), "sha256:s1", None, None, None, kept), tags[0]]
     assert [c.ref for c in prune.registry_candidates(other, named, now)] == [f"{repo}:v-{'a' * 12}"]
