@@ -679,7 +679,8 @@ def verify(req: VerifyRequest) -> str:
     """The digest whose signature, provenance and SBOM verified; ChecksFailed naming what did not."""
     from imagebuild.adapters.registry import split_ref
     from imagebuild.release.attest import load_public_key
-    from imagebuild.release.attestations import problems_of
+    from imagebuild.release.attestations import index_problems, problems_of
+    from imagebuild.release.index import INDEX_TYPES
 
     key = load_public_key(req.key)
     ref = split_ref(req.image, key="IMAGE")
@@ -689,7 +690,10 @@ def verify(req: VerifyRequest) -> str:
     manifest = api.manifest(ref.repository, ref.digest or ref.tag or "latest")
     if manifest is None:
         raise ChecksFailed(f"{req.image}: not in the registry")
-    problems = problems_of(api, ref.repository, manifest.digest, key, req.key)
+    if manifest.media_type in INDEX_TYPES:  # twins under one tag: every image of it, each its platform
+        problems = index_problems(api, ref.repository, manifest, key, req.key)
+    else:
+        problems = problems_of(api, ref.repository, manifest.digest, key, req.key)
     if problems:
         raise ChecksFailed(f"{ref.name}@{manifest.digest} does not verify:\n  " + "\n  ".join(problems))
     return manifest.digest
@@ -773,6 +777,7 @@ def release(req: ReleaseRequest) -> None:
         plans = promote.plan(
             entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries,
             store.pending,
+            _all_records(req, store),
         )  # fmt: skip
         store.check_reachable()
         if req.dry_run:
@@ -864,6 +869,18 @@ def fan_in(req: FanInRequest) -> Path:
     fanin.write_outputs(out, entries, checks, jobs)
     log(f"fan-in: {len(entries)} variant(s) of {len(jobs)} job(s); release --summary {out / 'summary.json'}")
     return out / "summary.json"
+
+
+def _all_records(req: ReleaseRequest, store: Any) -> List[Dict[str, Any]]:
+    """Every release record a name's role (release tag or channel) is read from, before any registry write:
+    the local folder's (none yet on a first release) and, with --s3, the bucket's (a fresh runner's folder
+    is empty; the team's records are there)."""
+    from imagebuild.release.names import read_local_records, read_s3_records
+
+    records = read_local_records(store.root, must_exist=False) if store.root is not None else []
+    if store.s3 is not None:
+        records += read_s3_records(store.s3, store.bucket, store.prefix)
+    return records
 
 
 def _previous_records(req: ReleaseRequest, store: Any) -> Any:

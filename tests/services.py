@@ -443,18 +443,27 @@ def build_small_image(client, local_base: str, lock: dict, tag: str):
     return image
 
 
-def build_arm64_scratch(client, labels: Dict[str, str], tag: Optional[str] = None):
-    """A small real image whose config says linux/arm64 (FROM scratch: no emulation needed), with `labels`."""
+def build_arm64_scratch(
+    client, labels: Dict[str, str], tag: Optional[str] = None, files: Optional[Dict[str, str]] = None
+):
+    """A small real image whose config says linux/arm64 (FROM scratch: no emulation needed), with `labels`
+    and `files` (absolute path in the image -> text: a dpkg status makes it one `build.py attest` reads)."""
     import io
     import tarfile
 
     said = " ".join(f"{k}={json.dumps(v)}" for k, v in labels.items())
-    data = f"FROM scratch\nCOPY Dockerfile /arm64-marker\nLABEL {said} org.efa-image-build.test-run={RUN}\n"
+    copies = "".join(f"COPY f{n} {path}\n" for n, path in enumerate(files or {}))
+    data = f"FROM scratch\nCOPY Dockerfile /arm64-marker\n{copies}"
+    data += f"LABEL {said} org.efa-image-build.test-run={RUN}\n"
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data.encode())
-        tar.addfile(info, io.BytesIO(data.encode()))
+        for name, text in [
+            ("Dockerfile", data),
+            *((f"f{n}", t) for n, t in enumerate((files or {}).values())),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
     buf.seek(0)
     image, _ = client.images.build(
         fileobj=buf, custom_context=True, platform="linux/arm64", rm=True, forcerm=True, tag=tag

@@ -99,9 +99,10 @@ class ImageRef:
         return text
 
 
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_REPO_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+# Used with fullmatch only: `$` matches before a trailing newline, so `^r9$` accepts "r9\n" (issue 31).
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_REPO_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def split_ref(ref: str, key: str = "image") -> ImageRef:
@@ -110,7 +111,7 @@ def split_ref(ref: str, key: str = "image") -> ImageRef:
     digest = None
     if "@" in text:
         text, digest = text.split("@", 1)
-        if not _DIGEST_RE.match(digest):
+        if not _DIGEST_RE.fullmatch(digest):
             raise UserError(
                 f"bad digest in image reference {ref!r}", key=key, hint="expected sha256:<64 hex>"
             )
@@ -123,9 +124,9 @@ def split_ref(ref: str, key: str = "image") -> ImageRef:
     last = path.rsplit("/", 1)[-1]
     if ":" in last:
         path, tag = path.rsplit(":", 1)
-        if not _TAG_RE.match(tag):
+        if not _TAG_RE.fullmatch(tag):
             raise UserError(f"bad tag {tag!r} in image reference {ref!r}", key=key)
-    if not path or not _REPO_RE.match(path):
+    if not path or not _REPO_RE.fullmatch(path):
         raise UserError(
             f"bad repository name {path!r} in image reference {ref!r}",
             key=key,
@@ -135,7 +136,7 @@ def split_ref(ref: str, key: str = "image") -> ImageRef:
 
 
 def check_tag(tag: str, key: str = "tag") -> str:
-    if not _TAG_RE.match(tag):
+    if not _TAG_RE.fullmatch(tag):
         raise UserError(
             f"bad tag {tag!r}", key=key, hint="1-128 of letters, digits, _ . - (not starting . -)"
         )

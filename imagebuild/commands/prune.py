@@ -4,7 +4,9 @@ Only content tags (`repo:<versions>-<hash12>` on an image carrying the tool's ha
 the build summary and the release records name are considered, in the local engine and in the registries the
 summary's pushed refs name. One is kept when the latest build, a release record, a channel or any other tag
 names its image. `--dry-run` lists them and removes nothing. `--registry HOST` limits the registries asked
-to that one; ECR is not pruned here (its lifecycle policies do that). Release tags are never removed.
+to that one; ECR is not pruned here (its lifecycle policies do that). Release tags are never removed; the
+`sha256-<hex>.sbom`/`.att` tags of a removed manifest are removed with it. `--records` must be a readable
+folder (a missing one is exit 2, before anything is removed: it would hide what the releases name).
 Exit 0 done, 1 a local tag could not be removed (a container uses it), 2 bad input or an unreachable or
 refusing registry (`--engine-only`, or `--registry HOST` for one registry, leaves the others alone).
 """

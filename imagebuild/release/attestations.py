@@ -94,8 +94,45 @@ def problems_of(api: RegistryAPI, repository: str, digest: str, key: Any, key_pa
     return attest.check(digest, sboms, atts, key, key_path)
 
 
+def index_problems(api: RegistryAPI, repository: str, index: Any, key: Any, key_path: str) -> List[str]:
+    """What is wrong with what an image index (`index`, a RemoteManifest read by digest) names: every entry
+    must verify as one image does (`problems_of`) and be the platform its index entry says (its config,
+    read back by digest). Nothing is attached to the index itself: it is content-addressed, so its digest
+    fixes exactly which signed images it names, and the SBOM and provenance describe an image's contents,
+    which an index has none of (and the release, which holds only the public key, could not sign one)."""
+    from imagebuild.release.index import index_digests, platform_of_config
+
+    where = f"{api.registry}/{repository}@{index.digest}"
+    try:
+        members = index_digests(index.body, where)
+    except ChecksFailed as err:
+        return [str(err)]
+    problems: List[str] = []
+    for digest, plat in members:
+        entry = f"its {plat} entry {digest}"
+        manifest = api.manifest(repository, digest)
+        config = api.blob(repository, manifest.config_digest) if manifest and manifest.config_digest else None
+        if manifest is None or config is None:
+            problems.append(f"{entry}: not in the registry (or not one image)")
+            continue
+        try:
+            said = "/".join(p for p in platform_of_config(config, f"{where} {entry}") if p)
+        except ChecksFailed as err:
+            problems.append(str(err))
+            continue
+        if said != plat:
+            problems.append(f"{entry} is a {said} image (its config says so), not {plat}")
+        problems += [f"{entry}: {p}" for p in problems_of(api, repository, digest, key, key_path)]
+    return problems
+
+
 def require_signed(api_for: ApiFor, entries: Sequence[Dict[str, Any]], key: Any, key_path: str) -> None:
-    """ChecksFailed naming each pushed digest of `entries` whose SBOM or signed provenance does not verify."""
+    """ChecksFailed naming each pushed digest of `entries` whose SBOM or signed provenance does not verify,
+    and, for a variant pushed into an image index, each entry of that index (what the release tag will name:
+    a twin not selected with --variant included)."""
+    from imagebuild.adapters.registry import split_ref
+    from imagebuild.release.index import INDEX_TYPES
+
     problems: List[str] = []
     for entry in entries:
         refs = digest_refs(entry)
@@ -104,6 +141,15 @@ def require_signed(api_for: ApiFor, entries: Sequence[Dict[str, Any]], key: Any,
         for ref in refs:
             found = problems_of(api_for(ref.registry), ref.repository, str(ref.digest), key, key_path)
             problems += [f"{entry.get('variant')} {ref}: {p}" for p in found]
+    for index in dict.fromkeys(str(e["index"]) for e in entries if e.get("index")):
+        ref = split_ref(index, key="index")
+        api = api_for(ref.registry)
+        manifest = api.manifest(ref.repository, ref.digest) if ref.digest else None
+        if manifest is None or manifest.media_type not in INDEX_TYPES:
+            problems.append(f"index {index}: the registry has no such image index")
+            continue
+        found = index_problems(api, ref.repository, manifest, key, key_path)
+        problems += [f"index {index}: {p}" for p in found]
     if problems:
         raise ChecksFailed(
             "release refused: not signed as --require-signed asks:\n  "

@@ -141,6 +141,10 @@ class Registries:
         labels = config.get("Labels") if isinstance(config, dict) else None
         return labels if isinstance(labels, dict) else {}
 
+    def api(self, host: str) -> reg.RegistryAPI:
+        """The v2 API of an OCI registry host (logged in, one per host)."""
+        return self._api(host)
+
     def _api(self, host: str) -> reg.RegistryAPI:
         if host not in self._apis:
             self._apis[host] = self.target.api(host, self.policy)

@@ -241,3 +241,73 @@ def released_index(
         raise ChecksFailed(f"index {index}: the registry has no such image index")
     entries = tuple(index_digests(manifest.body, str(index)))
     return ReleasedIndex(ref.name, manifest, entries)
+
+
+def assembly_refusals(
+    entry: Dict[str, Any],
+    all_entries: Sequence[Dict[str, Any]],
+    read_index: Callable[[ImageRef], Optional[RemoteManifest]],
+    read_entry: Callable[[ImageRef, str, str], IndexEntry],
+    lock_platform: Callable[[ImageRef, str], Optional[str]],
+) -> List[str]:
+    """Why the index `entry` was pushed into is not one this tool would assemble from the checked digests.
+
+    Each entry's platform is what its image config says (read back from the registry by `read_entry`, as
+    push does) and what its variant's lock says (`lock_platform`, when the lock names one); the index is then
+    assembled again from those entries as push assembles it (`index_body`) and must be, byte for byte, the
+    index the summary names. So an index whose linux/arm64 entry is the amd64 image, or one written by hand
+    or another tool (other entries, annotations, order), is refused, whatever its entries' gates say.
+    Entries no summary names are refused by `index_refusals`; here they are left out."""
+    index = entry.get("index")
+    if not index or not isinstance(index, str) or "@" not in index:
+        return []  # no index, or a malformed one `index_refusals` names
+    try:
+        ref = split_ref(index, key="index")
+        manifest = read_index(ref)
+        members = index_digests(manifest.body, index) if manifest is not None else []
+    except (UserError, ChecksFailed):
+        return []  # named by `index_refusals`
+    by_digest = {e.get("digest"): e for e in all_entries if e.get("digest")}
+    reasons: List[str] = []
+    checked: List[IndexEntry] = []
+    for digest, plat in members:
+        twin = by_digest.get(digest)
+        if twin is None:
+            continue
+        image_id, name = str(twin.get("image_id")), twin.get("variant")
+        try:
+            got = read_entry(ref, digest, image_id)
+        except (UserError, ChecksFailed) as err:
+            why = getattr(err, "message", None) or str(err)
+            reasons.append(f"index {index}: its {plat} entry ({name}): {why}")
+            continue
+        if got.platform != plat:
+            reasons.append(
+                f"index {index}: its {plat} entry ({name}) is a {got.platform} image (its config says so)"
+            )
+        locked = lock_platform(ref, image_id)
+        if locked and not same_platform(locked, got.platform):
+            reasons.append(
+                f"index {index}: its {plat} entry ({name}) is a {got.platform} image, but its lock "
+                f"says {locked}"
+            )
+        checked.append(got)
+    if reasons or not checked or len(checked) != len(members):
+        return reasons
+    try:
+        body = index_body(checked)
+    except ChecksFailed as err:
+        return [f"index {index}: {err}"]
+    if manifest is not None and sha256_of(body) != manifest.digest:
+        reasons.append(
+            f"index {index} is not the index this tool assembles from its checked entries "
+            f"({sha256_of(body)}): an index made elsewhere is not released (push the twins with "
+            "build.py push)"
+        )
+    return reasons
+
+
+def same_platform(locked: str, config: str) -> bool:
+    """Whether a lock's `os/arch` names the platform an image config says; a config may add the CPU
+    variant the lock leaves out (`linux/arm64` is `linux/arm64/v8`, as the engine builds it)."""
+    return locked == config or (locked.count("/") == 1 and config.startswith(locked + "/"))

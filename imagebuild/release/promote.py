@@ -19,7 +19,14 @@ from imagebuild.errors import ChecksFailed, UserError
 from imagebuild.release import channels, transaction
 from imagebuild.release import record as rel
 from imagebuild.release.destinations import Registries, log
-from imagebuild.release.index import ReleasedIndex, index_refusals, released_index
+from imagebuild.release.index import (
+    ReleasedIndex,
+    assembly_refusals,
+    index_refusals,
+    read_entry,
+    released_index,
+)
+from imagebuild.release.names import role_refusals
 
 Plan = Tuple[Dict[str, Any], rel.Gate, List[Dict[str, Any]], Any, str]
 
@@ -63,11 +70,14 @@ def plan(
     previous_of: Callable[[str], Optional[Dict[str, Any]]] = lambda _v: None,
     all_entries: Sequence[Dict[str, Any]] = (),
     pending_of: Callable[[str], Optional[Dict[str, Any]]] = lambda _v: None,
+    records: Sequence[Dict[str, Any]] = (),
 ) -> List[Plan]:
     """Gate each variant and look at every release tag and channel (`channel_names` and the variant's
     own); ChecksFailed (nothing promoted) if any is refused. A variant pushed into an image index is
     gated with every entry of that index (its twins found by digest in `all_entries`), and in the index's
-    repository its tags and channels go to the index digest (a twin released after it finds them there)."""
+    repository its tags and channels go to the index digest (a twin released after it finds them there).
+    `records`: every release record of the store; a name keeps the role (release tag or channel) they
+    give it."""
     plans: List[Plan] = []
     refused = 0
     for entry in entries:
@@ -78,8 +88,14 @@ def plan(
             lambda ref: registries.manifest(ref.registry, ref.repository, ref.digest or ""),
             lambda twin: rel.gate_variant(twin, checks, preflights, bool(preflights)).reasons,
         )
+        gate.reasons += _assembly_refusals(entry, list(all_entries) or entries, registries)
         tags = [check_tag(rel.expand_tag(t, gate.variant, when), key="--tag") for t in tag_templates]
         chans = variant_channels(entry, channel_names, tags)
+        roles = [
+            why
+            for name in rel.unique_repositories(entry)
+            for why in role_refusals(name, tags, chans, records)
+        ]
         repos: List[Dict[str, Any]] = []
         lock, lock_source, manifest, index = None, "none", None, None
         if gate.ok:
@@ -146,6 +162,7 @@ def plan(
             why = transaction.intent_refusal(pending, gate.digest or "", mine)
             if why:
                 gate.reasons.append(why)
+        gate.reasons += roles  # after the registry's look, so that both say what they found
         if gate.ok:
             log(f"release {gate.variant}: {gate.digest} clears the gate")
         else:
@@ -176,6 +193,26 @@ def refuse_conflicts(plans: List[Plan]) -> None:
         for line in why:
             log(f"  - {line}")
         raise ChecksFailed("release refused: its plan writes one tag two ways; nothing was promoted")
+
+
+def _assembly_refusals(
+    entry: Dict[str, Any], entries: Sequence[Dict[str, Any]], registries: Registries
+) -> List[str]:
+    """index.assembly_refusals with the registry's readers: each entry's manifest and config by digest, and
+    the platform of the lock its image carries."""
+
+    def lock_platform(ref: ImageRef, image_id: str) -> Optional[str]:
+        lock = rel.lock_from_labels(registries.config_labels(ref.registry, ref.repository, image_id) or {})
+        found = (lock or {}).get("platform")
+        return found if isinstance(found, str) else None
+
+    return assembly_refusals(
+        entry,
+        entries,
+        lambda ref: registries.manifest(ref.registry, ref.repository, ref.digest or ""),
+        lambda ref, digest, img: read_entry(registries.api(ref.registry), ref.repository, digest, img),
+        lock_platform,
+    )
 
 
 def _released_index(

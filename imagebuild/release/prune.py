@@ -6,7 +6,9 @@ when the latest build (the summary), a release or a channel (the release records
 registry: release tags and channels are not content tags) names its image, a twin's image index that a
 record names included with every entry of it (by digest, local and in the registry), or when it is younger
 than the age given. Release tags are never removed: a registry manifest goes only when every tag naming it
-is an unreferenced content tag, and a local image loses only its content tags.
+is an unreferenced content tag, and a local image loses only its content tags. The SBOM and provenance tags
+(`sha256-<hex>.sbom`/`.att`) of a deleted manifest go after it; those of a kept one stay. The records are
+read first and fail closed: a records folder that is missing or unreadable is exit 2 before anything goes.
 
 Pure functions first; the engine and registry calls are in the small functions at the end.
 """
@@ -26,6 +28,9 @@ from imagebuild.errors import ChecksFailed, UserError
 _AGE = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _CONTENT = re.compile(r".*-[0-9a-f]{12}")
+# The tag of an SBOM or a provenance kept beside an image on a registry without the referrers API
+# (imagebuild/adapters/oci_artifacts.py `fallback_tag`): it goes when that image goes, never before.
+_ATTESTATION = re.compile(r"sha256-([0-9a-f]{64})\.(sbom|att)")
 
 
 def parse_age(text: str) -> timedelta:
@@ -122,6 +127,7 @@ class Candidate:
     image_id: str
     digest: Optional[str]
     created: datetime
+    subject: Optional[str] = None  # an attestation tag's: the image digest it describes, removed first
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,7 @@ class RemoteTag:
     image_id: Optional[str]  # the manifest's config digest
     chash: Optional[str]  # the config's hash label
     created: Optional[datetime]
+    subject: Optional[str] = None  # an attestation tag's manifest `subject` digest
 
 
 def registry_candidates(tags: Iterable[RemoteTag], named: Named, cutoff: datetime) -> List[Candidate]:
@@ -178,25 +185,33 @@ def registry_candidates(tags: Iterable[RemoteTag], named: Named, cutoff: datetim
             Candidate("registry", f"{t.repository}:{t.tag}", t.image_id or "", digest, t.created or cutoff)
             for t in sorted(group, key=lambda t: t.tag)
         ]
+    return out + attestation_candidates(tags, out)
+
+
+def attestation_candidates(tags: Iterable[RemoteTag], removed: List[Candidate]) -> List[Candidate]:
+    """The `sha256-<hex>.sbom`/`.att` tags of the manifests in `removed`: each named for a removed digest
+    and whose artifact says that digest is its subject (a tag of that name holding anything else stays)."""
+    gone = {(c.ref.rsplit(":", 1)[0], c.digest): c.created for c in removed}
+    out = []
+    for t in sorted(tags, key=lambda t: (t.repository, t.tag)):
+        found = _ATTESTATION.fullmatch(t.tag)
+        subject = f"sha256:{found.group(1)}" if found else None
+        if subject and t.subject == subject and (t.repository, subject) in gone:
+            when = gone[(t.repository, subject)]  # its image's age: an artifact has no creation time
+            out.append(Candidate("registry", f"{t.repository}:{t.tag}", "", t.digest, when, subject))
     return out
 
 
 # -- I/O: records, the engine, the registry -----------------------------------------------------------------
-def read_records(root: Path) -> List[Dict[str, Any]]:
-    """Every release record under `root` (`<variant>/*.json`); an unreadable one is bad input (exit 2):
-    pruning without knowing what a release names could remove it."""
-    records = []
-    for path in sorted(root.glob("*/*.json")) if root.is_dir() else []:
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise UserError(
-                f"cannot read this release record: {err}", file=str(path), key="--records"
-            ) from None
-        if not isinstance(doc, dict):
-            raise UserError("not a release record", file=str(path), key="--records")
-        records.append(doc)
-    return records
+def read_records(req: PruneRequest) -> List[Dict[str, Any]]:
+    """Every release record prune must respect, read before anything is looked at or removed. Fails closed
+    (exit 2): a records folder that is missing, not a folder or unreadable, or a record that cannot be
+    read, would make a released digest look unnamed. `req.more_records` is where records kept elsewhere
+    (S3) are read; a reader that cannot read them must raise UserError too, never return []."""
+    from imagebuild.release.names import read_local_records
+
+    records = read_local_records(req.records, must_exist=True)
+    return records + (req.more_records() if req.more_records is not None else [])
 
 
 def local_images(client: Any) -> List[LocalImage]:
@@ -231,11 +246,24 @@ def remote_tags(api: Any, host: str, repository: str, log: Callable[[str], None]
                 created = parse_created(config.get("created"))
             configs[manifest.digest] = (chash, created)
         chash, created = configs[manifest.digest]
+        subject = _subject(manifest.body) if _ATTESTATION.fullmatch(tag) else None
         out.append(
-            RemoteTag(f"{host}/{repository}", tag, manifest.digest, manifest.config_digest, chash, created)
+            RemoteTag(
+                f"{host}/{repository}", tag, manifest.digest, manifest.config_digest, chash, created, subject
+            )
         )
     log(f"registry {host}/{repository}: {len(out)} tag(s)")
     return out
+
+
+def _subject(body: bytes) -> Optional[str]:
+    """The `subject.digest` of an artifact manifest (the image it is attached to), or None."""
+    try:
+        subject = json.loads(body).get("subject")
+    except (ValueError, AttributeError):
+        return None
+    digest = subject.get("digest") if isinstance(subject, dict) else None
+    return digest if isinstance(digest, str) else None
 
 
 def registry_repositories(named: Named) -> List[Tuple[str, str]]:
@@ -258,6 +286,7 @@ class PruneRequest:
     older_than: timedelta
     dry_run: bool = False
     registry_api: Optional[Callable[[str], Any]] = None  # host -> RegistryAPI or None (skip that host)
+    more_records: Optional[Callable[[], List[Dict[str, Any]]]] = None  # records kept elsewhere (S3)
 
 
 def run_prune(req: PruneRequest, client: Any, log: Callable[[str], None], now: datetime) -> List[Candidate]:
@@ -270,7 +299,7 @@ def run_prune(req: PruneRequest, client: Any, log: Callable[[str], None], now: d
     from imagebuild.build.summary import load_summary
     from imagebuild.release.record import hold_lock, lock_paths
 
-    named = named_by(load_summary(req.summary), read_records(req.records))
+    named = named_by(load_summary(req.summary), read_records(req))
     cutoff = now - req.older_than
     repos = registry_repositories(named) if req.registry_api is not None else []
     with ExitStack() as held:
@@ -311,6 +340,9 @@ def _remove(found: List[Candidate], client: Any, apis: Dict[str, Any], log: Call
             continue
         ref = split_ref(c.ref, key="registry")
         if (ref.name, c.digest) in done:
+            continue
+        if c.subject is not None and (ref.name, c.subject) not in done:
+            log(f"  {c.ref}: its image {c.subject} was not deleted; left alone")
             continue
         api = apis[ref.registry]
         now = api.manifest(ref.repository, ref.tag)

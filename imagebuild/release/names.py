@@ -1,0 +1,129 @@
+"""One rule for the names a release writes: a name is a release tag or a channel of a repository, forever.
+
+Release tags never move; channels move on each promotion. If one name could be both, a release could
+"already" hold a tag that a later `--channel` moves (or the reverse), and the promise that a release tag
+never moves would be gone. So the role of a name is read from every release record of the repository
+(every variant's, every release, not only the newest: a channel recorded once stays a channel), and a
+release that gives a name the other role is refused before anything is written. The names themselves are
+checked exactly (imagebuild/adapters/registry.py `check_tag`, a fullmatch: no trailing newline).
+
+Pure functions, and one reader of the local records folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
+
+from imagebuild.errors import UserError
+
+Roles = Tuple[Dict[str, str], Dict[str, str]]  # (release tags, channels): name -> the record that says so
+
+
+def _where(record: Dict[str, Any]) -> str:
+    return f"{record.get('variant')}'s release of {record.get('released_at')}"
+
+
+def roles(records: Iterable[Dict[str, Any]], repository: str) -> Roles:
+    """The release tags and the channels the records know in `repository` (`host/repo`), each with the first
+    record (as `variant's release of TIME`) that gives it that role."""
+    tags: Dict[str, str] = {}
+    chans: Dict[str, str] = {}
+    for rec in records:
+        for repo in rec.get("repositories") or []:
+            if isinstance(repo, dict) and repo.get("repository") == repository:
+                for tag in repo.get("tags") or []:
+                    tags.setdefault(str(tag), _where(rec))
+        for chan in rec.get("channels") or []:
+            if isinstance(chan, dict) and chan.get("repository") == repository and chan.get("tag"):
+                chans.setdefault(str(chan["tag"]), _where(rec))
+    return tags, chans
+
+
+def role_refusals(
+    repository: str, tags: Sequence[str], channels: Sequence[str], records: Iterable[Dict[str, Any]]
+) -> List[str]:
+    """Why this release may not write `tags` as release tags and `channels` as channels in `repository`,
+    given every record of it (empty: it may)."""
+    known_tags, known_chans = roles(list(records), repository)
+    out = []
+    for tag in tags:
+        if tag in known_chans:
+            out.append(
+                f"{repository}:{tag} is a channel ({known_chans[tag]}); it cannot become a release tag: "
+                "a name is a channel or a release tag of a repository forever (choose another tag)"
+            )
+    for chan in channels:
+        if chan in known_tags:
+            out.append(
+                f"{repository}:{chan} is a release tag ({known_tags[chan]}); release tags never move, so "
+                "it cannot become a channel (choose another channel name)"
+            )
+    return out
+
+
+def read_local_records(root: Path, must_exist: bool) -> List[Dict[str, Any]]:
+    """Every release record under `root` (`<variant>/*.json`). A record that cannot be read is bad input
+    (exit 2): a name's role, or what a release names, would be guessed. With `must_exist`, so is a folder
+    that is missing or cannot be listed (a typo must not read as "no release ever happened")."""
+    if not root.is_dir() or not os.access(root, os.R_OK | os.X_OK):
+        if not must_exist and not root.exists():
+            return []
+        why = "is not a folder" if root.exists() and not root.is_dir() else "cannot be read"
+        why = "does not exist" if not root.exists() else why
+        raise UserError(
+            f"the release records folder {why}: nothing can be known about what the releases name",
+            file=str(root),
+            key="--records",
+            hint="give the folder `build.py release --records` wrote",
+        )
+    records = []
+    paths = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        try:  # a variant's folder that cannot be listed hides its records: glob would skip it silently
+            paths += sorted(p for p in folder.iterdir() if p.suffix == ".json")
+        except OSError as err:
+            raise UserError(
+                f"cannot list these release records: {err.strerror}", file=str(folder), key="--records"
+            ) from None
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise UserError(
+                f"cannot read this release record: {err}", file=str(path), key="--records"
+            ) from None
+        if not isinstance(doc, dict):
+            raise UserError("not a release record", file=str(path), key="--records")
+        records.append(doc)
+    return records
+
+
+def read_s3_records(s3: Any, bucket: str, prefix: str) -> List[Dict[str, Any]]:
+    """Every release record under `s3://bucket/prefix/<variant>/*.json`: on a runner whose local folder is
+    fresh, the records a team shares. Anything unreadable is exit 2, as for the local folder."""
+    from imagebuild.adapters.aws import aws_call
+
+    base = f"{prefix}/" if prefix else ""
+    where = f"s3://{bucket}/{base}"
+    records: List[Dict[str, Any]] = []
+    token: Dict[str, str] = {}
+    try:
+        while True:
+            page = aws_call(s3.list_objects_v2, Bucket=bucket, Prefix=base, **token)
+            for item in page.get("Contents") or []:
+                key = str(item.get("Key"))
+                if key.endswith(".json") and key[len(base) :].count("/") == 1:
+                    doc = json.loads(aws_call(s3.get_object, Bucket=bucket, Key=key)["Body"].read())
+                    if not isinstance(doc, dict):
+                        raise ValueError(f"s3://{bucket}/{key} is not a release record")
+                    records.append(doc)
+            if not page.get("IsTruncated"):
+                return records
+            token = {"ContinuationToken": str(page.get("NextContinuationToken"))}
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - botocore ClientError, a body that is not JSON
+        raise UserError(f"cannot read the release records: {err}", file=where, key="--s3") from None
