@@ -101,7 +101,9 @@ def test_sbatch_script_runs_every_step_in_the_image(tmp_path):
     assert run[:5] == ["srun", "--mpi=pmix", "--cpu-bind=none", "-l", "sh"]
     inner = shlex.split(run[6])
     assert inner[:5] == ["exec", "/usr/bin/python3", "-m", "efa_validators", "run"] and "--exit-by" in inner
-    want = ["/opt/nccl-tests/bin/all_reduce_perf"] + recipes.DEFAULT_TEST_ARGS.split() + ["||", "run_rc=$?"]
+    # -n 100 as AWS's nccl-tests scripts; no -J: the lock does not say its nccl-tests has it (issue 34)
+    flags = "-b 8 -e 16G -f 2 -g 1 -c 1 -n 100".split()
+    want = ["/opt/nccl-tests/bin/all_reduce_perf"] + flags + ["||", "run_rc=$?"]
     assert run[8:] == want
     assert parse[3:7] == ["/usr/bin/python3", "-m", "efa_validators", "parse"] and "--nodes" in parse
     assert "python" not in " ".join(line for line in text.splitlines() if not line.startswith("srun "))
