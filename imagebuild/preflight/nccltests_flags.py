@@ -24,6 +24,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Dict, List, Optional
 
+from imagebuild.components import nccl, nccl_tests
 from imagebuild.errors import UserError
 from imagebuild.versions import Version
 
@@ -86,7 +87,7 @@ def args(lock: Dict[str, Any], cluster: Dict[str, Any]) -> List[str]:
                 hint="drop test_args, or write those flags into it",
             )
         return shlex.split(cluster["test_args"])
-    tests, nccl_v = _version(lock, "nccl_tests"), _version(lock, "nccl")
+    tests, nccl_v = _version(lock, nccl_tests.NAME), _version(lock, nccl.NAME)
     words = shlex.split(BASE_ARGS) + ["-n", str(_count(cluster, "iters", 1) or ITERS)]
     warmup = _count(cluster, "warmup_iters", 0)
     if warmup is not None:
