@@ -43,6 +43,10 @@ def efa_installers() -> Dict[str, Any]:
     data = _read("efa_installers.yaml")
     for ver in data["versions"]:
         Version(ver)
+    ngc = data["ngc"]
+    Version(ngc["flags_from"])  # a version gate, compared as a version
+    assert ngc["flags"] and all(f.startswith("--") for f in ngc["flags"]), "efa_installers ngc.flags"
+    assert ngc["plugin_packages"] and ngc["plugin_prefix"].startswith("/"), "efa_installers ngc plugin"
     return data
 
 

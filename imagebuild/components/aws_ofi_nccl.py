@@ -96,7 +96,23 @@ class AwsOfiNccl(Block):
                     "NCCL loads depends on the ld cache (an EFA installer >= 1.38.0 bundles its own)",
                 ),
             )
-        ]
+        ] + [self.cudart_check(lock, ofi)]
+
+    def cudart_check(self, lock: Mapping[str, Any], ofi: Mapping[str, Any]) -> Expectation:
+        """The installer's plugin dlopen()s the unversioned `libcudart.so` (ldd cannot see a dlopen): the
+        check dlopens it by that name, through the loader's own search, as the plugin will."""
+        link = catalog.efa_installers()["cudart_link"]["name"]
+        python = lock.get("python") or "python3"
+        return self.check(
+            lock,
+            "plugin-cudart-dlopen",
+            "command",
+            f"the installer's plugin dlopen()s `{link}` (unversioned), which a CUDA -runtime image lacks "
+            "unless linked (as the DLC does): the loader finds it",
+            {"command": f"{python} -c 'import ctypes; ctypes.CDLL(\"{link}\")'", "expect_rc": 0},
+            present=ofi.get("method") == "installer",
+            unless="a plugin built here links cudart itself (statically, or its versioned name)",
+        )
 
 
 BLOCK = AwsOfiNccl()

@@ -28,9 +28,11 @@ Examples (matrix):
 
 from __future__ import annotations
 
+import shlex
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from imagebuild import catalog
+from imagebuild import components as blocks
 from imagebuild.components import Block, Homes, lock_component, openmpi
 from imagebuild.components.expectation import Expectation
 from imagebuild.variant import Component, Variant
@@ -38,6 +40,11 @@ from imagebuild.versions import Version
 
 NAME = "efa_installer"
 REINSTALL = "reinstall"
+
+
+def ngc_mode(version: str) -> bool:
+    """Whether this installer detects NVIDIA containers (NGC mode, efa_installers.yaml `ngc`): by version."""
+    return Version(version) >= Version(str(catalog.efa_installers()["ngc"]["flags_from"]))
 
 
 class EfaInstaller(Block):
@@ -101,33 +108,60 @@ class EfaInstaller(Block):
             "key_url": data["gpg"]["key_url"],
         }
 
-    def flags(self, comp: Optional[Component] = None) -> List[str]:
+    def flags(self, comp: Optional[Component] = None, base_kind: Optional[str] = None) -> List[str]:
         """`efa_installer.sh` flags for a container (no kernel module; --no-verify skips the device check).
 
         From 1.30 the installer puts Open MPI 4 and 5 side by side unless `--mpi=` names one; the image gets
-        the one `params.openmpi` asks for, so `mpirun` on PATH is the only one there is."""
-        layout = catalog.efa_installers()["layout"]
+        the one `params.openmpi` asks for, so `mpirun` on PATH is the only one there is. From 1.48 on a base
+        built on nvidia/cuda (a CUDA base, a DLC) it would switch to NGC mode (no rdma-core, the plugin as
+        another package elsewhere): the catalog's `ngc.flags` force the standard install, as AWS's scripts
+        do (efa_installers.yaml `ngc`)."""
+        data = catalog.efa_installers()
+        layout = data["layout"]
         flags = list(layout["installer_flags"])
-        since = layout["mpi_flag_from"]
-        if comp is not None and Version(comp.version) >= Version(str(since)):
+        if comp is None:
+            return flags
+        if Version(comp.version) >= Version(str(layout["mpi_flag_from"])):
             flags.append(f"--mpi=openmpi{dict(comp.params).get(openmpi.NAME, '4')}")
+        if base_kind in data["ngc"]["base_kinds"] and ngc_mode(comp.version):
+            flags += list(data["ngc"]["flags"])
         return flags
 
     def replaced(self, comp: Component, v: Variant) -> List[Tuple[str, str]]:
         """(package, prefix) of each copy this installer bundles that the variant builds itself.
 
         One plugin per image: with two, NCCL loads whichever the loader finds first. No installer flag leaves
-        the bundled aws-ofi-nccl out (efa_installers.yaml), so the installer's RUN removes it."""
-        layout = catalog.efa_installers()["layout"]
+        the bundled aws-ofi-nccl out (efa_installers.yaml), so the installer's RUN removes it; from 1.48 the
+        NGC-mode package and place go too (`ngc`: the flags should keep them out, the purge makes sure)."""
+        data = catalog.efa_installers()
+        layout = data["layout"]
         out = []
         for other in v.components:
             since = layout.get(f"{other.name}_bundled_from")
             if since and other.method in ("source", "wheel") and Version(comp.version) >= Version(str(since)):
                 out.append((layout[f"{other.name}_package"], layout[f"{other.name}_prefix"]))
+                if other.name == data["ngc"]["plugin_component"] and ngc_mode(comp.version):
+                    out += [(pkg, data["ngc"]["plugin_prefix"]) for pkg in data["ngc"]["plugin_packages"]]
         return out
 
+    def cudart_link(self, v: Variant) -> Optional[str]:
+        """The unversioned `libcudart.so` the installer's plugin dlopen()s, where the image's stage lacks it:
+        a CUDA -runtime image under the installer's plugin (efa_installers.yaml `cudart_link`). None
+        elsewhere (a -devel image has the link; a source plugin links cudart itself)."""
+        link = catalog.efa_installers()["cudart_link"]
+        ofi = next((c for c in v.components if c.name == link["component"]), None)
+        if ofi is None or ofi.bundled_by != NAME or v.base.kind != "cuda" or not v.base.split:
+            return None
+        cuda_home = blocks.homes(v.components, v.platform)["CUDA_HOME"]
+        return f"{cuda_home}/{link['libdir']}/{link['name']}"
+
     def macro_args(self, comp: Component, v: Variant) -> Tuple[Any, ...]:
-        return (self.flags(comp), self.replaced(comp, v), self.keeps(comp, v))
+        return (
+            self.flags(comp, v.base.kind),
+            self.replaced(comp, v),
+            self.keeps(comp, v),
+            self.cudart_link(v),
+        )
 
     def built(self, comp: Component) -> bool:
         return False
@@ -167,7 +201,31 @@ class EfaInstaller(Block):
                 "`fi_info -l` lists the efa provider (without it NCCL falls back to sockets)",
                 {"prefix": efa.get("prefix") or catalog.component(NAME)["prefix"]},
             ),
+            self.ngc_check(lock, efa),
         ]
+
+    def ngc_check(self, lock: Mapping[str, Any], efa: Mapping[str, Any]) -> Expectation:
+        """From 1.48 the installer may have gone NGC mode in spite of its flags: no NGC plugin package, nor
+        its place (efa_installers.yaml `ngc`), may be in the image."""
+        ngc = catalog.efa_installers()["ngc"]
+        pkgs = [shlex.quote(p) for p in ngc["plugin_packages"]]
+        parts = [f"! test -e {shlex.quote(ngc['plugin_prefix'])}"] + [
+            f"! {{ dpkg-query -W -f='${{Status}}' {p} 2>/dev/null | grep -q 'ok installed'; }} "
+            f"&& ! rpm -q {p} >/dev/null 2>&1"
+            for p in pkgs
+        ]
+        version = efa.get("version")
+        here = efa.get("method") == "installer" and bool(version) and ngc_mode(str(version))
+        return self.check(
+            lock,
+            "efa-installer-not-ngc",
+            "command",
+            f"the installer's standard install, not its NGC mode (from {ngc['flags_from']}): no "
+            f"{', '.join(ngc['plugin_packages'])}, nothing under {ngc['plugin_prefix']}",
+            {"command": " && ".join(parts), "expect_rc": 0},
+            present=here,
+            unless=f"no NGC mode: an installer before {ngc['flags_from']}, or the base's own",
+        )
 
 
 BLOCK = EfaInstaller()

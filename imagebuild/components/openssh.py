@@ -4,7 +4,9 @@ Set up as mpi-operator's own base image and ADT's nccl-tests image do (kubeflow/
 Dockerfile; awsome-distributed-training micro-benchmarks/nccl-tests/nccl-tests.Dockerfile):
 - sshd and the client on port 2222 (PORT), in sshd_config.d / ssh_config.d drop-ins: with host networking
   (EKS with EFA, Slurm) port 22 is the host's own sshd;
-- `StrictModes no`: mpi-operator mounts its key Secret on ~/.ssh, whose modes fail sshd's checks;
+- `StrictModes no`: mpi-operator mounts its key Secret on ~/.ssh, whose modes fail sshd's checks; also for
+  a base's own sshd (`source: base`, a DLC's), whose setup is otherwise kept: the line goes first in its
+  sshd_config (the first value sshd reads wins);
 - no host keys in the image (the package's install makes some; they are removed): every container of an image
   would share them. START makes this container's keys and runs `sshd -De`; the printed MPIJob's workers run
   it (mpi-operator's default worker command, `/usr/sbin/sshd -De`, would find no keys);
@@ -41,6 +43,7 @@ NAME = "openssh"
 SSHD = "/usr/sbin/sshd"
 CLIENT_CONF = "/etc/ssh/ssh_config.d/efa-image-build.conf"
 SERVER_CONF = "/etc/ssh/sshd_config.d/efa-image-build.conf"
+SERVER_MAIN = "/etc/ssh/sshd_config"  # a base's own sshd's config: StrictModes goes first there
 PORT = 2222  # mpi-operator's, on both sides (kubeflow/mpi-operator build/base Dockerfile)
 START = "/usr/local/sbin/efa-sshd"
 
@@ -56,7 +59,8 @@ class Openssh(Block):
 
     def system_step(self, comp: Component, v: Variant) -> Optional[Tuple[str, str, Tuple[Any, ...]]]:
         if comp.method == "base":
-            return None  # the base's own sshd and its configuration (a DLC's install_efa.sh made them)
+            # the base's own sshd and its setup (a DLC's install_efa.sh: port 22, its keys), less StrictModes
+            return "partials/openssh.j2", "strictmodes_off", (SSHD, SERVER_MAIN)
         return "partials/openssh.j2", "configure", (SSHD, CLIENT_CONF, SERVER_CONF, PORT, START)
 
     def checks(self, lock: Mapping[str, Any]) -> List[Expectation]:
@@ -106,8 +110,9 @@ class Openssh(Block):
         as its image has it (config and keys valid)."""
         if ssh.get("method") == "base":
             command, why = (
-                f"test -d /var/run/sshd && {SSHD} -t",
-                "the base's sshd: config and host keys valid",
+                f"test -d /var/run/sshd && {SSHD} -t && {SSHD} -T | grep -x 'strictmodes no'",
+                "the base's sshd: config and host keys valid, no StrictModes (the key Secret mpi-operator "
+                "mounts on .ssh fails its checks)",
             )
         else:
             # a throwaway host key, never /etc/ssh's: the image has none, and ssh-host-keys-not-baked says so

@@ -97,6 +97,33 @@ def check(
             )
         )
 
+    tested = (catalog.component(OFI).get("libfabric_tested") or {}).get(ofi.version) if ofi else None
+    if (
+        ofi
+        and ofi.method == "source"
+        and tested
+        and fab
+        and fab.bundled_by == EFA
+        and fab.version
+        and Version(fab.version) < Version(str(tested))
+    ):
+        newer = sorted(
+            (v for v, e in catalog.efa_installers()["versions"].items() if e.get(FAB) == str(tested)),
+            key=Version,
+        )
+        problems.append(
+            Problem(
+                "plugin-libfabric-era",
+                f"aws-ofi-nccl {ofi.version} was released tested with libfabric {tested}; EFA installer "
+                f"{efa.version if efa else '?'} brings libfabric {fab.version}, an older one: pair a source "
+                "plugin with the installer of its era"
+                + (f" (EFA installer {', '.join(newer)} brings libfabric {tested})" if newer else ""),
+                f"components.{OFI}.version",
+                f"aws/aws-ofi-nccl RELEASENOTES.md at v{ofi.version} (catalog components.yaml "
+                "aws_ofi_nccl.libfabric_tested)",
+            )
+        )
+
     if (
         ofi
         and ofi.method == "source"

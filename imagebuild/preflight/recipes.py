@@ -22,6 +22,7 @@ Cluster description (YAML), every key checked with its line on error:
     timeout: 1800                     # validator total timeout (s), optional
     idle_timeout: 300                 # validator idle timeout (s), optional
     test_args: "-b 8 -e 16G -f 2 -g 1"  # nccl-tests flags (or efa_validators.probe_torch's), optional
+    iters: 100                        # or nccl-tests' -n, -w, -R, -J by key: preflight/nccltests_flags.py
     master_addr: node-1               # torch probe with a hostfile: rank 0's host (else hosts[0])
     imex: true                        # sbatch, GB200: each job gets an IMEX channel (switch/nvidia_imex)
     report_volume: {pvc: reports}     # mpijob, required: the launcher's report folder (or host_path: /x)
@@ -43,7 +44,7 @@ import yaml
 
 from imagebuild.components import nccl, nccl_tests, openmpi, openssh, torch
 from imagebuild.errors import UserError
-from imagebuild.preflight import quoting
+from imagebuild.preflight import nccltests_flags, quoting
 
 KEYS = {
     "nodes",
@@ -69,7 +70,7 @@ KEYS = {
     "node_selector",
     "tolerations",
     "hugepages",
-}
+} | nccltests_flags.KEYS
 # Where each string of the cluster file lands, strictest place first (quoting.PLACES checks each)
 FIELD_PLACES = {
     "instance_type": "instance_type",  # a word and the value of an EKS node label
@@ -84,8 +85,8 @@ FIELD_PLACES = {
     "test_args": "words",
     "master_addr": "host",
     "hugepages": "quantity",
+    "json_output": "word",  # nccl-tests -J FILE: a word of the launch line
 }
-DEFAULT_TEST_ARGS = "-b 8 -e 16G -f 2 -g 1 -c 1 -n 20"
 DEFAULT_TORCH_ARGS = (
     "--max-bytes 16G"  # efa_validators.probe_torch: sizes 8 B .. 16 GiB, as nccl-tests' default
 )
@@ -409,10 +410,19 @@ def probe(lock: Dict[str, Any]) -> str:
 def probe_argv(lock: Dict[str, Any], cluster: Dict[str, Any]) -> List[str]:
     """The program each rank runs."""
     if probe(lock) == TORCH_PROBE:
+        nccl_only = sorted(nccltests_flags.KEYS & set(cluster))
+        if nccl_only:
+            raise UserError(
+                f"{nccl_only[0]} is an nccl-tests flag; variant {lock.get('name')!r} runs the torch probe",
+                file=cluster.get("_file"),
+                line=(cluster.get("_lines") or {}).get(nccl_only[0]),
+                key=nccl_only[0],
+                hint="drop it (the torch probe takes test_args)",
+            )
         python = lock.get("python") or "python3"
         args = shlex.split(cluster.get("test_args") or DEFAULT_TORCH_ARGS)
         return [python, "-m", "efa_validators.probe_torch"] + args + ["--timeout", str(cluster["timeout"])]
-    return [nccl_tests_binary(lock)] + shlex.split(cluster.get("test_args") or DEFAULT_TEST_ARGS)
+    return [nccl_tests_binary(lock)] + nccltests_flags.args(lock, cluster)
 
 
 def _master(cluster: Dict[str, Any], recipe: str) -> str:

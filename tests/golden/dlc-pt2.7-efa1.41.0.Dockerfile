@@ -10,6 +10,16 @@ ARG DEBIAN_FRONTEND=noninteractive
 # No apt lists or downloads in any layer: the base's own go here, each apt step's below (apt_clean).
 RUN rm -rf /var/cache/apt/* /var/lib/apt/lists/*
 
+# The base's own sshd keeps its setup (a DLC's: port 22, its keys) but not StrictModes: mpi-operator mounts its
+# key Secret on .ssh, whose ownership and modes StrictModes refuses ("Authentication refused: bad ownership or
+# modes"). The first value sshd reads wins, so `StrictModes no` goes first in its config, any other line of it out.
+RUN test -f /etc/ssh/sshd_config && mkdir -p /var/run/sshd \
+ && { printf '%s\n' 'StrictModes no'; grep -iv '^[[:space:]]*strictmodes[[:space:]]' /etc/ssh/sshd_config || true; } > /tmp/sshd_config.new \
+ && cat /tmp/sshd_config.new > /etc/ssh/sshd_config && rm -f /tmp/sshd_config.new \
+ && ssh-keygen -q -t ed25519 -N '' -f /tmp/sshd-check-key \
+ && /usr/sbin/sshd -t -h /tmp/sshd-check-key \
+ && /usr/sbin/sshd -T -h /tmp/sshd-check-key | grep -x 'strictmodes no' >/dev/null \
+ && rm -f /tmp/sshd-check-key /tmp/sshd-check-key.pub
 
 # ---- EFA installer 1.41.0: verify (builder-only stage) -------------------------------------
 FROM system AS efa-verify

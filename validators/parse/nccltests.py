@@ -86,6 +86,9 @@ _BLOCK_KEYS = {"time": "time", "cputime": "time", "algbw": "algbw", "busbw": "bu
 _PLACEMENTS = ("out_of_place", "in_place")
 # The columns a `-J` result carries, named as the text header names them.
 _JSON_COLUMNS = ("size", "count", "type", "redop", "root") + ("time", "algbw", "busbw", "#wrong") * 2
+# The JSON's units are fixed by its writer: time in microseconds, bandwidths in GB/s (NVIDIA/nccl-tests
+# src/util.cu writeBenchmarkLineBody, the same values the table prints under "(us)" and "(GB/s)")
+_JSON_UNITS = ("(B)", "(elements)") + ("(us)", "(GB/s)", "(GB/s)") * 2
 _MAX_FAILURES = 20
 
 
@@ -608,7 +611,7 @@ def _unbare(text: str) -> str:
 
 
 def load_json_output(path: str) -> Dict[str, Any]:
-    """Read an nccl-tests `-J FILE` (v2.18.5+, format version 1..3) into the same object `result()` gives.
+    """Read an nccl-tests `-J FILE` (v2.17.3+, format version 1..3) into the same object `result()` gives.
 
     Raises NcclTestsJsonError (a ValueError) naming the file and key when it is not that format.
     """
@@ -718,6 +721,7 @@ def from_json_document(doc: Any, path: str = "<json>") -> Dict[str, Any]:
         raise NcclTestsJsonError("expected a list", path, key="results")
     obj["rows"] = [_json_row(res, i, path) for i, res in enumerate(results)]
     obj["columns"] = list(_JSON_COLUMNS)
+    obj["units"] = list(_JSON_UNITS)
     oob = doc.get("out_of_bounds")
     if isinstance(oob, dict):
         obj["out_of_bounds"] = _get(oob, "count", int, path, "out_of_bounds.")

@@ -66,9 +66,10 @@ def test_every_check_is_listed_and_absent_components_are_skipped_with_a_reason()
 def test_every_component_present_turns_its_checks_on():
     lock = _lock(
         nccl={"version": "2.27.7"},
-        aws_ofi_nccl={"version": "1.16.3"},
-        efa_installer={"version": "1.43.1", "prefix": "/opt/amazon/efa"},
-        libfabric={"version": "2.1.0"},
+        # the installer's plugin (its libcudart.so dlopen checked), from an installer with an NGC mode
+        aws_ofi_nccl={"version": "1.21.1", "method": "installer"},
+        efa_installer={"version": "1.50.0", "prefix": "/opt/amazon/efa", "method": "installer"},
+        libfabric={"version": "2.6.0"},
         openmpi={"version": "5.0.6"},
         nccl_tests={"version": "2.19.6"},
         gdrcopy={"version": "2.5.1"},

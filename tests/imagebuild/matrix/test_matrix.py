@@ -38,7 +38,10 @@ def test_committed_matrix_loads_every_kind_of_base():
     legacy = [v for v in variants if v.version_of("aws_ofi_nccl") and v.version_of("aws_ofi_nccl") <= "1.5.0"]
     assert legacy, "the committed matrix must keep an aws-ofi-nccl <= 1.5 stack"
     scratch = [v for v in variants if v.base.kind == "cuda" and v.has("gdrcopy") and v.has("nccl_tests")]
-    assert scratch and all(v.component("aws_ofi_nccl").method == "source" for v in scratch)
+    # from nothing: a plugin from source (the legacy stack), or, with an installer that bundles the plugin of
+    # its own libfabric's release, the installer's (issue 34: one release's pair)
+    assert scratch and all(v.component("aws_ofi_nccl").method in ("source", "installer") for v in scratch)
+    assert any(v.component("aws_ofi_nccl").bundled_by == "efa_installer" for v in scratch)
 
 
 def test_local_matrix_uses_only_local_sources():

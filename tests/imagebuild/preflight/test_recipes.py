@@ -104,7 +104,9 @@ def test_sbatch_script_runs_every_step_in_the_image(tmp_path):
     assert run[:5] == ["srun", "--mpi=pmix", "--cpu-bind=none", "-l", "sh"]
     inner = shlex.split(run[6])
     assert inner[:5] == ["exec", "/usr/bin/python3", "-m", "efa_validators", "run"] and "--exit-by" in inner
-    want = ["/opt/nccl-tests/bin/all_reduce_perf"] + recipes.DEFAULT_TEST_ARGS.split() + ["||", "run_rc=$?"]
+    # -n 100 as AWS's nccl-tests scripts; no -J: the lock does not say its nccl-tests has it (issue 34)
+    flags = "-b 8 -e 16G -f 2 -g 1 -c 1 -n 100".split()
+    want = ["/opt/nccl-tests/bin/all_reduce_perf"] + flags + ["||", "run_rc=$?"]
     assert run[8:] == want
     assert parse[3:7] == ["/usr/bin/python3", "-m", "efa_validators", "parse"] and "--nodes" in parse
     assert "python" not in " ".join(line for line in text.splitlines() if not line.startswith("srun "))
@@ -271,12 +273,12 @@ def test_a_cluster_the_image_was_not_built_for_is_refused_naming_both_sides(tmp_
     "variant, cluster, words",
     [
         (
-            "cuda12.8-efa1.49-nccl2.27.7-ofi1.21",
+            "cuda12.8-efa1.50-nccl2.27.7-ofi1.21",
             "instance_type: p4d.24xlarge",
             ["p4d.24xlarge", "p5.48xlarge"],
         ),
-        ("cuda12.8-efa1.49-nccl2.27.7-ofi1.21-arm64", "instance_type: p5.48xlarge", ["p5.48xlarge"]),
-        ("cuda12.8-efa1.49-nccl2.27.7-ofi1.21-arm64", "instance_type: p6e-gb200.36xlarge", ["efa_devices"]),
+        ("cuda12.8-efa1.50-nccl2.27.7-ofi1.21-arm64", "instance_type: p5.48xlarge", ["p5.48xlarge"]),
+        ("cuda12.8-efa1.50-nccl2.27.7-ofi1.21-arm64", "instance_type: p6e-gb200.36xlarge", ["efa_devices"]),
     ],
 )
 def test_build_py_preflight_refuses_mismatches_with_exit_2(tmp_path, project_root, variant, cluster, words):
