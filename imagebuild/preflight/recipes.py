@@ -162,6 +162,8 @@ def load_cluster(path: str) -> Dict[str, Any]:
         )
     for key, place in FIELD_PLACES.items():
         for value in (out.get(key) or []) if key == "hosts" else ([out[key]] if key in out else []):
+            if key == "json_output" and not isinstance(value, str):
+                continue  # false (no -J) or a wrong type: nccltests_flags says what it must be
             bad = quoting.why_not(value, place)
             if bad:
                 raise UserError("%r %s" % (value, bad), file=path, line=lines.get(key), key=key)
