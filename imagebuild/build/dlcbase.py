@@ -159,19 +159,23 @@ def make_dlc_base(
     base: str = DEBOOTSTRAP_BASE,
     cache: Optional[ArtifactCache] = None,
     say: Say = print,
+    layout: Callable[[str, str], str] = dockerfile,
+    wheel: Optional[Artifact] = None,
 ) -> str:
-    """Build (or refresh from the build cache) `name` FROM `base`; return the image id."""
+    """Build (or refresh from the build cache) `name` FROM `base`; return the image id. `layout` writes the
+    Dockerfile from (base, wheel file name): this module's, or the AL2023 stand-in's (al2023base.py), with
+    `wheel` its NCCL pin (default: this layout's)."""
     if find_image(client, base) is None:
         raise UserError(f"base image {base} not found", key="--base", hint="make it: `build.py base`")
     cache = cache or ArtifactCache(say=say)
-    wheel = nccl_wheel()
+    wheel = wheel or nccl_wheel()
     with tempfile.TemporaryDirectory(prefix="efa-dlc-layout-") as tmp:
         ctx = Path(tmp)
         try:
             stage(cache, [wheel], ctx)
         except ArtifactError as err:
             raise UserError(f"cannot fetch the NCCL wheel: {err}", key=nccl.NAME) from None
-        (ctx / "Dockerfile").write_text(dockerfile(base, wheel.filename))
+        (ctx / "Dockerfile").write_text(layout(base, wheel.filename))
         say(f"building {name} FROM {base}")
         image_id = None
         for chunk in client.api.build(path=tmp, tag=name, rm=True, forcerm=True, decode=True):

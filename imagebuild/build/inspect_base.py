@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from imagebuild.adapters.docker_engine import find_image, start
+from imagebuild.catalog import osfamily
 from imagebuild.components import aws_ofi_nccl, efa_installer, libfabric, nccl, openmpi, torch
 from imagebuild.errors import UserError
 from imagebuild.variant import INSPECT_CONTAINER_LABEL
@@ -32,8 +33,11 @@ PROBE_FILES = ("inspect_probe.sh", "inspect_probe.py")
 PROBE_TIMEOUT_S = 300
 CONTAINER_LABEL = INSPECT_CONTAINER_LABEL
 # base.os values the matrix schema accepts (imagebuild/matrix/schema.py BaseSpec.os)
-KNOWN_OS = ("debian12", "ubuntu20.04", "ubuntu22.04", "ubuntu24.04")
-_PYTHONS = ("/usr/local/bin/python3", "/opt/conda/bin/python", "/usr/bin/python3")
+KNOWN_OS = osfamily.NAMES
+# The probe's order (inspect_probe.sh): a framework's Python first (the AL2023 DLC's venv, the Ubuntu DLC's
+# /usr/local, conda), then the OS's.
+_PYTHONS = ("/opt/venv/bin/python", "/usr/local/bin/python3", "/opt/conda/bin/python", "/usr/bin/python3")
+_FRAMEWORK_PYTHONS = _PYTHONS[:3]
 
 
 # ---------------------------------------------------------------- raw probe output -> facts (pure)
@@ -104,13 +108,16 @@ def cuda_version(version_json: str, files: List[str]) -> Optional[Dict[str, str]
 
 
 def os_name(os_release: str) -> Dict[str, Optional[str]]:
-    """ID + VERSION_ID as the matrix spells it (`debian12`, `ubuntu22.04`); `matrix` is None if unknown."""
+    """ID + VERSION_ID as the matrix spells it (`debian12`, `ubuntu22.04`, `amzn2023`); `matrix` is None if
+    unknown, `family` the package manager family (imagebuild/catalog/osfamily.py)."""
     fields = dict(re.findall(r'^([A-Z_]+)="?([^"\n]*)"?$', os_release, re.M))
     ident = (fields.get("ID", "") + fields.get("VERSION_ID", "")) or None
+    known = osfamily.from_os_release(fields.get("ID", ""), fields.get("VERSION_ID", ""))
     return {
         "id": ident,
         "pretty": fields.get("PRETTY_NAME"),
-        "matrix": ident if ident in KNOWN_OS else None,
+        "matrix": known,
+        "family": osfamily.family(known).label if known else None,
     }
 
 
@@ -187,7 +194,7 @@ def base_kind(f: Dict[str, Any]) -> str:
     )
     py = (f.get("python") or {}).get("path")
     in_site = any("-packages/" in (n.get("path") or "") for n in f[NCCL])
-    framework = py in _PYTHONS[:2] or bool(f.get(TORCH)) or in_site
+    framework = py in _FRAMEWORK_PYTHONS or bool(f.get(TORCH)) or in_site
     if amazon and framework:
         return "dlc"
     if f.get("cuda") and str(f["cuda"].get("source", "")).startswith("/usr/local/cuda"):
@@ -237,7 +244,7 @@ def matrix_lines(f: Dict[str, Any]) -> str:
         lines.append("  registry_arg: BASE_REGISTRY   # the registry host is given at build time, never here")
     osn = f["os"]
     if osn.get("matrix"):
-        lines.append(f"  os: {osn['matrix']}")
+        lines.append(f"  os: {osn['matrix']}   # OS packages with {osn['family']}")
     else:
         lines.append(
             f"  # os: {osn.get('id') or 'unknown'} is not one the matrix knows ({', '.join(KNOWN_OS)})"
@@ -246,9 +253,7 @@ def matrix_lines(f: Dict[str, Any]) -> str:
     if py and py.get("path"):
         lines.append(f"  python: {py['path']}   # Python {py.get('version') or '(version unknown)'}")
     else:
-        lines.append(
-            "  # python: none found (/usr/local/bin/python3, /opt/conda/bin/python, /usr/bin/python3)"
-        )
+        lines.append("  # python: none found (" + ", ".join(_PYTHONS) + ")")
     cuda = f.get("cuda")
     if cuda and _release(cuda["version"]):
         major_minor = ".".join(_release(cuda["version"]).split(".")[:2])  # type: ignore[union-attr]
