@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import shlex
 
-from imagebuild import catalog
 from imagebuild.build import dlcbase
 from imagebuild.variant import LAYOUT_LABEL, Artifact
 
@@ -56,55 +55,20 @@ def nccl_wheel() -> Artifact:
 
 def dockerfile(base: str, wheel: str) -> str:
     """The Dockerfile of the AL2023-layout stand-in (pure: golden-testable)."""
-    apt = " \\\n      ".join(dlcbase.APT_PACKAGES)
-    recorded = " ".join(dlcbase.RECORDED)
-    dlc = catalog.efa_installers()["dlc_openmpi"]
-    prefix = dlc["prefix"]
-    wrapper, real = f"{prefix}/{dlc['wrapper']}", f"{prefix}/{dlc['real']}"
-    mca_file = f"{prefix}/{dlc['mca_params_file']}"
-    mca = " ".join(shlex.quote(f"{k} = {v}") for k, v in dlc["mca_params"].items())
     os_release = " ".join(shlex.quote(line) for line in OS_RELEASE)
     return f"""\
 # A STAND-IN for the Amazon Linux 2023 PyTorch DLC's layout, on Debian (imagebuild/build/al2023base.py says
 # what is copied from where). Not Amazon Linux: no dnf, no rpm.
-FROM {base}
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ARG DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \\
- && apt-get install -y --no-install-recommends \\
-      {apt} \\
- && rm -rf /var/lib/apt/lists/*
+{dlcbase.debian_steps(base)}\
 # Python in a venv at {VENV}, as the DLC's (python3.12 -m venv /opt/venv there).
 RUN python3 -m venv {VENV} \\
  && {VENV}/bin/python -c 'import sys; assert sys.prefix == "{VENV}", sys.prefix'
 # torch's NCCL where its wheel dependency puts it: the venv's site-packages (sha256-checked, offline).
-COPY artifacts/ /tmp/artifacts/
-RUN cd /tmp/artifacts && sha256sum -c SHA256SUMS \\
- && {VENV}/bin/python -m pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check \\
-      /tmp/artifacts/{shlex.quote(wheel)} \\
- && rm -rf /tmp/artifacts
+{dlcbase.wheel_steps(wheel, f"{VENV}/bin/python")}\
 # The EFA installer's rpm layout: libfabric and fi_* under /opt/amazon/efa (lib64; moved: one libfabric in the
 # image), Debian's Open MPI linked in at /opt/amazon/openmpi (lib64, etc, orted), mpirun wrapped and the mca
 # params appended as install_efa_amzn2023.sh does. No aws-ofi-nccl: nothing stands in for it.
-RUN multiarch="/usr/lib/$(uname -m)-linux-gnu" \\
- && mkdir -p /opt/amazon/efa/lib64 /opt/amazon/efa/bin /opt/amazon/openmpi/bin \\
- && mv "$multiarch"/libfabric.so.1* /opt/amazon/efa/lib64/ \\
- && ln -s libfabric.so.1 /opt/amazon/efa/lib64/libfabric.so \\
- && mv /usr/bin/fi_* /opt/amazon/efa/bin/ \\
- && ln -s "$multiarch/openmpi/lib" /opt/amazon/openmpi/lib64 \\
- && ln -s /etc/openmpi /opt/amazon/openmpi/etc \\
- && for t in ompi_info mpiexec orterun orted; do ln -s "/usr/bin/$t" "/opt/amazon/openmpi/bin/$t"; done \\
- && ln -s "$(readlink -f /usr/bin/mpirun)" {real} \\
- && printf '%s\\n' '#!/bin/bash' '{real} --allow-run-as-root "$@"' > {wrapper} \\
- && chmod 0755 {wrapper} \\
- && {{ [ -z "$(tail -c1 {mca_file})" ] || echo >> {mca_file}; }} \\
- && printf '%s\\n' {mca} >> {mca_file} \\
- && {{ echo '# EFA installer version: none (Debian packages in its layout, by efa-image-build)'; \\
-      echo '# Debug packages installed: no'; \\
-      echo '# Packages installed:'; \\
-      dpkg-query -W -f='${{Package}}_${{Version}}_${{Architecture}} ' {recorded}; echo; }} \\
-      > /opt/amazon/efa_installed_packages \\
- && ldconfig
+{dlcbase.efa_layout_run("lib64")}\
 # What inspect-base reads to name the OS, saying what this is; Debian's own stays in /usr/lib/os-release.
 RUN rm -f /etc/os-release && printf '%s\\n' {os_release} > /etc/os-release
 ENV PATH="{DLC_PATH}" \\

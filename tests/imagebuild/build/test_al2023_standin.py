@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli import build_py
+from localbuild import build_variant, static_checks
 from paths import ROOT
 
 from imagebuild.build import al2023base
@@ -109,12 +110,7 @@ def standin(docker_client, local_base):
 @pytest.fixture(scope="module")
 def extended(standin, tmp_path_factory):
     out = tmp_path_factory.mktemp("al2023-extend") / "build"
-    argv = ["build", "--matrix", str(ROOT / "matrix.local.yaml"), "--variant", VARIANT, "--out", str(out)]
-    rc = build_py(*argv, "--cache", ROOT / ".cache" / "artifacts", "--plain").rc
-    summary = json.loads((out / "summary.json").read_text())
-    (entry,) = [e for e in summary["variants"] if e["variant"] == VARIANT]
-    assert rc == 0, f"building {VARIANT} failed: {entry.get('error')} (log {entry['log']})"
-    return entry["tags"][0]
+    return build_variant(ROOT / "matrix.local.yaml", VARIANT, out)
 
 
 @pytest.mark.docker
@@ -136,10 +132,7 @@ def test_inspect_base_reads_the_standin_as_an_al2023_dlc_layout(standin, docker_
 
 @pytest.mark.docker
 def test_extending_the_standin_builds_and_passes_every_static_check(extended, tmp_path):
-    report_path = tmp_path / "report.json"
-    rc = build_py("test", "--image", extended, "--json", report_path).rc
-    (image,) = json.loads(report_path.read_text())["images"]
-    st = {c["name"]: (c["status"], c["detail"]) for c in image["checks"]}
+    rc, image, st = static_checks(extended, tmp_path / "report.json")
     assert rc == 0 and image["passed"], {k: v for k, v in st.items() if v[0] not in ("pass", "skip")}
     for name in (
         "validators-import",  # with the venv's /opt/venv/bin/python
