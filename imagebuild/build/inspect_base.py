@@ -267,10 +267,11 @@ def matrix_lines(f: Dict[str, Any]) -> str:
 def _component_lines(f: Dict[str, Any]) -> List[str]:
     out: List[str] = []
 
-    def base(name: str, version: Optional[str], why: str) -> None:
+    def base(name: str, version: Optional[str], why: str, prefix: Optional[str] = None) -> None:
         rel = _release(version)
+        where = f", prefix: {prefix}" if prefix else ""
         if rel:
-            out.append(f"  {name}: {{version: {_q(rel)}, source: {{base: true}}}}   # {why}")
+            out.append(f"  {name}: {{version: {_q(rel)}, source: {{base: true}}{where}}}   # {why}")
         else:
             out.append(f"  # {name}: left out: {why}")
 
@@ -279,7 +280,7 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
         base(TORCH, torch.get("version"), f"torch {torch.get('version')}, CUDA {torch.get('cuda')}")
     if f[NCCL] or torch:
         n = chosen_nccl(f)
-        base(NCCL, n["version"], n["why"])
+        base(NCCL, n["version"], n["why"], _wheel_nccl_prefix(f, n["version"]))
     for name, tool in ((LIBFABRIC, "fi_info"), (OPENMPI, "tool")):
         comp = f[name]
         if comp["version"] or comp["libraries"]:
@@ -295,6 +296,23 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
             f"  # efa_installer: /opt/amazon/efa_installed_packages records {said}; not a base component"
         )
     return out
+
+
+def _wheel_nccl_prefix(f: Dict[str, Any], version: Optional[str]) -> Optional[str]:
+    """The site-packages NCCL (torch's wheel) of the chosen version, when it is not where the matrix would
+    put it by default (the catalog's `base_prefix` for the base's kind and OS): a Python other than the
+    DLC's (3.11 in a local stand-in, a conda env) needs `prefix` written, or the checks look elsewhere."""
+    osn = f["os"].get("matrix")
+    wheels = {
+        n["path"].rsplit("/lib/", 1)[0]
+        for n in f[NCCL]
+        if n.get("version") == version and "-packages/nvidia/nccl/lib/" in (n.get("path") or "")
+    }
+    if not version or not osn or len(wheels) != 1:
+        return None
+    (found,) = wheels
+    default = nccl.BLOCK.default_prefix("base", {}, f["kind"], osn)
+    return None if found == default else found
 
 
 def _strip_host(image: str) -> tuple:

@@ -29,8 +29,8 @@ VARIANT = "local-al2023-standin-extend"
 AL2023_OS_RELEASE = 'NAME="Amazon Linux"\nVERSION="2023"\nID="amzn"\nID_LIKE="fedora"\nVERSION_ID="2023"\n'
 
 
-def _raw(os_release: str = AL2023_OS_RELEASE) -> str:
-    nccl = [{"path": "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", "code": 22907}]
+def _raw(os_release: str = AL2023_OS_RELEASE, py: str = "python3.12") -> str:
+    nccl = [{"path": f"/opt/venv/lib/{py}/site-packages/nvidia/nccl/lib/libnccl.so.2", "code": 22907}]
     torch = {"version": "2.13.0+cu130", "cuda": "13.0", "nccl": [2, 29, 7]}
     probe = {"executable": "/opt/venv/bin/python", "version": "3.12.12", "nccl": nccl, "torch": torch}
     files = "\n".join(
@@ -70,6 +70,7 @@ def test_an_al2023_dlc_layout_prints_lines_that_load_with_the_venv_python_and_nc
     assert "  os: amzn2023   # OS packages with dnf/rpm" in text
     assert "python: /opt/venv/bin/python   # Python 3.12.12" in text
     assert "plugin at /opt/amazon/ofi-nccl/lib64/libnccl-net-ofi.so" in text
+    assert "prefix:" not in text  # torch's NCCL is where the catalog puts an AL2023 DLC's
     v = _loads(text, tmp_path)
     assert (v.base.os, v.base.kind, v.python) == ("amzn2023", "dlc", "/opt/venv/bin/python")
     got = {c.name: (c.version, c.prefix) for c in v.components}
@@ -81,6 +82,15 @@ def test_an_al2023_dlc_layout_prints_lines_that_load_with_the_venv_python_and_nc
     )
     ld = next(e.value for e in v.env if e.name == "LD_LIBRARY_PATH")
     assert "/opt/amazon/efa/lib64" in ld and "/opt/amazon/openmpi/lib64" in ld
+
+
+def test_a_wheel_nccl_in_another_python_gets_its_prefix_written(tmp_path):
+    """Another Python than the DLC's 3.12 (the stand-in's 3.11): the printed lines name where NCCL is."""
+    f = facts("standin:1", _raw(py="python3.11"), [])
+    text = matrix_lines(f)
+    where = "/opt/venv/lib/python3.11/site-packages/nvidia/nccl"
+    assert f'nccl: {{version: "2.29.7", source: {{base: true}}, prefix: {where}}}' in text
+    assert next(c for c in _loads(text, tmp_path).components if c.name == "nccl").prefix == where
 
 
 def test_the_standin_dockerfile_says_what_it_is_and_stands_in_no_plugin():
@@ -128,6 +138,12 @@ def test_inspect_base_reads_the_standin_as_an_al2023_dlc_layout(standin, docker_
         p.startswith("/opt/amazon/efa/lib64/") for p in f["libfabric"]["libraries"]
     )
     assert docker_client.images.get(standin).labels[LAYOUT_LABEL] == "al2023-dlc-standin"
+    v = _loads(f["matrix"], tmp_path)  # the printed lines declare the stand-in as matrix.local.yaml does
+    assert (v.base.os, v.base.registry_arg, v.python) == ("amzn2023", None, "/opt/venv/bin/python")
+    (local,) = matrix.load(str(ROOT / "matrix.local.yaml"), only=[VARIANT])
+    assert {c.name: (c.version, c.prefix) for c in v.components} == {
+        c.name: (c.version, c.prefix) for c in local.components
+    }
 
 
 @pytest.mark.docker
