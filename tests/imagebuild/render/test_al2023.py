@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -129,6 +130,19 @@ def test_the_dnf_path_is_pinned_by_golden_with_apts_discipline():
     (pip,) = [b for b in _run_blocks(text) if "python3-pip" in b]
     assert "dnf install -y --setopt=install_weak_deps=False python3-pip" in pip and "dnf clean all" in pip
     assert not re.search(r"\b(apt-get|dpkg|dpkg-query)\b|DEBIAN_FRONTEND", text)
+
+
+def test_the_dnf_steps_are_hadolint_clean(tmp_path):
+    """hadolint's dnf rules (DL3040 clean, DL3041 versions, DL3038 -y) hold; the unpinned lines say so."""
+    from test_render import hadolint
+
+    path = tmp_path / "Dockerfile"
+    path.write_text(dockerfile(_variant(FIXTURE, "al2023-dnf-pins")))
+    proc = subprocess.run([hadolint(), str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    path.write_text(path.read_text().replace("# hadolint ignore=DL3041\n", ""))  # without them: DL3041
+    proc = subprocess.run([hadolint(), str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "DL3041" in proc.stdout
 
 
 def test_the_classic_builder_gets_the_dnf_steps_without_mounts_and_with_the_cleanup():
