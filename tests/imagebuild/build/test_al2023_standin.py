@@ -168,3 +168,9 @@ def test_extending_the_standin_builds_and_passes_every_static_check(extended, tm
     assert "/opt/venv/bin/python -m efa_validators --help" in st["validators-import"][1]
     assert "/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2" in st["single-libnccl"][1]
     assert "/opt/amazon/efa/lib64/" in st["single-libfabric"][1]
+
+
+@pytest.mark.docker
+def test_the_standin_is_made_for_amd64_only():
+    res = build_py("base", "--layout", "al2023-standin", "--platform", "linux/arm64")
+    assert res.rc == 2 and "--layout al2023-standin is made for linux/amd64 only" in res.err, res
