@@ -26,6 +26,7 @@ venv: $(VENV)/.installed
 base: host $(VENV)/.demo
 	$(PY) build.py base
 	$(PY) build.py base --layout dlc
+	$(PY) build.py base --layout al2023-standin
 
 # The arm64 twin's base for the tests (not the demo's), where setup-host could enable qemu's arm64 emulation
 # (else its test skips, or fails under CI=true).

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from imagebuild.catalog import platforms
+from imagebuild.catalog import osfamily, platforms
 
 LOCK_SCHEMA = "efa-image-build/lock/v1"
 
@@ -215,6 +215,11 @@ class BaseImage:
     def build_ref(self) -> str:
         """The FROM of the builder stages: the base as written (the `-devel` image, with its toolkit)."""
         return self._ref(self.image)
+
+    @property
+    def family(self) -> osfamily.Family:
+        """The OS family (apt/dpkg or dnf/rpm): what the templates branch on, never the OS string."""
+        return osfamily.family(self.os)
 
     @property
     def split(self) -> bool:

@@ -87,17 +87,11 @@ def nccl_wheel(version: str = NCCL_VERSION, cuda_major: int = CUDA_MAJOR) -> Art
     )
 
 
-def dockerfile(base: str, wheel: str) -> str:
-    """The Dockerfile of the DLC-layout base (pure: golden-testable)."""
+def debian_steps(base: str) -> str:
+    """FROM `base` and Debian's pinned packages (Python, libfabric, Open MPI): what both DLC-layout stand-ins
+    start with (this one and al2023base's)."""
     apt = " \\\n      ".join(APT_PACKAGES)
-    recorded = " ".join(RECORDED)
-    dlc = catalog.efa_installers()["dlc_openmpi"]
-    prefix = dlc["prefix"]
-    wrapper, real = f"{prefix}/{dlc['wrapper']}", f"{prefix}/{dlc['real']}"
-    mca_file = f"{prefix}/{dlc['mca_params_file']}"
-    mca = " ".join(shlex.quote(f"{k} = {v}") for k, v in dlc["mca_params"].items())
     return f"""\
-# A local base laid out like the PyTorch DLC (see imagebuild/build/dlcbase.py for the layout and its sources).
 FROM {base}
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
@@ -105,15 +99,63 @@ RUN apt-get update \\
  && apt-get install -y --no-install-recommends \\
       {apt} \\
  && rm -rf /var/lib/apt/lists/*
+"""
+
+
+def wheel_steps(wheel: str, python: str) -> str:
+    """The NCCL wheel, sha256-checked, pip-installed offline into `python`'s site-packages."""
+    return f"""\
+COPY artifacts/ /tmp/artifacts/
+RUN cd /tmp/artifacts && sha256sum -c SHA256SUMS \\
+ && {python} -m pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check \\
+      /tmp/artifacts/{shlex.quote(wheel)} \\
+ && rm -rf /tmp/artifacts
+"""
+
+
+def efa_layout_run(lib: str) -> str:
+    """The RUN that puts Debian's libfabric and Open MPI where the EFA installer does, in its library folder
+    `lib` (lib on Debian/Ubuntu, lib64 on an rpm system), wraps mpirun and appends the mca params as AWS's
+    install_efa scripts do, and writes /opt/amazon/efa_installed_packages saying no installer ran."""
+    recorded = " ".join(RECORDED)
+    dlc = catalog.efa_installers()["dlc_openmpi"]
+    prefix = dlc["prefix"]
+    wrapper, real = f"{prefix}/{dlc['wrapper']}", f"{prefix}/{dlc['real']}"
+    mca_file = f"{prefix}/{dlc['mca_params_file']}"
+    mca = " ".join(shlex.quote(f"{k} = {v}") for k, v in dlc["mca_params"].items())
+    return f"""\
+RUN multiarch="/usr/lib/$(uname -m)-linux-gnu" \\
+ && mkdir -p /opt/amazon/efa/{lib} /opt/amazon/efa/bin /opt/amazon/openmpi/bin \\
+ && mv "$multiarch"/libfabric.so.1* /opt/amazon/efa/{lib}/ \\
+ && ln -s libfabric.so.1 /opt/amazon/efa/{lib}/libfabric.so \\
+ && mv /usr/bin/fi_* /opt/amazon/efa/bin/ \\
+ && ln -s "$multiarch/openmpi/lib" /opt/amazon/openmpi/{lib} \\
+ && ln -s /etc/openmpi /opt/amazon/openmpi/etc \\
+ && for t in ompi_info mpiexec orterun orted; do ln -s "/usr/bin/$t" "/opt/amazon/openmpi/bin/$t"; done \\
+ && ln -s "$(readlink -f /usr/bin/mpirun)" {real} \\
+ && printf '%s\\n' '#!/bin/bash' '{real} --allow-run-as-root "$@"' > {wrapper} \\
+ && chmod 0755 {wrapper} \\
+ && {{ [ -z "$(tail -c1 {mca_file})" ] || echo >> {mca_file}; }} \\
+ && printf '%s\\n' {mca} >> {mca_file} \\
+ && {{ echo '# EFA installer version: none (Debian packages in its layout, by efa-image-build)'; \\
+      echo '# Debug packages installed: no'; \\
+      echo '# Packages installed:'; \\
+      dpkg-query -W -f='${{Package}}_${{Version}}_${{Architecture}} ' {recorded}; echo; }} \\
+      > /opt/amazon/efa_installed_packages \\
+ && ldconfig
+"""
+
+
+def dockerfile(base: str, wheel: str) -> str:
+    """The Dockerfile of the DLC-layout base (pure: golden-testable)."""
+    return f"""\
+# A local base laid out like the PyTorch DLC (see imagebuild/build/dlcbase.py for the layout and its sources).
+{debian_steps(base)}\
 # Python at /usr/local/bin/python3 with its site-packages under /usr/local, as the DLC's.
 RUN python3 -m venv /usr/local \\
  && /usr/local/bin/python3 -c 'import sys; assert sys.prefix == "/usr/local", sys.prefix'
 # torch's NCCL where its wheel dependency puts it: site-packages/nvidia/nccl/lib (sha256-checked, offline).
-COPY artifacts/ /tmp/artifacts/
-RUN cd /tmp/artifacts && sha256sum -c SHA256SUMS \\
- && /usr/local/bin/python3 -m pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check \\
-      /tmp/artifacts/{shlex.quote(wheel)} \\
- && rm -rf /tmp/artifacts
+{wheel_steps(wheel, "/usr/local/bin/python3")}\
 # The DLC's second NCCL, which its base builds from source into the CUDA directory (install_cuda.sh).
 # Stand-in: a copy of the wheel's library under the source build's names (same version, other file and path).
 RUN mkdir -p {CUDA_DIR}/lib64 {CUDA_DIR}/include \\
@@ -128,25 +170,7 @@ RUN mkdir -p {CUDA_DIR}/lib64 {CUDA_DIR}/include \\
 # mpirun wrapped and the mca params appended as the DLC's install_efa.sh does (after a newline: Debian's file
 # ends without one, and a line appended to its last line would spoil both).
 # No aws-ofi-nccl: its source is not reachable here, and nothing stands in for it.
-RUN multiarch="/usr/lib/$(uname -m)-linux-gnu" \\
- && mkdir -p /opt/amazon/efa/lib /opt/amazon/efa/bin /opt/amazon/openmpi/bin \\
- && mv "$multiarch"/libfabric.so.1* /opt/amazon/efa/lib/ \\
- && ln -s libfabric.so.1 /opt/amazon/efa/lib/libfabric.so \\
- && mv /usr/bin/fi_* /opt/amazon/efa/bin/ \\
- && ln -s "$multiarch/openmpi/lib" /opt/amazon/openmpi/lib \\
- && ln -s /etc/openmpi /opt/amazon/openmpi/etc \\
- && for t in ompi_info mpiexec orterun orted; do ln -s "/usr/bin/$t" "/opt/amazon/openmpi/bin/$t"; done \\
- && ln -s "$(readlink -f /usr/bin/mpirun)" {real} \\
- && printf '%s\\n' '#!/bin/bash' '{real} --allow-run-as-root "$@"' > {wrapper} \\
- && chmod 0755 {wrapper} \\
- && {{ [ -z "$(tail -c1 {mca_file})" ] || echo >> {mca_file}; }} \\
- && printf '%s\\n' {mca} >> {mca_file} \\
- && {{ echo '# EFA installer version: none (Debian packages in its layout, by efa-image-build)'; \\
-      echo '# Debug packages installed: no'; \\
-      echo '# Packages installed:'; \\
-      dpkg-query -W -f='${{Package}}_${{Version}}_${{Architecture}} ' {recorded}; echo; }} \\
-      > /opt/amazon/efa_installed_packages \\
- && ldconfig
+{efa_layout_run("lib")}\
 ENV PATH="/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:{DOCKER_PATH}" \\
     LD_LIBRARY_PATH="/usr/local/lib:/usr/local/cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/openmpi/lib"
 LABEL {LAYOUT_LABEL}="dlc"
@@ -159,19 +183,23 @@ def make_dlc_base(
     base: str = DEBOOTSTRAP_BASE,
     cache: Optional[ArtifactCache] = None,
     say: Say = print,
+    layout: Callable[[str, str], str] = dockerfile,
+    wheel: Optional[Artifact] = None,
 ) -> str:
-    """Build (or refresh from the build cache) `name` FROM `base`; return the image id."""
+    """Build (or refresh from the build cache) `name` FROM `base`; return the image id. `layout` writes the
+    Dockerfile from (base, wheel file name): this module's, or the AL2023 stand-in's (al2023base.py), with
+    `wheel` its NCCL pin (default: this layout's)."""
     if find_image(client, base) is None:
         raise UserError(f"base image {base} not found", key="--base", hint="make it: `build.py base`")
     cache = cache or ArtifactCache(say=say)
-    wheel = nccl_wheel()
+    wheel = wheel or nccl_wheel()
     with tempfile.TemporaryDirectory(prefix="efa-dlc-layout-") as tmp:
         ctx = Path(tmp)
         try:
             stage(cache, [wheel], ctx)
         except ArtifactError as err:
             raise UserError(f"cannot fetch the NCCL wheel: {err}", key=nccl.NAME) from None
-        (ctx / "Dockerfile").write_text(dockerfile(base, wheel.filename))
+        (ctx / "Dockerfile").write_text(layout(base, wheel.filename))
         say(f"building {name} FROM {base}")
         image_id = None
         for chunk in client.api.build(path=tmp, tag=name, rm=True, forcerm=True, decode=True):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from imagebuild.adapters.docker_engine import find_image, start
+from imagebuild.catalog import osfamily
 from imagebuild.components import aws_ofi_nccl, efa_installer, libfabric, nccl, openmpi, torch
 from imagebuild.errors import UserError
 from imagebuild.variant import INSPECT_CONTAINER_LABEL
@@ -32,8 +33,11 @@ PROBE_FILES = ("inspect_probe.sh", "inspect_probe.py")
 PROBE_TIMEOUT_S = 300
 CONTAINER_LABEL = INSPECT_CONTAINER_LABEL
 # base.os values the matrix schema accepts (imagebuild/matrix/schema.py BaseSpec.os)
-KNOWN_OS = ("debian12", "ubuntu20.04", "ubuntu22.04", "ubuntu24.04")
-_PYTHONS = ("/usr/local/bin/python3", "/opt/conda/bin/python", "/usr/bin/python3")
+KNOWN_OS = osfamily.NAMES
+# The probe's order (inspect_probe.sh): a framework's Python first (the AL2023 DLC's venv, the Ubuntu DLC's
+# /usr/local, conda), then the OS's.
+_PYTHONS = ("/opt/venv/bin/python", "/usr/local/bin/python3", "/opt/conda/bin/python", "/usr/bin/python3")
+_FRAMEWORK_PYTHONS = _PYTHONS[:3]
 
 
 # ---------------------------------------------------------------- raw probe output -> facts (pure)
@@ -104,13 +108,16 @@ def cuda_version(version_json: str, files: List[str]) -> Optional[Dict[str, str]
 
 
 def os_name(os_release: str) -> Dict[str, Optional[str]]:
-    """ID + VERSION_ID as the matrix spells it (`debian12`, `ubuntu22.04`); `matrix` is None if unknown."""
+    """ID + VERSION_ID as the matrix spells it (`debian12`, `ubuntu22.04`, `amzn2023`); `matrix` is None if
+    unknown, `family` the package manager family (imagebuild/catalog/osfamily.py)."""
     fields = dict(re.findall(r'^([A-Z_]+)="?([^"\n]*)"?$', os_release, re.M))
     ident = (fields.get("ID", "") + fields.get("VERSION_ID", "")) or None
+    known = osfamily.from_os_release(fields.get("ID", ""), fields.get("VERSION_ID", ""))
     return {
         "id": ident,
         "pretty": fields.get("PRETTY_NAME"),
-        "matrix": ident if ident in KNOWN_OS else None,
+        "matrix": known,
+        "family": osfamily.family(known).label if known else None,
     }
 
 
@@ -187,7 +194,7 @@ def base_kind(f: Dict[str, Any]) -> str:
     )
     py = (f.get("python") or {}).get("path")
     in_site = any("-packages/" in (n.get("path") or "") for n in f[NCCL])
-    framework = py in _PYTHONS[:2] or bool(f.get(TORCH)) or in_site
+    framework = py in _FRAMEWORK_PYTHONS or bool(f.get(TORCH)) or in_site
     if amazon and framework:
         return "dlc"
     if f.get("cuda") and str(f["cuda"].get("source", "")).startswith("/usr/local/cuda"):
@@ -237,7 +244,7 @@ def matrix_lines(f: Dict[str, Any]) -> str:
         lines.append("  registry_arg: BASE_REGISTRY   # the registry host is given at build time, never here")
     osn = f["os"]
     if osn.get("matrix"):
-        lines.append(f"  os: {osn['matrix']}")
+        lines.append(f"  os: {osn['matrix']}   # OS packages with {osn['family']}")
     else:
         lines.append(
             f"  # os: {osn.get('id') or 'unknown'} is not one the matrix knows ({', '.join(KNOWN_OS)})"
@@ -246,9 +253,7 @@ def matrix_lines(f: Dict[str, Any]) -> str:
     if py and py.get("path"):
         lines.append(f"  python: {py['path']}   # Python {py.get('version') or '(version unknown)'}")
     else:
-        lines.append(
-            "  # python: none found (/usr/local/bin/python3, /opt/conda/bin/python, /usr/bin/python3)"
-        )
+        lines.append("  # python: none found (" + ", ".join(_PYTHONS) + ")")
     cuda = f.get("cuda")
     if cuda and _release(cuda["version"]):
         major_minor = ".".join(_release(cuda["version"]).split(".")[:2])  # type: ignore[union-attr]
@@ -262,10 +267,11 @@ def matrix_lines(f: Dict[str, Any]) -> str:
 def _component_lines(f: Dict[str, Any]) -> List[str]:
     out: List[str] = []
 
-    def base(name: str, version: Optional[str], why: str) -> None:
+    def base(name: str, version: Optional[str], why: str, prefix: Optional[str] = None) -> None:
         rel = _release(version)
+        where = f", prefix: {prefix}" if prefix else ""
         if rel:
-            out.append(f"  {name}: {{version: {_q(rel)}, source: {{base: true}}}}   # {why}")
+            out.append(f"  {name}: {{version: {_q(rel)}, source: {{base: true}}{where}}}   # {why}")
         else:
             out.append(f"  # {name}: left out: {why}")
 
@@ -274,7 +280,7 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
         base(TORCH, torch.get("version"), f"torch {torch.get('version')}, CUDA {torch.get('cuda')}")
     if f[NCCL] or torch:
         n = chosen_nccl(f)
-        base(NCCL, n["version"], n["why"])
+        base(NCCL, n["version"], n["why"], _wheel_nccl_prefix(f, n["version"]))
     for name, tool in ((LIBFABRIC, "fi_info"), (OPENMPI, "tool")):
         comp = f[name]
         if comp["version"] or comp["libraries"]:
@@ -290,6 +296,23 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
             f"  # efa_installer: /opt/amazon/efa_installed_packages records {said}; not a base component"
         )
     return out
+
+
+def _wheel_nccl_prefix(f: Dict[str, Any], version: Optional[str]) -> Optional[str]:
+    """The site-packages NCCL (torch's wheel) of the chosen version, when it is not where the matrix would
+    put it by default (the catalog's `base_prefix` for the base's kind and OS): a Python other than the
+    DLC's (3.11 in a local stand-in, a conda env) needs `prefix` written, or the checks look elsewhere."""
+    osn = f["os"].get("matrix")
+    wheels = {
+        n["path"].rsplit("/lib/", 1)[0]
+        for n in f[NCCL]
+        if n.get("version") == version and "-packages/nvidia/nccl/lib/" in (n.get("path") or "")
+    }
+    if not version or not osn or len(wheels) != 1:
+        return None
+    (found,) = wheels
+    default = nccl.BLOCK.default_prefix("base", {}, f["kind"], osn)
+    return None if found == default else found
 
 
 def _strip_host(image: str) -> tuple:

@@ -3,7 +3,8 @@
 # It prints sections (`@@name` then raw text); imagebuild/build/inspect_base.py parses them on the host, so the
 # image needs nothing but /bin/sh and coreutils. Where a python exists, inspect_probe.py adds what only
 # python can see (ncclGetVersion via ctypes, torch). Paths follow the layouts of the PyTorch DLC
-# (aws/deep-learning-containers base/x86_64/gpu/cu128/ubuntu22.04/Dockerfile: PATH, LD_LIBRARY_PATH),
+# (aws/deep-learning-containers base/x86_64/gpu/cu128/ubuntu22.04/Dockerfile: PATH, LD_LIBRARY_PATH; on
+# Amazon Linux 2023 docker/pytorch/Dockerfile.cuda at f1e622e4: the /opt/venv Python, lib64 plugin),
 # its EFA install (scripts/docker/common/install_efa.sh) and NVIDIA's CUDA images (/usr/local/cuda).
 HERE=$(dirname "$0")
 
@@ -33,7 +34,7 @@ for d in /opt /usr/local /usr/lib /usr/lib64 /lib /lib64; do
         -o -name 'fi_info' -o -name 'ompi_info' -o -name 'mpirun' \) 2>/dev/null
 done
 section python
-for p in /usr/local/bin/python3 /opt/conda/bin/python /usr/bin/python3; do
+for p in /opt/venv/bin/python /usr/local/bin/python3 /opt/conda/bin/python /usr/bin/python3; do
     if [ -x "$p" ]; then
         echo "$p"
         section python-probe

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from imagebuild import catalog
-from imagebuild.catalog import platforms
+from imagebuild.catalog import osfamily, platforms
 from imagebuild.components.expectation import Expectation
 from imagebuild.variant import Component, Variant
 
@@ -116,16 +116,17 @@ class Block:
         return None
 
     def default_prefix(
-        self, kind: str, efa_params: Mapping[str, Any], base_kind: str = "local"
+        self, kind: str, efa_params: Mapping[str, Any], base_kind: str = "local", base_os: str = ""
     ) -> Optional[str]:
         """Where it lands when the matrix gives no prefix: by source kind, and for a component already in the
         base by the base's kind (a DLC keeps its EFA stack under /opt/amazon, not in /usr: the catalog's
-        `base_prefix`)."""
+        `base_prefix`), an OS's own layout of that kind first (`dlc-amzn2023`: Python in /opt/venv)."""
         if kind == "installer":
             layout = catalog.efa_installers()["layout"]
             return layout[f"{self.installer_key(efa_params)}_prefix"]
         if kind == "base":
-            known = (catalog.component(self.name).get("base_prefix") or {}).get(base_kind)
+            known_prefixes = catalog.component(self.name).get("base_prefix") or {}
+            known = known_prefixes.get(f"{base_kind}-{base_os}") or known_prefixes.get(base_kind)
             if known:
                 return known
         if kind == "apt" or self.system:
@@ -248,13 +249,14 @@ def order_key(name: str) -> int:
 
 
 def layout_dirs(
-    components: Sequence[Component], platform: str = platforms.DEFAULT
+    components: Sequence[Component], platform: str = platforms.DEFAULT, family: osfamily.Family = osfamily.DEB
 ) -> Tuple[List[str], List[str]]:
     """(library dirs, binary dirs) of the components' own prefixes, in registry order, each once.
 
     System prefixes (/usr) and base-image components of unknown place need nothing; a base component with a
     prefix (a DLC's /opt/amazon/..., torch's NCCL) is put on the paths so the image's tools load that one.
-    `{multiarch}` in a block's directory is the platform's (imagebuild.catalog.platforms)."""
+    `{multiarch}` in a block's directory is the platform's (imagebuild.catalog.platforms); on the rpm
+    family the OS's own library directories instead (osfamily.Family.libdirs: lib64, no multiarch)."""
     fill = platforms.platform(platform).fill
     libdirs: List[str] = []
     bindirs: List[str] = []
@@ -262,7 +264,7 @@ def layout_dirs(
         if comp.name not in _BY_NAME or not comp.prefix or comp.prefix == "/usr":
             continue
         b = _BY_NAME[comp.name]
-        libdirs += [fill(d) for d in b.libdirs(comp) if fill(d) not in libdirs]
+        libdirs += [fill(d) for d in family.libdirs(b.libdirs(comp)) if fill(d) not in libdirs]
         bindirs += [fill(d) for d in b.bindirs(comp) if fill(d) not in bindirs]
     return libdirs, bindirs
 

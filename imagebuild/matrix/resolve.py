@@ -14,10 +14,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from imagebuild import catalog
 from imagebuild import components as blocks
-from imagebuild.catalog import platforms
+from imagebuild.catalog import osfamily, platforms
 from imagebuild.components import efa_installer as efa_block
 from imagebuild.errors import UserError
-from imagebuild.matrix import compat, envpolicy, requirements, schema
+from imagebuild.matrix import compat, envpolicy, osrules, requirements, schema
 from imagebuild.matrix.yamlsrc import MDict, file_of, line_of
 from imagebuild.variant import (
     TITLE_LABEL,
@@ -44,6 +44,16 @@ _METHODS = {
 # PyTorch DLCs from 2.7 (cu128) have no conda: Python is built into /usr/local/bin (FIELD-NOTES;
 # aws/deep-learning-containers pytorch/training/docker/2.7/py3/cu128/Dockerfile.gpu and its base image).
 _DEFAULT_PYTHON = {"local": "/usr/bin/python3", "cuda": "/usr/bin/python3", "dlc": "/usr/local/bin/python3"}
+
+
+def _default_python(kind: str, os_name: str) -> str:
+    """The base's interpreter when the matrix names none: a DLC's by its OS (AL2023: /opt/venv/bin/python,
+    imagebuild/catalog/osfamily.py), else by kind."""
+    if kind == "dlc" and osfamily.spec(os_name).dlc_python:
+        return str(osfamily.spec(os_name).dlc_python)
+    return _DEFAULT_PYTHON[kind]
+
+
 EFA = efa_block.NAME
 _TARGET_HINTS = {
     "efa-without-plugin": "add components.aws_ofi_nccl (from the EFA installer or source), or set "
@@ -313,12 +323,13 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
     params = _params(ctx, key, block, dict(spec.params or {}))
     efa_params = dict((efa_spec.params if efa_spec is not None else None) or {})
     base_kind = (ctx.m.spec.base.kind if ctx.m.spec.base else None) or "local"
+    base_os = (ctx.m.spec.base.os if ctx.m.spec.base else None) or ""
     return Component(
         name=name,
         version=version,
         method=method,
         source=kind,
-        prefix=spec.prefix or block.default_prefix(kind, efa_params, base_kind),
+        prefix=spec.prefix or block.default_prefix(kind, efa_params, base_kind, base_os),
         packages=packages,
         dev_packages=dev_packages,
         params=tuple(sorted(params.items())),
@@ -327,9 +338,9 @@ def _component(ctx: _Ctx, name: str, spec: schema.ComponentSpec, present: Dict[s
     )
 
 
-def _layout_env(comps: Dict[str, Component], platform: str) -> List[EnvVar]:
+def _layout_env(comps: Dict[str, Component], platform: str, os_name: str) -> List[EnvVar]:
     """PATH and LD_LIBRARY_PATH for the components' own prefixes (system prefixes need nothing)."""
-    seen, bindirs = blocks.layout_dirs(list(comps.values()), platform)
+    seen, bindirs = blocks.layout_dirs(list(comps.values()), platform, osfamily.family(os_name))
     out = []
     src = "component layout (imagebuild/catalog)"
     if seen:
@@ -413,7 +424,7 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
     base = BaseImage(
         spec.base.image, spec.base.kind, spec.base.os, spec.base.registry_arg, _runtime_image(ctx, spec.base)
     )
-    python = spec.base.python or _DEFAULT_PYTHON[spec.base.kind]
+    python = spec.base.python or _default_python(spec.base.kind, spec.base.os)
 
     cspecs = {k: v for k, v in (spec.components or {}).items() if v is not None}
     comps: Dict[str, Component] = {}
@@ -422,6 +433,11 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         if name in cspecs:
             comps[name] = _component(ctx, name, cspecs[name], present)
     ordered = tuple(comps.values())
+    refusal = osrules.package_refusal(spec.base.os, spec.packages or ()) or next(
+        (r for c in ordered for r in [osrules.component_refusal(spec.base.os, c.name, c.method)] if r), None
+    )
+    if refusal:
+        raise ctx.error(refusal[0], refusal[1], hint=refusal[2])
     if EFA in comps:
         rule = efa_block.BLOCK.base_rule(comps[EFA], spec.base.kind)
         if rule:
@@ -444,7 +460,7 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         if e.name not in user_env:
             env.append(e)
     platform = spec.platform or platforms.DEFAULT
-    env += _layout_env(comps, platform)
+    env += _layout_env(comps, platform, spec.base.os)
 
     training = None
     if spec.training is not None:

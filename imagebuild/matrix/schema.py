@@ -17,6 +17,7 @@ from typing import Annotated, Dict, List, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from imagebuild import components as blocks
+from imagebuild.catalog import osfamily
 from imagebuild.components import efa_installer
 from imagebuild.versions import is_version
 
@@ -253,7 +254,9 @@ class BaseSpec(Strict):
         None, description="build ARG holding the registry host, e.g. BASE_REGISTRY (FROM ${ARG}/image)"
     )
     kind: Optional[Literal["local", "dlc", "cuda"]] = None
-    os: Optional[Literal["debian12", "ubuntu20.04", "ubuntu22.04", "ubuntu24.04"]] = None
+    os: Optional[Literal[osfamily.NAMES]] = Field(  # type: ignore[valid-type]
+        None, description="the base's OS; its family picks the package manager (apt/dpkg or dnf/rpm)"
+    )
     python: Optional[AbsPath] = Field(None, description="python interpreter in the image")
     local: Optional[bool] = Field(
         None, description="the image is made on this machine (`build.py base`), never pulled: no registry_arg"

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Tuple
 import jinja2
 
 from imagebuild import components as blocks
+from imagebuild.catalog import osfamily
 from imagebuild.components import cuda_runtime
 from imagebuild.render import shipped
 from imagebuild.variant import LOCK_LABEL, Component, Variant
@@ -86,6 +87,10 @@ class Plan:
     # {pin: {component, name, pin, prefix, var}}; `resolved_record`: the file that records what they became
     resolved: Dict[str, Dict[str, str]] = field(default_factory=dict)
     resolved_record: str = blocks.RESOLVED_PACKAGES
+    # dnf/rpm family: the exact pins of `packages` ({component, name, pin, evr}) and dnf's spelling of each
+    # (`name=evr` -> `name-evr`); empty on apt/dpkg
+    rpm_pins: List[Dict[str, str]] = field(default_factory=list)
+    rpm_specs: Dict[str, str] = field(default_factory=dict)
 
 
 def plan(v: Variant) -> Plan:
@@ -121,6 +126,16 @@ def plan(v: Variant) -> Plan:
     stages = [s for s in (blocks.block(c.name).stage(c) for c in v.components) if s]
     runtime_from = stages[-1][2] if stages else "system"
     split = v.base.split
+    rpm_pins = (
+        [
+            {"component": "packages", "name": name, "pin": pin, "evr": evr}
+            for pin in v.packages
+            if "=" in pin
+            for name, evr in [osfamily.rpm_pin(pin)]
+        ]
+        if v.base.family is osfamily.RPM
+        else []
+    )
     return Plan(
         system_packages=system,
         unpinned=unpinned,
@@ -131,7 +146,7 @@ def plan(v: Variant) -> Plan:
         mpi_home=homes["MPI_HOME"],
         libfabric_home=homes["LIBFABRIC_HOME"],
         nccl_home=homes["NCCL_HOME"],
-        ldconfig_dirs=blocks.layout_dirs(v.components, v.platform)[0],
+        ldconfig_dirs=blocks.layout_dirs(v.components, v.platform, v.base.family)[0],
         needs_sums=any(a.sha256 is None for c in v.components for a in c.artifacts),
         cudart_wheel=homes.get("CUDART") == "shared",
         runtime_from=runtime_from,
@@ -140,6 +155,8 @@ def plan(v: Variant) -> Plan:
         installer_stages=[("system", s[2]) for s in stages]
         + ([(BUILD_SYSTEM, f"{s[2]}-build") for s in stages] if split else []),
         resolved=resolved,
+        rpm_pins=rpm_pins,
+        rpm_specs={r["pin"]: f"{r['name']}-{r['evr']}" for r in rpm_pins},
     )
 
 

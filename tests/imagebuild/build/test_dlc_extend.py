@@ -12,10 +12,10 @@ MPI files.
 from __future__ import annotations
 
 import io
-import json
 
 import pytest
 from cli import build_py
+from localbuild import build_variant, static_checks
 from paths import ROOT
 from services import RUN
 
@@ -50,13 +50,7 @@ def dlc_layout(docker_client, local_base):
 
 @pytest.fixture(scope="module")
 def extended(dlc_layout, tmp_path_factory):
-    out = tmp_path_factory.mktemp("dlc-extend") / "build"
-    argv = ["build", "--matrix", str(ROOT / "matrix.local.yaml"), "--variant", VARIANT, "--out", str(out)]
-    rc = build_py(*argv, "--cache", ROOT / ".cache" / "artifacts", "--plain").rc
-    summary = json.loads((out / "summary.json").read_text())
-    (entry,) = [e for e in summary["variants"] if e["variant"] == VARIANT]
-    assert rc == 0, f"building {VARIANT} failed: {entry.get('error')} (log {entry['log']})"
-    return entry["tags"][0]
+    return build_variant(ROOT / "matrix.local.yaml", VARIANT, tmp_path_factory.mktemp("dlc-extend") / "build")
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +80,7 @@ def _failed(report) -> set:
 
 @pytest.mark.docker
 def test_extending_the_dlc_layout_builds_and_passes_every_static_check(extended, tmp_path):
-    report_path = tmp_path / "report.json"
-    rc = build_py("test", "--image", extended, "--json", report_path).rc
-    (image,) = json.loads(report_path.read_text())["images"]
-    st = {c["name"]: (c["status"], c["detail"]) for c in image["checks"]}
+    rc, image, st = static_checks(extended, tmp_path / "report.json")
     assert rc == 0 and image["passed"], {k: v for k, v in st.items() if v[0] not in ("pass", "skip")}
     for name in (
         "validators-import",  # with the DLC's /usr/local/bin/python3

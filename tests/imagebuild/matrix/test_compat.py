@@ -119,7 +119,7 @@ def test_user_override_breaking_a_rule_is_bad_input(tmp_path):
 
 def test_installer_bundle_versions_come_from_the_catalog(tmp_path):
     root = ROOT
-    (v,) = [x for x in load(str(root / "matrix.yaml")) if x.name.startswith("dlc-")]
+    (v,) = [x for x in load(str(root / "matrix.yaml")) if x.name.startswith("dlc-pt2.7-")]
     assert v.version_of("libfabric") == "2.1.0" and v.component("libfabric").bundled_by == "efa_installer"
     assert v.component("aws_ofi_nccl").prefix == "/opt/amazon/ofi-nccl"
 

@@ -48,10 +48,12 @@ def test_local_matrix_uses_only_local_sources():
     variants = load(str(ROOT / "matrix.local.yaml"))
     assert variants[0].name == "local-debian-nccl2.27"
     for v in variants:
-        # the debootstrap base, or the DLC-layout base made from it (`build.py base --layout dlc`)
+        # the debootstrap base, or the DLC-layout bases made from it (`build.py base --layout dlc`, and
+        # `--layout al2023-standin`)
         assert (v.base.image, v.base.kind) in (
             ("localbase/debian:bookworm-minbase", "local"),
             ("localbase/dlc-layout:bookworm-2nccl", "dlc"),
+            ("localbase/al2023-dlc-layout:standin-bookworm", "dlc"),
         )
         for c in v.components:
             assert c.source in ("apt", "pypi", "git", "base"), (v.name, c.name, c.source)
