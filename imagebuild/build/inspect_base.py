@@ -210,18 +210,44 @@ def _release(text: Optional[str]) -> Optional[str]:
     return head.group(0) if head else None
 
 
+def nccl_prefix(paths: List[str]) -> Optional[str]:
+    """The `prefix` of the NCCL a job uses, from the library paths found (`<prefix>/lib/libnccl.so...`).
+
+    torch's wheel NCCL (`.../site-packages/nvidia/nccl`) when there is one: it is what torch loads, and the
+    catalog's DLC default names one Python's site-packages (3.12), so another Python's base needs it written
+    or the lock points at a folder the image lacks (the `nccl-torch-loads` check then fails). Else the one
+    prefix all paths share; None when they differ or a path is not `<prefix>/lib/...` (lib64: no prefix)."""
+    prefixes = []
+    for path in paths:
+        m = re.match(r"^(/.+)/lib/libnccl\.so[.0-9]*$", path)
+        prefixes.append(m.group(1) if m else None)
+    wheel = sorted({p for p in prefixes if nccl.is_wheel_home(p)})
+    if len(wheel) == 1:
+        return wheel[0]
+    if len(set(prefixes)) == 1 and prefixes[0]:
+        return prefixes[0]
+    return None
+
+
 def chosen_nccl(f: Dict[str, Any]) -> Dict[str, Any]:
-    """The NCCL a job uses: torch's own if torch reports one, else the only version found; else none."""
+    """The NCCL a job uses: torch's own if torch reports one, else the only version found; else none.
+    `prefix`: where it lies (nccl_prefix), None when that is unclear."""
     versions = sorted({n["version"] for n in f[NCCL] if n.get("version")})
     torch_nccl = (f.get(TORCH) or {}).get(NCCL)
     if torch_nccl:
-        return {"version": ".".join(str(p) for p in torch_nccl), "why": "torch.cuda.nccl.version()"}
+        version = ".".join(str(p) for p in torch_nccl)
+        where = [n["path"] for n in f[NCCL] if n.get("version") in (None, version)]
+        return {"version": version, "why": "torch.cuda.nccl.version()", "prefix": nccl_prefix(where)}
     if len(versions) == 1:
         where = [n["path"] for n in f[NCCL] if n.get("version") == versions[0]]
-        return {"version": versions[0], "why": "ncclGetVersion in " + ", ".join(where)}
+        return {
+            "version": versions[0],
+            "why": "ncclGetVersion in " + ", ".join(where),
+            "prefix": nccl_prefix(where),
+        }
     if versions:
-        return {"version": None, "why": "several NCCL versions: " + ", ".join(versions)}
-    return {"version": None, "why": "no NCCL library answered ncclGetVersion"}
+        return {"version": None, "why": "several NCCL versions: " + ", ".join(versions), "prefix": None}
+    return {"version": None, "why": "no NCCL library answered ncclGetVersion", "prefix": None}
 
 
 def matrix_lines(f: Dict[str, Any]) -> str:
@@ -262,10 +288,11 @@ def matrix_lines(f: Dict[str, Any]) -> str:
 def _component_lines(f: Dict[str, Any]) -> List[str]:
     out: List[str] = []
 
-    def base(name: str, version: Optional[str], why: str) -> None:
+    def base(name: str, version: Optional[str], why: str, prefix: Optional[str] = None) -> None:
         rel = _release(version)
+        where = f", prefix: {_q(prefix)}" if prefix else ""
         if rel:
-            out.append(f"  {name}: {{version: {_q(rel)}, source: {{base: true}}}}   # {why}")
+            out.append(f"  {name}: {{version: {_q(rel)}, source: {{base: true}}{where}}}   # {why}")
         else:
             out.append(f"  # {name}: left out: {why}")
 
@@ -274,7 +301,7 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
         base(TORCH, torch.get("version"), f"torch {torch.get('version')}, CUDA {torch.get('cuda')}")
     if f[NCCL] or torch:
         n = chosen_nccl(f)
-        base(NCCL, n["version"], n["why"])
+        base(NCCL, n["version"], n["why"], n["prefix"])
     for name, tool in ((LIBFABRIC, "fi_info"), (OPENMPI, "tool")):
         comp = f[name]
         if comp["version"] or comp["libraries"]:
