@@ -18,13 +18,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pydantic import BaseModel, ValidationError
 
-from imagebuild.errors import UserError
+from imagebuild.errors import UserError, did_you_mean
 from imagebuild.matrix import schema
 from imagebuild.matrix.checksfile import checks_layer
 from imagebuild.matrix.guards import check_file_name, refuse_hostile
 from imagebuild.matrix.resolve import Resolved, resolve
 from imagebuild.matrix.yamlsrc import MDict, MList, copy_dict, file_of, line_of, load_file, merge
-from imagebuild.suggest import did_you_mean
 from imagebuild.variant import Variant
 
 _FIELD_WORDS = sorted(

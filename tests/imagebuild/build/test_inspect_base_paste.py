@@ -33,7 +33,9 @@ def test_the_prefix_is_torchs_wheel_when_there_is_one_else_the_one_all_share():
 
 
 @pytest.mark.docker
-def test_the_printed_lines_pasted_into_a_matrix_build_and_pass_every_check(docker_client, local_base, tmp_path):
+def test_the_printed_lines_pasted_into_a_matrix_build_and_pass_every_check(
+    docker_client, local_base, tmp_path
+):
     assert build_py("base", "--layout", "dlc").rc == 0
     got = build_py("inspect-base", DLC_LAYOUT, "--json")
     assert got.rc == 0, got.err
@@ -42,10 +44,7 @@ def test_the_printed_lines_pasted_into_a_matrix_build_and_pass_every_check(docke
     name = f"pasted-{RUN}"
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(
-        "format: efa-image-build/matrix/v1\n"
-        "variants:\n"
-        f"  - name: {name}\n"
-        + textwrap.indent(lines, "    ")
+        f"format: efa-image-build/matrix/v1\nvariants:\n  - name: {name}\n" + textwrap.indent(lines, "    ")
     )
     out = tmp_path / "build"
     assert build_py("render", "--matrix", matrix, "--out", out).rc == 0
@@ -62,7 +61,9 @@ def test_the_printed_lines_pasted_into_a_matrix_build_and_pass_every_check(docke
         checked = build_py("test", "--out", out, "--json", report)
         (image,) = json.loads(report.read_text())["images"]
         st = {c["name"]: (c["status"], c["detail"]) for c in image["checks"]}
-        assert checked.rc == 0 and image["passed"], {k: v for k, v in st.items() if v[0] not in ("pass", "skip")}
+        assert checked.rc == 0 and image["passed"], {
+            k: v for k, v in st.items() if v[0] not in ("pass", "skip")
+        }
         assert st["nccl-torch-loads"][0] == "pass"
         assert f"loads {WHEEL}/lib/libnccl.so.2" in st["nccl-torch-loads"][1]
     finally:
