@@ -296,6 +296,14 @@ def content_tag_or_channel(
             hint='e.g. "team/training:{name}-{content_hash}"',
         )
     if _HASH_MARK in part:
+        # filled with 12 hex, or `r<id8>-<hash12>` (22) for a --force rebuild: docker tags stop at 128
+        if len(part.replace(_HASH_MARK, "x" * 22)) > 128:
+            raise UserError(
+                "the tag part is too long once {content_hash} is filled (docker tags stop at 128 characters)",
+                file=file,
+                line=line,
+                key=key,
+            )
         return tag.replace(_HASH_MARK, "{content_hash}")
     if part in channels:
         return tag

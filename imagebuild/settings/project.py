@@ -12,7 +12,9 @@ setting) wins over its `registry`.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -70,9 +72,31 @@ def _line_of(text: str, key: str) -> Optional[int]:
     return None
 
 
+def trusted(path: Path, uid: Optional[int] = None) -> Optional[str]:
+    """None when `path` may steer this run; else why not. The file is found by walking up from the working
+    folder, so outside a repository it may be one another user left in a parent (/tmp/pyproject.toml) that
+    would pick the registry a push goes to: like git's safe.directory, only a file owned by this user (or
+    root) that no one else can write is read."""
+    st = path.stat()
+    uid = os.getuid() if uid is None else uid
+    if st.st_uid not in (uid, 0):
+        return f"owned by uid {st.st_uid}, not by this user (uid {uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
 def load(path: Path) -> Dict[str, str]:
     """The table, checked: bad TOML, an unknown key or a bad value is exit 2 naming the file, line and key."""
     file = str(path)
+    why = trusted(path)
+    if why is not None:
+        raise UserError(
+            f"not read: {why}",
+            file=file,
+            key=f"tool.{TABLE}",
+            hint="chown/chmod go-w it, or run from a folder outside it and give the flags",
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:

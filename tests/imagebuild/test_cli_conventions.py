@@ -222,3 +222,23 @@ def test_sagemaker_refuses_an_unknown_instance_type_before_paying_for_nodes():
     with pytest.raises(UserError) as err:
         build_request(opts)
     assert err.value.key == "--instance-type" and "did you mean p5.48xlarge" in str(err.value)
+
+
+def test_a_config_another_user_could_write_is_not_read(tmp_path, monkeypatch):
+    from imagebuild.settings.project import trusted
+
+    root = _project(tmp_path, 'registry = "127.0.0.1:9/team"\n')
+    config = root / "pyproject.toml"
+    monkeypatch.chdir(root)
+    config.chmod(0o666)
+    got = build_py("list")
+    assert got.rc == 2 and f"{config}: key 'tool.efa-image-build': not read: writable by others" in got.err
+    config.chmod(0o644)
+    assert trusted(config) is None
+    if os.getuid() == 0:  # root may hand the file to another user: then root does not read it
+        os.chown(config, 4242, -1)
+        got = build_py("list")
+        assert got.rc == 2 and "not read: owned by uid 4242, not by this user (uid 0)" in got.err
+    else:  # the file is ours: another user (not root) would not read it
+        mine = os.getuid()
+        assert trusted(config, uid=mine + 1) == f"owned by uid {mine}, not by this user (uid {mine + 1})"

@@ -114,3 +114,9 @@ def test_two_commits_push_and_force_leaves_write_once_tags_alone(
                 docker_client.images.remove(image_id, force=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
+
+
+def test_a_content_tag_too_long_once_filled_is_refused_at_load(tmp_path):
+    path = _matrix(tmp_path, "team/training:" + "x" * 110 + "-{content_hash}")
+    res = build_py("list", "--matrix", path)
+    assert res.rc == 2 and "too long once {content_hash} is filled" in res.err and f"{path}:7" in res.err
