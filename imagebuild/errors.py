@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import difflib
+from typing import Iterable, Optional
 
 from efa_validators.scan.redact import redact_text
 
@@ -53,3 +54,12 @@ class ChecksFailed(Exception):
     """Checks ran and some failed: exit 1 (not a user error, not a crash)."""
 
     exit_code = 1
+
+
+def did_you_mean(word: str, known: Iterable[str], n: int = 1, cutoff: float = 0.6) -> Optional[str]:
+    """`did you mean 'x'?` (`'x' or 'y'` for n > 1), the hint for a mistyped name (a verb, a variant, a
+    matrix or cluster-file key, an instance type): one rule everywhere; None when nothing is close."""
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=n, cutoff=cutoff)
+    if not close:
+        return None
+    return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"

@@ -21,7 +21,7 @@ from paths import ROOT
 # the stages of each package in pipeline order; a name is a top-level module or folder of the package
 STAGES: Dict[str, List[Set[str]]] = {
     "imagebuild": [
-        {"errors", "retry", "safefile", "jsonfile", "versions"},  # helpers every stage may use
+        {"errors", "retry", "safefile", "jsonfile", "versions", "settings"},  # helpers every stage may use
         {"catalog", "variant", "components"},  # the model: what a variant is and what it holds
         {"adapters"},  # the docker engine, the OCI registry, AWS
         {"matrix"},

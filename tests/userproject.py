@@ -22,7 +22,7 @@ variants:
     training: {{source_dir: training, entry_point: train.py, requirements: requirements.txt}}
     build_steps:
       - python3 -c 'import six; print(six.__version__)' > /opt/six-version
-    tags: ["{repo}:probe"]
+    tags: ["{repo}:probe-{{content_hash}}"]
 """
 
 

@@ -141,12 +141,23 @@ def _split_ref(ref: str) -> Tuple[str, str]:
     return (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, "latest")
 
 
-def image_tags(lock: dict, chash: str) -> List[str]:
-    """The content tag first (`repo:<versions>-<hash12>`, immutable), then the lock's own tags."""
+# The `tags` placeholder for the content hash (imagebuild.matrix.load keeps it for the build to fill).
+CONTENT_HASH = "{content_hash}"
+
+
+def image_tags(lock: dict, chash: str, rebuild: Optional[str] = None) -> List[str]:
+    """The content tag first (`repo:<versions>-<hash12>`, write-once), then the lock's own tags with
+    `{content_hash}` filled (the load refuses any other tag but a channel's: write-once and moving at once
+    would be refused on the next commit's push).
+
+    `rebuild` (an image id): a `build --force` whose content already has an image; its tags become
+    `...-r<id8>-<hash12>`, so the write-once tags of the first image are never re-pointed (they would then be
+    refused on push) and the rebuild's own tags still end in the hash (prune knows them as content tags)."""
+    token = f"r{rebuild.split(':')[-1][:8]}-{chash[:12]}" if rebuild else chash[:12]
     vt = version_tag(lock)
-    content = [f"{repo}:{vt[: 128 - 13]}-{chash[:12]}" for repo in repositories(lock)]
-    moving = [str(t) for t in lock.get("tags") or [] if str(t) not in content]
-    return content + moving
+    content = [f"{repo}:{vt[: 128 - len(token) - 1]}-{token}" for repo in repositories(lock)]
+    own = [str(t).replace(CONTENT_HASH, token) for t in lock.get("tags") or []]
+    return content + [t for t in own if t not in content]
 
 
 # ---------------------------------------------------------------- one variant
@@ -538,7 +549,7 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
             log(f"context hash {chash}; tags {' '.join(tags)}")
             existing = find_image(client, tags[0])
             remote = None
-            if existing is None and opts.remote_lookup is not None and not opts.force:
+            if existing is None and opts.remote_lookup is not None:
                 remote = opts.remote_lookup(tags[0], chash)
             if existing is not None and existing.labels.get(HASH_LABEL) == chash and not opts.force:
                 for ref in tags[1:]:
@@ -548,7 +559,7 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                 result.base_image_id = existing.labels.get(BASE_ID_LABEL) or None
                 log(f"skipped: {tags[0]} already built from this content ({existing.id})")
                 report.event(name, "skipped", tags[0])
-            elif remote is not None:
+            elif remote is not None and not opts.force:
                 result.status, result.image_id, result.found_in = "skipped", remote.image_id, "registry"
                 result.digest, result.pushed = remote.digest, [f"{remote.ref}@{remote.digest}"]
                 result.base_digest = base.digest
@@ -569,6 +580,11 @@ def build_variant(client, variant_dir: Path, opts: BuildOptions, report: Reporte
                 if opts.cancel.is_set():
                     raise BuildFailed("interrupted: built but not tagged")
                 image = client.images.get(image_id)
+                held = existing.id if existing is not None else (remote.image_id if remote else None)
+                if held is not None and held != image_id:  # --force: the content tags stay where they are
+                    tags = image_tags(lock, chash, rebuild=image_id)
+                    result.tags = tags
+                    log(f"--force: {held} keeps this content's write-once tags; the rebuild gets its own")
                 for ref in tags:  # only now: a failed or interrupted build tags nothing
                     image.tag(*_split_ref(ref))
                 result.status, result.image_id = "built", image_id

@@ -217,18 +217,44 @@ def _release(text: Optional[str]) -> Optional[str]:
     return head.group(0) if head else None
 
 
+def nccl_prefix(paths: List[str]) -> Optional[str]:
+    """The `prefix` of the NCCL a job uses, from the library paths found (`<prefix>/lib/libnccl.so...`).
+
+    torch's wheel NCCL (`.../site-packages/nvidia/nccl`) when there is one: it is what torch loads, and the
+    catalog's DLC default names one Python's site-packages (3.12), so another Python's base needs it written
+    or the lock points at a folder the image lacks (the `nccl-torch-loads` check then fails). Else the one
+    prefix all paths share; None when they differ or a path is not `<prefix>/lib/...` (lib64: no prefix)."""
+    prefixes = []
+    for path in paths:
+        m = re.match(r"^(/.+)/lib/libnccl\.so[.0-9]*$", path)
+        prefixes.append(m.group(1) if m else None)
+    wheel = sorted({p for p in prefixes if nccl.is_wheel_home(p)})
+    if len(wheel) == 1:
+        return wheel[0]
+    if len(set(prefixes)) == 1 and prefixes[0]:
+        return prefixes[0]
+    return None
+
+
 def chosen_nccl(f: Dict[str, Any]) -> Dict[str, Any]:
-    """The NCCL a job uses: torch's own if torch reports one, else the only version found; else none."""
+    """The NCCL a job uses: torch's own if torch reports one, else the only version found; else none.
+    `prefix`: where it lies (nccl_prefix), None when that is unclear."""
     versions = sorted({n["version"] for n in f[NCCL] if n.get("version")})
     torch_nccl = (f.get(TORCH) or {}).get(NCCL)
     if torch_nccl:
-        return {"version": ".".join(str(p) for p in torch_nccl), "why": "torch.cuda.nccl.version()"}
+        version = ".".join(str(p) for p in torch_nccl)
+        where = [n["path"] for n in f[NCCL] if n.get("version") in (None, version)]
+        return {"version": version, "why": "torch.cuda.nccl.version()", "prefix": nccl_prefix(where)}
     if len(versions) == 1:
         where = [n["path"] for n in f[NCCL] if n.get("version") == versions[0]]
-        return {"version": versions[0], "why": "ncclGetVersion in " + ", ".join(where)}
+        return {
+            "version": versions[0],
+            "why": "ncclGetVersion in " + ", ".join(where),
+            "prefix": nccl_prefix(where),
+        }
     if versions:
-        return {"version": None, "why": "several NCCL versions: " + ", ".join(versions)}
-    return {"version": None, "why": "no NCCL library answered ncclGetVersion"}
+        return {"version": None, "why": "several NCCL versions: " + ", ".join(versions), "prefix": None}
+    return {"version": None, "why": "no NCCL library answered ncclGetVersion", "prefix": None}
 
 
 def matrix_lines(f: Dict[str, Any]) -> str:
@@ -269,7 +295,7 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
 
     def base(name: str, version: Optional[str], why: str, prefix: Optional[str] = None) -> None:
         rel = _release(version)
-        where = f", prefix: {prefix}" if prefix else ""
+        where = f", prefix: {_q(prefix)}" if prefix else ""
         if rel:
             out.append(f"  {name}: {{version: {_q(rel)}, source: {{base: true}}{where}}}   # {why}")
         else:
@@ -280,6 +306,8 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
         base(TORCH, torch.get("version"), f"torch {torch.get('version')}, CUDA {torch.get('cuda')}")
     if f[NCCL] or torch:
         n = chosen_nccl(f)
+        # where the catalog would not look by default (another Python's site-packages): written, so the
+        # lines build and check as pasted
         base(NCCL, n["version"], n["why"], _wheel_nccl_prefix(f, n["version"]))
     for name, tool in ((LIBFABRIC, "fi_info"), (OPENMPI, "tool")):
         comp = f[name]

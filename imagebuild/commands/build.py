@@ -72,7 +72,12 @@ def register(sub) -> None:
         "--build-arg", action="append", default=[], metavar="K=V", help="docker build-arg (repeatable)"
     )
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
-    p.add_argument("--force", action="store_true", help="build even when an image of this content exists")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="build even when an image of this content exists (the rebuild gets its own -r<id8>-<hash12> "
+        "tags: write-once tags stay where they are)",
+    )
     p.add_argument("--no-cache", action="store_true", help="with --force: do not use docker's layer cache")
     add_trust_local_base(p)
     p.set_defaults(func=run)

@@ -11,7 +11,6 @@ Every error is a UserError with file, line and key; nothing here writes anything
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import os
 import re
@@ -19,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pydantic import BaseModel, ValidationError
 
-from imagebuild.errors import UserError
+from imagebuild.errors import UserError, did_you_mean
 from imagebuild.matrix import schema
 from imagebuild.matrix.checksfile import checks_layer
 from imagebuild.matrix.guards import check_file_name, refuse_hostile
@@ -86,8 +85,7 @@ def validation_error(err: ValidationError, root: Any, file: str, prefix: Sequenc
     hint = None
     if kind == "extra_forbidden":
         msg = f"unknown key '{loc[-1]}'"
-        close = difflib.get_close_matches(str(loc[-1]), _FIELD_WORDS, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else None
+        hint = did_you_mean(str(loc[-1]), _FIELD_WORDS)
     elif kind == "missing":
         msg = f"required key '{loc[-1]}' is missing"
     elif kind in ("string_type", "str_type"):
@@ -105,8 +103,7 @@ def validation_error(err: ValidationError, root: Any, file: str, prefix: Sequenc
     elif kind == "literal_error":
         if is_key and loc and loc[-1] == "components" or (is_key and "components" in loc):
             msg = f"unknown component '{value}' (known: {', '.join(schema.COMPONENT_NAMES)})"
-            close = difflib.get_close_matches(str(value), schema.COMPONENT_NAMES, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else None
+            hint = did_you_mean(str(value), schema.COMPONENT_NAMES)
         else:
             msg = f"{_describe(value)} is not allowed: {first['msg'].replace('Input should be', 'expected')}"
     else:
@@ -279,6 +276,48 @@ def _fill(template: str, values: Dict[str, str], file: str, line: Optional[int],
     return out
 
 
+_HASH_MARK = "\0content_hash\0"  # {content_hash} survives _fill's brace check as this, then is put back
+
+
+def content_tag_or_channel(
+    tag: str, channels: Sequence[str], file: str, line: Optional[int], key: str
+) -> str:
+    """A matrix tag is either a content tag (`{content_hash}` in its tag part: the same content re-pushes as
+    a no-op, the next commit's content gets its own tag) or one of the variant's channels (only `release`
+    moves it). Anything else is write-once (push never overwrites a tag) and moving (the next commit builds
+    another image under the same name) at once: the second pipeline run's push would be refused."""
+    repo, _, part = tag.rpartition(":")
+    if _HASH_MARK in repo:
+        raise UserError(
+            "{content_hash} belongs in the tag part (after ':'), not in the repository",
+            file=file,
+            line=line,
+            key=key,
+            hint='e.g. "team/training:{name}-{content_hash}"',
+        )
+    if _HASH_MARK in part:
+        # filled with 12 hex, or `r<id8>-<hash12>` (22) for a --force rebuild: docker tags stop at 128
+        if len(part.replace(_HASH_MARK, "x" * 22)) > 128:
+            raise UserError(
+                "the tag part is too long once {content_hash} is filled (docker tags stop at 128 characters)",
+                file=file,
+                line=line,
+                key=key,
+            )
+        return tag.replace(_HASH_MARK, "{content_hash}")
+    if part in channels:
+        return tag
+    raise UserError(
+        f"tag {tag!r} is write-once (push never overwrites it) and would move with every commit (another "
+        "image each time): the second pipeline's push is refused",
+        file=file,
+        line=line,
+        key=key,
+        hint=f'make it a content tag, "{repo}:{part}-{{content_hash}}" (the same content re-pushes as a '
+        f"no-op, new content gets a new tag), or a channel (`channels: [{part}]`, moved by release)",
+    )
+
+
 def _merged(parts: Sequence[MDict], file: str, line: Optional[int]) -> MDict:
     body = MDict()
     body.file, body.line = file, line
@@ -342,15 +381,18 @@ def expand(path: str, display: Optional[str] = None, platform: Optional[str] = N
                     hint="add an axis placeholder to the name, e.g. name: cuda{cuda}",
                 )
             names[name] = (file, _at(group, "name"))
-            # tags may use {name} and the axis keys
+            # tags may use {name}, the axis keys and {content_hash} (kept for the build to fill)
             if "tags" in body:
                 tags = MList()
                 tags.file, tags.line = body["tags"].file, body["tags"].line
+                channels = [str(c) for c in body.get("channels") or [] if isinstance(c, str)]
                 for ti, tag in enumerate(body["tags"]):
-                    tags.append(
-                        _fill(tag, dict(values, name=name), file, body["tags"].item_lines[ti], f"tags[{ti}]")
+                    at = body["tags"].item_lines[ti]
+                    filled = _fill(
+                        tag, dict(values, name=name, content_hash=_HASH_MARK), file, at, f"tags[{ti}]"
                     )
-                    tags.item_lines.append(body["tags"].item_lines[ti])
+                    tags.append(content_tag_or_channel(filled, channels, file, at, f"tags[{ti}]"))
+                    tags.item_lines.append(at)
                 body = merge(body, copy_dict(body, []))
                 body["tags"] = tags
             if platform is not None:
@@ -379,11 +421,10 @@ def load(
     known = [m.name for m in merged]
     for want in only:
         if want not in known:
-            close = difflib.get_close_matches(want, known, n=1)
             raise UserError(
                 f"no variant named '{want}' in {file}",
                 key="--variant",
-                hint=f"did you mean '{close[0]}'?" if close else f"variants: {', '.join(known)}",
+                hint=did_you_mean(want, known) or f"variants: {', '.join(known)}",
             )
     base_dir = os.path.dirname(os.path.abspath(path))
     return [resolve(m, base_dir) for m in merged if not only or m.name in only]

@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from imagebuild.components import nccl, nccl_tests, openmpi, openssh, torch
-from imagebuild.errors import UserError
+from imagebuild.errors import UserError, did_you_mean
 from imagebuild.preflight import nccltests_flags, quoting
 
 KEYS = {
@@ -119,7 +119,7 @@ def load_cluster(path: str) -> Dict[str, Any]:
                 file=path,
                 line=lines.get(key),
                 key=str(key),
-                hint="known: " + ", ".join(sorted(KEYS)),
+                hint=did_you_mean(str(key), KEYS) or "known: " + ", ".join(sorted(KEYS)),
             )
     for key in ("nodes", "instance_type"):
         if key not in root:
@@ -196,7 +196,13 @@ def load_cluster(path: str) -> Dict[str, Any]:
             file=path,
             line=lines.get("instance_type"),
             key="instance_type",
-            hint="known: %s; or give gpus_per_node and efa_devices" % ", ".join(known_instance_types()),
+            hint="%s; or give gpus_per_node and efa_devices"
+            % (
+                did_you_mean(
+                    re.sub(r"^ml\.", "", out["instance_type"].strip().lower()), known_instance_types(), 3, 0.5
+                )
+                or "known: " + ", ".join(known_instance_types())
+            ),
         )
     out.setdefault("gpus_per_node", profile.gpus if profile else None)
     out.setdefault("efa_devices", profile.efa_devices if profile else None)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -85,7 +84,9 @@ Log = Callable[[str], None]
 
 
 def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    from imagebuild.settings.logs import progress
+
+    progress(msg)  # -q hides it
 
 
 # -- options ---------------------------------------------------------------------------------------------
@@ -153,6 +154,11 @@ def build_request(opts: SageMakerOptions, now: Optional[datetime] = None) -> Dic
     if not itype or not _INSTANCE_RE.match(itype):
         raise UserError(f"not an instance type: {itype!r}", key="--instance-type", hint="e.g. p5.48xlarge")
     bare = itype[3:] if itype.startswith("ml.") else itype
+    from efa_validators.judge.profiles import unknown_instance_type
+
+    unknown = unknown_instance_type(bare)  # the job's validator would refuse it, after nodes were paid
+    if unknown is not None:
+        raise UserError(unknown.split(": ", 1)[1], key="--instance-type")
     nodes = opts.nodes if opts.nodes is not None else 2
     if not 1 <= nodes <= 1000:
         raise UserError(f"must be between 1 and 1000, got {nodes}", key="--nodes")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
@@ -20,7 +19,9 @@ from imagebuild.retry import RetryPolicy
 
 def log(msg: str) -> None:
     """Progress and refusals go to stderr; stdout carries the results (refs, digests) scripts read."""
-    print(msg, file=sys.stderr, flush=True)
+    from imagebuild.settings.logs import progress
+
+    progress(msg)  # -q hides it
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,13 @@ def write_whole(target: str, text: Text) -> None:
     parent = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(prefix=".report-", dir=parent)
     try:
+        # mkstemp makes the file 0600; a report is published (CI artifacts, the release gate read it, often
+        # as another user): the mode a plain open() gives, 0644 under the usual umask; the same text goes to
+        # stdout with `-`. The raw spool (run/runner.py) stays 0600: it is the launcher's output before
+        # redaction.
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             _emitter(text)(fh.write)
         os.replace(tmp, target)

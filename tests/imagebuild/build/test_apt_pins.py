@@ -23,7 +23,7 @@ variants:
       openssh:
         version: "{version}"
         source: {{apt: ["openssh-server=1:{version}-*", "openssh-client=1:{version}-*"]}}
-    tags: ["{repo}:{{name}}"]
+    tags: ["{repo}:{{name}}-{{content_hash}}"]
 """
 
 

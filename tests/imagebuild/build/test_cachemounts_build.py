@@ -89,8 +89,13 @@ def test_a_rebuild_after_an_apt_change_reuses_the_caches_and_classic_gives_the_s
 
     _build(path, out, "classic")  # the same Dockerfile, its mounts stripped
     classic = json.loads((out / "summary.json").read_text())["variants"][0]
-    assert classic["builder"] == "classic" and classic["tags"] == kit["tags"]
+    assert classic["builder"] == "classic" and classic["context_hash"] == kit["context_hash"]
     assert classic["image_id"] != kit["image_id"]
+    # --force never re-points a write-once tag: the content's tags stay on the BuildKit image, the classic
+    # rebuild gets its own (`-r<its id>-<hash12>`)
+    mark = "-r" + classic["image_id"].split(":")[1][:8] + "-"
+    assert [t.replace(mark, "-") for t in classic["tags"]] == kit["tags"] and mark in classic["tags"][0]
+    assert docker_client.images.get(kit["tags"][0]).id == kit["image_id"]
     images = {"buildkit": kit["image_id"], "classic": classic["image_id"]}
     for name, image in images.items():
         left = docker_client.containers.run(image, ["bash", "-c", LEFTOVERS], remove=True).decode()

@@ -499,7 +499,9 @@ def test_cli_on_an_image_writes_json_and_junit_and_exits_1(derive_image, good_re
     json_path, xml_path = tmp_path / "r.json", tmp_path / "r.xml"
     proc = build_py_process("test", "--image", ref, "--json", json_path, "--junit", xml_path, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "fail    env-forbidden" in proc.stdout
+    # each failed check on stdout with its reason, not only the counts
+    (line,) = [x for x in proc.stdout.splitlines() if "fail    env-forbidden" in x]
+    assert "NCCL_ALGO" in line, proc.stdout
     report = json.loads(json_path.read_text())
     assert report["schema"] == "efa-image-build/check-report/v1"
     (image,) = report["images"]

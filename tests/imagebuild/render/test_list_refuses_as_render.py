@@ -23,7 +23,7 @@ variants:
       nccl: {{version: "2.27.7", method: wheel}}
     env: {env}
     training: {{source_dir: training, entry_point: train.py}}
-    tags: ["efa-image-build-test/lt:{{name}}"]
+    tags: ["efa-image-build-test/lt:{{name}}-{{content_hash}}"]
 """
 
 

@@ -356,8 +356,8 @@ def test_build_installs_hashed_requirements_and_code_change_keeps_the_pip_layer(
     path = project(tmp_path, SIX_HASHED, base=local_base)
     out = tmp_path / "build"
     assert _build(path, out) == 0, (out / "usersteps" / "build.log").read_text()[-3000:]
-    first = docker_client.images.get(f"{REPO}:probe")
     entry = json.loads((out / "summary.json").read_text())["variants"][0]
+    first = docker_client.images.get(f"{REPO}:probe-{entry['context_hash'][:12]}")
     base_id = docker_client.images.get(local_base).id
     assert entry["base_image_id"] == base_id  # what the base tag was when this image was built
     assert first.labels["org.efa-image-build.base.image-id"] == base_id
@@ -383,7 +383,8 @@ def test_build_installs_hashed_requirements_and_code_change_keeps_the_pip_layer(
     assert pip and all(steps[s] for s in pip), steps
     assert steps["COPY --from=requirements /tmp/requirements/root/ /"] is True
     assert steps["COPY training /opt/ml/code"] is False
-    second = docker_client.images.get(f"{REPO}:probe")
+    entry2 = json.loads((out / "summary.json").read_text())["variants"][0]
+    second = docker_client.images.get(f"{REPO}:probe-{entry2['context_hash'][:12]}")  # new content, new tag
     assert second.id != first.id
     # the layers up to the training code are the same layers (a rerun pip writes new files: new diff ids)
     layers1, layers2 = first.attrs["RootFS"]["Layers"], second.attrs["RootFS"]["Layers"]
