@@ -63,7 +63,7 @@ defaults:
   #   entry_point: train.py
   #   requirements: requirements.txt
   # Images are tagged efa-image-build/<variant>:<versions>-<content hash> unless you name repositories:
-  # tags: ["my-team/training:{name}"]
+  # tags: ["my-team/training:{name}-{content_hash}"]
 
 variants:
   - name: debian-nccl{nccl}

@@ -79,9 +79,9 @@ def _team_repo(dest: Path) -> Path:
     it names, the artifact cache the project's own runs fill (.cache, as actions/cache restores it)."""
     dest.mkdir(parents=True)
     text = (ROOT / "matrix.local.yaml").read_text()
-    assert text.count('tags: ["efa-image-build/{name}:local"]') == 1
+    assert text.count('tags: ["efa-image-build/{name}:local-{content_hash}"]') == 1
     (dest / "matrix.local.yaml").write_text(
-        text.replace("efa-image-build/{name}:local", TEAM_REPO + ":{name}")
+        text.replace("efa-image-build/{name}:local-{content_hash}", TEAM_REPO + ":{name}-{content_hash}")
     )
     shutil.copy2(ROOT / "checks.local.yaml", dest / "checks.local.yaml")
     shutil.copytree(ROOT / "examples" / "training", dest / "examples" / "training")

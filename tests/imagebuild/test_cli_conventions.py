@@ -42,7 +42,7 @@ def test_a_mistyped_verb_gets_the_close_one_and_exit_2():
     got = build_py("rendr", "--out", "x")
     assert got.rc == 2 and "unknown command 'rendr'; did you mean 'render'?" in got.err
     got = build_py("zzzzzz")
-    assert got.rc == 2 and "commands: list, render" in got.err
+    assert got.rc == 2 and "commands: init, list, render" in got.err
 
 
 def test_a_mistyped_variant_gets_the_close_one():

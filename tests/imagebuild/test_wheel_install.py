@@ -42,8 +42,10 @@ def _team_repo(where: Path, repo: str) -> Path:
     training code it names; its own repository name, so nothing here shares a tag with another test."""
     where.mkdir()
     text = (ROOT / "matrix.local.yaml").read_text()
-    assert text.count('tags: ["efa-image-build/{name}:local"]') == 1
-    (where / "matrix.yaml").write_text(text.replace('"efa-image-build/{name}:local"', f'"{repo}:{{name}}"'))
+    assert text.count('tags: ["efa-image-build/{name}:local-{content_hash}"]') == 1
+    (where / "matrix.yaml").write_text(
+        text.replace('"efa-image-build/{name}:local-{content_hash}"', f'"{repo}:{{name}}-{{content_hash}}"')
+    )
     shutil.copy2(ROOT / "checks.local.yaml", where / "checks.local.yaml")
     shutil.copytree(ROOT / "examples" / "training", where / "examples" / "training")
     return where
@@ -170,9 +172,12 @@ def test_the_init_starter_builds_and_passes_its_checks_from_the_wheel(
     _ok(_run(wheel_venv, tmp_path, "init", "repo"))
     matrix = repo / "matrix.yaml"
     text = matrix.read_text()
-    assert text.count('  # tags: ["my-team/training:{name}"]\n') == 1
+    assert text.count('  # tags: ["my-team/training:{name}-{content_hash}"]\n') == 1
     matrix.write_text(
-        text.replace('  # tags: ["my-team/training:{name}"]', f'  tags: ["{cleanup_repo}:{{name}}"]')
+        text.replace(
+            '  # tags: ["my-team/training:{name}-{content_hash}"]',
+            f'  tags: ["{cleanup_repo}:{{name}}-{{content_hash}}"]',
+        )
     )
     _ok(_run(wheel_venv, repo, "build", "--plain", timeout=1500))
     tested = _ok(_run(wheel_venv, repo, "test", timeout=600))

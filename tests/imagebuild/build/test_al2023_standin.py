@@ -89,7 +89,7 @@ def test_a_wheel_nccl_in_another_python_gets_its_prefix_written(tmp_path):
     f = facts("standin:1", _raw(py="python3.11"), [])
     text = matrix_lines(f)
     where = "/opt/venv/lib/python3.11/site-packages/nvidia/nccl"
-    assert f'nccl: {{version: "2.29.7", source: {{base: true}}, prefix: {where}}}' in text
+    assert f'nccl: {{version: "2.29.7", source: {{base: true}}, prefix: "{where}"}}' in text
     assert next(c for c in _loads(text, tmp_path).components if c.name == "nccl").prefix == where
 
 
