@@ -137,6 +137,9 @@ def test_twins_from_two_runners_become_one_index_gated_released_and_verified(
         for k in ("amd", "arm"):
             res = build_py("verify", f"{registry.host}/{repo}@{digests[k]}", "--key", pub)
             assert res.rc == 0 and res.out.startswith("verified\t"), res.err
+        # and the release tag itself, as a user checks it: every entry of the index it names (issue 31)
+        res = build_py("verify", f"{registry.host}/{repo}:r1", "--key", pub)
+        assert res.rc == 0, res.out + res.err
         record = json.loads((tmp_path / "rec" / "fan-arm64" / "latest.json").read_text())
         assert record["index"]["digest"] == index.digest
     finally:
