@@ -218,6 +218,8 @@ def run_once(
     """One run of argv under the watchdog -> its report (NotStarted propagates: exit 2)."""
     argv2, kind, notes = prepare(argv, inject=inject)
     env, env_notes = nccl_env()
+    # what the launcher is given (hosts, a hostfile's too) is read before anything of the run can change it
+    launch = launchcheck.declared(argv2, kind, env, nodes)
     from efa_validators.analyze import analyze
 
     # source: the evidence names the kept log, with its line numbers
@@ -247,7 +249,6 @@ def run_once(
     result.log = log_path
     result.notes = notes + env_notes + result.notes
     analysis, error = parser.finish()
-    launch = launchcheck.declared(argv2, kind, env, nodes)
     return runreport.combine(result, analysis, error, args.instance_type, nodes, launch)
 
 
