@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from efa_validators.judge.shortlist import few
 from efa_validators.report import jsonout, outfile
 from efa_validators.report.contract import REPLAY_NOTE
+from efa_validators.report.printable import printable
 from efa_validators.run import forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
 from efa_validators.run import report as runreport
 from efa_validators.run.runner import (
@@ -750,7 +751,7 @@ def summary_text(report: Dict[str, Any]) -> str:
         lines[0] += " (%s)" % REPLAY_NOTE
     lead = lead_sentence(report.get("findings") or [])
     if lead:  # the root cause and its remedy, right under the verdict
-        lines.append(lead)
+        lines.append(printable(lead))
     lines += [m for m in _metric_lines(report) if not m.startswith("verdict")]
     run = report.get("run") or {}
     if run:
@@ -765,9 +766,9 @@ def summary_text(report: Dict[str, Any]) -> str:
             )
         )
     for f in report.get("findings") or []:
-        lines.append("  [%s] %s: %s" % (f.get("severity"), f.get("id"), f.get("message")))
+        lines.append("  [%s] %s: %s" % (f.get("severity"), f.get("id"), printable(f.get("message"))))
         if f.get("remedy"):
-            lines.append("      remedy: %s" % f["remedy"])
+            lines.append("      remedy: %s" % printable(f["remedy"]))
     for key in ("pairwise", "bisect"):
         if report.get(key):
             found = report[key]
