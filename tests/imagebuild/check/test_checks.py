@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -515,3 +517,53 @@ def test_an_image_without_a_lock_is_bad_input(local_base):
     res = build_py("test", "--image", local_base)
     assert res.rc == 2
     assert "carries no lock label" in res.err
+
+
+def _shell_target() -> Target:
+    """A Target whose commands run in a real local shell: the bounded wrapper's plumbing, without docker."""
+
+    def run(cmd: str):
+        proc = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=60)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return Target(run=run, env={}, labels={}, history=[], lock={})
+
+
+def test_a_check_command_keeps_its_status_and_streams_and_is_cut_past_its_output_cap(tmp_path):
+    """issue 32, item 4: a command check's output had no bound (600 MB printed made the check process
+    1.26 GB); a file check on /dev/zero ran `cat` unbounded. Both are cut in the shell that runs them."""
+    t = _shell_target()
+    p = {"command": "sh", "args": ["-c", "echo out 42; echo err >&2; exit 3"], "exit_code": 3,
+         "expected_output": ["^out 42$"], "expected_error": ["^err$"]}  # fmt: skip
+    assert custom.custom_command(t, p) == (
+        "pass",
+        "`sh -c 'echo out 42; echo err >&2; exit 3'` exited 3 as expected",
+    )
+    started = time.monotonic()
+    rc, out, err = t.run(custom.bounded(["sh", "-c", "head -c 600000000 /dev/zero; echo done >&2"], 30))
+    assert len(out) == custom.MAX_OUTPUT + 1 and time.monotonic() - started < 20  # ended on its cut pipe
+    flood = {"command": "sh", "args": ["-c", "head -c 5000000 /dev/zero | tr '\\0' x >&2"]}
+    status, detail = custom.custom_command(t, flood)
+    assert status == "fail" and "stderr cut at 1048576 bytes" in detail
+    assert custom.custom_path(t, {"path": "/dev/zero", "expected_contents": ["x"]}) == (
+        "fail", "/dev/zero is not a regular file: its contents are not read")  # fmt: skip
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * (custom.MAX_OUTPUT + 10))
+    status, detail = custom.custom_path(t, {"path": str(big), "expected_contents": ["x"]})
+    assert status == "fail" and "larger than 1048576 bytes" in detail
+    small = tmp_path / "small.txt"
+    small.write_text("VERSION_CODENAME=bookworm\n")
+    assert (
+        custom.custom_path(t, {"path": str(small), "expected_contents": ["^VERSION_CODENAME=bookworm$"]})[0]
+        == "pass"
+    )
+
+
+def test_checks_from_an_image_label_are_not_run_unless_trusted():
+    lock = {"checks": {"a": {"command": "true"}, "b": {"path": "/etc"}}}
+    exps = custom.untrusted(derive(lock))
+    mine = [e for e in exps if e.name.startswith("custom:")]
+    assert [(e.name, e.probe, e.params) for e in mine] == [("custom:a", custom.UNTRUSTED, {}),
+                                                           ("custom:b", custom.UNTRUSTED, {})]  # fmt: skip
+    status, detail = custom.PROBES[custom.UNTRUSTED](_shell_target(), {})
+    assert status == "unknown" and "--trust-image-checks" in detail
