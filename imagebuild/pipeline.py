@@ -360,11 +360,11 @@ def check(req: CheckRequest) -> List[Any]:
     out = Path(req.out)
     json_path = Path(req.json_path) if req.json_path else out / "test-report.json"
     junit_path = Path(req.junit_path) if req.junit_path else out / "test-report.xml"
-    client = connect()
     if req.images:
         targets: List[Target] = [(None, ref, None, None, []) for ref in req.images]
     else:
-        targets = check_targets(out, req.variants)
+        targets = check_targets(out, req.variants)  # every input read and checked before the engine is asked
+    client = connect()
     reports: List[ImageReport] = []
     with tempfile.TemporaryDirectory(prefix="efa-junit-") as tmp:
         parts = []

@@ -14,6 +14,7 @@ Pure functions first; the engine and registry calls are in the small functions a
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -25,6 +26,7 @@ from imagebuild.errors import ChecksFailed, UserError
 
 _AGE = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_AGE_S = 100 * 365 * 86400
 _CONTENT = re.compile(r".*-[0-9a-f]{12}")
 
 
@@ -33,7 +35,10 @@ def parse_age(text: str) -> timedelta:
     found = _AGE.fullmatch(text.strip())
     if not found:
         raise UserError(f"{text!r} is not an age like 7d, 12h, 30m or 2w", key="--older-than")
-    return timedelta(seconds=int(found.group(1)) * _UNIT_S[found.group(2)])
+    seconds = int(found.group(1)) * _UNIT_S[found.group(2)]
+    if seconds > MAX_AGE_S:  # `now - age` must stay a date (999999w is before year 1)
+        raise UserError(f"{text!r} is longer than 100 years", key="--older-than")
+    return timedelta(seconds=seconds)
 
 
 def parse_created(text: Any) -> Optional[datetime]:
@@ -180,17 +185,15 @@ def registry_candidates(tags: Iterable[RemoteTag], named: Named, cutoff: datetim
 def read_records(root: Path) -> List[Dict[str, Any]]:
     """Every release record under `root` (`<variant>/*.json`); an unreadable one is bad input (exit 2):
     pruning without knowing what a release names could remove it."""
+    from imagebuild.documents import ReleaseRecord
+    from imagebuild.jsonfile import read_json
+
+    if os.path.lexists(root) and not root.is_dir():  # a file or a FIFO named as the folder: not "no records"
+        raise UserError("not a folder of release records", file=str(root), key="--records")
     records = []
     for path in sorted(root.glob("*/*.json")) if root.is_dir() else []:
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise UserError(
-                f"cannot read this release record: {err}", file=str(path), key="--records"
-            ) from None
-        if not isinstance(doc, dict):
-            raise UserError("not a release record", file=str(path), key="--records")
-        records.append(doc)
+        # bounded and typed: a digest, channels or index of the wrong type is exit 2 naming file and key
+        records.append(read_json(path, "release record", model=ReleaseRecord, flag="--records"))
     return records
 
 
@@ -255,7 +258,9 @@ class PruneRequest:
     registry_api: Optional[Callable[[str], Any]] = None  # host -> RegistryAPI or None (skip that host)
 
 
-def run_prune(req: PruneRequest, client: Any, log: Callable[[str], None], now: datetime) -> List[Candidate]:
+def run_prune(
+    req: PruneRequest, engine: Callable[[], Any], log: Callable[[str], None], now: datetime
+) -> List[Candidate]:
     """List (dry run) or remove the unreferenced content tags, local and in the registries; returns them.
 
     Registry repositories are held under the release locks meanwhile, so a release on this host cannot
@@ -265,7 +270,8 @@ def run_prune(req: PruneRequest, client: Any, log: Callable[[str], None], now: d
     from imagebuild.build.summary import load_summary
     from imagebuild.release.record import hold_lock, lock_paths
 
-    named = named_by(load_summary(req.summary), read_records(req.records))
+    named = named_by(load_summary(req.summary), read_records(req.records))  # every input before the engine
+    client = engine()
     cutoff = now - req.older_than
     repos = registry_repositories(named) if req.registry_api is not None else []
     with ExitStack() as held:

@@ -110,10 +110,11 @@ def _options(words: Sequence[str], value_opts: Dict[str, int]) -> Dict[str, str]
 def _hostfile(path: str, folder: Optional[str] = None) -> Tuple[List[str], int]:
     """(hosts, total slots) of an Open MPI hostfile (`host slots=N`, `host:N`, comments)."""
     hosts, slots = [], 0  # type: List[str], int
-    try:
-        with open(os.path.join(folder or "", path), encoding="utf-8", errors="replace") as fh:
-            lines = fh.read(1 << 20).splitlines()
-    except OSError:
+    from efa_validators.run.smallfile import NotAFile, read_small
+
+    try:  # bounded: a FIFO named as the hostfile is no hang, a huge one no flood
+        lines = read_small(os.path.join(folder or "", path)).decode("utf-8", "replace").splitlines()
+    except (OSError, NotAFile):
         return [], 0
     for line in lines:
         words = line.split("#", 1)[0].split()

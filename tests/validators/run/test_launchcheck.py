@@ -277,3 +277,21 @@ def test_remote_ranks_only_on_hosts_the_launcher_was_given():
     assert status == "unknown" and "given no host list" in short[0]
     ips = declared(["mpirun", "-H", "10.1.0.11:8,10.1.0.12:8", "prog"], "mpirun", {}, None)
     assert compare(ips, _claims(["ip-10-1-0-11", "ip-10-1-0-12"]), 16, 16, set(), [], HERE)[0] == "pass"
+
+
+def test_a_hostfile_that_is_a_fifo_or_a_device_is_no_hang(tmp_path):
+    """issue 32, item 3: the hostfile was opened as it came; a FIFO there blocked the run before it began."""
+    import os
+    import threading
+
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+    got = []
+    for path in (str(fifo), "/dev/zero", str(tmp_path)):
+        argv = ["mpirun", "--hostfile", path, "x"]
+        reader = threading.Thread(target=lambda a=argv: got.append(declared(a, "mpirun", {}, None)))
+        reader.daemon = True
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive(), "reading hostfile %s hung" % path
+    assert [g.hosts for g in got] == [(), (), ()]
