@@ -327,8 +327,8 @@ Target = Tuple[Optional[str], str, Optional[dict], Optional[str], List[str]]
 
 def check_targets(out: Path, names: Sequence[str]) -> List[Target]:
     """(variant, image id, lock, lock file, pushed refs) per built variant in the summary (named, or all)."""
+    from imagebuild.build.documents import VariantLock
     from imagebuild.build.summary import load_summary
-    from imagebuild.documents import VariantLock
     from imagebuild.jsonfile import read_json
 
     path = out / "summary.json"
@@ -819,7 +819,7 @@ def recipe(req: RecipeRequest) -> str:
 def _recipe_lock(req: RecipeRequest) -> Dict[str, Any]:
     """The lock a recipe is for: the --lock file, or the one variant of the matrix."""
     if req.lock:
-        from imagebuild.documents import VariantLock
+        from imagebuild.build.documents import VariantLock
         from imagebuild.jsonfile import read_json
 
         # bounded (a FIFO, a device: exit 2) and typed: `env` a list of {name, value}, the components mappings

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
 import pytest
-from cli import _in_process
+from cli import build_py, validators
 from paths import ROOT
 
 DEADLINE_S = 30
@@ -58,7 +58,7 @@ def path_flags() -> Iterator[Tuple[str, str, str]]:
     from efa_validators.cli import make_parser as validators_parser
     from imagebuild.cli import make_parser as build_parser
 
-    for cli, parser in (("build.py", build_parser()), ("validators", validators_parser())):
+    for cli, parser in (("imagebuild", build_parser()), ("validators", validators_parser())):
         for verb, sub in sorted(_subparsers(parser).items()):
             for a in sub._actions:
                 if isinstance(a, argparse._HelpAction) or a.nargs == 0 or a.type not in (None, str):
@@ -193,11 +193,7 @@ def _run_forked(cli: str, argv: List[str], cwd: Path) -> Tuple[str, int, str]:
                               TMPDIR=str(cwd))  # fmt: skip
             for var in ("IMAGE_REGISTRY", "REGISTRY_USERNAME", "REGISTRY_PASSWORD"):
                 os.environ.pop(var, None)
-            if cli == "build.py":
-                from imagebuild.cli import main
-            else:
-                from efa_validators.cli import main
-            res = _in_process(main, tuple(argv), "")
+            res = (build_py if cli == "imagebuild" else validators)(*argv)
             with os.fdopen(write, "w") as fh:
                 json.dump([res.rc, res.err[-4000:]], fh)
         finally:

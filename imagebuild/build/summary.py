@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, Sequence
 
-from imagebuild.documents import BuildSummary
+from imagebuild.build.documents import BuildSummary
 from imagebuild.errors import UserError
 from imagebuild.jsonfile import check_model, read_json, write_json_atomic
 

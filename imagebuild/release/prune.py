@@ -185,7 +185,7 @@ def registry_candidates(tags: Iterable[RemoteTag], named: Named, cutoff: datetim
 def read_records(root: Path) -> List[Dict[str, Any]]:
     """Every release record under `root` (`<variant>/*.json`); an unreadable one is bad input (exit 2):
     pruning without knowing what a release names could remove it."""
-    from imagebuild.documents import ReleaseRecord
+    from imagebuild.build.documents import ReleaseRecord
     from imagebuild.jsonfile import read_json
 
     if os.path.lexists(root) and not root.is_dir():  # a file or a FIFO named as the folder: not "no records"

@@ -391,7 +391,7 @@ def _failed(report) -> set:
 @pytest.mark.docker
 def test_the_teams_own_check_alone_fails_an_image_it_catches(docker_client, derive_image, good_report):
     ref = derive_image("entry-point-writable", "RUN chmod 666 /opt/ml/code/train.py", base=good_report[0])
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"custom:entry-point-file"} and not report.passed
     detail = next(c["detail"] for c in report.checks if c["name"] == "custom:entry-point-file")
     assert "permissions -rw-rw-rw- (want -rw-r--r--)" in detail
@@ -405,7 +405,7 @@ def test_second_libfabric_fails_single_libfabric(docker_client, derive_image, go
         "&& echo /opt/stray/lib > /etc/ld.so.conf.d/000-stray.conf && ldconfig",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"single-libfabric"}
     detail = next(c["detail"] for c in report.checks if c["name"] == "single-libfabric")
     assert "2 different libfabric.so.1" in detail and "/opt/stray/lib/libfabric.so.1" in detail
@@ -418,7 +418,7 @@ def test_validators_without_bytecode_fail_validators_compiled(docker_client, der
         "RUN find /opt/efa-image-build/efa_validators -name __pycache__ -prune -exec rm -rf {} +",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"validators-compiled"}
     detail = next(c["detail"] for c in report.checks if c["name"] == "validators-compiled")
     # the last module named, in a stage folder (the detail keeps the end of the output)
@@ -437,7 +437,7 @@ def test_a_compiler_or_cuda_header_in_the_runtime_fails_runtime_no_build_tools(
         "/opt/nvidia/nccl/lib/libnccl_static.a",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"runtime-no-build-tools"}
     detail = next(c["detail"] for c in report.checks if c["name"] == "runtime-no-build-tools")
     for path in (
@@ -455,14 +455,14 @@ def test_second_libnccl_fails_single_libnccl(docker_client, derive_image, good_r
         "RUN cp -L /opt/nvidia/nccl/lib/libnccl.so.2 /usr/local/lib/ && ldconfig",
         base=good_report[0],
     )
-    assert _failed(check_image(docker_client, ref)) == {"single-libnccl"}
+    assert _failed(check_image(docker_client, ref, trust_image_checks=True)) == {"single-libnccl"}
 
 
 @pytest.mark.docker
 def test_forbidden_env_fails_env_forbidden(docker_client, derive_image, good_report, local_image):
     forbidden = local_image[1]["env_forbidden"][0]["name"]
     ref = derive_image("forbidden-env", f"ENV {forbidden}=Ring", base=good_report[0])
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"env-forbidden"}
     assert forbidden in next(c["detail"] for c in report.checks if c["name"] == "env-forbidden")
 
@@ -472,7 +472,7 @@ def test_credentials_in_history_fail_no_credentials(docker_client, derive_image,
     ref = derive_image(
         "credentials", "RUN echo aws_secret_access_key=not-a-real-one > /dev/null", base=good_report[0]
     )
-    assert _failed(check_image(docker_client, ref)) == {"no-credentials"}
+    assert _failed(check_image(docker_client, ref, trust_image_checks=True)) == {"no-credentials"}
 
 
 @pytest.mark.docker
@@ -489,7 +489,7 @@ def test_plugin_promised_but_absent_fails_the_plugin_checks(
     # LABEL values go through the builder's variable substitution: escape `$` so the lock stays as written
     label = json.dumps(json.dumps(lock, sort_keys=True, separators=(",", ":"))).replace("$", "\\$")
     ref = derive_image("plugin-missing", f"LABEL {LOCK_LABELS[0]}={label}", base=good_report[0])
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert "plugin-present" in _failed(report) and _failed(report) <= PLUGIN_CHECKS
     assert "no libnccl-net" in next(c["detail"] for c in report.checks if c["name"] == "plugin-present")
 
