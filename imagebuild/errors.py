@@ -39,15 +39,16 @@ class UserError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
+        # each part is redacted alone: joined, `/x/private_key: key '--key'` would read as an assignment
         where = ""
         if self.file:
-            where = self.file + (f":{self.line}" if self.line else "")
-        parts = [p for p in (where, f"key '{self.key}'" if self.key else "") if p]
+            where = redact(self.file) + (f":{self.line}" if self.line else "")
+        parts = [p for p in (where, f"key '{redact(self.key)}'" if self.key else "") if p]
         head = ": ".join(parts)
-        text = f"{head}: {self.message}" if head else self.message
+        text = f"{head}: {redact(self.message)}" if head else redact(self.message)
         if self.hint:
-            text += f"\n  hint: {self.hint}"
-        return redact(text)
+            text += f"\n  hint: {redact(self.hint)}"
+        return text
 
 
 class ChecksFailed(Exception):

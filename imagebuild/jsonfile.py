@@ -1,5 +1,9 @@
 """JSON files passed between the stages: read one object (bad input -> UserError, exit 2) and write one
-atomically (temp file beside it, then rename: a reader never sees half a file)."""
+atomically (temp file beside it, then rename: a reader never sees half a file).
+
+Reading goes through safefile's bounded reader (regular files only, a size cap: a FIFO, a device or a folder
+is refused before anything is read) and, given a pydantic model (imagebuild/build/documents.py), through
+its typed check: a field of the wrong type is one UserError naming the file and the key, never a traceback."""
 
 from __future__ import annotations
 
@@ -7,23 +11,58 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Type
+
+from pydantic import BaseModel, ValidationError
 
 from imagebuild.errors import UserError
-from imagebuild.safefile import read_text
+from imagebuild.safefile import MAX_INPUT_BYTES, read_text
 
 
-def read_json(path: Path, what: str, missing_hint: Optional[str] = None) -> Dict[str, Any]:
-    """The JSON object in `path`; `what` names the file in the error (`build summary not found`)."""
+def read_json(
+    path: Path,
+    what: str,
+    missing_hint: Optional[str] = None,
+    model: Optional[Type[BaseModel]] = None,
+    flag: Optional[str] = None,
+    limit: int = MAX_INPUT_BYTES,
+) -> Dict[str, Any]:
+    """The JSON object in `path`; `what` names the file in the error (`build summary not found`), `flag` the
+    option that named it; with `model` the object is checked against it (the dict is returned as read)."""
     if not os.path.lexists(path):
-        raise UserError(f"{what} not found", file=str(path), hint=missing_hint)
+        raise UserError(f"{what} not found", file=str(path), key=flag, hint=missing_hint)
     try:
-        doc = json.loads(read_text(str(path)))  # a FIFO or a device is refused, not read forever
+        doc = json.loads(read_text(str(path), limit, key=flag))  # a FIFO or a device is refused, not read
     except ValueError as err:
-        raise UserError(f"{what} is not JSON: {err}", file=str(path)) from None
+        raise UserError(f"{what} is not JSON: {err}", file=str(path), key=flag) from None
     if not isinstance(doc, dict):
-        raise UserError(f"{what} must be a JSON object", file=str(path))
+        raise UserError(f"{what} must be a JSON object", file=str(path), key=flag)
+    if model is not None:
+        check_model(doc, model, what, str(path))
     return doc
+
+
+def check_model(doc: Any, model: Type[BaseModel], what: str, file: str) -> None:
+    """UserError naming `file` and the first wrong key (`variants[0].digest`) unless `doc` fits `model`."""
+    try:
+        model.model_validate(doc)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        value = first.get("input")
+        shown = type(value).__name__ if isinstance(value, (dict, list)) else repr(value)[:60]
+        raise UserError(
+            f"{what}: {first['msg'].replace('Input should be', 'expected')} (got {shown})",
+            file=file,
+            key=dotted(first["loc"]) or None,
+        ) from None
+
+
+def dotted(loc: Sequence[Any]) -> str:
+    """A pydantic location as a key path: `variants[0].digest`."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:

@@ -64,6 +64,13 @@ def read_regular_stat(
     return data, info
 
 
+def within(path: str, folder: str) -> bool:
+    """Whether `path`, every symlink on the way resolved, lies inside `folder` (resolved too): a `../` check
+    on the text misses `checks.yaml -> /elsewhere/checks.yaml`."""
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([real, root]) == root
+
+
 def read_text(path: str, limit: int = MAX_INPUT_BYTES, key: Optional[str] = None) -> str:
     data = read_regular(path, limit, key)
     try:

@@ -24,6 +24,7 @@ def build_variant(matrix: Path, variant: str, out: Path) -> str:
 
 def static_checks(image: str, report_path: Path) -> Tuple[int, Dict[str, Any], Dict[str, Tuple[str, str]]]:
     """(rc of `build.py test`, the image's report, {check: (status, detail)})."""
-    rc = build_py("test", "--image", image, "--json", report_path).rc
+    # an image the tests built: its own label's custom checks are trusted (build.py test --trust-image-checks)
+    rc = build_py("test", "--image", image, "--trust-image-checks", "--json", report_path).rc
     (report,) = json.loads(report_path.read_text())["images"]
     return rc, report, {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}

@@ -13,6 +13,7 @@ from typing import List, Optional
 
 from efa_validators.report import jsonout, outfile
 from efa_validators.report.contract import EXIT_BY_VERDICT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN
+from efa_validators.report.printable import printable
 
 
 def _positive_int(text: str) -> int:
@@ -195,12 +196,12 @@ def run_parse(args) -> int:
     stream = sys.stderr if args.json == "-" else sys.stdout
     lead = lead_sentence(report.get("findings") or [])
     if lead:
-        print(lead, file=stream)
+        print(printable(lead), file=stream)
     for line in metric_lines(report):
-        print(line, file=stream)
+        print(printable(line), file=stream)
     for c in report["checks"]:
         if c["status"] != "pass":
-            print("check {}: {} - {}".format(c["name"], c["status"], c["detail"]), file=stream)
+            print("check {}: {} - {}".format(c["name"], c["status"], printable(c["detail"])), file=stream)
     print(check_counts(report["checks"]), file=stream)
     return EXIT_BY_VERDICT.get(report["verdict"], EXIT_UNKNOWN)
 
@@ -237,17 +238,18 @@ def run_explain(args) -> int:
         print("no known failure signature found (verdict: {})".format(report["verdict"]), file=out)
     lead = lead_sentence(findings)
     if lead:
-        print(lead, file=out)
+        print(printable(lead), file=out)
     for f in findings:
-        print("[{}] {}: {}".format(f["severity"], f["id"], f.get("title") or ""), file=out)
+        print("[{}] {}: {}".format(f["severity"], f["id"], printable(f.get("title"))), file=out)
         if f.get("caused_by"):
             print("    chain: {}".format(" -> ".join(chain(findings, f["id"]))), file=out)
         if f.get("message"):
-            print("    {}".format(f["message"]), file=out)
+            print("    {}".format(printable(f["message"])), file=out)
         for e in (f.get("evidence") or [])[:5]:
-            print("    {}:{}: {}".format(e.get("file"), e.get("line"), e.get("text")), file=out)
+            print("    {}:{}: {}".format(printable(e.get("file")), e.get("line"), printable(e.get("text"))),
+                  file=out)  # fmt: skip
         if f.get("remedy"):
-            print("    remedy: {}".format(f["remedy"]), file=out)
+            print("    remedy: {}".format(printable(f["remedy"])), file=out)
         if f.get("source"):
             print("    source: {}".format(f["source"]), file=out)
     print(

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from efa_validators.judge.shortlist import few
 from efa_validators.report import jsonout, outfile
 from efa_validators.report.contract import REPLAY_NOTE
+from efa_validators.report.printable import printable
 from efa_validators.run import drain, forked, imagebind, launchcheck, pairwise, sagemaker_env, sweep
 from efa_validators.run import report as runreport
 from efa_validators.run.runner import (
@@ -321,6 +322,8 @@ def run_once(
     """One run of argv under the watchdog -> its report (NotStarted propagates: exit 2)."""
     argv2, kind, notes = prepare(argv, inject=inject)
     env, env_notes = nccl_env()
+    # what the launcher is given (hosts, a hostfile's too) is read before anything of the run can change it
+    launch = launchcheck.declared(argv2, kind, env, nodes)
     from efa_validators.analyze import analyze
 
     # source: the evidence names the kept log, with its line numbers
@@ -350,7 +353,6 @@ def run_once(
     result.log = log_path
     result.notes = notes + env_notes + result.notes
     analysis, error = parser.finish()
-    launch = launchcheck.declared(argv2, kind, env, nodes)
     return runreport.combine(result, analysis, error, args.instance_type, nodes, launch)
 
 
@@ -852,7 +854,7 @@ def summary_text(report: Dict[str, Any]) -> str:
         lines[0] += " (%s)" % REPLAY_NOTE
     lead = lead_sentence(report.get("findings") or [])
     if lead:  # the root cause and its remedy, right under the verdict
-        lines.append(lead)
+        lines.append(printable(lead))
     lines += [m for m in _metric_lines(report) if not m.startswith("verdict")]
     run = report.get("run") or {}
     if run:
@@ -867,9 +869,9 @@ def summary_text(report: Dict[str, Any]) -> str:
             )
         )
     for f in report.get("findings") or []:
-        lines.append("  [%s] %s: %s" % (f.get("severity"), f.get("id"), f.get("message")))
+        lines.append("  [%s] %s: %s" % (f.get("severity"), f.get("id"), printable(f.get("message"))))
         if f.get("remedy"):
-            lines.append("      remedy: %s" % f["remedy"])
+            lines.append("      remedy: %s" % printable(f["remedy"]))
     for key in ("pairwise", "bisect"):
         if report.get(key):
             found = report[key]

@@ -6,6 +6,7 @@ containers and imports go through the client `connect` returns."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, Callable, Dict, List, Optional
@@ -98,6 +99,13 @@ def config_login(registry: str, docker_config: Optional[str] = None) -> Dict[str
     path = docker_config
     if path and os.path.isdir(path):
         path = os.path.join(path, "config.json")
+    if path:  # read bounded here (a FIFO or /dev/zero is exit 2 naming it), parsed by the SDK from the text
+        from imagebuild.safefile import read_text
+
+        doc = json.loads(read_text(path, key="--docker-config"))
+        if not isinstance(doc, dict):
+            raise ValueError("a docker config is a JSON object")
+        return docker.auth.load_config(config_dict=doc).resolve_authconfig(registry) or {}
     return docker.auth.load_config(path).resolve_authconfig(registry) or {}
 
 

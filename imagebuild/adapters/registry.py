@@ -164,6 +164,8 @@ def resolve_credentials(
 
     try:
         found = config_login(registry, docker_config)
+    except UserError:
+        raise
     except Exception as err:  # noqa: BLE001 - a broken docker config is the user's file
         where = docker_config or "~/.docker/config.json"
         raise UserError(f"cannot read docker config: {err}", file=where) from err

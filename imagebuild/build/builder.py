@@ -934,7 +934,15 @@ def resolve_ca(value: Optional[str]) -> Optional[Path]:
     path = Path(value)
     if not path.is_file():
         raise UserError(f"CA bundle not found: {path}", key="--build-ca", hint=f"default is {DEFAULT_CA}")
+    from imagebuild.safefile import read_regular
+
+    # bounded (a huge file is refused here, not copied into every context), and PEM certificates
+    if b"-----BEGIN CERTIFICATE-----" not in read_regular(str(path), MAX_CA_BYTES, key="--build-ca"):
+        raise UserError("not a PEM CA bundle (no BEGIN CERTIFICATE)", file=str(path), key="--build-ca")
     return path
+
+
+MAX_CA_BYTES = 8 * 1024 * 1024  # the system bundle is about 200 KB
 
 
 def summary_counts(results: Sequence[VariantResult]) -> Dict[str, int]:

@@ -8,8 +8,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, Sequence
 
+from imagebuild.build.documents import BuildSummary
 from imagebuild.errors import UserError
-from imagebuild.jsonfile import read_json, write_json_atomic
+from imagebuild.jsonfile import check_model, read_json, write_json_atomic
 
 SUMMARY_SCHEMA = "efa-image-build/build-summary/v1"
 
@@ -18,6 +19,7 @@ def load_summary(path: Path) -> Dict[str, Any]:
     doc = read_json(path, "build summary", missing_hint="run `build.py build` first")
     if doc.get("schema") != SUMMARY_SCHEMA or not isinstance(doc.get("variants"), list):
         raise UserError(f"not a build summary (schema {SUMMARY_SCHEMA})", file=str(path), key="schema")
+    check_model(doc, BuildSummary, "build summary", str(path))  # each entry's fields, typed
     return doc
 
 

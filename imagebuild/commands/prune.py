@@ -71,6 +71,6 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         registry_api=None if args.engine_only else registry_api,
     )
-    found = run_prune(request, connect(), log, now_utc())
+    found = run_prune(request, connect, log, now_utc())
     log(f"{'would remove' if args.dry_run else 'removed'} {len(found)} content tag(s)")
     return 0

@@ -48,8 +48,7 @@ def register(sub) -> None:
         help="print the JSON Schema of matrix.yaml (for editors)",
         description="Print the JSON Schema the matrix file is checked against, for editor completion.",
     )
-    add_matrix_args(s)
-    s.set_defaults(func=run_schema)
+    s.set_defaults(func=run_schema)  # reads no matrix: a --matrix it ignored read as if it were checked
 
 
 def run_render(args: argparse.Namespace) -> int:

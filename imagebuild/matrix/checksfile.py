@@ -14,6 +14,7 @@ from typing import Callable, Dict, Optional
 from imagebuild.errors import UserError
 from imagebuild.matrix import schema
 from imagebuild.matrix.yamlsrc import MDict, copy_dict, file_of, line_of, load_file
+from imagebuild.safefile import within
 
 Validate = Callable[..., object]
 
@@ -37,9 +38,12 @@ def checks_layer(
     norm = posixpath.normpath(rel)
     if norm == ".." or norm.startswith("../") or norm.startswith("/"):
         raise _refuse(body, display, f"checks_file {rel!r} leaves the matrix's folder")
-    path = os.path.join(os.path.dirname(os.path.abspath(matrix_path)), norm)
+    folder = os.path.dirname(os.path.abspath(matrix_path))
+    path = os.path.join(folder, norm)
     if not os.path.isfile(path):
         raise _refuse(body, display, f"checks_file {rel!r} is not a file next to the matrix")
+    if not within(path, folder):  # a symlink out: its checks would go into the lock and the image's label
+        raise _refuse(body, display, f"checks_file {rel!r} leaves the matrix's folder through a symlink")
     if path not in cache:
         shown = os.path.join(os.path.dirname(display), norm)
         root = load_file(path, shown)

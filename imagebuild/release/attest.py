@@ -34,12 +34,17 @@ TOOL = "efa-image-build"
 # ---------------------------------------------------------------- keys
 
 
+MAX_KEY_BYTES = 1024 * 1024  # a PEM key is a few KB; a FIFO or /dev/zero given as one is refused
+
+
 def _read_key_file(path: str, what: str, flag: str) -> bytes:
+    """The key file's bytes: a regular file under MAX_KEY_BYTES, else exit 2 naming it (never a hang)."""
+    from imagebuild.safefile import read_regular
+
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as err:
-        raise UserError(f"cannot read {what}: {err.strerror}", file=path, key=flag) from None
+        return read_regular(path, MAX_KEY_BYTES, key=flag)
+    except UserError as err:
+        raise UserError(f"cannot read {what}: {err.message}", file=path, key=flag) from None
 
 
 def require_libraries() -> None:

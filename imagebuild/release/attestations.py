@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from imagebuild.adapters import oci_artifacts as oci
 from imagebuild.adapters.registry import ImageRef, RegistryAPI
-from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.errors import ChecksFailed
 from imagebuild.release import attest
 from imagebuild.release.push import pushed_refs
 
@@ -161,8 +161,6 @@ def require_signed(api_for: ApiFor, entries: Sequence[Dict[str, Any]], key: Any,
 
 def read_matrix(path: str) -> Tuple[str, str]:
     """(path, sha256:HEX) of the matrix file the provenance names."""
-    try:
-        with open(path, "rb") as fh:
-            return path, attest.sha256_bytes(fh.read())
-    except OSError as err:
-        raise UserError(f"cannot read matrix: {err.strerror}", file=path, key="--matrix") from None
+    from imagebuild.safefile import read_regular
+
+    return path, attest.sha256_bytes(read_regular(path, key="--matrix"))  # bounded: a FIFO is exit 2

@@ -27,6 +27,7 @@ from imagebuild.errors import ChecksFailed, UserError
 
 _AGE = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_AGE_S = 100 * 365 * 86400
 _CONTENT = re.compile(r".*-[0-9a-f]{12}")
 # The tag of an SBOM or a provenance kept beside an image on a registry without the referrers API
 # (imagebuild/adapters/oci_artifacts.py `fallback_tag`): it goes when that image goes, never before.
@@ -38,7 +39,10 @@ def parse_age(text: str) -> timedelta:
     found = _AGE.fullmatch(text.strip())
     if not found:
         raise UserError(f"{text!r} is not an age like 7d, 12h, 30m or 2w", key="--older-than")
-    return timedelta(seconds=int(found.group(1)) * _UNIT_S[found.group(2)])
+    seconds = int(found.group(1)) * _UNIT_S[found.group(2)]
+    if seconds > MAX_AGE_S:  # `now - age` must stay a date (999999w is before year 1)
+        raise UserError(f"{text!r} is longer than 100 years", key="--older-than")
+    return timedelta(seconds=seconds)
 
 
 def parse_created(text: Any) -> Optional[datetime]:
@@ -208,10 +212,15 @@ def read_records(req: PruneRequest) -> List[Dict[str, Any]]:
     (exit 2): a records folder that is missing, not a folder or unreadable, or a record that cannot be
     read, would make a released digest look unnamed. `req.more_records` is where records kept elsewhere
     (S3) are read; a reader that cannot read them must raise UserError too, never return []."""
+    from imagebuild.build.documents import ReleaseRecord
+    from imagebuild.jsonfile import check_model
     from imagebuild.release.names import read_local_records
 
     records = read_local_records(req.records, must_exist=True)
-    return records + (req.more_records() if req.more_records is not None else [])
+    records += req.more_records() if req.more_records is not None else []
+    for record in records:  # typed: a digest, channels or index of the wrong type is exit 2 naming the key
+        check_model(record, ReleaseRecord, "release record", f"{req.records}/{record.get('variant')}")
+    return records
 
 
 def local_images(client: Any) -> List[LocalImage]:
@@ -289,7 +298,9 @@ class PruneRequest:
     more_records: Optional[Callable[[], List[Dict[str, Any]]]] = None  # records kept elsewhere (S3)
 
 
-def run_prune(req: PruneRequest, client: Any, log: Callable[[str], None], now: datetime) -> List[Candidate]:
+def run_prune(
+    req: PruneRequest, engine: Callable[[], Any], log: Callable[[str], None], now: datetime
+) -> List[Candidate]:
     """List (dry run) or remove the unreferenced content tags, local and in the registries; returns them.
 
     Registry repositories are held under the release locks meanwhile, so a release on this host cannot
@@ -299,7 +310,8 @@ def run_prune(req: PruneRequest, client: Any, log: Callable[[str], None], now: d
     from imagebuild.build.summary import load_summary
     from imagebuild.release.record import hold_lock, lock_paths
 
-    named = named_by(load_summary(req.summary), read_records(req))
+    named = named_by(load_summary(req.summary), read_records(req))  # every input before the engine
+    client = engine()
     cutoff = now - req.older_than
     repos = registry_repositories(named) if req.registry_api is not None else []
     with ExitStack() as held:

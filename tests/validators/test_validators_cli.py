@@ -258,3 +258,18 @@ def test_a_pipe_a_shell_hands_over_is_still_read(tmp_path):
     )
     assert p.returncode in (0, 1, 3), p.stderr
     assert json.loads(j.read_text())["efa"] is True
+
+
+def test_control_bytes_of_a_log_never_reach_the_terminal_or_the_summary(tmp_path):
+    """issue 32 item 6: a log line quoted as evidence carried its ESC sequences (clear screen, window title)
+    and a direction override to the terminal and into the Markdown summary; they are shown escaped."""
+    lines = (FIX / "two-libfabrics.log").read_text().splitlines()
+    lines[1] = "\x1b[2J\x1b]0;owned\x07" + lines[1] + "\u202e\x9b"
+    log = tmp_path / "esc.log"
+    log.write_text("\n".join(lines) + "\n")
+    md = tmp_path / "r.md"
+    explained = cli("explain", str(log)).stdout.decode()
+    parsed = cli("parse", str(log), "--markdown", str(md)).stdout.decode()
+    assert "\\x1b[2J\\x1b]0;owned\\x07/opt/nccl-tests" in explained and "\\u202e" in explained
+    for text in (explained, parsed, md.read_text()):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", text), repr(text)

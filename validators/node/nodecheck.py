@@ -11,6 +11,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -38,19 +39,34 @@ def run_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT) -> Tuple[Option
     """(exit code, output) or (None, why) when the tool is missing or hangs."""
     if shutil.which(argv[0]) is None:
         return None, "%s not found on PATH" % argv[0]
-    try:
-        proc = subprocess.run(
+    try:  # its own process group: a tool that hangs is ended with everything it started
+        proc = subprocess.Popen(
             list(argv),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            timeout=timeout,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        return None, "%s did not answer within %gs" % (argv[0], timeout)
     except OSError as err:
         return None, "%s could not run: %s" % (argv[0], err)
-    return proc.returncode, proc.stdout.decode("utf-8", "replace")
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_group(proc)
+        return None, "%s did not answer within %gs" % (argv[0], timeout)
+    return proc.returncode, out.decode("utf-8", "replace")
+
+
+def end_group(proc: "subprocess.Popen[bytes]") -> None:
+    """SIGKILL to the tool's whole process group (its children hold the pipe and would outlive it), then
+    collect it; a grandchild that left the group keeps the pipe open, so the pipe is not read again."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc.stdout is not None:
+        proc.stdout.close()
+    proc.wait()
 
 
 def read_text(path: str) -> Optional[str]:
@@ -612,8 +628,18 @@ def run_checks(
     }
 
 
+# control characters a tool's output may carry into a detail (ESC sequences...): shown escaped on a terminal,
+# as efa_validators/report/printable.py does (this module imports nothing of the package: copied alone)
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: object) -> str:
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)) if ord(m.group(0)) < 0x100
+                        else "\\u%04x" % ord(m.group(0)), str(text))  # fmt: skip
+
+
 def format_text(report: Dict[str, Any]) -> str:
     lines = ["node-check on %s: %s" % (report.get("host"), report["verdict"])]
     for c in report["checks"]:
-        lines.append("  %-8s %-22s %s" % (c["status"], c["name"], c["detail"]))
+        lines.append("  %-8s %-22s %s" % (c["status"], c["name"], _printable(c["detail"])))
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ from typing import List
 
 from efa_validators.judge.causes import lead_sentence
 from efa_validators.report.contract import REPLAY_NOTE
+from efa_validators.report.printable import printable
 
 
 # --------------------------------------------------------------------------- JUnit
@@ -126,11 +127,11 @@ def _md(v) -> str:
 
 
 def _md_all(v) -> str:
-    return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")
+    return printable(str(v if v is not None else "").replace("|", "\\|").replace("\n", " "))
 
 
 def _code(v) -> str:
-    return str(v or "").replace("`", "'")[:200]
+    return printable(str(v or "").replace("`", "'"))[:200]
 
 
 # --------------------------------------------------------------------------- metric lines

@@ -7,14 +7,19 @@ world size NCCL printed. They must agree:
 - no more ranks in the log's world than the launcher started, no more hosts than it spans;
 - a launch that stays on this host (mpirun without hosts, torchrun's local workers) prints only this
   host's name (NCCL prints gethostname() up to the first '.': NCCL src/misc/utils.cc getHostName);
-- a line that claims this host names a process the run started (the runner lists them as it runs);
+- every pid a line claims for this host is a process the run started (a descendant of its command, as
+  the runner lists them while it runs): one real pid among invented ones proves nothing;
+- a rank on another host is accounted for only by the launcher the run started itself (its argv, not
+  a process name seen in the tree: a decoy `ssh` or a nested `mpirun` proves nothing) and only on a host
+  that launcher was given (mpirun -H/--hostfile or its default hostfile, srun -w or SLURM_JOB_NODELIST);
 - a plain command that started no launcher (no mpirun, srun, ssh... among its processes) cannot have
   ranks on other hosts.
-A contradiction fails the run; nothing to compare leaves the check unknown (unknown never passes).
+A contradiction fails the run; what cannot be accounted for leaves the check unknown (never a pass).
 Pure functions: the runner passes what it saw.
 """
 
 import os
+import re
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from efa_validators.judge.shortlist import few
@@ -59,6 +64,16 @@ class Launch(NamedTuple):
     hosts: Tuple[str, ...]  # host names it was given (empty: none)
     local: Optional[bool]  # True: every rank on this host; False: may be elsewhere; None: not known
     said: str  # where the figures come from, for the finding
+    started: bool = True  # the run's own command is this launcher (False: a plain command)
+
+    def facts(self) -> Dict[str, object]:
+        """What the report records of the launch (`run.launch`), beside the launcher's argv and pid."""
+        return {"world": self.world, "nhosts": self.nhosts, "hosts": list(self.hosts[:MAX_HOSTS_SHOWN]),
+                "hosts_given": len(self.hosts), "local": self.local, "from": self.said}  # fmt: skip
+
+
+MAX_HOSTS_SHOWN = 64
+MAX_HOSTLIST = 65536  # hosts a Slurm host list may expand to (n[1-100000] is refused, not expanded)
 
 
 def _int(text: Optional[str]) -> Optional[int]:
@@ -95,10 +110,11 @@ def _options(words: Sequence[str], value_opts: Dict[str, int]) -> Dict[str, str]
 def _hostfile(path: str, folder: Optional[str] = None) -> Tuple[List[str], int]:
     """(hosts, total slots) of an Open MPI hostfile (`host slots=N`, `host:N`, comments)."""
     hosts, slots = [], 0  # type: List[str], int
-    try:
-        with open(os.path.join(folder or "", path), encoding="utf-8", errors="replace") as fh:
-            lines = fh.read(1 << 20).splitlines()
-    except OSError:
+    from efa_validators.run.smallfile import NotAFile, read_small
+
+    try:  # bounded: a FIFO named as the hostfile is no hang, a huge one no flood
+        lines = read_small(os.path.join(folder or "", path)).decode("utf-8", "replace").splitlines()
+    except (OSError, NotAFile):
         return [], 0
     for line in lines:
         words = line.split("#", 1)[0].split()
@@ -135,10 +151,12 @@ def _mpirun(words: Sequence[str], env: Dict[str, str]) -> Launch:
     if hosts:
         return Launch(world or slots or None, len(hosts), tuple(hosts), _only_here(hosts), said)
     if any(env.get(v) for v in _SLURM_ENV_HOSTS):  # mpirun in a Slurm allocation spans its nodes
-        return Launch(world, _int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")), (), False,
-                      said + " in a Slurm allocation")  # fmt: skip
-    if any(env.get(v) for v in _OTHER_HOSTFILE_ENV):
-        return Launch(world, None, (), False, said + " with a default hostfile")
+        return Launch(world, _int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")),
+                      _slurm_env_hosts(env), False, said + " in a Slurm allocation")  # fmt: skip
+    for var in _OTHER_HOSTFILE_ENV:
+        if env.get(var):
+            got = tuple(_hostfile(env[var])[0])
+            return Launch(world, len(got) or None, got, False, said + " with a default hostfile")
     return Launch(world, 1, (), True, said or "mpirun with no hosts: this host only")
 
 
@@ -165,7 +183,62 @@ def _srun(words: Sequence[str], env: Dict[str, str]) -> Launch:
         tasks = nodes * per_node
     said = "srun" + "".join(" %s %s" % (k, v) for k, v in sorted(opts.items()) if k in
                              ("-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node"))  # fmt: skip
-    return Launch(tasks, nodes, (), None, said if said != "srun" else "srun in its Slurm allocation")
+    given = opts.get("-w") or opts.get("--nodelist")
+    hosts = tuple(expand_hostlist(given)) if given else _slurm_env_hosts(env)
+    return Launch(tasks, nodes, hosts, None, said if said != "srun" else "srun in its Slurm allocation")
+
+
+def _slurm_env_hosts(env: Dict[str, str]) -> Tuple[str, ...]:
+    for var in _SLURM_ENV_HOSTS:
+        if env.get(var):
+            return tuple(expand_hostlist(env[var]))
+    return ()
+
+
+_BRACKET = re.compile(r"\[([^\]]*)\]")
+
+
+def expand_hostlist(text: str) -> List[str]:
+    """Slurm's host list form (`a1,n[1-3,7],gpu-[01-02]`) -> names, bounded by MAX_HOSTLIST (the rest is
+    left out: a host not listed is only unproven, never a pass). Slurm's hostlist syntax:
+    SchedMD/slurm src/common/hostlist.c (hostlist_create: comma-separated, `[lo-hi,...]` ranges keep
+    the zero padding of `lo`)."""
+    out, have = [], set()  # type: List[str], Set[str]
+    for item in _split_top(text):
+        stack = [item]
+        while stack and len(out) < MAX_HOSTLIST:
+            name = stack.pop()
+            m = _BRACKET.search(name)
+            if m is None:
+                if name and name not in have:
+                    have.add(name)
+                    out.append(name)
+                continue
+            head, tail = name[: m.start()], name[m.end() :]
+            expanded = []  # type: List[str]
+            for part in m.group(1).split(","):
+                lo, _, hi = part.partition("-")
+                if not lo.isdigit() or (hi and not hi.isdigit()):
+                    continue
+                for n in range(int(lo), min(int(hi or lo), int(lo) + MAX_HOSTLIST) + 1):
+                    expanded.append("%s%0*d%s" % (head, len(lo), n, tail))
+                    if len(expanded) >= MAX_HOSTLIST:
+                        break
+            stack.extend(reversed(expanded))
+    return out
+
+
+def _split_top(text: str) -> List[str]:
+    """Commas outside brackets split a host list."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    return [i for i in items if i]
 
 
 def _torchrun(words: Sequence[str]) -> Launch:
@@ -190,7 +263,7 @@ def declared(argv: Sequence[str], kind: str, env: Dict[str, str], nodes: Optiona
             words = words[words.index("torch.distributed.run") + 1 :]
         launch = _torchrun(words)
     else:
-        launch = Launch(None, None, (), None, "a plain command")
+        launch = Launch(None, None, (), None, "a plain command", started=False)
     if nodes is not None and launch.nhosts is None:
         launch = launch._replace(nhosts=nodes, said=launch.said + ", --nodes %d" % nodes)
     return launch
@@ -199,6 +272,19 @@ def declared(argv: Sequence[str], kind: str, env: Dict[str, str], nodes: Optiona
 def short(host: str) -> str:
     """A host name as NCCL prints it: up to the first '.', lower case for comparing."""
     return host.split(".", 1)[0].lower()
+
+
+def known_names(given: Iterable[str]) -> Set[str]:
+    """The names a log may print (NCCL's short gethostname()) for the hosts a launcher was given: each
+    one's short name, and for an IPv4 address EC2's default host name for it (`ip-10-1-0-11` for 10.1.0.11:
+    AWS EC2 User Guide, "Amazon EC2 instance hostname types", IP name)."""
+    names = set()  # type: Set[str]
+    for host in given:
+        parts = host.split(".")
+        if len(parts) == 4 and all(p.isdigit() for p in parts):
+            names.add("ip-" + "-".join(parts))
+        names.add(short(host))
+    return names
 
 
 def local_host() -> str:
@@ -246,16 +332,34 @@ def compare(
         good.append("%d host(s)" % len(hosts))
     if launch.local is True and others:
         bad.append("the ranks run on this host (%s) but the log claims %s" % (here, few(others)))
-    if launch.local is None and launch.world is None and others:
+    if not launch.started and others:
         started = sorted(set(commands) & REMOTE_STARTERS)
         if not started:
             bad.append("the command started no launcher (no mpirun, srun, ssh...) yet the log claims "
                        "ranks on %s" % few(others))  # fmt: skip
+        else:  # a process name is no proof: any program can be called ssh, or run mpirun beside a recording
+            fewer.append("the run's command is no launcher (%s only ran inside it): ranks on %s are "
+                         "unproven" % (few(started), few(others)))  # fmt: skip
+    elif launch.local is not True and others:
+        given = known_names(launch.hosts)
+        unknown_hosts = [h for h in others if short(h) not in given]
+        if not launch.hosts:
+            fewer.append("%s was given no host list: ranks on %s are unproven" % (launch.said, few(others)))
+        elif unknown_hosts:
+            fewer.append("the log names host(s) %s that %s was not given (%s)"
+                         % (few(unknown_hosts), launch.said, few(list(launch.hosts))))  # fmt: skip
+        else:
+            good.append("hosts given to the launcher")
     for host in mine:
         claimed = claims[host]
-        if claimed and not claimed & pids:
+        strange = sorted(claimed - pids)
+        if claimed and len(strange) == len(claimed):
             bad.append("the log's lines from %s name pids %s; the run started none of them"
-                       % (host, few(sorted(str(p) for p in claimed))))  # fmt: skip
+                       % (host, few([str(p) for p in strange])))  # fmt: skip
+        elif strange:
+            bad.append("the log's lines from %s name pids %s that the run did not start (beside %s it did)"
+                       % (host, few([str(p) for p in strange]),
+                          few(sorted(str(p) for p in claimed & pids))))  # fmt: skip
         elif claimed:
             good.append("pids on %s" % host)
     if bad:

@@ -452,7 +452,11 @@ def combine(
     if verdict not in EXIT_BY_VERDICT:
         verdict = "unknown"
     report["verdict"] = verdict
-    report["run"] = result.redactor.tree(run_facts(result))
+    run = run_facts(result)
+    if launch is not None:  # the launcher the run started, and what it was given: what the log is held to
+        argv = result.redactor.argv(result.argv)
+        run["launch"] = dict(argv=argv, pid=result.pid, kind=result.kind, **launch.facts())
+    report["run"] = result.redactor.tree(run)
     if result.replay:
         report["replay"] = True
     report.setdefault("instance_type", instance_type)

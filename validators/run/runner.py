@@ -66,6 +66,7 @@ class RunResult:
     def __init__(self, argv: List[str], kind: str) -> None:
         self.argv = argv
         self.kind = kind
+        self.pid = None  # type: Optional[int]  # the launcher the run started: the root of its processes
         self.notes = []  # type: List[str]
         self.returncode = None  # type: Optional[int]
         self.killed = None  # type: Optional[str]  # watchdog.IDLE / watchdog.TIMEOUT / OUTPUT_LIMIT
@@ -247,6 +248,7 @@ def run_command(
         ) from None
     finally:
         os.close(wfd)
+    result.pid = proc.pid
     tracker = reaper.Tracker(proc.pid, mark, before, group)
     handlers = _interrupt_on_termination()
     arrivals = collections.deque()  # type: Deque[Tuple[int, float]]  # (spool size, when it was seen)

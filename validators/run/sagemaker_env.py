@@ -30,16 +30,22 @@ def uses_placeholders(argv: List[str]) -> bool:
 
 
 def load(path: str = RESOURCE_CONFIG) -> Dict[str, Any]:
+    from efa_validators.run.smallfile import NotAFile, read_small
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        doc = json.loads(read_small(path).decode("utf-8"))  # a FIFO or a device is refused, not read
+    except NotAFile as err:
+        raise ConfigError("%s (--resource-config)" % err) from None
     except OSError as err:
         raise ConfigError(
             "%s: %s (the {sm_...} placeholders resolve only inside a SageMaker training job, or with "
             "--resource-config FILE)" % (path, err.strerror or err)
         ) from None
-    except ValueError as err:
+    except ValueError as err:  # UnicodeDecodeError too
         raise ConfigError("%s: not JSON: %s" % (path, err)) from None
+    if not isinstance(doc, dict):
+        raise ConfigError("%s: a resource config is a JSON object" % path)
+    return doc
 
 
 def _host_key(host: str) -> Tuple:

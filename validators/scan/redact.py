@@ -80,8 +80,16 @@ def is_secret_name(name: str) -> bool:
     return any(pair in SECRET_PAIRS for pair in zip(parts, parts[1:]))
 
 
+# a command-line option's name (`--key`, `--api-token`): what a message names, never a secret's value
+_OPTION_NAME = re.compile(r"--[a-z][a-z0-9]{0,30}(?:-[a-z0-9]{1,30}){0,6}")
+
+
+def is_option_name(word: str) -> bool:
+    return _OPTION_NAME.fullmatch(word.strip("\"'")) is not None
+
+
 def _assignment(m: "re.Match") -> str:
-    if not is_secret_name(m.group(1)):
+    if not is_secret_name(m.group(1)) or is_option_name(m.group(3)):
         return m.group(0)
     value = m.group(3)
     quote = value[0] if value[:1] in "\"'" else ""
@@ -113,7 +121,7 @@ def redact_argv(argv: Iterable[str], known: Sequence[str] = ()) -> List[str]:
     out = []  # type: List[str]
     hide_next = False
     for word in argv:
-        if hide_next:
+        if hide_next and not is_option_name(word):  # `--token --other`: the token's value is missing
             out.append(MASK)
             hide_next = False
             continue

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -390,7 +392,7 @@ def _failed(report) -> set:
 @pytest.mark.docker
 def test_the_teams_own_check_alone_fails_an_image_it_catches(docker_client, derive_image, good_report):
     ref = derive_image("entry-point-writable", "RUN chmod 666 /opt/ml/code/train.py", base=good_report[0])
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"custom:entry-point-file"} and not report.passed
     detail = next(c["detail"] for c in report.checks if c["name"] == "custom:entry-point-file")
     assert "permissions -rw-rw-rw- (want -rw-r--r--)" in detail
@@ -404,7 +406,7 @@ def test_second_libfabric_fails_single_libfabric(docker_client, derive_image, go
         "&& echo /opt/stray/lib > /etc/ld.so.conf.d/000-stray.conf && ldconfig",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"single-libfabric"}
     detail = next(c["detail"] for c in report.checks if c["name"] == "single-libfabric")
     assert "2 different libfabric.so.1" in detail and "/opt/stray/lib/libfabric.so.1" in detail
@@ -417,7 +419,7 @@ def test_validators_without_bytecode_fail_validators_compiled(docker_client, der
         "RUN find /opt/efa-image-build/efa_validators -name __pycache__ -prune -exec rm -rf {} +",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"validators-compiled"}
     detail = next(c["detail"] for c in report.checks if c["name"] == "validators-compiled")
     # the last module named, in a stage folder (the detail keeps the end of the output)
@@ -436,7 +438,7 @@ def test_a_compiler_or_cuda_header_in_the_runtime_fails_runtime_no_build_tools(
         "/opt/nvidia/nccl/lib/libnccl_static.a",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"runtime-no-build-tools"}
     detail = next(c["detail"] for c in report.checks if c["name"] == "runtime-no-build-tools")
     for path in (
@@ -454,14 +456,14 @@ def test_second_libnccl_fails_single_libnccl(docker_client, derive_image, good_r
         "RUN cp -L /opt/nvidia/nccl/lib/libnccl.so.2 /usr/local/lib/ && ldconfig",
         base=good_report[0],
     )
-    assert _failed(check_image(docker_client, ref)) == {"single-libnccl"}
+    assert _failed(check_image(docker_client, ref, trust_image_checks=True)) == {"single-libnccl"}
 
 
 @pytest.mark.docker
 def test_forbidden_env_fails_env_forbidden(docker_client, derive_image, good_report, local_image):
     forbidden = local_image[1]["env_forbidden"][0]["name"]
     ref = derive_image("forbidden-env", f"ENV {forbidden}=Ring", base=good_report[0])
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert _failed(report) == {"env-forbidden"}
     assert forbidden in next(c["detail"] for c in report.checks if c["name"] == "env-forbidden")
 
@@ -471,7 +473,7 @@ def test_credentials_in_history_fail_no_credentials(docker_client, derive_image,
     ref = derive_image(
         "credentials", "RUN echo aws_secret_access_key=not-a-real-one > /dev/null", base=good_report[0]
     )
-    assert _failed(check_image(docker_client, ref)) == {"no-credentials"}
+    assert _failed(check_image(docker_client, ref, trust_image_checks=True)) == {"no-credentials"}
 
 
 @pytest.mark.docker
@@ -488,7 +490,7 @@ def test_plugin_promised_but_absent_fails_the_plugin_checks(
     # LABEL values go through the builder's variable substitution: escape `$` so the lock stays as written
     label = json.dumps(json.dumps(lock, sort_keys=True, separators=(",", ":"))).replace("$", "\\$")
     ref = derive_image("plugin-missing", f"LABEL {LOCK_LABELS[0]}={label}", base=good_report[0])
-    report = check_image(docker_client, ref)
+    report = check_image(docker_client, ref, trust_image_checks=True)
     assert "plugin-present" in _failed(report) and _failed(report) <= PLUGIN_CHECKS
     assert "no libnccl-net" in next(c["detail"] for c in report.checks if c["name"] == "plugin-present")
 
@@ -518,3 +520,53 @@ def test_an_image_without_a_lock_is_bad_input(local_base):
     res = build_py("test", "--image", local_base)
     assert res.rc == 2
     assert "carries no lock label" in res.err
+
+
+def _shell_target() -> Target:
+    """A Target whose commands run in a real local shell: the bounded wrapper's plumbing, without docker."""
+
+    def run(cmd: str):
+        proc = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=60)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return Target(run=run, env={}, labels={}, history=[], lock={})
+
+
+def test_a_check_command_keeps_its_status_and_streams_and_is_cut_past_its_output_cap(tmp_path):
+    """issue 32, item 4: a command check's output had no bound (600 MB printed made the check process
+    1.26 GB); a file check on /dev/zero ran `cat` unbounded. Both are cut in the shell that runs them."""
+    t = _shell_target()
+    p = {"command": "sh", "args": ["-c", "echo out 42; echo err >&2; exit 3"], "exit_code": 3,
+         "expected_output": ["^out 42$"], "expected_error": ["^err$"]}  # fmt: skip
+    assert custom.custom_command(t, p) == (
+        "pass",
+        "`sh -c 'echo out 42; echo err >&2; exit 3'` exited 3 as expected",
+    )
+    started = time.monotonic()
+    rc, out, err = t.run(custom.bounded(["sh", "-c", "head -c 600000000 /dev/zero; echo done >&2"], 30))
+    assert len(out) == custom.MAX_OUTPUT + 1 and time.monotonic() - started < 20  # ended on its cut pipe
+    flood = {"command": "sh", "args": ["-c", "head -c 5000000 /dev/zero | tr '\\0' x >&2"]}
+    status, detail = custom.custom_command(t, flood)
+    assert status == "fail" and "stderr cut at 1048576 bytes" in detail
+    assert custom.custom_path(t, {"path": "/dev/zero", "expected_contents": ["x"]}) == (
+        "fail", "/dev/zero is not a regular file: its contents are not read")  # fmt: skip
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * (custom.MAX_OUTPUT + 10))
+    status, detail = custom.custom_path(t, {"path": str(big), "expected_contents": ["x"]})
+    assert status == "fail" and "larger than 1048576 bytes" in detail
+    small = tmp_path / "small.txt"
+    small.write_text("VERSION_CODENAME=bookworm\n")
+    assert (
+        custom.custom_path(t, {"path": str(small), "expected_contents": ["^VERSION_CODENAME=bookworm$"]})[0]
+        == "pass"
+    )
+
+
+def test_checks_from_an_image_label_are_not_run_unless_trusted():
+    lock = {"checks": {"a": {"command": "true"}, "b": {"path": "/etc"}}}
+    exps = custom.untrusted(derive(lock))
+    mine = [e for e in exps if e.name.startswith("custom:")]
+    assert [(e.name, e.probe, e.params) for e in mine] == [("custom:a", custom.UNTRUSTED, {}),
+                                                           ("custom:b", custom.UNTRUSTED, {})]  # fmt: skip
+    status, detail = custom.PROBES[custom.UNTRUSTED](_shell_target(), {})
+    assert status == "unknown" and "--trust-image-checks" in detail

@@ -257,3 +257,26 @@ def test_a_bad_check_definition_is_exit_2_naming_file_line_and_key(
         assert f"key '{key}'" in res.err, res.err
     assert words in res.err, res.err
     assert not out.exists()
+
+
+def test_a_checks_file_that_is_a_symlink_out_of_the_matrix_folder_is_refused(tmp_path):
+    """issue 32, item 3: the `../` check was textual and isfile follows links, so `team-checks.yaml ->
+    /elsewhere/checks.yaml` put the outside file's checks into the lock and the image's label."""
+    inside, outside = tmp_path / "matrix", tmp_path / "elsewhere"
+    inside.mkdir()
+    outside.mkdir()
+    (outside / "checks.yaml").write_text(textwrap.dedent(CHECKS_FILE))
+    path = write(inside)
+    (inside / "team-checks.yaml").unlink()
+    (inside / "team-checks.yaml").symlink_to(outside / "checks.yaml")
+    out = tmp_path / "out"
+    res = build_py("render", "--matrix", path, "--out", out)
+    assert res.rc == 2 and "Traceback" not in res.err, res.err
+    assert f"{path}:6:" in res.err and "key 'checks_file'" in res.err, res.err
+    assert "leaves the matrix's folder through a symlink" in res.err
+    assert not out.exists()
+    (inside / "sub").mkdir()  # a link that stays inside the folder is fine
+    (inside / "sub" / "real.yaml").write_text(textwrap.dedent(CHECKS_FILE))
+    (inside / "team-checks.yaml").unlink()
+    (inside / "team-checks.yaml").symlink_to(inside / "sub" / "real.yaml")
+    assert build_py("render", "--matrix", path, "--out", out).rc == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -54,7 +55,9 @@ def custom_image(docker_client, small_images):
 def test_a_failing_custom_check_blocks_the_release_and_names_itself(registry, custom_image, tmp_path):
     image, tag, lock = custom_image
     report_path, junit_path = tmp_path / "test-report.json", tmp_path / "test-report.xml"
-    res = build_py("test", "--image", tag, "--json", report_path, "--junit", junit_path)
+    res = build_py(
+        "test", "--image", tag, "--trust-image-checks", "--json", report_path, "--junit", junit_path
+    )
     assert res.rc == 1, res.out + res.err
     (entry,) = json.loads(report_path.read_text())["images"]
     status = {c["name"]: c["status"] for c in entry["checks"]}
@@ -101,7 +104,7 @@ def test_a_command_past_its_timeout_fails_and_the_check_run_goes_on(docker_clien
     )
     try:
         report_path = tmp_path / "test-report.json"
-        res = build_py("test", "--image", tag, "--json", report_path)
+        res = build_py("test", "--image", tag, "--trust-image-checks", "--json", report_path)
     finally:
         docker_client.images.remove(image.id, force=True)
     assert res.rc == 1, res.out + res.err
@@ -114,3 +117,47 @@ def test_a_command_past_its_timeout_fails_and_the_check_run_goes_on(docker_clien
     }
     assert "`sh -c 'echo started; sleep 30 & sleep 30'`: timed out after 2 s" in checks["hangs"]["detail"]
     assert "stdout 'started'" in checks["hangs"]["detail"]
+
+
+BOUNDS = {
+    # 600 MB on stdout made the check process 1.26 GB (issue 32, item 4): cut in the container at 1 MiB
+    "floods": {"command": "sh", "args": ["-c", "head -c 600000000 /dev/zero; echo done"], "timeout": 60},
+    # a file check on a device ran `cat` with no limit: a device is never read
+    "zero": {"path": "/dev/zero", "expected_contents": ["x"]},
+    "in-time": {"command": "sh", "args": ["-c", "echo ok"], "expected_output": ["^ok$"]},
+}
+
+
+@pytest.mark.docker
+def test_image_label_checks_run_only_when_trusted_and_their_output_is_cut(
+    docker_client, small_images, tmp_path
+):
+    """`build.py test --image REF` ran the commands the image's own label names; now only with
+    --trust-image-checks (else unknown, not run), and then bounded in output bytes as in time."""
+    lock = dict(small_lock("h6-bounds", nccl="2.26.2"), checks=BOUNDS)
+    dockerfile = f"FROM {small_images['a'].id}\nLABEL {LOCK_LABEL}={_dq(label_json(lock))}\n"
+    tag = f"h6-test/bounds-{RUN}-{uuid.uuid4().hex[:8]}:dev"
+    image, _ = docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True
+    )
+    try:
+        plain, trusted = tmp_path / "plain.json", tmp_path / "trusted.json"
+        res_plain = build_py("test", "--image", tag, "--json", plain)
+        res_trusted = build_py("test", "--image", tag, "--trust-image-checks", "--json", trusted)
+    finally:
+        docker_client.images.remove(image.id, force=True)
+
+    def custom_checks(path):
+        (entry,) = json.loads(path.read_text())["images"]
+        return {c["name"][len("custom:") :]: c for c in entry["checks"] if c["name"].startswith("custom:")}
+
+    untrusted = custom_checks(plain)
+    assert res_plain.rc == 1 and {n: c["status"] for n, c in untrusted.items()} == dict.fromkeys(
+        BOUNDS, "unknown"
+    )
+    assert all("not run" in c["detail"] and "--trust-image-checks" in c["detail"] for c in untrusted.values())
+    ran = custom_checks(trusted)
+    assert res_trusted.rc == 1, res_trusted.out + res_trusted.err
+    assert {n: c["status"] for n, c in ran.items()} == {"floods": "fail", "zero": "fail", "in-time": "pass"}
+    assert "stdout cut at 1048576 bytes" in ran["floods"]["detail"]
+    assert "/dev/zero is not a regular file" in ran["zero"]["detail"]

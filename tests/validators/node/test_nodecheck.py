@@ -7,7 +7,9 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 from preflight_util import run_cli
@@ -225,3 +227,36 @@ def test_node_check_cli_on_this_machine(tmp_path):
 def test_node_check_unknown_instance_type_is_usage_error():
     proc, _ = run_cli(["node-check", "--instance-type", "p99.bogus"])
     assert proc.returncode == 2 and "no such instance profile" in proc.stderr
+
+
+def test_a_timed_out_tool_is_ended_with_its_whole_process_group(tmp_path):
+    """issue 32 item 6: on a timeout only the tool itself was killed; a child it started ran on."""
+    pidfile = tmp_path / "grandchild.pid"
+    script = "sleep 300 >/dev/null 2>&1 & echo $! > %s; wait" % pidfile
+    rc, why = nodecheck.run_tool(["sh", "-c", script], timeout=1.0)
+    assert rc is None and "did not answer within 1s" in why
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 3
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _alive(pid)
+    if left:  # this test's own child: never left running
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the tool's child %d outlived the timeout" % pid
+
+
+def _alive(pid: int) -> bool:
+    """A live process, not a zombie waiting for its parent (init reaps it in its own time)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
+def test_node_check_text_shows_control_bytes_escaped():
+    check = {"status": "fail", "name": "x", "detail": "\x1b[31mred\x1b[0m\r\u202eevil"}
+    report = {"host": "h", "verdict": "fail", "checks": [check]}
+    text = nodecheck.format_text(report)
+    assert "\\x1b[31mred\\x1b[0m\\x0d\\u202eevil" in text and "\x1b" not in text and "\r" not in text

@@ -4,6 +4,8 @@ replay stand-in says what it is and its reports are marked REPLAY, never clearin
 
 from __future__ import annotations
 
+import shlex
+import shutil
 import socket
 
 import pytest
@@ -91,8 +93,10 @@ def test_compare_rules():
     assert status == "fail" and "the run started none of them" in bad[0]
     two = Launch(16, 2, ("a", "b"), None, "mpirun -H a,b")
     assert compare(two, _claims(["x", "y", "z"]), 16, 16, set(), [], HERE)[0] == "fail"
-    assert compare(two, _claims(["x", "y"]), 16, 16, set(), [], HERE)[0] == "pass"
-    plain = Launch(None, None, (), None, "a plain command")
+    assert compare(two, _claims(["a", "b.cluster"]), 16, 16, set(), [], HERE)[0] == "pass"
+    status, short, _ = compare(two, _claims(["x", "y"]), 16, 16, set(), [], HERE)  # hosts it was not given
+    assert status == "unknown" and "host(s) x, y that mpirun -H a,b was not given" in short[0]
+    plain = Launch(None, None, (), None, "a plain command", started=False)
     assert compare(plain, _claims(["far-1"]), 16, 16, set(), ["cat"], HERE)[0] == "fail"
     assert compare(plain, _claims(["far-1"]), 16, 16, set(), ["sh", "ssh"], HERE)[0] == "unknown"
     assert compare(plain, {}, None, 0, set(), ["true"], HERE)[0] == "unknown"
@@ -164,9 +168,130 @@ def test_fewer_ranks_or_hosts_than_launched_never_pass():
     """One host's lines with nRanks rewritten to match (issue 23, item 1): the launch started 16 ranks on 2
     hosts, the log shows a world of 8 on 1 host; that is missing output or another job's log, never a pass."""
     two = Launch(16, 2, ("a", "b"), None, "mpirun -H a,b -np 16")
-    status, short, good = compare(two, _claims(["x"]), 8, 8, set(), [], HERE)
-    assert status == "unknown" and good == []
+    status, short, good = compare(two, _claims(["a"]), 8, 8, set(), [], HERE)
+    assert status == "unknown" and good == ["hosts given to the launcher"]
     assert short == ["the log's world is 8 ranks; mpirun -H a,b -np 16 starts 16",
-                     "the log claims 1 host(s) (x); mpirun -H a,b -np 16 spans 2"]  # fmt: skip
-    assert compare(two, _claims(["x", "y"]), 8, 8, set(), [], HERE)[0] == "unknown"
-    assert compare(two, _claims(["x"]), 16, 16, set(), [], HERE)[0] == "unknown"
+                     "the log claims 1 host(s) (a); mpirun -H a,b -np 16 spans 2"]  # fmt: skip
+    assert compare(two, _claims(["a", "b"]), 8, 8, set(), [], HERE)[0] == "unknown"
+    assert compare(two, _claims(["a"]), 16, 16, set(), [], HERE)[0] == "unknown"
+
+
+def _decoy_ssh(tmp_path):
+    """A program named ssh that does nothing (sleep under another name): its name is all it has."""
+    link = tmp_path / "ssh"
+    link.symlink_to(shutil.which("sleep"))
+    return "%s 0.3" % link
+
+
+@pytest.mark.parametrize(
+    "decoy",
+    [
+        pytest.param(_decoy_ssh, id="a-sleep-named-ssh"),
+        pytest.param(lambda _t: "ssh -o BatchMode=yes -o ConnectTimeout=2 -p 1 127.0.0.1 true", id="ssh"),
+        pytest.param(lambda _t: " ".join(MPIRUN + ["-np", "1", "true"]), id="real-mpirun"),
+    ],
+)
+def test_a_decoy_launcher_in_the_tree_never_passes_a_recording(tmp_path, decoy):
+    """issue 32 item 2: `run --nodes 2 -- sh -c '<decoy>; cat recorded-2node.log'` was verdict pass, exit 0:
+    any remote starter's name in the tree let the recording's ranks on other hosts stand."""
+    out = tmp_path / "r.json"
+    script = "%s >/dev/null 2>&1; cat %s" % (decoy(tmp_path), shlex.quote(str(GOOD_EFA)))
+    proc, _ = run_cli(
+        ["run", "--quiet", "--instance-type", "p5.48xlarge", "--nodes", "2", "--json", str(out), "--",
+         "sh", "-c", script],
+        timeout=60,
+    )  # fmt: skip
+    report = load(out)
+    check = next(c for c in report["checks"] if c["name"] == "launch-matches-log")
+    # a decoy the census saw leaves the ranks unproven; one gone before it looked, a plain command's recording
+    assert check["status"] in ("unknown", "fail"), check
+    assert report["verdict"] == check["status"]
+    assert proc.returncode == {"unknown": 3, "fail": 1}[check["status"]]
+    if check["status"] == "unknown":
+        assert "unproven" in check["detail"] and finding(report, "launch-unverified")
+    else:
+        assert "started no launcher" in finding(report, "launch-mismatch")["message"]
+    launch = report["run"]["launch"]  # what the run started: the shell, not a launcher
+    assert launch["argv"][:2] == ["sh", "-c"] and launch["kind"] == "plain" and launch["hosts"] == []
+    assert isinstance(launch["pid"], int)
+
+
+def test_one_real_pid_among_invented_ones_fails(tmp_path):
+    """issue 32 item 2: one pid the run started was enough for every pid the log claims for this host."""
+    out = tmp_path / "r.json"
+    body = ('h=$(hostname); echo "$h:$$:$$ [0] NCCL INFO NCCL version 2.26.2+cuda12.2"; '
+            'echo "$h:4194001:4194001 [1] NCCL INFO NCCL version 2.26.2+cuda12.2"; sleep 1.2')  # fmt: skip
+    proc, _ = run_cli(["run", "--quiet", "--json", str(out), "--"] + MPIRUN + ["-np", "1", "sh", "-c", body],
+                      timeout=60)  # fmt: skip
+    report = load(out)
+    check = next(c for c in report["checks"] if c["name"] == "launch-matches-log")
+    assert check["status"] == "fail", check
+    bad = finding(report, "launch-mismatch")
+    assert bad and "4194001 that the run did not start" in bad["message"]
+    assert report["verdict"] == "fail" and proc.returncode == 1
+
+
+def test_the_run_records_the_launcher_it_started(tmp_path):
+    """`run.launch`: the argv and pid of the command the run started, and the hosts it was given."""
+    hf = tmp_path / "hosts"
+    hf.write_text("%s slots=2\n" % HERE)
+    out = tmp_path / "r.json"
+    body = 'echo "$(hostname):$$:$$ [0] NCCL INFO NCCL version 2.26.2+cuda12.2"; sleep 1.2'
+    cmd = MPIRUN + ["--hostfile", str(hf), "-np", "2", "sh", "-c", body]
+    run_cli(["run", "--quiet", "--json", str(out), "--"] + cmd, timeout=60)
+    report = load(out)
+    launch = report["run"]["launch"]
+    assert launch["kind"] == "mpirun" and launch["argv"][0] == "mpirun" and "--tag-output" in launch["argv"]
+    assert launch["hosts"] == [HERE] and launch["world"] == 2 and launch["pid"] > 1
+    check = next(c for c in report["checks"] if c["name"] == "launch-matches-log")
+    assert check["status"] == "pass", check
+
+
+@pytest.mark.parametrize(
+    "env, hosts",
+    [
+        ({"SLURM_JOB_NODELIST": "gpu-[01-03,10],login1"}, ("gpu-01", "gpu-02", "gpu-03", "gpu-10", "login1")),
+        ({"SLURM_NODELIST": "n[8-9]"}, ("n8", "n9")),
+    ],
+)
+def test_srun_takes_its_hosts_from_the_allocation(env, hosts):
+    got = declared(["srun", "-N", str(len(hosts)), "prog"], "srun", env, None)
+    assert got.hosts == hosts
+    assert declared(["srun", "-w", "a[1-2]", "prog"], "srun", env, None).hosts == ("a1", "a2")
+    assert declared(["mpirun", "-np", "2", "prog"], "mpirun", env, None).hosts == hosts
+
+
+def test_a_huge_slurm_host_list_is_bounded():
+    assert len(launchcheck.expand_hostlist("n[0-99999999]")) == launchcheck.MAX_HOSTLIST
+
+
+def test_remote_ranks_only_on_hosts_the_launcher_was_given():
+    """srun in an allocation of a,b: a log from x,y is unproven; one from a,b (or EC2's ip- names of the
+    addresses mpirun was given) is accounted for; srun with no host list proves nothing about other hosts."""
+    srun = declared(["srun", "prog"], "srun", {"SLURM_JOB_NODELIST": "a,b", "SLURM_NNODES": "2",
+                                               "SLURM_NTASKS": "16"}, None)  # fmt: skip
+    assert compare(srun, _claims(["a", "b"]), 16, 16, set(), [], HERE)[0] == "pass"
+    assert compare(srun, _claims(["x", "y"]), 16, 16, set(), [], HERE)[0] == "unknown"
+    bare = declared(["srun", "-N", "2", "-n", "16", "prog"], "srun", {}, None)
+    status, short, _ = compare(bare, _claims(["a", "b"]), 16, 16, set(), [], HERE)
+    assert status == "unknown" and "given no host list" in short[0]
+    ips = declared(["mpirun", "-H", "10.1.0.11:8,10.1.0.12:8", "prog"], "mpirun", {}, None)
+    assert compare(ips, _claims(["ip-10-1-0-11", "ip-10-1-0-12"]), 16, 16, set(), [], HERE)[0] == "pass"
+
+
+def test_a_hostfile_that_is_a_fifo_or_a_device_is_no_hang(tmp_path):
+    """issue 32, item 3: the hostfile was opened as it came; a FIFO there blocked the run before it began."""
+    import os
+    import threading
+
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+    got = []
+    for path in (str(fifo), "/dev/zero", str(tmp_path)):
+        argv = ["mpirun", "--hostfile", path, "x"]
+        reader = threading.Thread(target=lambda a=argv: got.append(declared(a, "mpirun", {}, None)))
+        reader.daemon = True
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive(), "reading hostfile %s hung" % path
+    assert [g.hosts for g in got] == [(), (), ()]

@@ -120,3 +120,17 @@ def test_a_private_key_is_masked_line_by_line_per_stream():
 def test_user_errors_mask_every_kind():
     err = UserError("cannot fetch", file="m.yaml", hint=KINDS["env assignment"][0])
     assert SECRET not in str(err)
+
+
+def test_option_names_are_named_never_masked():
+    """issue 32 item 6: `key '--key'` of a message about a file named private_key became `*** '--key'`:
+    the redactor masked the label after the path. Values are masked; option names stay."""
+    assert str(UserError("not a regular file", file="/tmp/private_key", key="--key")) == (
+        "/tmp/private_key: key '--key': not a regular file"
+    )
+    assert redact_text("api_key: --key") == "api_key: --key"
+    assert redact_text("api_key: s3cr3t-value") == "api_key: ***"
+    assert redact_argv(["--password", "--key", "k.pem"]) == ["--password", "--key", "k.pem"]
+    assert redact_argv(["--password", "hunter2"]) == ["--password", "***"]
+    got = str(UserError("x", file="https://u:pw@host/f", key="--key"))
+    assert got == "https://***@host/f: key '--key': x"
