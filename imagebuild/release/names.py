@@ -88,13 +88,14 @@ def read_local_records(root: Path, must_exist: bool) -> List[Dict[str, Any]]:
             raise UserError(
                 f"cannot list these release records: {err.strerror}", file=str(folder), key="--records"
             ) from None
+    from imagebuild.build.documents import ReleaseRecord
+    from imagebuild.jsonfile import read_json
+
     for path in paths:
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise UserError(
-                f"cannot read this release record: {err}", file=str(path), key="--records"
-            ) from None
+        # bounded and typed: a FIFO, a huge file, or a digest, channels or index of the wrong type is exit 2
+        # naming the file and key (an interrupted release's intent, pending.json, has its own shape)
+        model = None if path.name == "pending.json" else ReleaseRecord
+        doc = read_json(path, "release record", model=model, flag="--records")
         if not isinstance(doc, dict):
             raise UserError("not a release record", file=str(path), key="--records")
         records.append(doc)

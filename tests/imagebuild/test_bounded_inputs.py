@@ -129,4 +129,7 @@ def test_prune_of_an_age_past_any_date_and_records_that_are_no_folder_are_exit_2
     env = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock")
     argv = ["prune", "--summary", tmp_path / "summary.json", "--records", fifo, "--dry-run", "--engine-only"]
     proc = build_py_process(*argv, env=env, timeout=60)
-    assert proc.returncode == 2 and f"{fifo}: key '--records': not a folder of release records" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and f"{fifo}: key '--records': the release records folder is not a folder" in proc.stderr
+    )
