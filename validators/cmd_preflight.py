@@ -247,20 +247,17 @@ REPORT_MAX_BYTES = 64 << 20
 
 
 def _read_report(path: str) -> Dict[str, Any]:
-    """A report file: a regular file, bounded, JSON (a FIFO or a device would hang or never end)."""
+    """A report file: regular, bounded (run.smallfile: a FIFO or a device would hang or never end), JSON."""
     import json
-    import stat
 
-    try:  # O_NONBLOCK: opening a FIFO for reading would wait for a writer
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise drain.DrainError("%s: not a regular file" % path)
-            data = fh.read(REPORT_MAX_BYTES + 1)
+    from efa_validators.run.smallfile import NotAFile, read_small
+
+    try:
+        data = read_small(path, REPORT_MAX_BYTES)
+    except NotAFile as err:
+        raise drain.DrainError(str(err)) from None
     except OSError as err:
         raise drain.DrainError("%s: %s" % (path, err.strerror or err)) from None
-    if len(data) > REPORT_MAX_BYTES:
-        raise drain.DrainError("%s: larger than %d MiB: not a report" % (path, REPORT_MAX_BYTES >> 20))
     try:
         return json.loads(data.decode("utf-8"))
     except ValueError as err:
