@@ -276,6 +276,10 @@ def _fill(template: str, values: Dict[str, str], file: str, line: Optional[int],
     return out
 
 
+class WriteOnceTag(UserError):
+    """A tag that is neither a content tag nor a channel: refused, unless platform twins share it."""
+
+
 _HASH_MARK = "\0content_hash\0"  # {content_hash} survives _fill's brace check as this, then is put back
 
 
@@ -307,7 +311,7 @@ def content_tag_or_channel(
         return tag.replace(_HASH_MARK, "{content_hash}")
     if part in channels:
         return tag
-    raise UserError(
+    raise WriteOnceTag(
         f"tag {tag!r} is write-once (push never overwrites it) and would move with every commit (another "
         "image each time): the second pipeline's push is refused",
         file=file,
@@ -330,6 +334,7 @@ def expand(path: str, display: Optional[str] = None, platform: Optional[str] = N
     """Parse, validate and expand a matrix file into merged variant bodies (not yet resolved).
     `platform` overrides every variant's (`build.py render --platform linux/arm64`)."""
     file = display or path
+    write_once: List[Any] = []  # (tag, platform, the refusal) of tags neither content tags nor channels
     root = load_file(path, file)
     if not isinstance(root, MDict):
         raise UserError(
@@ -391,7 +396,11 @@ def expand(path: str, display: Optional[str] = None, platform: Optional[str] = N
                     filled = _fill(
                         tag, dict(values, name=name, content_hash=_HASH_MARK), file, at, f"tags[{ti}]"
                     )
-                    tags.append(content_tag_or_channel(filled, channels, file, at, f"tags[{ti}]"))
+                    try:
+                        tags.append(content_tag_or_channel(filled, channels, file, at, f"tags[{ti}]"))
+                    except WriteOnceTag as err:  # unless a platform twin shares it (below): then it names
+                        tags.append(filled)  # the twins' image index, as push writes it
+                        write_once.append((filled, platform or body.get("platform"), err))
                     tags.item_lines.append(at)
                 body = merge(body, copy_dict(body, []))
                 body["tags"] = tags
@@ -407,7 +416,20 @@ def expand(path: str, display: Optional[str] = None, platform: Optional[str] = N
                     key=gkey,
                 )
             out.append(Resolved(name, body, spec, tuple(combo), file, _at(group, "name")))
+    _refuse_unshared(write_once, out)
     return out
+
+
+def _refuse_unshared(write_once: List[Any], out: List[Resolved]) -> None:
+    """A write-once tag is refused unless variants of other platforms carry it too: twins' shared tag names
+    their image index (push writes it once for the pair; docs/release.md says how CI moves past it)."""
+    platforms: Dict[str, set] = {}
+    for r in out:
+        for tag in r.body.get("tags") or []:
+            platforms.setdefault(str(tag), set()).add(str(r.spec.platform or "linux/amd64"))
+    for tag, _platform, err in write_once:
+        if len(platforms.get(tag, ())) < 2:
+            raise err
 
 
 def load(

@@ -207,6 +207,7 @@ def dlc_own_sshd_extended(docker_client, dlc_layout, tmp_path_factory):  # noqa:
     # matrix.local.yaml's extend variant (defaults: the base's versions) on this base, its sshd recorded
     text = (ROOT / "matrix.local.yaml").read_text()
     extend = text[text.index("  - name: local-dlc-layout-extend") :]
+    extend = extend[: extend.find("\n  - name: ", 1) + 1 or None]  # that variant alone
     ours = (
         extend.replace("name: local-dlc-layout-extend", f"name: dlc-own-sshd-{tag}", 1)
         .replace("image: localbase/dlc-layout:bookworm-2nccl", f'image: "{base}"', 1)
@@ -217,7 +218,7 @@ def dlc_own_sshd_extended(docker_client, dlc_layout, tmp_path_factory):  # noqa:
         )
     )
     assert ours.count("source: {base: true}") == 2 and base in ours
-    ours = ours.replace("    description:", f'    tags: ["{image}"]\n    description:', 1)
+    ours = ours.replace("    description:", f'    tags: ["{image}-{{content_hash}}"]\n    description:', 1)
     (folder / "matrix.yaml").write_text(text[: text.index("variants:")] + "variants:\n" + ours)
     out = folder / "build"
     try:
@@ -226,7 +227,7 @@ def dlc_own_sshd_extended(docker_client, dlc_layout, tmp_path_factory):  # noqa:
         assert (out / "summary.json").exists(), built.err
         summary = json.loads((out / "summary.json").read_text())
         assert built.rc == 0, summary["variants"][0].get("error")
-        yield image
+        yield summary["variants"][0]["tags"][0]  # the content tag, filled in
     finally:  # the build also tags a content tag in the image's repository: every tag of both goes
         for repo in (image.rsplit(":", 1)[0], base.rsplit(":", 1)[0]):
             refs = _docker("images", "--format", "{{.Repository}}:{{.Tag}}", repo).stdout.split()

@@ -45,6 +45,20 @@ def test_a_write_once_tag_that_would_move_is_refused_at_load_with_the_fix(tmp_pa
     assert "channels: [tagged]" in res.err
 
 
+def test_a_tag_platform_twins_share_loads_it_names_their_index(tmp_path):
+    """Twins (one variant per platform) may share a write-once tag: push writes it once, as their image
+    index (issue 25); a tag only one platform carries is still refused."""
+    path = _matrix(tmp_path, "team/training:shared")
+    text = path.read_text()
+    twin = text[text.index("  - name: tagged") :].replace("name: tagged", "name: tagged-arm64", 1)
+    path.write_text(text + twin.replace("    tags:", "    platform: linux/arm64\n    tags:", 1))
+    res = build_py("list", "--matrix", path)
+    assert res.rc == 0, res.err
+    path.write_text(text + twin.replace("name: tagged-arm64", "name: tagged-other", 1))  # same platform
+    res = build_py("list", "--matrix", path)
+    assert res.rc == 2 and "write-once" in res.err, res.err
+
+
 def test_content_hash_tags_and_channels_load(tmp_path):
     path = _matrix(tmp_path, "team/training:{name}-{content_hash}")
     res = build_py("list", "--matrix", path, "--json")
