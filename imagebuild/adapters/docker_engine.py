@@ -97,6 +97,8 @@ def config_login(registry: str, docker_config: Optional[str] = None) -> Dict[str
     import docker.auth
 
     path = docker_config
+    if path and not os.path.lexists(path):
+        return {}  # as docker: no config at all is no login (the caller then says there are no credentials)
     if path and os.path.isdir(path):
         path = os.path.join(path, "config.json")
     if path:  # read bounded here (a FIFO or /dev/zero is exit 2 naming it), parsed by the SDK from the text
