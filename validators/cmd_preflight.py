@@ -301,7 +301,7 @@ def _drain(args: argparse.Namespace) -> int:
         return bad
     for argv, rc, out in drain.apply(argvs):
         done = "exit %s" % rc if rc is not None else "not run"
-        said = (": " + out.strip()[:300]) if out.strip() else ""
+        said = (": " + printable(out.strip()[:300])) if out.strip() else ""  # the tool's reply, escaped
         print("%s -> %s%s" % (drain.shell_lines([argv]).strip(), done, said))
         if rc != 0:
             print("error: %s did not take: the node is still in service" % argv[0], file=sys.stderr)

@@ -109,9 +109,10 @@ def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
                 if "uncorrectable" in field.tag:
                     ecc["%s.%s" % (scope, field.tag)] = _int(_text(counts, field.tag))
         link = "pci/pci_gpu_link_info/"
+        minor = _int(_text(gpu, "minor_number"))
         gpus.append(
             {
-                "index": _int(_text(gpu, "minor_number")) if _text(gpu, "minor_number") else i,
+                "index": i if minor is None else minor,
                 "bus": gpu.get("id", "?"),
                 "name": _text(gpu, "product_name") or "?",
                 "pstate": _text(gpu, "performance_state"),

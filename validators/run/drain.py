@@ -23,6 +23,8 @@ import shlex
 import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from efa_validators.report.printable import printable
+
 SCHEDULERS = ("slurm", "kubernetes", "hyperpod", "json")
 PREFIX = "efa-image-build"
 TAINT_KEY = "efa-image-build/preflight"
@@ -42,7 +44,6 @@ _HARDWARE = (
     "bad-node",
     "slow-node",
 )
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 class DrainError(ValueError):
@@ -50,8 +51,9 @@ class DrainError(ValueError):
 
 
 def _clean(text: str, limit: int = REASON_MAX) -> str:
-    """One line of plain text: control bytes (newlines, ESC) become spaces, then cut."""
-    flat = _CONTROL.sub(" ", text).strip()
+    """One line a scheduler shows: every control character (newline, ESC, C1, direction overrides) escaped
+    as the terminal output escapes it (report.printable), then cut."""
+    flat = printable(text.strip())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
