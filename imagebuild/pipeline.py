@@ -15,7 +15,7 @@ import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache
 from imagebuild.errors import ChecksFailed, UserError
@@ -454,6 +454,13 @@ def _target_repository(local_tag: str, prefix: str) -> Tuple[str, Optional[str]]
     return prefix + ref.repository, ref.tag
 
 
+def _write_once(entry: Dict[str, Any], req: PushRequest) -> Set[Tuple[str, str]]:
+    """The (repository, tag) pairs of the summary's own tags (content tags, twins' shared tags): write-once,
+    never moved, --force or not. Only a `--tag` extra is the user's to move (issue 30)."""
+    pairs = (_target_repository(t, req.repository_prefix) for t in entry.get("tags") or [])
+    return {(repo, tag or "latest") for repo, tag in pairs}
+
+
 def _push_targets(entry: Dict[str, Any], req: PushRequest) -> List[Tuple[str, str]]:
     """(repository, tag) pairs a variant is pushed under: its summary tags but its channels (only release
     moves a channel), then the --tag extras; each once."""
@@ -492,7 +499,7 @@ def _push_indexes(
     done: Dict[str, str],
     summary: Dict[str, Any],
     summary_path: Path,
-    force: bool,
+    movable: Set[Tuple[str, str]],
 ) -> int:
     """Put one image index under each tag the twins share, naming each twin's pushed digest; the index
     ref goes into each twin's summary entry (`index`). Returns how many indexes were refused."""
@@ -511,6 +518,7 @@ def _push_indexes(
             continue
         try:
             members = [read_entry(dest.api, ref.repository, done[n], by_name[n]["image_id"]) for n in names]
+            force = (repo_t, tag_t) in movable  # only a --tag extra, with --force
             digest, _same = push_index(dest.api, ref, members, force=force, log=log)
         except ChecksFailed as err:
             log(f"refused: {err}")
@@ -546,6 +554,7 @@ def push(req: PushRequest) -> List[Any]:
     failures = 0
     pushed: List[Any] = []
     plans = [(entry, _push_targets(entry, req)) for entry in entries]
+    fixed = {pair for e in summary["variants"] for pair in _write_once(e, req)}
     # twins are found among every built variant of the summary, so one pushed alone (--variant) still goes
     # under its TAG-ARCH and never takes the shared tag from the index
     others = [e for e in summary["variants"] if e not in entries and e.get("image_id") and e.get("tags")]
@@ -573,6 +582,7 @@ def push(req: PushRequest) -> List[Any]:
         results = []
         try:
             for repo_t, tag_t in wanted:
+                once = (repo_t, tag_t) in fixed  # before TAG-ARCH: the matrix's tag under its platform name
                 if (repo_t, tag_t) in twins or (req.fan_out and not is_content_tag(entry, tag_t)):
                     tag_t = platform_tag(tag_t, arch)  # the shared tag gets the index; this image its own
                 ref = dest.ref(dest.prepare(repo_t), tag_t)
@@ -583,7 +593,8 @@ def push(req: PushRequest) -> List[Any]:
                         ref,
                         dest.creds,
                         existing=dest.existing,
-                        force=req.force,
+                        force=req.force and not once,
+                        write_once=once,
                         policy=policy,
                         log=log,
                     )
@@ -600,7 +611,8 @@ def push(req: PushRequest) -> List[Any]:
         for res in results:
             print(f"{variant}\t{res.ref}\t{res.digest}")
         pushed += results
-    failures += _push_indexes(dest, twins, entries, done, summary, summary_path, req.force)
+    movable = {key for key in twins if key not in fixed} if req.force else set()
+    failures += _push_indexes(dest, twins, entries, done, summary, summary_path, movable)
     if signing is not None:
         from imagebuild.release.attestations import attach_for_entries
 

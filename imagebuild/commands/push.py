@@ -1,7 +1,8 @@
 """`build.py push`: push the built images of build/summary.json to an OCI registry or ECR, by digest.
 
 Each pushed ref and its registry digest go back into the summary (`digest`, `pushed`), which `release` reads.
-A tag that already holds another image is refused (exit 1) unless `--force`; the same image is a no-op.
+A tag that already holds another image is refused (exit 1); the same image is a no-op. The matrix's own tags
+(content tags, the tag twins share) are write-once: `--force` moves only a `--tag` extra.
 """
 
 from __future__ import annotations
@@ -76,7 +77,11 @@ def register(sub) -> None:
         "--tag", action="append", default=[], help="extra tag to push (repeatable; {variant} expands)"
     )
     p.add_argument("--repository-prefix", default="", help="prefix for repository names (e.g. team/)")
-    p.add_argument("--force", action="store_true", help="overwrite a tag that holds another image")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="move a --tag extra that holds another image (the matrix's tags are write-once: never moved)",
+    )
     p.add_argument(
         "--fan-out",
         action="store_true",

@@ -38,14 +38,17 @@ def push_image(
     *,
     existing: ExistingFn,
     force: bool = False,
+    write_once: bool = False,
     policy: RetryPolicy = DEFAULT_POLICY,
     log: Log = lambda _m: None,
 ) -> PushResult:
     """Push local image `image_id` as `target` (which must carry a tag) and return the registry digest.
 
     Before pushing, `existing(target)` asks the registry what the tag holds now: the same image (config
-    digest == image id) is a no-op; a different one is refused unless `force`. The registry is asked, never
-    assumed: if it cannot answer, nothing is pushed.
+    digest == image id) is a no-op; a different one is refused unless `force`. A `write_once` tag (the
+    matrix's own: a content tag, twins' shared tag) is refused even with `force`: another image under the
+    same content's tag is a build that did not reproduce, and moving the tag would re-point what earlier
+    runs and releases named. The registry is asked, never assumed: if it cannot answer, nothing is pushed.
     """
     assert target.tag, "push target needs a tag"
     current = existing(target)
@@ -53,12 +56,16 @@ def push_image(
         if current.config_digest == image_id:
             log(f"  {target}: already holds this image ({current.digest}); nothing to push")
             return PushResult(str(target), current.digest, skipped=True)
-        if not force:
+        held = f"{target} already exists in the registry with another image ({current.digest}, config " + (
+            f"{current.config_digest}); not overwriting"
+        )
+        if write_once:  # the hint is in the message: Refused is exit 1
             raise Refused(
-                f"{target} already exists in the registry with another image "
-                f"({current.digest}, config {current.config_digest}); not overwriting",
-                # hint in message: Refused is exit 1
+                f"{held}: a tag of the matrix is write-once, --force or not (`build --force` gives a "
+                "rebuild its own -r<id> tag; `--tag` extras are the ones --force moves)"
             )
+        if not force:
+            raise Refused(held)
         log(f"  {target}: overwriting {current.digest} (--force)")
     image = client.images.get(image_id)
     image.tag(target.name, target.tag)

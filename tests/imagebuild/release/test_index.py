@@ -93,6 +93,24 @@ def test_twins_share_one_tag_as_an_index_and_pull_by_platform(
 
 
 @pytest.mark.docker
+def test_force_never_moves_the_tag_twins_share(registry, small_images, arm64_image, tmp_path):
+    """The shared tag is the matrix's (write-once): another amd64 twin under it is refused, --force too."""
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    api = RegistryAPI(registry.host)
+    index = api.manifest(repo, "v1")
+    amd = summary_entry("twin", small_images["b"], tags=[f"{repo}:v1"])  # not the image the index names
+    arm = summary_entry("twin-arm64", arm64_image, tags=[f"{repo}:v1"])
+    other = write_summary(tmp_path / "other.json", [amd, arm])
+    res = build_py("push", "--summary", str(other), "--registry", registry.host, "--force")
+    assert res.rc == 1, res.err
+    assert "write-once, --force or not" in res.err
+    assert api.manifest(repo, "v1").digest == index.digest
+    assert api.manifest(repo, "v1-amd64").config_digest == small_images["a"].id
+
+
+@pytest.mark.docker
 def test_release_gate_checks_every_entry_of_the_index(registry, small_images, arm64_image, tmp_path):
     repo = f"idx-{uuid.uuid4().hex[:10]}/app"
     summary = _twins(tmp_path, small_images, arm64_image, repo)

@@ -13,6 +13,7 @@ import time
 import pytest
 from cli import Result, build_py
 from services import (
+    RUN,
     Fault,
     FaultProxy,
     free_port,
@@ -85,9 +86,32 @@ def test_existing_tag_with_other_image_is_refused_without_force(
     assert "already exists" in err and "not overwriting" in err
     assert RegistryAPI(registry.host).manifest("h6-test/clash", "v1").digest == before.digest
     assert json.loads(other.read_text())["variants"][0]["digest"] is None
-    assert _push(["--summary", str(other), "--registry", registry.host, "--force"], monkeypatch).rc == 0
-    after = RegistryAPI(registry.host).manifest("h6-test/clash", "v1")
-    assert after.config_digest == small_images["b"].id != before.config_digest
+
+
+def test_force_moves_only_a_tag_extra_never_a_matrix_tag(registry, small_images, tmp_path, monkeypatch):
+    """Issue 30: the summary's own tags (content tags, twins' shared tag) are write-once even with --force;
+    only a `--tag` extra is the user's to move."""
+    repo = f"h6-test/force-{RUN}"
+    api = RegistryAPI(registry.host)
+    argv = ["--registry", registry.host, "--tag", "nightly"]
+    first = _summary(tmp_path, small_images["a"], tags=[f"{repo}:a-content"])
+    assert _push(["--summary", str(first), *argv], monkeypatch).rc == 0
+    before = api.manifest(repo, "a-content")
+    # the next commit's content: its own content tag, and --force moves the extra to it
+    second = write_summary(tmp_path / "b.json", [summary_entry("b", small_images["b"], tags=[f"{repo}:b"])])
+    rc, _out, err = _push(["--summary", str(second), *argv], monkeypatch)
+    assert rc == 1 and "not overwriting" in err and "write-once" not in err  # no --force: the extra stays
+    assert api.manifest(repo, "nightly").config_digest == small_images["a"].id
+    assert _push(["--summary", str(second), *argv, "--force"], monkeypatch).rc == 0
+    assert api.manifest(repo, "nightly").config_digest == small_images["b"].id
+    # another image under the first content's tag (a build that did not reproduce): refused, --force or not
+    clash = write_summary(
+        tmp_path / "clash.json", [summary_entry("b", small_images["b"], tags=[f"{repo}:a-content"])]
+    )
+    rc, _out, err = _push(["--summary", str(clash), "--registry", registry.host, "--force"], monkeypatch)
+    assert rc == 1
+    assert "write-once, --force or not" in err
+    assert api.manifest(repo, "a-content").digest == before.digest
 
 
 def test_auth_registry_with_password_stdin(auth_registry, small_images, docker_client, tmp_path, monkeypatch):
