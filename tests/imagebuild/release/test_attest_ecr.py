@@ -16,6 +16,8 @@ PutImage, moto), moto is given the manifest bytes the registry holds, as ECR wou
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import uuid
 
 import pytest
@@ -147,3 +149,104 @@ def test_attest_verify_and_require_signed_on_ecr(
 
     for text in said:  # the token is never printed
         assert stand_in.password not in text
+
+
+def _ecr_flags(run: str, scalars: dict) -> list:
+    """The destination flags a CI step gives on its ECR branch (IMAGE_REGISTRY empty), as it writes them."""
+    found = re.search(r"else dest=\(([^)]*)\); fi", run) or re.search(r"else\s+set -- (--ecr[^\n#]*)", run)
+    assert found, f"no ECR branch in: {run}"
+    return shlex.split(_fill(found.group(1), scalars))
+
+
+def _fill(text: str, scalars: dict) -> str:
+    """Shell variables (`$X`, `${X}`) and GitHub's `${{ matrix.variant }}` filled from `scalars`."""
+    text = text.replace("${{ matrix.variant }}", scalars["VARIANT"])
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z_0-9]*)\}?", lambda m: scalars[m.group(1)], text)
+
+
+def _tool_argv(line: str, scalars: dict, arrays: dict) -> list:
+    """One `efa-image-build ...` line of an example as argv, its arrays (`"${dest[@]}"`, `"$@"`, `$args`)
+    spliced in."""
+    for ref, name in (
+        ('"${dest[@]}"', "dest"),
+        ('"$@"', "dest"),
+        ('"${args[@]}"', "args"),
+        ("$args", "args"),
+    ):
+        line = line.replace(ref, f" @{name}@ ")
+    argv = []
+    for token in shlex.split(_fill(line, scalars)):
+        argv += arrays[token.strip("@")] if re.fullmatch(r"@\w+@", token) else [token]
+    return argv
+
+
+def _example_steps(name: str, text: str):
+    """(verb, the text of the CI step that runs it) for push, attest and release, in the example's order."""
+    import yaml
+
+    doc = yaml.safe_load(text)
+    if name == "github-actions.yml":
+        runs = [s.get("run", "") for job in ("build", "release") for s in doc["jobs"][job]["steps"]]
+    else:
+        runs = doc["phases"]["build"]["commands"]  # one script: its `set --` holds the destination
+    steps = []
+    for run in runs:
+        joined = re.sub(r"\\\n\s*", " ", run)
+        for verb, rest in re.findall(r"efa-image-build (push|attest|release) ([^\n]*)", joined):
+            steps.append((verb, f"{verb} {rest}", run))
+    return steps
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", ["github-actions.yml", "buildspec.yml"])
+def test_the_ci_examples_main_path_on_ecr_attests_and_releases_signed(
+    name, aws, ecr_token_registry, small_images, tmp_path, monkeypatch
+):
+    """Each example's push, attest and release lines, as written on its ECR branch (IMAGE_REGISTRY empty),
+    run in this process in order (the registry host stand-in needs this process: see the module docstring):
+    the release promotes the digest only after `--require-signed` verified it. Run as a whole, in a shell, on
+    the IMAGE_REGISTRY branch: tests/imagebuild/test_ci_examples_run.py."""
+    from paths import ROOT
+
+    stand_in = ecr_token_registry
+    monkeypatch.setattr("imagebuild.adapters.ecr.registry_host", lambda _client, _policy=None: stand_in.host)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.endpoint_url)  # the examples give no --endpoint-url
+    monkeypatch.chdir(tmp_path)
+    variant, sha = f"ci-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+    repo = f"h6-ecr-ci-{RUN}-{uuid.uuid4().hex[:8]}/app"
+    image = small_images["a"]
+    (tmp_path / "build").mkdir()
+    write_summary(tmp_path / "build/summary.json", [summary_entry(variant, image, tags=[f"{repo}:content"])])
+    write_check_report(tmp_path / "build/test-report.json", [(variant, image.id, True)])
+    (tmp_path / "matrix.yaml").write_text("variants: []\n")
+    key, pub = make_keys(tmp_path, "team")
+    (tmp_path / "signing.pub.pem").write_bytes(pub.read_bytes())  # where CodeBuild's release writes it
+    runner_temp = tmp_path / "runner"
+    runner_temp.mkdir()
+    (runner_temp / "signing.pub.pem").write_bytes(pub.read_bytes())  # where GitHub's release writes it
+    import boto3
+
+    boto3.client("s3", region_name="us-east-1", endpoint_url=aws.endpoint_url).create_bucket(Bucket="h6-rel")
+    scalars = {
+        "VARIANT": variant, "MATRIX": "matrix.yaml", "key": str(key), "AWS_REGION": "us-east-1",
+        "RUNNER_TEMP": str(runner_temp), "tag": "{variant}-" + sha, "RELEASE_S3": "s3://h6-rel/records",
+        "CODEBUILD_RESOLVED_SOURCE_VERSION": sha,
+    }  # fmt: skip
+    checks = ["--summary", "build/summary.json", "--checks", "build/test-report.json"]
+    client = aws_client("ecr", "us-east-1", aws.endpoint_url)
+    api = RegistryAPI(stand_in.host, Credentials(stand_in.user, stand_in.password))
+
+    steps = _example_steps(name, (ROOT / "examples" / "ci" / name).read_text())
+    assert [verb for verb, _line, _run in steps] == ["push", "attest", "release"]
+    for verb, line, run in steps:
+        argv = _tool_argv(line, scalars, {"dest": _ecr_flags(run, scalars), "args": checks})
+        assert "--ecr" in argv and (verb != "release" or "--require-signed" in argv), argv
+        if verb == "release":  # ECR's API sees what its registry holds (one store there, two here)
+            digest = json.loads((tmp_path / "build/summary.json").read_text())["variants"][0]["digest"]
+            ecr.put_tag(client, ImageRef(stand_in.host, repo, "content"), api.manifest(repo, digest), FAST)
+        res = build_py(*argv)
+        assert res.rc == 0, f"{name}: {' '.join(argv)}\n{res.err}"
+        assert stand_in.password not in res.out + res.err
+    released = ecr.existing_image(client, FAST)(ImageRef(stand_in.host, repo, f"{variant}-{sha}"))
+    assert released is not None and released.digest == digest
+    assert all(_fallback(api, repo, digest, kind) is not None for kind in ("sbom", "att"))
