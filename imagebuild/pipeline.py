@@ -538,7 +538,7 @@ def push(req: PushRequest) -> List[Any]:
     summary_path = Path(req.summary)
     summary = load_summary(summary_path)
     entries = _select_built(summary, req.variants, str(summary_path))
-    signing = _signing(req.target, req.sign_key, req.matrix) if req.sign_key else None  # bad key: exit 2 now
+    signing = _signing(req.sign_key, req.matrix) if req.sign_key else None  # bad key: exit 2 now
     for t in req.tags:
         reg.check_tag(t.replace("{variant}", "v"), key="--tag")
     dest = Destination(req.target, policy)
@@ -605,7 +605,7 @@ def push(req: PushRequest) -> List[Any]:
         from imagebuild.release.attestations import attach_for_entries
 
         attested = [e for e in entries if e.get("pushed")]
-        apis = _api_for(req.target, policy)
+        apis = Registries(req.target, policy)  # each host's v2 API; ECR's with its token
         for where in attach_for_entries(client, apis.api, attested, *signing, log, apis.fixed_tags):
             print(f"attached\t{where}")
     if failures:
@@ -616,13 +616,7 @@ def push(req: PushRequest) -> List[Any]:
 # ---------------------------------------------------------------- attest and verify
 
 
-def _api_for(target: RegistryTarget, policy: Any) -> Registries:
-    """Each host's v2 API, one per host (`.api`), where attestations are stored: on the ECR host too, logged
-    in with ECR's token (`.fixed_tags`: there a tag never moves)."""
-    return Registries(target, policy)
-
-
-def _signing(target: RegistryTarget, key: str, matrix: str) -> Tuple[Any, Tuple[str, str]]:
+def _signing(key: str, matrix: str) -> Tuple[Any, Tuple[str, str]]:
     """The signer and the matrix (path, sha256), read before anything is pushed or attached."""
     from imagebuild.release.attest import load_signer
     from imagebuild.release.attestations import read_matrix
@@ -646,13 +640,13 @@ def attest(req: AttestRequest) -> List[str]:
     from imagebuild.release.attestations import attach_for_entries
 
     policy = req.target.policy()
-    signer, matrix = _signing(req.target, req.sign_key, req.matrix)
+    signer, matrix = _signing(req.sign_key, req.matrix)
     summary = load_summary(Path(req.summary))
     entries = _select_built(summary, req.variants, str(req.summary))
     pushed = [e for e in entries if e.get("pushed")]
     if not pushed:
         raise UserError("nothing pushed to attest", file=str(req.summary), hint="run `build.py push` first")
-    apis = _api_for(req.target, policy)
+    apis = Registries(req.target, policy)  # each host's v2 API; ECR's with its token
     return attach_for_entries(connect(), apis.api, pushed, signer, matrix, log, apis.fixed_tags)
 
 
@@ -674,7 +668,7 @@ def verify(req: VerifyRequest) -> str:
     ref = split_ref(req.image, key="IMAGE")
     if not ref.registry:
         raise UserError(f"{req.image!r} names no registry host", key="IMAGE", hint="HOST[:PORT]/REPO:TAG")
-    api = _api_for(req.target, req.target.policy()).api(ref.registry)
+    api = Registries(req.target, req.target.policy()).api(ref.registry)
     manifest = api.manifest(ref.repository, ref.digest or ref.tag or "latest")
     if manifest is None:
         raise ChecksFailed(f"{req.image}: not in the registry")
