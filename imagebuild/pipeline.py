@@ -546,7 +546,7 @@ def push(req: PushRequest) -> List[Any]:
     summary_path = Path(req.summary)
     summary = load_summary(summary_path)
     entries = _select_built(summary, req.variants, str(summary_path))
-    signing = _signing(req.target, req.sign_key, req.matrix) if req.sign_key else None  # bad key: exit 2 now
+    signing = _signing(req.sign_key, req.matrix) if req.sign_key else None  # bad key: exit 2 now
     for t in req.tags:
         reg.check_tag(t.replace("{variant}", "v"), key="--tag")
     dest = Destination(req.target, policy)
@@ -617,7 +617,8 @@ def push(req: PushRequest) -> List[Any]:
         from imagebuild.release.attestations import attach_for_entries
 
         attested = [e for e in entries if e.get("pushed")]
-        for where in attach_for_entries(client, _api_for(req.target, policy), attested, *signing, log):
+        apis = Registries(req.target, policy)  # each host's v2 API; ECR's with its token
+        for where in attach_for_entries(client, apis.api, attested, *signing, log, apis.fixed_tags):
             print(f"attached\t{where}")
     if failures:
         raise ChecksFailed(f"{failures} variant(s) not pushed (see above)")
@@ -627,29 +628,11 @@ def push(req: PushRequest) -> List[Any]:
 # ---------------------------------------------------------------- attest and verify
 
 
-def _api_for(target: RegistryTarget, policy: Any) -> Any:
-    """host -> its v2 API, one per host; attestations are stored through the v2 API (not ECR's own)."""
-    if target.ecr:
-        raise UserError(
-            "SBOM and provenance are attached through the OCI v2 API; not yet to ECR", key="--ecr"
-        )
-    apis: Dict[str, Any] = {}
-
-    def api_for(host: str) -> Any:
-        if host not in apis:
-            apis[host] = target.api(host, policy)
-        return apis[host]
-
-    return api_for
-
-
-def _signing(target: RegistryTarget, key: str, matrix: str) -> Tuple[Any, Tuple[str, str]]:
+def _signing(key: str, matrix: str) -> Tuple[Any, Tuple[str, str]]:
     """The signer and the matrix (path, sha256), read before anything is pushed or attached."""
     from imagebuild.release.attest import load_signer
     from imagebuild.release.attestations import read_matrix
 
-    if target.ecr:
-        _api_for(target, None)
     return load_signer(key), read_matrix(matrix)
 
 
@@ -669,13 +652,14 @@ def attest(req: AttestRequest) -> List[str]:
     from imagebuild.release.attestations import attach_for_entries
 
     policy = req.target.policy()
-    signer, matrix = _signing(req.target, req.sign_key, req.matrix)
+    signer, matrix = _signing(req.sign_key, req.matrix)
     summary = load_summary(Path(req.summary))
     entries = _select_built(summary, req.variants, str(req.summary))
     pushed = [e for e in entries if e.get("pushed")]
     if not pushed:
         raise UserError("nothing pushed to attest", file=str(req.summary), hint="run `build.py push` first")
-    return attach_for_entries(connect(), _api_for(req.target, policy), pushed, signer, matrix, log)
+    apis = Registries(req.target, policy)  # each host's v2 API; ECR's with its token
+    return attach_for_entries(connect(), apis.api, pushed, signer, matrix, log, apis.fixed_tags)
 
 
 @dataclass(frozen=True)
@@ -696,7 +680,7 @@ def verify(req: VerifyRequest) -> str:
     ref = split_ref(req.image, key="IMAGE")
     if not ref.registry:
         raise UserError(f"{req.image!r} names no registry host", key="IMAGE", hint="HOST[:PORT]/REPO:TAG")
-    api = _api_for(req.target, req.target.policy())(ref.registry)
+    api = Registries(req.target, req.target.policy()).api(ref.registry)
     manifest = api.manifest(ref.repository, ref.digest or ref.tag or "latest")
     if manifest is None:
         raise ChecksFailed(f"{req.image}: not in the registry")
@@ -761,11 +745,11 @@ def release(req: ReleaseRequest) -> None:
             hint="give --tag (never moves) or --channel (moves on each promotion), or declare channels: "
             "in the matrix",
         )
+    registries = Registries(req.target, policy)
     if signed_by is not None:
         from imagebuild.release.attestations import require_signed
 
-        require_signed(_api_for(req.target, policy), entries, signed_by, req.require_signed)
-    registries = Registries(req.target, policy)
+        require_signed(registries.api, entries, signed_by, req.require_signed)
     store = _record_store(req)
     previous_of = _previous_records(req, store)
 

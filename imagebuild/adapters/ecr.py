@@ -14,7 +14,15 @@ import json
 from typing import Any, Callable, Dict, Optional
 
 from imagebuild.adapters.aws import aws_call
-from imagebuild.adapters.registry import Credentials, ImageRef, Refused, RemoteManifest, config_digest_of
+from imagebuild.adapters.registry import (
+    Credentials,
+    ImageRef,
+    Log,
+    Refused,
+    RegistryAPI,
+    RemoteManifest,
+    config_digest_of,
+)
 from imagebuild.errors import UserError
 from imagebuild.retry import DEFAULT_POLICY, RetryPolicy
 
@@ -33,6 +41,24 @@ def login(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> Credentials:
 def registry_host(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> str:
     data = aws_call(ecr.get_authorization_token, policy)["authorizationData"][0]
     return data["proxyEndpoint"].split("://", 1)[-1].rstrip("/")
+
+
+# ECR's registry endpoint speaks the OCI distribution v2 API to a client that logs in with the token of
+# GetAuthorizationToken (user AWS, the token as password, Basic auth; AWS ECR user guide, "Private registry
+# authentication in Amazon ECR", https://docs.aws.amazon.com/AmazonECR/latest/userguide/registry_auth.html),
+# and, since its OCI 1.1 support, stores artifacts that name a `subject` and lists them through the referrers
+# API (user guide, "Private images in Amazon ECR", .../userguide/images.html; OCI image manifests 1.0 and 1.1:
+# .../userguide/image-manifest-formats.html). Limits that matter here: every artifact counts as one image
+# against the repository's image quota (images.html); an artifact's `artifactType` is 1 to 255 characters
+# (API reference, ImageReferrer, .../APIReference/API_ImageReferrer.html); the subject here is always an image
+# manifest, never an index (aws/containers-roadmap issue 2783, open: a referrer whose subject is an index
+# answered 405).
+def registry_api(
+    ecr: Any, host: str, policy: RetryPolicy = DEFAULT_POLICY, log: Optional[Log] = None
+) -> RegistryAPI:
+    """ECR's registry `host` as an OCI v2 API, logged in with the 12-hour token, over https (a loopback host,
+    which no ECR endpoint is, gets http as dockerd gives it; --plain-http is never applied to ECR)."""
+    return RegistryAPI(host, login(ecr, policy), plain_http=None, policy=policy, log=log)
 
 
 def ensure_repository(

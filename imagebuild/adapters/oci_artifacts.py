@@ -18,7 +18,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from imagebuild.adapters.registry import RegistryAPI, RemoteManifest, sha256_of
+from imagebuild.adapters.registry import Refused, RegistryAPI, RemoteManifest, sha256_of
 from imagebuild.errors import UserError
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -103,17 +103,34 @@ def artifact_manifest(subject: RemoteManifest, kind: str, payload: bytes) -> byt
 
 
 def attach(
-    api: RegistryAPI, repository: str, subject: RemoteManifest, kind: str, payload: bytes, referrers: bool
+    api: RegistryAPI,
+    repository: str,
+    subject: RemoteManifest,
+    kind: str,
+    payload: bytes,
+    referrers: bool,
+    move: bool = True,
 ) -> str:
     """Store `payload` as an artifact of `kind` for `subject`: by digest where the registry lists referrers,
-    else under the fallback tag (replacing an older one). Where it went."""
-    upload_blob(api, repository, EMPTY_BODY)
-    upload_blob(api, repository, payload)
+    else under the fallback tag (replacing an older one; with `move` False, as on ECR's immutable tags, a
+    fallback tag that holds another artifact is refused and left as it is). Where it went."""
     body = artifact_manifest(subject, kind, payload)
     manifest = RemoteManifest(sha256_of(body), OCI_MANIFEST, body, None)
     reference = manifest.digest if referrers else fallback_tag(subject.digest, kind)
+    where = f"{repository}@{manifest.digest}" if referrers else f"{repository}:{reference}"
+    if not referrers and not move:
+        held = api.manifest(repository, reference)
+        if held is not None and held.digest == manifest.digest:
+            return where  # this very artifact is there already: nothing to write
+        if held is not None:
+            raise Refused(
+                f"{api.registry}/{where} already holds another {kind} ({held.digest}); its tags are "
+                "immutable, so it is not moved (delete that tag to attach this one)"
+            )
+    upload_blob(api, repository, EMPTY_BODY)
+    upload_blob(api, repository, payload)
     api.put_manifest(repository, reference, manifest)
-    return f"{repository}@{manifest.digest}" if referrers else f"{repository}:{reference}"
+    return where
 
 
 def fetch(api: RegistryAPI, repository: str, digest: str, kind: str, referrers: bool) -> List[Artifact]:

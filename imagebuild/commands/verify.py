@@ -3,7 +3,8 @@
 Passes (exit 0) only when the provenance's DSSE signature verifies with the team's public key, the signed
 statement names this digest as its subject, and the SBOM is the one the statement names and describes this
 digest. Anything else is exit 1 naming what: a missing, unsigned or other digest's SBOM, provenance or
-signature. A key file that cannot be read as a PEM public key is exit 2.
+signature. A key file that cannot be read as a PEM public key is exit 2. With `--ecr` the registry is logged
+in to with ECR's token (IMAGE names the ECR registry's host, as `push --ecr` recorded it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ def register(sub) -> None:
     p.add_argument("image", metavar="IMAGE", help="HOST[:PORT]/REPO:TAG or HOST[:PORT]/REPO@sha256:D")
     p.add_argument("--key", required=True, metavar="PUB.pem", help="the team's public key (PEM)")
     add_login_args(p)
+    p.add_argument(
+        "--ecr",
+        action="store_true",
+        help="IMAGE is in Amazon ECR: log in there with ECR's token (boto3; region from --region/env)",
+    )
+    p.add_argument("--region", help="AWS region of the ECR registry (default: the AWS config)")
+    p.add_argument("--endpoint-url", help="AWS endpoint override (tests point it at moto's server)")
     p.add_argument("--attempts", type=int, default=5, help="tries per registry call (default 5)")
     p.set_defaults(func=run)
 
@@ -35,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
         password=read_password(args),
         docker_config=args.docker_config,
         plain_http=args.plain_http,
+        ecr=args.ecr,
+        region=args.region,
+        endpoint_url=args.endpoint_url,
         attempts=args.attempts,
     )
     digest = pipeline.verify(pipeline.VerifyRequest(args.image, args.key, target))

@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from imagebuild.adapters import oci_artifacts as oci
-from imagebuild.adapters.registry import ImageRef, RegistryAPI
+from imagebuild.adapters.registry import ImageRef, Refused, RegistryAPI
 from imagebuild.errors import ChecksFailed
 from imagebuild.release import attest
 from imagebuild.release.push import pushed_refs
@@ -59,9 +59,11 @@ def attach_for_entries(
     signer: Any,
     matrix: Tuple[str, str],
     log: Callable[[str], None],
+    fixed_tags: Callable[[str], bool] = lambda _host: False,
 ) -> List[str]:
     """Make, sign and attach the SBOM and the provenance of every pushed digest of `entries`; where they went.
-    The image's contents are read once per image, whatever the number of repositories it went to."""
+    The image's contents are read once per image, whatever the number of repositories it went to. On a host
+    where `fixed_tags` (ECR: immutable tags) a fallback tag is written once, never moved."""
     done: List[str] = []
     read: Dict[str, attest.ImageFacts] = {}
     for entry in entries:
@@ -71,6 +73,12 @@ def attach_for_entries(
             subject = api.manifest(ref.repository, str(ref.digest))
             if subject is None:
                 raise ChecksFailed(f"{ref} is not in the registry: push it again before attesting")
+            referrers = oci.has_referrers(api, ref.repository, subject.digest)
+            fixed = not referrers and fixed_tags(ref.registry)  # fallback tags that must never move
+            if fixed and _attested_already(api, ref.repository, subject.digest, signer):
+                done += [f"{ref.name}:{oci.fallback_tag(subject.digest, kind)}" for kind in ("sbom", "att")]
+                log(f"  {ref}: already attested, and it verifies with this key; kept (immutable tags)")
+                continue
             if image_id not in read:
                 log(f"attest {entry.get('variant')}: reading the packages of {image_id[:19]}")
                 read[image_id] = attest.read_facts(client, ref.name, subject.digest, image_id)
@@ -78,12 +86,30 @@ def attach_for_entries(
             sbom = attest.make_sbom(facts)
             statement = attest.make_statement(facts, build_facts(entry, dict(facts.labels), matrix), sbom)
             envelope = attest.sign(statement, signer)
-            referrers = oci.has_referrers(api, ref.repository, subject.digest)
             for kind, payload in (("sbom", sbom), ("att", envelope)):
-                where = oci.attach(api, ref.repository, subject, kind, payload, referrers)
+                where = oci.attach(api, ref.repository, subject, kind, payload, referrers, move=not fixed)
                 done.append(f"{ref.registry}/{where}")
                 log(f"  {kind} of {ref}: {ref.registry}/{where}")
     return done
+
+
+def _attested_already(api: RegistryAPI, repository: str, digest: str, signer: Any) -> bool:
+    """Where a fallback tag never moves (ECR's immutable tags): whether `digest` already has an SBOM and a
+    provenance that verify with the signer's own key (attesting again then writes nothing). Nothing there:
+    False. Something there that does not verify: Refused, naming what, and it is left as it is."""
+    sboms = oci.fetch(api, repository, digest, "sbom", referrers=False)
+    atts = oci.fetch(api, repository, digest, "att", referrers=False)
+    if not sboms and not atts:
+        return False
+    problems = attest.check(digest, sboms, atts, signer.public_key, "of --sign-key")
+    if problems:
+        tags = " and ".join(oci.fallback_tag(digest, kind) for kind in ("sbom", "att"))
+        raise Refused(
+            f"{api.registry}/{repository}@{digest}: what its tags {tags} hold does not verify with this key "
+            "(" + "; ".join(problems) + "); the registry's tags are immutable, so they are not moved "
+            "(delete those tags there to attest it again)"
+        )
+    return True
 
 
 def problems_of(api: RegistryAPI, repository: str, digest: str, key: Any, key_path: str) -> List[str]:

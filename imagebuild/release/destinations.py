@@ -2,7 +2,8 @@
 
 `RegistryTarget` is the user's choice as data (flags become it in imagebuild/commands/); `Destination` is
 one push target (push, and build's look-up of content tags other runners pushed); `Registries` reads and
-writes manifests on every registry a release touches (ECR's API for the ECR host, the v2 API for others).
+writes manifests on every registry a release touches (ECR's API for the ECR host, the v2 API for others), and
+gives the v2 API of each host for the SBOM and provenance (on the ECR host too, logged in with its token).
 """
 
 from __future__ import annotations
@@ -143,12 +144,23 @@ class Registries:
         return labels if isinstance(labels, dict) else {}
 
     def api(self, host: str) -> reg.RegistryAPI:
-        """The v2 API of an OCI registry host (logged in, one per host)."""
+        """The v2 API of `host`, logged in, one per host: the ECR host with ECR's token (its registry stores
+        the SBOM and provenance, imagebuild/adapters/ecr.py says where that is documented), others as the
+        target says."""
         return self._api(host)
+
+    def fixed_tags(self, host: str) -> bool:
+        """Whether a tag there must never move: the ECR host (this tool makes its repositories IMMUTABLE)."""
+        return host == self.ecr_host
 
     def _api(self, host: str) -> reg.RegistryAPI:
         if host not in self._apis:
-            self._apis[host] = self.target.api(host, self.policy)
+            if host == self.ecr_host:
+                from imagebuild.adapters import ecr
+
+                self._apis[host] = ecr.registry_api(self.ecr_client, host, self.policy, log)
+            else:
+                self._apis[host] = self.target.api(host, self.policy)
         return self._apis[host]
 
 

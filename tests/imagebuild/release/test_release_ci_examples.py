@@ -81,7 +81,8 @@ def test_codebuild_matrix_lists_the_matrix_variants(project_root):
 
 def test_codebuild_goes_to_ecr_unless_image_registry_is_set(project_root):
     """The run test (test_ci_examples_run.py) takes the IMAGE_REGISTRY branch: moto's ECR has no registry
-    to push to. This pins the other one: by default build, push, attest and release go to ECR."""
+    to push to. This pins the other one: by default build, push, attest and release go to ECR (whose push,
+    attest and release lines test_attest_ecr.py runs in-process against its ECR registry stand-in)."""
     doc = yaml.safe_load((project_root / "examples" / "ci" / "buildspec.yml").read_text())
     assert doc["env"]["variables"]["IMAGE_REGISTRY"] == ""
     (build,) = doc["phases"]["build"]["commands"]
