@@ -55,7 +55,9 @@ def aws_call(
     """
     from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-    name = getattr(fn, "__name__", "call")
+    # the API's own name (GetAuthorizationToken), and never `NAME: detail`: the redactor reads
+    # `...Token: Could` as a token's value and masks the reason
+    name = "".join(part.title() for part in getattr(fn, "__name__", "call").split("_"))
 
     def once() -> Dict[str, Any]:
         try:
@@ -64,15 +66,17 @@ def aws_call(
             code = err.response.get("Error", {}).get("Code", "")
             status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0
             if code in THROTTLE_CODES or status == 429 or status >= 500:
-                raise Retryable(f"{name}: {code or status} {err}") from err
+                raise Retryable(f"{name} failed ({code or status} {err})") from err
             if code in AUTH_CODES:
                 raise UserError(f"AWS refused {name}: {code}", hint="check the AWS credentials/role") from err
             raise
         except EndpointConnectionError as err:
-            raise Retryable(f"{name}: {err}") from err
+            raise Retryable(f"{name} failed ({err})") from err
         except BotoCoreError as err:
             if type(err).__name__ in NO_CREDENTIAL_ERRORS:
-                raise UserError(f"AWS {name}: {err}", hint="configure AWS credentials and region") from err
+                raise UserError(
+                    f"AWS {name} failed ({err})", hint="configure AWS credentials and region"
+                ) from err
             raise
 
     def on_retry(n: int, wait: float, err: BaseException) -> None:

@@ -154,5 +154,8 @@ def test_unreachable_endpoint_is_a_user_error(monkeypatch):
     for key, value in MotoServer.env().items():
         monkeypatch.setenv(key, value)
     client = aws_client("ecr", "us-east-1", f"http://127.0.0.1:{free_port()}")
-    with pytest.raises(UserError, match="kept failing"):
+    with pytest.raises(UserError, match="kept failing") as got:
         ecr.login(client, FAST)
+    # the reason reads whole: the redactor once masked `get_authorization_token: Could` as a token's value
+    assert "GetAuthorizationToken failed (Could not connect" in str(got.value), str(got.value)
+    assert "***" not in str(got.value)
