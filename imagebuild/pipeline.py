@@ -517,9 +517,10 @@ def _push_indexes(
             refused += 1 if failed else 0  # a twin left out by --variant is the user's choice, not a failure
             continue
         try:
-            members = [read_entry(dest.api, ref.repository, done[n], by_name[n]["image_id"]) for n in names]
+            api = dest.oci_api()
+            members = [read_entry(api, ref.repository, done[n], by_name[n]["image_id"]) for n in names]
             force = (repo_t, tag_t) in movable  # only a --tag extra, with --force
-            digest, _same = push_index(dest.api, ref, members, force=force, log=log)
+            digest, _same = push_index(api, ref, members, force=force, log=log)
         except ChecksFailed as err:
             log(f"refused: {err}")
             refused += 1
@@ -560,13 +561,6 @@ def push(req: PushRequest) -> List[Any]:
     others = [e for e in summary["variants"] if e not in entries and e.get("image_id") and e.get("tags")]
     every = plans + [(e, _push_targets(e, req)) for e in others if e.get("status") in ("built", "skipped")]
     twins = twin_groups([(e["variant"], w) for e, wanted in every for w in wanted])
-    if twins and dest.api is None:
-        raise UserError(
-            "variants that share a tag are pushed as one image index, which this tool does for OCI "
-            "registries only (not ECR yet)",
-            key="tags",
-            hint="give the twins different tags, or push them to an OCI registry",
-        )
     done: Dict[str, str] = {}  # variant -> the digest it was pushed as
     for entry, wanted in plans:
         variant = entry["variant"]
@@ -817,10 +811,6 @@ def fan_in(req: FanInRequest) -> Path:
     from imagebuild.release import record as rel
     from imagebuild.release.index import push_index, read_entry
 
-    if req.target.ecr:
-        raise UserError(
-            "fan-in writes image indexes, which this tool does for OCI registries only", key="--ecr"
-        )
     jobs = fanin.job_outputs(req.jobs)
     out = Path(req.out)
     fanin.check_fan_in_outputs_do_not_overlap(out, jobs)
@@ -843,12 +833,13 @@ def fan_in(req: FanInRequest) -> Path:
     missing = fanin.not_pushed_there(targets, by_name)
     if missing:
         raise ChecksFailed("fan-in refused: " + "; ".join(missing))
+    api = dest.oci_api()
     for ref, tag_t, names in targets:
         if len(names) > 1:
-            members = [read_entry(dest.api, ref.repository, by_name[n]["digest"], by_name[n]["image_id"])
+            members = [read_entry(api, ref.repository, by_name[n]["digest"], by_name[n]["image_id"])
                        for n in names]  # fmt: skip
             try:
-                digest, _same = push_index(dest.api, ref, members, log=log)
+                digest, _same = push_index(api, ref, members, log=log)
             except Refused as err:
                 raise Refused(f"{err} (did each job push with --fan-out?)") from None
             for n in names:
@@ -856,7 +847,7 @@ def fan_in(req: FanInRequest) -> Path:
             print(f"index\t{ref}\t{digest}\t{','.join(names)}")
         else:
             entry = by_name[names[0]]
-            fanin.single_tag(dest.api, ref.repository, tag_t, entry["digest"], entry["image_id"], log)
+            fanin.single_tag(api, ref.repository, tag_t, entry["digest"], entry["image_id"], log)
             pushed = f"{ref}@{entry['digest']}"
             entry["pushed"] = [p for p in entry.get("pushed") or [] if p != pushed] + [pushed]
             print(f"tag\t{ref}\t{entry['digest']}\t{names[0]}")

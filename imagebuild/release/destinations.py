@@ -68,6 +68,7 @@ class Destination:
             self.host = ecr.registry_host(self.ecr_client, policy)
             self.namespace = ""
             self.existing = ecr.existing_image(self.ecr_client, policy)
+            self._oci_api: Optional[reg.RegistryAPI] = None  # made on first use: only indexes need it
             return
         where = target.registry or os.environ.get("IMAGE_REGISTRY")
         if not where:
@@ -78,7 +79,17 @@ class Destination:
         self.namespace = namespace + "/" if namespace else ""
         api = target.api(self.host, policy)
         self.api, self.creds = api, api.creds
+        self._oci_api = api
         self.existing = lambda ref: api.manifest(ref.repository, ref.digest or ref.tag)
+
+    def oci_api(self) -> reg.RegistryAPI:
+        """The destination's v2 API, for what ECR's own API cannot write: image indexes (twins' shared tag,
+        fan-in). On ECR its registry host, logged in with its token (ECR takes OCI image indexes there)."""
+        if self._oci_api is None:
+            from imagebuild.adapters import ecr
+
+            self._oci_api = ecr.registry_api(self.ecr_client, self.host, self.policy, log)
+        return self._oci_api
 
     def prepare(self, repository: str) -> str:
         """The full repository path in this destination (ECR: created if missing)."""

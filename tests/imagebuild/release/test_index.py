@@ -18,11 +18,11 @@ from services import (
     write_summary,
 )
 
-from imagebuild.adapters.registry import RegistryAPI
+from imagebuild.adapters.registry import Credentials, RegistryAPI
 from imagebuild.errors import ChecksFailed
 from imagebuild.release.index import INDEX_TYPE, IndexEntry, index_body, twin_groups
 
-pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
+pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images, aws, ecr_token_registry
 
 
 def test_twin_groups_names_only_tags_shared_by_two_variants():
@@ -147,13 +147,47 @@ def test_a_twin_pushed_alone_leaves_the_shared_tag_to_the_index(
 
 
 @pytest.mark.docker
-def test_twins_to_ecr_are_exit_2_before_anything_is_pushed(aws, small_images, arm64_image, tmp_path):
-    summary = _twins(tmp_path, small_images, arm64_image, f"idx-{uuid.uuid4().hex[:10]}/app")
-    argv = ["push", "--summary", str(summary), "--ecr", "--region", "us-east-1"]
-    res = build_py(*argv, "--endpoint-url", aws.endpoint_url)
-    assert res.rc == 2 and "Traceback" not in res.err
-    assert "one image index" in res.err and "OCI registries only" in res.err, res.err
-    assert all(e["digest"] is None for e in json.loads(summary.read_text())["variants"])
+def test_twins_to_ecr_share_one_index_pushed_or_fanned_in(
+    aws, ecr_token_registry, small_images, arm64_image, tmp_path, monkeypatch
+):
+    """Twins on ECR: the images go by ECR's path, the index through the v2 API of ECR's registry host with
+    ECR's token (ECR's own API writes no index). ECR's registry is the token-checking stand-in of
+    test_attest_ecr.py; the one substitution is its host name, in this process (moto's does not exist)."""
+    stand_in = ecr_token_registry
+    monkeypatch.setattr("imagebuild.adapters.ecr.registry_host", lambda _client, _policy=None: stand_in.host)
+    to_ecr = ["--ecr", "--region", "us-east-1", "--endpoint-url", aws.endpoint_url]
+    api = RegistryAPI(stand_in.host, Credentials(stand_in.user, stand_in.password))
+
+    repo = f"idx-ecr-{uuid.uuid4().hex[:10]}/app"  # one push of both twins
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    res = build_py("push", "--summary", str(summary), *to_ecr)
+    assert res.rc == 0, res.err
+    entries = {e["variant"]: e for e in json.loads(summary.read_text())["variants"]}
+    index = api.manifest(repo, "v1")
+    assert index is not None and index.media_type == INDEX_TYPE
+    plats = {m["platform"]["architecture"]: m["digest"] for m in json.loads(index.body)["manifests"]}
+    assert plats == {"amd64": entries["twin"]["digest"], "arm64": entries["twin-arm64"]["digest"]}
+    assert stand_in.password not in res.out + res.err
+
+    repo = f"idx-ecr-{uuid.uuid4().hex[:10]}/app"  # two runners, then fan-in
+    jobs = {}
+    for name, image in (("twin", small_images["a"]), ("twin-arm64", arm64_image)):
+        job = tmp_path / name
+        job.mkdir()
+        write_summary(job / "summary.json", [summary_entry(name, image, tags=[f"{repo}:v1"])])
+        write_check_report(job / "test-report.json", [(name, image.id, True)])
+        res = build_py("push", "--summary", str(job / "summary.json"), *to_ecr, "--fan-out")
+        assert res.rc == 0, res.err
+        jobs[name] = job
+    assert api.manifest(repo, "v1") is None  # neither runner took the shared tag
+    out = tmp_path / "fan-in"
+    froms = ["--from", str(jobs["twin"]), "--from", str(jobs["twin-arm64"])]
+    res = build_py("fan-in", *froms, "--out", str(out), *to_ecr)
+    assert res.rc == 0, res.err
+    index = api.manifest(repo, "v1")
+    assert index is not None and index.media_type == INDEX_TYPE
+    merged = {e["variant"]: e for e in json.loads((out / "summary.json").read_text())["variants"]}
+    assert {e["index"] for e in merged.values()} == {f"{stand_in.host}/{repo}:v1@{index.digest}"}
 
 
 @pytest.mark.docker
