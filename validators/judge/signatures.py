@@ -10,6 +10,7 @@ Facts from the fold are in validators/parse/facts.py; predicates are at the bott
 import re
 from typing import List, Optional
 
+from efa_validators.judge import envcheck
 from efa_validators.judge.shortlist import few, ranges
 from efa_validators.parse.facts import is_efa_provider
 
@@ -419,6 +420,9 @@ CATALOG = [
 ]
 
 
+CATALOG += envcheck.CATALOG  # misconfigurations the log shows (validators/judge/envcheck.py)
+
+
 class _LinePattern:
     __slots__ = ("sig", "needle", "regex")
 
@@ -428,7 +432,10 @@ class _LinePattern:
         self.regex = re.compile(regex)
 
 
-_LINE_PATTERNS = [_LinePattern(e["id"], p["needle"], p["regex"]) for e in CATALOG for p in e.get("lines", ())]
+# a pattern's hits count for its entry, or (`as`) in an evidence list of their own that a predicate reads
+_LINE_PATTERNS = [
+    _LinePattern(p.get("as", e["id"]), p["needle"], p["regex"]) for e in CATALOG for p in e.get("lines", ())
+]
 BY_ID = {e["id"]: e for e in CATALOG}
 
 
@@ -818,6 +825,7 @@ PREDICATES = {
     "driver_older_than_runtime": _driver_older_than_runtime,
     "warn_lines": _warn_lines,
 }  # type: Dict[str, Callable]
+PREDICATES.update(envcheck.PREDICATES)
 
 
 def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
@@ -828,12 +836,16 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
         evidence = list(facts.signature_evidence.get(entry["id"], ()))
         if evidence:
             message = "%d matching line(s)" % facts.signature_counts.get(entry["id"], len(evidence))
+        severity = entry["severity"]
         pred = PREDICATES.get(entry.get("when", ""))
         if pred is not None:
             res = pred(facts, tests)
             if res is not None:
                 message = res[0] if message is None else f"{res[0]}; {message}"
                 evidence = _dedupe(list(res[1]) + evidence)
+                severity = res[2] if len(res) > 2 else severity  # the predicate weighed the facts
+            elif entry.get("gate"):
+                continue  # its lines only gather evidence: the predicate decides
         crashes = _crash_kind(facts, "crash")
         if entry["id"] == "hang" and crashes and message is not None:
             # an `unhandled system error` line after a crash is the crash's echo, not a stall
@@ -852,7 +864,7 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
         findings.append(
             {
                 "id": entry["id"],
-                "severity": entry["severity"],
+                "severity": severity,
                 "title": entry["title"],
                 "message": message,
                 "evidence": evidence[:8],
