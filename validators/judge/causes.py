@@ -228,6 +228,10 @@ def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
         else:
             deep = 0 if cause is None else depth[cause] + 1
         keyed.append((tier(f, cause is not None, f["id"] in leading), deep, i, f))
+    # what was seen after the output never goes ahead of the output's own root: no earlier tier than its
+    ranked = [k[0] for k in keyed[: len(findings)] if k[0] < TIERS.index("warning")]
+    floor = min(ranked) if ranked else 0
+    keyed[len(findings) :] = [(max(t, floor), d, i, f) for t, d, i, f in keyed[len(findings) :]]
     return [f for _, _, _, f in sorted(keyed, key=lambda k: k[:3])]
 
 
