@@ -95,6 +95,7 @@ LINKS = (
         "ofi-init-failed",
         "NCCL fell back to TCP sockets because the plugin failed to initialise",
     ),
+    ("socket-fallback", "env-net-forced", "NCCL runs over TCP sockets because NCCL_NET forces it"),
     ("socket-fallback", "plugin-missing", "NCCL fell back to TCP sockets because it found no net plugin"),
     (
         "socket-fallback",
@@ -106,6 +107,7 @@ LINKS = (
         "efa-devices-missing",
         "NCCL fell back to TCP sockets because libfabric found no EFA device",
     ),
+    ("network-ib", "env-net-forced", "NCCL uses its internal IB transport because NCCL_NET forces it"),
     ("network-ib", "plugin-missing", "NCCL used its internal IB transport because it found no net plugin"),
     (
         "network-ib",
@@ -114,6 +116,16 @@ LINKS = (
     ),
     ("gdr-disabled", "provider-not-efa", "GPUDirect RDMA is off because the provider in use is not efa"),
     ("gdr-disabled", "env-gdr-forbidden", "GPUDirect RDMA is off because the environment forbids it"),
+    (
+        "gdr-disabled",
+        "env-device-rdma-off",
+        "GPUDirect RDMA is off because FI_EFA_USE_DEVICE_RDMA turns it off",
+    ),
+    (
+        "provider-not-efa",
+        "env-provider-forced",
+        "libfabric selected another provider because FI_PROVIDER names it",
+    ),
     (
         "ll-corruption",
         "env-protocol-forced",

@@ -25,6 +25,10 @@ _FORCED = "env-protocol-forced/plugin"  # the evidence list of the plugin's 'Nee
 
 # the one value after "set by environment to" (NCCL prints integers with a final '.')
 _VALUE = r"set by environment to\s+(\S+?)\.?\s*$"
+# a shell's trace of an export (bash -x: `+ export NAME=value`, quoted or not): variables NCCL and the
+# plugin never print (FI_*, NCCL_NET) are visible only so
+_EXPORT = r"(?:^\+*\s*|[;&|]\s*)export\s+[\"']?%s=[\"']?([^\s\"';]*)"
+_TRACE = "GNU bash manual, 'set -x' (xtrace: each command printed after expansion, prefixed by PS4 '+ ')"
 
 CATALOG = [
     {
@@ -185,6 +189,78 @@ CATALOG = [
         "%s'); aws/aws-ofi-nccl INSTALL.md (libnccl-net-ofi.so)",
     },
 ]
+
+
+def _trace(name: str, sid: str, title: str, when: str, remedy: str, source: str) -> dict:
+    """An entry read from a shell's trace of `export NAME=...` (one scan needle, 'export ', for all)."""
+    return {
+        "id": sid,
+        "severity": "warning",
+        "title": title,
+        "gate": True,
+        "lines": [{"needle": "export ", "regex": _EXPORT % name, "scan": True}],
+        "when": when,
+        "remedy": remedy,
+        "source": source + "; " + _TRACE,
+    }
+
+
+CATALOG += [
+    _trace(
+        "NCCL_NET",
+        "env-net-forced",
+        "the job's script forces NCCL's network to one that is not EFA",
+        "net_forced",
+        "Unset NCCL_NET, or set it to the plugin's name ('Libfabric' for aws-ofi-nccl >= 1.13, 'AWS "
+        "Libfabric' before): NCCL_NET=Socket or IB never uses EFA.",
+        "NVIDIA/nccl src/init.cc (NCCL_NET read, not printed), src/plugin/net.cc (the network whose name "
+        "matches NCCL_NET, case-insensitive)",
+    ),
+    _trace(
+        "FI_PROVIDER",
+        "env-provider-forced",
+        "the job's script sets FI_PROVIDER to a provider other than efa",
+        "provider_forced",
+        "Unset FI_PROVIDER (aws-ofi-nccl >= 1.6 selects efa itself on AWS) or set it to efa.",
+        "aws/aws-ofi-nccl src/platform-aws.cpp (FI_PROVIDER read: set and not efa, the efa provider is not "
+        "forced), " + _EFA_ENV + " (FI_PROVIDER=efa only for aws-ofi-nccl <= 1.5.0)",
+    ),
+    _trace(
+        "FI_EFA_USE_DEVICE_RDMA",
+        "env-device-rdma-off",
+        "the job's script turns the EFA device's RDMA off",
+        "device_rdma_off",
+        "Unset FI_EFA_USE_DEVICE_RDMA: with it off libfabric emulates RDMA and GPUDirect RDMA over EFA is "
+        "not used; libfabric >= 1.18 with aws-ofi-nccl >= 1.7 decide themselves.",
+        "ofiwg/libfabric man/fi_efa.7.md (FI_EFA_USE_DEVICE_RDMA: 0/false/no/off emulates fi_rma operations "
+        "instead of using device RDMA); " + _EFA_ENV,
+    ),
+]
+
+
+def exported(facts, sid: str, name: str) -> List[str]:
+    """The values a shell trace kept for signature `sid` shows `name` exported with."""
+    rx = re.compile(_EXPORT % re.escape(name))
+    out = []  # type: List[str]
+    for e in facts.signature_evidence.get(sid) or ():
+        m = rx.search(e.get("text") or "")
+        if m and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def _exported_if(sid: str, name: str, bad, what: str):
+    """A trace entry's predicate: the values `bad` holds for, said with `what` they do."""
+
+    def judge(facts, tests):
+        vals = [v for v in exported(facts, sid, name) if bad(v)]
+        if not vals:
+            return None
+        return "export {}={} in the job's trace: {}".format(name, "/".join(vals), what), list(
+            facts.signature_evidence.get(sid) or ()
+        )
+
+    return judge
 
 
 def values(facts, sid: str, name: str) -> List[str]:
@@ -351,6 +427,24 @@ def _named(sid: str, what: str):
 
 
 PREDICATES = {
+    "net_forced": _exported_if(
+        "env-net-forced",
+        "NCCL_NET",
+        lambda v: v.lower() in ("socket", "ib"),
+        "NCCL uses that network, never EFA",
+    ),
+    "provider_forced": _exported_if(
+        "env-provider-forced",
+        "FI_PROVIDER",
+        lambda v: v.split(";")[0].lower() not in ("efa", "efa-direct", ""),
+        "libfabric is kept from the efa provider",
+    ),
+    "device_rdma_off": _exported_if(
+        "env-device-rdma-off",
+        "FI_EFA_USE_DEVICE_RDMA",
+        lambda v: v.lower() in ("0", "false", "no", "off"),
+        "libfabric emulates RDMA, GPUDirect RDMA over EFA is off",
+    ),
     "value_refused": _named("env-value-refused", "refused, so NCCL or the plugin stops at init"),
     "value_ignored": _named("env-value-ignored", "not a valid value, the default was used instead"),
     "gdr_forbidden": _named("env-gdr-forbidden", "network transfers go through host memory"),

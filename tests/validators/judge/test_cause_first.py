@@ -50,6 +50,15 @@ FIRST = {
         [("plugin-missing", "env-net-plugin-unloadable"), ("socket-fallback", "plugin-missing")],
     ),
     "gdr-level-loc.log": ("env-gdr-forbidden", [("gdr-disabled", "env-gdr-forbidden")]),
+    "trace-net-socket.log": ("env-net-forced", [("socket-fallback", "env-net-forced")]),
+    "trace-provider-tcp.log": (
+        "env-provider-forced",
+        [("provider-not-efa", "env-provider-forced"), ("gdr-disabled", "provider-not-efa")],
+    ),
+    "trace-device-rdma-off-p4d.log": (
+        "env-device-rdma-off",
+        [("gdr-disabled", "env-device-rdma-off"), ("ofi-init-failed", "gdr-disabled")],
+    ),
 }
 
 
@@ -95,6 +104,9 @@ MISCONFIGURED = [
     ("env-advice-only.log", "env-p2p-disabled", "NCCL_P2P_DISABLE set by environment to 1"),
     ("env-advice-only.log", "env-tuning-override", "NCCL_BUFFSIZE set by environment to 2097152"),
     ("env-advice-only.log", "env-value-ignored", "Invalid value 4x for NCCL_NCHANNELS_PER_NET_PEER"),
+    ("trace-net-socket.log", "env-net-forced", "+ export NCCL_NET=Socket"),
+    ("trace-provider-tcp.log", "env-provider-forced", "+ export 'FI_PROVIDER=tcp'"),
+    ("trace-device-rdma-off-p4d.log", "env-device-rdma-off", "+ export FI_EFA_USE_DEVICE_RDMA=0"),
 ]
 
 
@@ -161,6 +173,18 @@ H = "gpu-4:12:40 [0] NCCL INFO "
         ([H + "NCCL_NET_GDR_LEVEL set by environment to PHB"], []),
         ([H + "NCCL_SHM_DISABLE set by environment to 1."], ["env-p2p-disabled"]),
         ([H + "NCCL_MIN_NCHANNELS set by environment to 32."], ["env-tuning-override"]),
+        # a shell trace: only values that keep the run off EFA speak; the right ones, or other words, do not
+        (["+ export NCCL_NET=IB"], ["env-net-forced"]),
+        (
+            [
+                "+ export 'NCCL_NET=AWS Libfabric'",
+                "+ export FI_PROVIDER=efa",
+                "+ export FI_EFA_USE_DEVICE_RDMA=1",
+            ],
+            [],
+        ),
+        (["echo do not export FI_PROVIDER=tcp here", "+ NCCL_NET=Socket"], []),
+        (["+ export FI_EFA_USE_DEVICE_RDMA=off"], ["env-device-rdma-off"]),
     ],
 )
 def test_env_rules_fire_only_where_the_text_shows_a_misconfiguration(lines, fired):
