@@ -314,6 +314,8 @@ CATALOG = [
         "lines": [
             {"needle": "Failed to ", "regex": r"Failed to (?:CUDA )?(?:malloc|calloc|host alloc)"},
             {"needle": "out of memory", "regex": r"Cuda failure 'out of memory'"},
+            # PyTorch's CUDA check (a line holding 'error': through the line filter)
+            {"needle": "out of memory", "regex": r"CUDA error: out of memory"},
             {"needle": "unable to allocate", "regex": r"NET/Socket ?: ?unable to allocate"},
             {
                 "needle": "llocat",
@@ -349,6 +351,7 @@ CATALOG = [
         "or EFA devices for a pod.",
         "source": "NVIDIA/nccl src/include/alloc.h ('Failed to CUDA calloc', 'Failed to malloc'), "
         "src/include/checks.h (\"Cuda failure '%s'\"), src/transport/net_socket.cc ('unable to allocate'); "
+        "pytorch/pytorch c10/cuda/CUDAException.cpp ('CUDA error: ' + cudaGetErrorString at 0e4c6cd6); "
         "aws/aws-ofi-nccl src/nccl_ofi_freelist.cpp, src/nccl_ofi_cuda.cpp ('cuMemAlloc failed'); "
         "SchedMD/slurm src/srun/libsrun/allocate.c ('Unable to allocate resources: %s'); kubernetes "
         "pkg/scheduler/framework/plugins/noderesources/fit.go ('Insufficient %v')",
@@ -366,12 +369,20 @@ CATALOG = [
         "id": "crash",
         "severity": "error",
         "title": "a process of the job failed or died",
+        "lines": [
+            # a task that ended with a non-zero code: the job failed, whatever the text before says
+            {
+                "needle": "Exited with exit code",
+                "regex": r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code [1-9]",
+            }
+        ],
         "when": "crashed",
         "remedy": "Read the named rank's last lines: the NCCL WARN before a `Test NCCL failure` names the "
         "cause; a signal (11: segmentation fault, 9: killed, often out of memory) stops the process, and the "
         "other ranks then hang or abort: fix the first rank that died.",
         "source": "NVIDIA/nccl-tests src/common.h (CUDACHECK/NCCLCHECK/TESTCHECK); Open MPI mpirun "
-        "'exited on signal'; Slurm srun 'error: NODE: task N'",
+        "'exited on signal'; Slurm srun 'error: NODE: task N'; SchedMD/slurm src/plugins/launch/slurm/"
+        "launch_slurm.c ('%s: %s %s: Exited with exit code %d', as bookworm's launch_slurm.so holds it)",
     },
     {
         "id": "hang",
@@ -633,10 +644,18 @@ def _describe(crashes) -> str:
     return "; ".join(parts[:4]) + more
 
 
+_SRUN_EXIT = re.compile(r"srun: error: (\S+): (tasks? [\d,-]+): Exited with exit code (\d+)")
+
+
 def _crashed(facts, tests):
     crashes = _crash_kind(facts, "crash")
     if not crashes:
-        return None
+        said = []  # type: List[str]  # srun's own line for a task that exited non-zero
+        for e in facts.signature_evidence.get("crash") or ():
+            m = _SRUN_EXIT.search(e.get("text") or "")
+            if m and "%s on %s: exited with code %s" % (m.group(2), m.group(1), m.group(3)) not in said:
+                said.append("%s on %s: exited with code %s" % (m.group(2), m.group(1), m.group(3)))
+        return ("; ".join(said[:4]), []) if said else None
     relayed = _crash_kind(facts, "relay")
     text, ev = _describe(crashes), [c["evidence"] for c in crashes + relayed]
     before = _warn_before(facts, crashes)

@@ -318,3 +318,27 @@ def test_cause_first_share_over_every_failing_fixture_and_corpus_log(capsys):
         )
     assert len(rows) >= len(FIRST) + len(CLASSES) and corpus, rows
     assert not bad, bad
+
+
+@pytest.mark.parametrize(
+    "line, first, said",
+    [
+        (
+            "srun: error: gpu-st-2: task 5: Exited with exit code 1",
+            "crash",
+            "task 5 on gpu-st-2: exited with code 1",
+        ),
+        ("2: srun: error: node-b: tasks 8-15: Exited with exit code 134", "crash", "tasks 8-15 on node-b"),
+        (
+            "[rank0]: torch.AcceleratorError: CUDA error: out of memory",
+            "resource-allocation-failed",
+            "1 matching",
+        ),
+    ],
+)
+def test_a_failure_the_text_shows_is_never_unknown_with_no_findings(line, first, said):
+    """Lines that ended 'unknown, no findings' before: a task's non-zero exit (Slurm's launch plugin), and
+    PyTorch's CUDA check out of memory."""
+    report = analyze([line])
+    assert report["verdict"] == "fail" and _ids(report)[0] == first
+    assert said in report["findings"][0]["message"] and report["findings"][0]["evidence"]
