@@ -42,16 +42,15 @@ CATALOG = [
                 "needle": "nrecognized",
                 "regex": r"Unrecognized (?:element|prefix) token \"[^\"]*\" when parsing",
             },
-            {"needle": "must have a prefix", "regex": r"All entries except the first must have a prefix"},
             # aws-ofi-nccl's parameters: an invalid value fails the plugin's init (-EINVAL)
-            {"needle": "set to invalid value", "regex": r"NET/OFI WARNING: \S+ set to invalid value"},
+            {"needle": "nvalid value", "regex": r"NET/OFI WARNING: \S+ set to invalid value"},
         ],
         "remedy": "Correct or unset the variable the line names: NCCL_PROTO takes LL, LL128, Simple (a "
         "leading ^ excludes), NCCL_ALGO Ring, Tree, CollnetDirect, CollnetChain, NVLS, NVLSTree, PAT; "
         "aws-ofi-nccl's OFI_NCCL_* take the values its documentation lists.",
-        "source": "NVIDIA/nccl src/graph/tuning.cc parseList (v2.24.3-1 on: 'Unrecognized element token', "
-        "'All entries except the first must have a prefix'; silently ignored before); aws/aws-ofi-nccl "
-        "include/nccl_ofi_param_impl.h ('WARNING: %s set to invalid value %s', returns -EINVAL)",
+        "source": "NVIDIA/nccl src/graph/tuning.cc parseList (v2.24.3-1 on: 'Unrecognized element "
+        "token'; silently ignored before); aws/aws-ofi-nccl include/nccl_ofi_param_impl.h ('WARNING: %s "
+        "set to invalid value %s', returns -EINVAL)",
     },
     {
         "id": "env-value-ignored",
@@ -60,11 +59,11 @@ CATALOG = [
         "title": "a variable in the environment has a value NCCL or the plugin ignored",
         "lines": [
             {
-                "needle": "Invalid value",
+                "needle": "nvalid value",
                 "regex": r"Invalid value \S* for NCCL_\w+, using default",
                 "scan": True,
             },
-            {"needle": "Invalid value", "regex": r"Invalid value \S* provided for \S+ environment variable"},
+            {"needle": "nvalid value", "regex": r"Invalid value \S* provided for \S+ environment variable"},
         ],
         "remedy": "The run used the default instead of the value set: correct the value (an integer for "
         "NCCL's numeric parameters) or unset the variable.",
@@ -77,7 +76,7 @@ CATALOG = [
         "title": "NCCL_PROTO is set in the environment",
         "gate": True,
         "lines": [
-            {"needle": "set by env", "regex": r"NCCL_PROTO " + _VALUE, "scan": True},
+            {"needle": "set by env", "words": ["NCCL_PROTO"], "regex": r"NCCL_PROTO " + _VALUE, "scan": True},
             # kept apart (its own evidence list): every rank prints it before NCCL reads NCCL_PROTO
             {"needle": "force simple protocol", "regex": r"Need to force simple protocol", "as": _FORCED},
         ],
@@ -95,7 +94,7 @@ CATALOG = [
         "severity": "warning",
         "title": "NCCL_ALGO is set in the environment",
         "gate": True,
-        "lines": [{"needle": "set by env", "regex": r"NCCL_ALGO " + _VALUE}],
+        "lines": [{"needle": "set by env", "words": ["NCCL_ALGO"], "regex": r"NCCL_ALGO " + _VALUE}],
         "when": "algorithm_forced",
         "remedy": "Unset NCCL_ALGO: from NCCL 2.12 NCCL's tuner (and on AWS aws-ofi-nccl's tuner) picks the "
         "algorithm per message size and node count; a forced one was tuned for another job or stack.",
@@ -109,7 +108,8 @@ CATALOG = [
         "title": "the environment forbids GPUDirect RDMA on the network path",
         "lines": [
             {
-                "needle": "NCCL_NET_GDR_",
+                "needle": "set by env",
+                "words": ["NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ"],
                 "regex": r"NCCL_NET_GDR_LEVEL set by environment to (?:LOC|0)\b"
                 r"|NCCL_NET_GDR_READ set by environment to 0\b",
             }
@@ -128,6 +128,7 @@ CATALOG = [
         "lines": [
             {
                 "needle": "set by env",
+                "words": ["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"],
                 "regex": r"NCCL_P2P_DISABLE set by environment to 1\b"
                 r"|NCCL_P2P_LEVEL set by environment to LOC\b|NCCL_SHM_DISABLE set by environment to 1\b",
             }
@@ -146,6 +147,7 @@ CATALOG = [
         "lines": [
             {
                 "needle": "set by env",
+                "words": ["NCCL_BUFFSIZE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"],
                 # 8388608 is what aws-ofi-nccl itself sets on p4/p5 (its platform table): not the user's
                 "regex": r"NCCL_BUFFSIZE set by environment to (?!8388608\b)\d+"
                 r"|NCCL_(?:MIN|MAX)_NCHANNELS set by environment to",
@@ -163,7 +165,13 @@ CATALOG = [
         "severity": "error",
         "title": "NCCL_SOCKET_IFNAME matches no usable interface",
         "gate": True,
-        "lines": [{"needle": "set by env", "regex": r"NCCL_SOCKET_IFNAME " + _VALUE}],
+        "lines": [
+            {
+                "needle": "set by env",
+                "words": ["NCCL_SOCKET_IFNAME"],
+                "regex": r"NCCL_SOCKET_IFNAME " + _VALUE,
+            }
+        ],
         "when": "socket_ifname_unmatched",
         "remedy": "Set NCCL_SOCKET_IFNAME to a prefix of an interface every node has (`ip -br addr`), e.g. "
         "'^docker,lo,veth' to exclude, or 'ens'/'eth0' to select; '=' before a name matches it exactly.",
@@ -176,9 +184,13 @@ CATALOG = [
         "title": "NCCL_NET_PLUGIN names a plugin NCCL could not load",
         "gate": True,
         "lines": [
-            {"needle": "set by env", "regex": r"NCCL_NET_PLUGIN " + _VALUE},
+            {"needle": "set by env", "words": ["NCCL_NET_PLUGIN"], "regex": r"NCCL_NET_PLUGIN " + _VALUE},
             # NCCL 2.12-2.26 'Plugin name set by env to', 2.27 'NET/Plugin: ...' (not TUNER/ or PROFILER/)
-            {"needle": "set by env", "regex": r"(?:NCCL INFO |NET/Plugin ?: ?)Plugin name set by env to \S+"},
+            {
+                "needle": "set by env",
+                "words": ["name"],
+                "regex": r"(?:NCCL INFO |NET/Plugin ?: ?)Plugin name set by env to \S+",
+            },
         ],
         "when": "net_plugin_unloadable",
         "remedy": "NCCL loads libnccl-net-<NCCL_NET_PLUGIN>.so (or the path given): name the installed "

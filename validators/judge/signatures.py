@@ -7,6 +7,7 @@ a regex) or on a named fact predicate (`when`, evaluated over the folded facts),
 Facts from the fold are in validators/parse/facts.py; predicates are at the bottom of this file.
 """
 
+import functools
 import re
 from typing import List, Optional
 
@@ -435,17 +436,20 @@ CATALOG += envcheck.CATALOG  # misconfigurations the log shows (validators/judge
 
 
 class _LinePattern:
-    __slots__ = ("sig", "needle", "regex")
+    __slots__ = ("sig", "needle", "regex", "words")
 
-    def __init__(self, sig: str, needle: str, regex: str) -> None:
+    def __init__(self, sig: str, needle: str, regex: str, words=None) -> None:
         self.sig = sig
         self.needle = needle
         self.regex = re.compile(regex)
+        self.words = words  # the words one of which stands right before the needle where it matches
 
 
 # a pattern's hits count for its entry, or (`as`) in an evidence list of their own that a predicate reads
 _LINE_PATTERNS = [
-    _LinePattern(p.get("as", e["id"]), p["needle"], p["regex"]) for e in CATALOG for p in e.get("lines", ())
+    _LinePattern(p.get("as", e["id"]), p["needle"], p["regex"], p.get("words"))
+    for e in CATALOG
+    for p in e.get("lines", ())
 ]
 BY_ID = {e["id"]: e for e in CATALOG}
 
@@ -490,13 +494,44 @@ def match_line(text: str) -> List[str]:
     if not holds_line_needle(text):
         return []
     hits = None
-    for needle, search, sig in _LINE_CHECKS:
-        if needle in text and search(text):
-            if hits is None:
-                hits = [sig]
-            elif sig not in hits:
-                hits.append(sig)
+    for needle, anyone, checks in _GROUPS:
+        if needle in text and (anyone is None or anyone(text)):
+            for search, sig in checks:
+                if search(text):
+                    if hits is None:
+                        hits = [sig]
+                    elif sig not in hits:
+                        hits.append(sig)
     return hits or []
+
+
+def _groups() -> tuple:
+    """(needle, a cheap test that one of its patterns can match or None, its (search, id) pairs), one per
+    needle: each needle is tested once per line, and a needle many patterns share (`set by env`: every
+    variable NCCL prints) first looks up the word before it among the patterns' `words`."""
+    by = {}  # type: Dict[str, list]
+    for p in _LINE_PATTERNS:
+        by.setdefault(p.needle, []).append(p)
+    out = []
+    for needle, pats in by.items():
+        anyone = None
+        if len(pats) > 1 and all(p.words for p in pats):
+            anyone = functools.partial(_word_before, needle, frozenset(w for p in pats for w in p.words))
+        out.append((needle, anyone, tuple((p.regex.search, p.sig) for p in pats)))
+    return tuple(out)
+
+
+def _word_before(needle: str, words: frozenset, text: str) -> bool:
+    """Whether one of `words` stands right before an occurrence of `needle` in `text` (space-separated)."""
+    i = text.find(needle)
+    while i > 0:
+        if text[text.rfind(" ", 0, i - 1) + 1 : i - 1] in words:
+            return True
+        i = text.find(needle, i + 1)
+    return False
+
+
+_GROUPS = _groups()
 
 
 # ------------------------------------------------------------------ fact predicates
