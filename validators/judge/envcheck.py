@@ -421,11 +421,15 @@ def _net_plugin_unloadable(facts, tests):
     )
 
 
-def _named(sid: str, what: str):
-    """A line-driven entry's message: the settings its kept lines name (NAME=value), and `what` they do."""
+def _named(sid: str, what: str, warns: Optional[str] = None):
+    """A line-driven entry's message: the settings its kept lines name (NAME=value), and `what` they do;
+    `warns`: a pattern for kept WARN lines that count too (a rare form that earns no needle of its own)."""
+    rx = re.compile(warns) if warns else None
 
     def said(facts, tests):
         ev = list(facts.signature_evidence.get(sid) or ())
+        if rx is not None:
+            ev += [w for w in facts.evidence_of("warn") if rx.search(w.get("text") or "") and w not in ev]
         names = []  # type: List[str]
         for e in ev:
             s = said_of(e.get("text") or "")
@@ -457,7 +461,12 @@ PREDICATES = {
         lambda v: v.lower() in ("0", "false", "no", "off"),
         "libfabric emulates RDMA, GPUDirect RDMA over EFA is off",
     ),
-    "value_refused": _named("env-value-refused", "refused, so NCCL or the plugin stops at init"),
+    "value_refused": _named(
+        "env-value-refused",
+        "refused, so NCCL or the plugin stops at init",
+        # NCCL >= 2.24 parseList, read from the WARN lines kept (src/graph/tuning.cc)
+        r"All entries except the first must have a prefix",
+    ),
     "value_ignored": _named("env-value-ignored", "not a valid value, the default was used instead"),
     "gdr_forbidden": _named("env-gdr-forbidden", "network transfers go through host memory"),
     "p2p_disabled": _named("env-p2p-disabled", "GPUs of one node talk through host memory"),
@@ -480,6 +489,9 @@ def said_of(text: str) -> Optional[str]:
     m = re.search(r"WARNING: (\S+) set to invalid value (\S*)", text)
     if m:
         return f"{m.group(1)}={m.group(2)}"
+    m = re.search(r"All entries except the first must have a prefix: \"([^\"]*)\"", text)
+    if m:
+        return f"the value '{m.group(1)}' (an entry after the first without a prefix)"
     m = re.search(r"Unrecognized (?:element|prefix) token \"([^\"]*)\" when parsing \"([^\"]*)\"", text)
     if m:
         return f"the token '{m.group(1)}' of the value '{m.group(2)}'"

@@ -342,3 +342,19 @@ def test_a_failure_the_text_shows_is_never_unknown_with_no_findings(line, first,
     report = analyze([line])
     assert report["verdict"] == "fail" and _ids(report)[0] == first
     assert said in report["findings"][0]["message"] and report["findings"][0]["evidence"]
+
+
+def test_a_refusal_read_from_the_warn_lines_kept_leads_the_crash_it_causes():
+    """NCCL's rarer parseList refusal has no needle of its own: the WARN line kept names it."""
+    report = analyze(
+        [
+            H + "NCCL_ALGO set by environment to ring;tree",
+            "gpu-4:12:40 [0] graph/tuning.cc:78 NCCL WARN All entries except the first must have a prefix: "
+            '"ring;tree"',
+            "gpu-4: Test NCCL failure common.cu:1005 'invalid usage (run with NCCL_DEBUG=WARN for details) '",
+        ]
+    )
+    assert _ids(report)[:2] == ["env-value-refused", "crash"]
+    assert "the value 'ring;tree'" in report["findings"][0]["message"]
+    assert "must have a prefix" in report["findings"][0]["evidence"][0]["text"]
+    assert report["findings"][1]["caused_by"] == "env-value-refused"
