@@ -3,16 +3,45 @@
 Why data: an expert reads a failed run from the root cause to its effects (no EFA device, so the plugin did
 not initialise, so NCCL fell back to sockets, so the bandwidth is low), and the order is knowledge that
 changes with the field, like the signatures. `LINKS` says which finding can follow from which, in the words
-the consequence's message then carries; `TIERS` is the reading order: root causes, then their consequences
-(deeper ones later), then warnings, then notes. A finding that no link ties to a cause that fired is a root
-cause when it is an error. Ordering never changes a severity or a verdict.
+the consequence's message then carries; `KINDS` says what a finding is when nothing links it to a cause.
+
+The reading order is total (`tier`, then depth, then catalog order):
+  0. root causes: an error no link ties to a cause that fired (a misconfiguration, a missing device, a
+     resource, a completion error...), and any finding a fired error follows from (a warning-level
+     misconfiguration that an error names as its cause leads, as the error's cause);
+  1. consequences: errors a link ties to a cause that fired, deeper ones later (the crash that names its
+     cause is read after it);
+  2. symptoms no link explains (a crash, a hang, a watchdog timeout, a rank's exit): what happened, after
+     every cause the text shows;
+  3. performance and advisory errors no link explains (GPUDirect RDMA not in use, low bandwidth): true,
+     but never what a failed run is read from;
+  4. warnings, 5. notes.
+A performance finding that a fired error follows from is a cause (GDR off on a GDR-required instance makes
+the plugin fail: tier 0). Ordering never changes a severity or a verdict.
 """
 
 import re
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-TIERS = ("cause", "consequence", "warning", "note")
+TIERS = ("cause", "consequence", "symptom", "advisory", "warning", "note")
 TIER_OF_SEVERITY = {"error": "cause", "warning": "warning", "info": "note"}
+
+# what an error is when no link ties it to a cause that fired (every other error is a cause)
+SYMPTOMS = frozenset(
+    (
+        "crash",
+        "hang",
+        "watchdog-timeout",
+        "rank-exit",
+        "launcher-exit",
+        "nccl-tests-no-results",
+        "nccl-tests-failure",
+        "nccl-tests-out-of-bounds",
+        "nccl-tests-wrong-results",
+    )
+)
+ADVISORY = frozenset(("gdr-disabled", "busbw-below-expected", "nccl-tests-min-bw-failed"))
+KINDS = dict([(i, "symptom") for i in SYMPTOMS] + [(i, "advisory") for i in ADVISORY])
 
 # (effect, cause, the sentence that ties them), read in this order: the first cause that fired is named
 LINKS = (
@@ -47,10 +76,26 @@ LINKS = (
         "aws-ofi-nccl failed to initialise because GPUDirect RDMA is unavailable on a GDR-required instance",
     ),
     (
+        "ofi-init-failed",
+        "env-value-refused",
+        "aws-ofi-nccl failed to initialise because it refused a value in the environment",
+    ),
+    (
+        "plugin-missing",
+        "env-net-plugin-unloadable",
+        "NCCL found no net plugin because NCCL_NET_PLUGIN names one it could not load",
+    ),
+    (
+        "bootstrap-interface",
+        "env-socket-ifname-unmatched",
+        "NCCL's bootstrap found no interface because NCCL_SOCKET_IFNAME selects none",
+    ),
+    (
         "socket-fallback",
         "ofi-init-failed",
         "NCCL fell back to TCP sockets because the plugin failed to initialise",
     ),
+    ("socket-fallback", "env-net-forced", "NCCL runs over TCP sockets because NCCL_NET forces it"),
     ("socket-fallback", "plugin-missing", "NCCL fell back to TCP sockets because it found no net plugin"),
     (
         "socket-fallback",
@@ -62,6 +107,7 @@ LINKS = (
         "efa-devices-missing",
         "NCCL fell back to TCP sockets because libfabric found no EFA device",
     ),
+    ("network-ib", "env-net-forced", "NCCL uses its internal IB transport because NCCL_NET forces it"),
     ("network-ib", "plugin-missing", "NCCL used its internal IB transport because it found no net plugin"),
     (
         "network-ib",
@@ -69,6 +115,33 @@ LINKS = (
         "NCCL used its internal IB transport because the net plugin could not be loaded",
     ),
     ("gdr-disabled", "provider-not-efa", "GPUDirect RDMA is off because the provider in use is not efa"),
+    ("gdr-disabled", "env-gdr-forbidden", "GPUDirect RDMA is off because the environment forbids it"),
+    (
+        "gdr-disabled",
+        "env-device-rdma-off",
+        "GPUDirect RDMA is off because FI_EFA_USE_DEVICE_RDMA turns it off",
+    ),
+    (
+        "provider-not-efa",
+        "env-provider-forced",
+        "libfabric selected another provider because FI_PROVIDER names it",
+    ),
+    (
+        "ll-corruption",
+        "env-protocol-forced",
+        "the results are wrong because NCCL_PROTO enables LL/LL128 over a transport without ordering",
+    ),
+    (
+        "nccl-tests-wrong-results",
+        "env-protocol-forced",
+        "the results are wrong because NCCL_PROTO enables LL/LL128 over a transport without ordering",
+    ),
+    (
+        "nccl-tests-out-of-bounds",
+        "ll-corruption",
+        "nccl-tests counted values out of bounds because the results were corrupted",
+    ),
+    ("crash", "env-value-refused", "a rank failed because NCCL refused a value in the environment"),
     ("crash", "completion-error", "a rank failed after a network completion error"),
     (
         "crash",
@@ -94,6 +167,16 @@ LINKS = (
     ("watchdog-timeout", "hang", "PyTorch's watchdog timed out on the stalled run"),
     ("busbw-below-expected", "socket-fallback", "the bandwidth is low because NCCL runs over TCP sockets"),
     ("busbw-below-expected", "gdr-disabled", "the bandwidth is low because GPUDirect RDMA is off"),
+    (
+        "busbw-below-expected",
+        "env-p2p-disabled",
+        "the bandwidth is low with NCCL's intra-node P2P/SHM paths disabled in the environment",
+    ),
+    (
+        "busbw-below-expected",
+        "env-tuning-override",
+        "the bandwidth is low with NCCL's buffer or channel sizes overridden in the environment",
+    ),
     ("nccl-tests-no-results", "crash", "nccl-tests printed no result because a rank died"),
     ("nccl-tests-no-results", "hang", "nccl-tests printed no result because the run stalled"),
     (
@@ -120,6 +203,7 @@ EXIT_CAUSES = (
     ("mr-registration-failed", "after memory registration failed"),
     ("cuda-driver-too-old", "because the CUDA driver is older than the runtime"),
     ("ofi-init-failed", "after the net plugin failed to initialise"),
+    ("env-value-refused", "after NCCL refused a value in the environment"),
 )
 LINKS += tuple(
     (effect, cause, f"{who} exited non-zero {why}")
@@ -129,7 +213,8 @@ LINKS += tuple(
 
 
 def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
-    """The findings in reading order, each consequence with `caused_by` and its link in the message.
+    """The findings in reading order (the module's tiers), each consequence with `caused_by` and its link in
+    the message.
 
     `later`: what was seen after the output's last line (`validators run`'s own findings: the hang it ended,
     a rank's exit). They may follow from the output's findings, never cause them: a run the runner ended
@@ -140,6 +225,8 @@ def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
     fired = {f["id"] for f in findings}
     cause_of = _links(fired, fired)
     after = _links({f["id"] for f in later}, fired)
+    errors = {f["id"] for f in list(findings) + list(later) if f.get("severity") == "error"}
+    leading = {c for e, (c, _) in list(cause_of.items()) + list(after.items()) if e in errors}
     depth = {fid: _depth(fid, cause_of) for fid in fired}
     keyed = []
     for i, f in enumerate(list(findings) + list(later)):
@@ -152,7 +239,11 @@ def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
             deep = depth[f["id"]]
         else:
             deep = 0 if cause is None else depth[cause] + 1
-        keyed.append((_tier(f, cause is not None), deep, i, f))
+        keyed.append((tier(f, cause is not None, f["id"] in leading), deep, i, f))
+    # what was seen after the output never goes ahead of the output's own root: no earlier tier than its
+    ranked = [k[0] for k in keyed[: len(findings)] if k[0] < TIERS.index("warning")]
+    floor = min(ranked) if ranked else 0
+    keyed[len(findings) :] = [(max(t, floor), d, i, f) for t, d, i, f in keyed[len(findings) :]]
     return [f for _, _, _, f in sorted(keyed, key=lambda k: k[:3])]
 
 
@@ -165,11 +256,16 @@ def _links(effects: Set[str], fired: Set[str]) -> Dict[str, Tuple[str, str]]:
     return out
 
 
-def _tier(finding: dict, caused: bool) -> int:
-    tier = TIER_OF_SEVERITY.get(finding.get("severity"), "note")
-    if tier == "cause" and caused:
-        tier = "consequence"
-    return TIERS.index(tier)
+def tier(finding: dict, caused: bool, leads: bool) -> int:
+    """The index in TIERS of a finding: `caused`, a link ties it to a cause that fired; `leads`, a fired
+    error follows from it."""
+    if finding.get("severity") == "error" or leads:
+        if caused:
+            return TIERS.index("consequence")
+        if leads:
+            return TIERS.index("cause")
+        return TIERS.index(KINDS.get(finding["id"], "cause"))
+    return TIERS.index(TIER_OF_SEVERITY.get(finding.get("severity"), "note"))
 
 
 def _depth(fid: str, cause_of: Dict[str, Tuple[str, str]]) -> int:
@@ -195,10 +291,59 @@ def chain(findings: List[dict], fid: str) -> List[str]:
 
 
 def root_cause(findings: List[dict]) -> Optional[dict]:
-    """The first error finding of ordered findings, or None: what the report leads with."""
+    """The first finding of ordered findings that is an error or that an error names as its cause (a
+    warning-level misconfiguration a failure follows from), or None: what the report leads with."""
+    named = _named_causes(findings)
     for f in findings:
-        if f.get("severity") == "error":
+        if f.get("severity") == "error" or f["id"] in named:
             return f
+    return None
+
+
+def _named_causes(findings: List[dict]) -> Set[str]:
+    return {f["caused_by"] for f in findings if f.get("severity") == "error" and f.get("caused_by")}
+
+
+def kind(finding: dict, findings: List[dict]) -> str:
+    """cause, consequence, symptom or advisory: a finding of a failed run, read as `order` reads it."""
+    if finding.get("caused_by"):
+        return "consequence"
+    if finding["id"] in _named_causes(findings):
+        return "cause"
+    return KINDS.get(finding["id"], "cause")
+
+
+def misordered(findings: List[dict]) -> Optional[str]:
+    """Why a report's findings do not lead with the run's cause, or None: checked from the outside, on the
+    report as written (the measurement of tests/validators/judge/test_cause_first.py).
+
+    A finding that names its cause comes after it; the report's first finding is its root cause (an error,
+    or what an error names); and that root is a cause when the text shows one, else a symptom, and only
+    where neither is shown a performance or advisory finding."""
+    first_at = {}  # type: Dict[str, int]
+    for i, f in enumerate(findings):
+        first_at.setdefault(f["id"], i)
+    for i, f in enumerate(findings):
+        c = f.get("caused_by")
+        if c and first_at.get(c, len(findings)) > i:
+            return "{} comes before its cause {}".format(f["id"], c)
+    lead = root_cause(findings)
+    if lead is None:
+        return None
+    if findings[0] is not lead:
+        return "{} ({}) comes before the root cause {}".format(
+            findings[0]["id"], findings[0].get("severity"), lead["id"]
+        )
+    named = _named_causes(findings)
+    roots = [
+        f for f in findings if not f.get("caused_by") and (f.get("severity") == "error" or f["id"] in named)
+    ]
+    rank = ("cause", "symptom", "advisory")
+    best = min(roots, key=lambda f: rank.index(kind(f, findings)))
+    if rank.index(kind(lead, findings)) > rank.index(kind(best, findings)):
+        return "the report leads with {} ({}), but {} is a {}".format(
+            lead["id"], kind(lead, findings), best["id"], kind(best, findings)
+        )
     return None
 
 

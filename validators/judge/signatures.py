@@ -7,9 +7,11 @@ a regex) or on a named fact predicate (`when`, evaluated over the folded facts),
 Facts from the fold are in validators/parse/facts.py; predicates are at the bottom of this file.
 """
 
+import functools
 import re
 from typing import List, Optional
 
+from efa_validators.judge import envcheck
 from efa_validators.judge.shortlist import few, ranges
 from efa_validators.parse.facts import is_efa_provider
 
@@ -313,6 +315,8 @@ CATALOG = [
         "lines": [
             {"needle": "Failed to ", "regex": r"Failed to (?:CUDA )?(?:malloc|calloc|host alloc)"},
             {"needle": "out of memory", "regex": r"Cuda failure 'out of memory'"},
+            # PyTorch's CUDA check (a line holding 'error': through the line filter)
+            {"needle": "out of memory", "regex": r"CUDA error: out of memory"},
             {"needle": "unable to allocate", "regex": r"NET/Socket ?: ?unable to allocate"},
             {
                 "needle": "llocat",
@@ -348,6 +352,7 @@ CATALOG = [
         "or EFA devices for a pod.",
         "source": "NVIDIA/nccl src/include/alloc.h ('Failed to CUDA calloc', 'Failed to malloc'), "
         "src/include/checks.h (\"Cuda failure '%s'\"), src/transport/net_socket.cc ('unable to allocate'); "
+        "pytorch/pytorch c10/cuda/CUDAException.cpp ('CUDA error: ' + cudaGetErrorString at 0e4c6cd6); "
         "aws/aws-ofi-nccl src/nccl_ofi_freelist.cpp, src/nccl_ofi_cuda.cpp ('cuMemAlloc failed'); "
         "SchedMD/slurm src/srun/libsrun/allocate.c ('Unable to allocate resources: %s'); kubernetes "
         "pkg/scheduler/framework/plugins/noderesources/fit.go ('Insufficient %v')",
@@ -365,12 +370,20 @@ CATALOG = [
         "id": "crash",
         "severity": "error",
         "title": "a process of the job failed or died",
+        "lines": [
+            # a task that ended with a non-zero code: the job failed, whatever the text before says
+            {
+                "needle": "Exited with exit code",
+                "regex": r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code [1-9]",
+            }
+        ],
         "when": "crashed",
         "remedy": "Read the named rank's last lines: the NCCL WARN before a `Test NCCL failure` names the "
         "cause; a signal (11: segmentation fault, 9: killed, often out of memory) stops the process, and the "
         "other ranks then hang or abort: fix the first rank that died.",
         "source": "NVIDIA/nccl-tests src/common.h (CUDACHECK/NCCLCHECK/TESTCHECK); Open MPI mpirun "
-        "'exited on signal'; Slurm srun 'error: NODE: task N'",
+        "'exited on signal'; Slurm srun 'error: NODE: task N'; SchedMD/slurm src/plugins/launch/slurm/"
+        "launch_slurm.c ('%s: %s %s: Exited with exit code %d', as bookworm's launch_slurm.so holds it)",
     },
     {
         "id": "hang",
@@ -419,16 +432,25 @@ CATALOG = [
 ]
 
 
-class _LinePattern:
-    __slots__ = ("sig", "needle", "regex")
+CATALOG += envcheck.CATALOG  # misconfigurations the log shows (validators/judge/envcheck.py)
 
-    def __init__(self, sig: str, needle: str, regex: str) -> None:
+
+class _LinePattern:
+    __slots__ = ("sig", "needle", "regex", "words")
+
+    def __init__(self, sig: str, needle: str, regex: str, words=None) -> None:
         self.sig = sig
         self.needle = needle
         self.regex = re.compile(regex)
+        self.words = words  # the words one of which stands right before the needle where it matches
 
 
-_LINE_PATTERNS = [_LinePattern(e["id"], p["needle"], p["regex"]) for e in CATALOG for p in e.get("lines", ())]
+# a pattern's hits count for its entry, or (`as`) in an evidence list of their own that a predicate reads
+_LINE_PATTERNS = [
+    _LinePattern(p.get("as", e["id"]), p["needle"], p["regex"], p.get("words"))
+    for e in CATALOG
+    for p in e.get("lines", ())
+]
 BY_ID = {e["id"]: e for e in CATALOG}
 
 
@@ -472,13 +494,44 @@ def match_line(text: str) -> List[str]:
     if not holds_line_needle(text):
         return []
     hits = None
-    for needle, search, sig in _LINE_CHECKS:
-        if needle in text and search(text):
-            if hits is None:
-                hits = [sig]
-            elif sig not in hits:
-                hits.append(sig)
+    for needle, anyone, checks in _GROUPS:
+        if needle in text and (anyone is None or anyone(text)):
+            for search, sig in checks:
+                if search(text):
+                    if hits is None:
+                        hits = [sig]
+                    elif sig not in hits:
+                        hits.append(sig)
     return hits or []
+
+
+def _groups() -> tuple:
+    """(needle, a cheap test that one of its patterns can match or None, its (search, id) pairs), one per
+    needle: each needle is tested once per line, and a needle many patterns share (`set by env`: every
+    variable NCCL prints) first looks up the word before it among the patterns' `words`."""
+    by = {}  # type: Dict[str, list]
+    for p in _LINE_PATTERNS:
+        by.setdefault(p.needle, []).append(p)
+    out = []
+    for needle, pats in by.items():
+        anyone = None
+        if len(pats) > 1 and all(p.words for p in pats):
+            anyone = functools.partial(_word_before, needle, frozenset(w for p in pats for w in p.words))
+        out.append((needle, anyone, tuple((p.regex.search, p.sig) for p in pats)))
+    return tuple(out)
+
+
+def _word_before(needle: str, words: frozenset, text: str) -> bool:
+    """Whether one of `words` stands right before an occurrence of `needle` in `text` (space-separated)."""
+    i = text.find(needle)
+    while i > 0:
+        if text[text.rfind(" ", 0, i - 1) + 1 : i - 1] in words:
+            return True
+        i = text.find(needle, i + 1)
+    return False
+
+
+_GROUPS = _groups()
 
 
 # ------------------------------------------------------------------ fact predicates
@@ -626,10 +679,18 @@ def _describe(crashes) -> str:
     return "; ".join(parts[:4]) + more
 
 
+_SRUN_EXIT = re.compile(r"srun: error: (\S+): (tasks? [\d,-]+): Exited with exit code (\d+)")
+
+
 def _crashed(facts, tests):
     crashes = _crash_kind(facts, "crash")
     if not crashes:
-        return None
+        said = []  # type: List[str]  # srun's own line for a task that exited non-zero
+        for e in facts.signature_evidence.get("crash") or ():
+            m = _SRUN_EXIT.search(e.get("text") or "")
+            if m and "%s on %s: exited with code %s" % (m.group(2), m.group(1), m.group(3)) not in said:
+                said.append("%s on %s: exited with code %s" % (m.group(2), m.group(1), m.group(3)))
+        return ("; ".join(said[:4]), []) if said else None
     relayed = _crash_kind(facts, "relay")
     text, ev = _describe(crashes), [c["evidence"] for c in crashes + relayed]
     before = _warn_before(facts, crashes)
@@ -818,6 +879,7 @@ PREDICATES = {
     "driver_older_than_runtime": _driver_older_than_runtime,
     "warn_lines": _warn_lines,
 }  # type: Dict[str, Callable]
+PREDICATES.update(envcheck.PREDICATES)
 
 
 def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
@@ -828,12 +890,16 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
         evidence = list(facts.signature_evidence.get(entry["id"], ()))
         if evidence:
             message = "%d matching line(s)" % facts.signature_counts.get(entry["id"], len(evidence))
+        severity = entry["severity"]
         pred = PREDICATES.get(entry.get("when", ""))
         if pred is not None:
             res = pred(facts, tests)
             if res is not None:
                 message = res[0] if message is None else f"{res[0]}; {message}"
                 evidence = _dedupe(list(res[1]) + evidence)
+                severity = res[2] if len(res) > 2 else severity  # the predicate weighed the facts
+            elif entry.get("gate"):
+                continue  # its lines only gather evidence: the predicate decides
         crashes = _crash_kind(facts, "crash")
         if entry["id"] == "hang" and crashes and message is not None:
             # an `unhandled system error` line after a crash is the crash's echo, not a stall
@@ -852,7 +918,7 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
         findings.append(
             {
                 "id": entry["id"],
-                "severity": entry["severity"],
+                "severity": severity,
                 "title": entry["title"],
                 "message": message,
                 "evidence": evidence[:8],
