@@ -106,6 +106,14 @@ def grep(path: str, repeat: int) -> dict:
     return best(repeat, ["grep", "-cE", grep_pattern(), path], env)
 
 
+def line_filter(path: str, repeat: int) -> dict:
+    """bench/line_filter.py: a Python line filter that parses nothing (issue 33's second baseline)."""
+    script = os.path.join(ROOT, "bench", "line_filter.py")
+    res = best(repeat, [sys.executable, script, grep_pattern(), path], dict(os.environ))
+    res["lines"] = int(res["out"].strip() or 0)
+    return res
+
+
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
     env = dict(os.environ, PYTHONPATH=root)
     argv = [
@@ -137,6 +145,7 @@ def contest(path: str, repeat: int, workers: int, tmp: str, baseline: str = "") 
     one file; the reports must agree."""
     _warm(path)
     g = grep(path, repeat)
+    f = line_filter(path, repeat)
     split = parse(path, repeat, workers, os.path.join(tmp, "split.json"))
     one = parse(path, repeat, 1, os.path.join(tmp, "one.json"))
     rep = json.loads(one["report"])
@@ -151,6 +160,8 @@ def contest(path: str, repeat: int, workers: int, tmp: str, baseline: str = "") 
         "lines": rep["inputs"][0]["lines"],
         "grep_s": g["seconds"],
         "grep_lines": int(g["out"].strip() or 0),
+        "filter_s": f["seconds"],
+        "filter_lines": f["lines"],
         "split_s": split["seconds"],
         "split_cpu": split["cpu_s"],
         "one_cpu": one["cpu_s"],
@@ -214,6 +225,7 @@ def main(argv=None) -> int:
             build_corpus(path, logs, args.size_mb << 20)
             r = results["corpus"] = contest(path, args.repeat, args.workers, tmp, args.baseline)
             print(row("real logs (%d files) concatenated" % len(logs), r, args.workers), flush=True)
+            _filter_line(r)
             _base_line(r)
             os.unlink(path)
         if args.ranks:
@@ -221,6 +233,7 @@ def main(argv=None) -> int:
             generate_ranks(path, args.ranks // 8)
             r = results["ranks"] = contest(path, args.repeat, args.workers, tmp, args.baseline)
             print(row("%d-rank init (generated)" % args.ranks, r, args.workers), flush=True)
+            _filter_line(r)
             _base_line(r)
             os.unlink(path)
         if args.scaling:
@@ -233,6 +246,18 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def _filter_line(r: dict) -> None:
+    """The Python line filter (bench/line_filter.py) as the second yardstick: parse speed / its speed."""
+    print(
+        "|  | line filter (Python, the needles, parses nothing; %d lines) | %.2f s | split: **%.2f** of it | "
+        "one: %.2f of it | | | |"
+        % (r["filter_lines"], r["filter_s"], r["filter_s"] / r["split_s"], r["filter_s"] / r["one_s"]),
+        flush=True,
+    )
+    if "base_s" in r:
+        print("|  | baseline parser vs the filter | | %.2f of it | | | | |" % (r["filter_s"] / r["base_s"]))
 
 
 def _base_line(r: dict) -> None:
