@@ -34,6 +34,9 @@ HYPERPOD_BATCH = 25  # BatchReplaceClusterNodes / BatchRebootClusterNodes: up to
 _HOST = re.compile(
     r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
+# A node name Slurm reads as every node: `scontrol update nodename=ALL` (any case) drained all three nodes of
+# the test Slurm (22.05, tests/fixtures/launchers/slurm-start.sh). A report never names it as one host.
+_EVERY_NODE = "all"
 _INSTANCE_ID = re.compile(r"i-[a-f0-9]{8}(?:[a-f0-9]{9})?")  # the API's NodeId pattern
 _HARDWARE = (
     "gpu",
@@ -68,6 +71,10 @@ def bad_nodes(reports: Sequence[Tuple[str, Dict[str, Any]]]) -> Dict[str, Any]:
     def add(host: Any, check: str, detail: str, source: str) -> None:
         if not isinstance(host, str) or not _HOST.fullmatch(host):
             raise DrainError("%s: host %r is not a host name a scheduler takes" % (source, host))
+        if host.lower() == _EVERY_NODE:
+            raise DrainError(
+                "%s: host %r is every node to Slurm (nodename=ALL): never drained" % (source, host)
+            )
         entry = nodes.setdefault(host, {"host": host, "reasons": [], "hardware": False})
         entry["reasons"].append({"check": check, "detail": _clean(detail), "source": source})
         entry["hardware"] = entry["hardware"] or check.startswith(_HARDWARE)

@@ -140,6 +140,7 @@ def test_bad_input_is_exit_2_naming_it_never_a_traceback_or_a_hang(tmp_path):
     os.mkfifo(fifo)
     hostile = _write(tmp_path, "h.json", _node_check(host="a;touch /tmp/x"))
     comma = _write(tmp_path, "c.json", _sweep(["a,evil"], replay=False))
+    every = _write(tmp_path, "all.json", _node_check(host="All"))  # scontrol: nodename=ALL is every node
     sweep = _write(tmp_path, "s.json", _sweep(["h3"], replay=False))
     cases = [
         ([str(fifo), "--for", "slurm"], "not a regular file"),
@@ -149,6 +150,7 @@ def test_bad_input_is_exit_2_naming_it_never_a_traceback_or_a_hang(tmp_path):
         ([_write(tmp_path, "o.json", {"verdict": "fail"}), "--for", "slurm"], "neither a node-check"),
         ([hostile, "--for", "slurm"], "not a host name"),
         ([comma, "--for", "slurm"], "not a host name"),
+        ([every, "--for", "slurm"], "every node to Slurm"),
         ([sweep, "--for", "hyperpod", "--cluster", "c"], "--instance-id"),
         ([sweep, "--for", "hyperpod", "--cluster", "c;x"], "--cluster"),
         ([sweep, "--for", "hyperpod", "--cluster", "c",
