@@ -262,6 +262,8 @@ def _read_report(path: str) -> Dict[str, Any]:
         return json.loads(data.decode("utf-8"))
     except ValueError as err:
         raise drain.DrainError("%s: not JSON (%s)" % (path, err)) from None
+    except RecursionError:  # arrays or objects nested deeper than Python's stack: no report is
+        raise drain.DrainError("%s: not a report (JSON nested too deep)" % path) from None
 
 
 _CLUSTER = re.compile(

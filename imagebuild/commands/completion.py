@@ -1,4 +1,5 @@
-"""`efa-image-build completion bash|zsh|tcsh`: the shell completion script, made by shtab from the parser."""
+"""`efa-image-build completion bash|zsh|fish|tcsh|powershell`: the shell completion script, made by shtab
+from the parser."""
 
 from __future__ import annotations
 

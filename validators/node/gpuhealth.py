@@ -133,6 +133,7 @@ def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
                 "remap_failure": _text(gpu, "remapped_rows/remapped_row_failure"),
                 "retirement_pending": _text(gpu, "retired_pages/pending_retirement"),
                 "fabric_state": _text(gpu, "fabric/state"),
+                "fabric_reported": gpu.find("fabric/state") is not None,  # N/A is an answer, absence none
                 "fabric_status": _text(gpu, "fabric/status"),
             }
         )  # fmt: skip
@@ -172,8 +173,8 @@ def _ecc(gpu: Dict[str, Any]) -> Tuple[str, str]:
         return "fail", "uncorrectable ECC errors since the driver loaded: %s" % _counts(volatile)
     if gpu["sram_threshold_exceeded"] == "Yes":
         return "fail", "aggregate SRAM uncorrectable errors over NVIDIA's threshold (RMA)"
-    if not any(k.startswith("volatile.") for k in gpu["ecc_uncorrectable"]):
-        return "unknown", "no volatile ECC counters reported"
+    if not any(v is not None for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("volatile.")):
+        return "unknown", "no volatile ECC counter reported as a number"  # all N/A: no count is no zero
     lifetime = {k: v for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("aggregate.") and v}
     return "pass", "no uncorrectable ECC error since the driver loaded" + (
         " (lifetime: %s)" % _counts(lifetime) if lifetime else ""
@@ -245,6 +246,8 @@ def _reset(gpu: Dict[str, Any]) -> Tuple[str, str]:
 
 def _fabric(gpu: Dict[str, Any]) -> Tuple[str, str]:
     state, status = gpu["fabric_state"], gpu["fabric_status"]
+    if not gpu["fabric_reported"]:  # a driver without the element: says nothing of fabric manager
+        return "unknown", "fabric state not reported"
     if state is None:  # N/A: the driver has no NVSwitch fabric to register with on this GPU
         return "pass", "no NVLink fabric on this GPU (fabric state N/A)"
     if state == "Completed" and status == "Success":
@@ -381,7 +384,7 @@ def parse_dcgm_diag(text: str) -> List[Tuple[str, str, str]]:
     """(category, test, status) of every result of `dcgmi diag -j`. Raises ValueError when it is not that."""
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
         raise ValueError("dcgmi diag output is not JSON") from None
     body = doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic") if isinstance(doc, dict) else None
     categories = body.get("test_categories") if isinstance(body, dict) else None
@@ -389,12 +392,19 @@ def parse_dcgm_diag(text: str) -> List[Tuple[str, str, str]]:
         raise ValueError("dcgmi diag JSON without test_categories")
     out = []
     for category in categories:
-        for test in (category or {}).get("tests") or []:
-            for result in (test or {}).get("results") or []:
-                out.append(
-                    (str(category.get("category")), str(test.get("name")), str((result or {}).get("status")))
-                )
+        for test in _objects(category, "tests"):
+            for result in _objects(test, "results"):
+                out.append((str(category.get("category")), str(test.get("name")), str(result.get("status"))))
     return out
+
+
+def _objects(parent: Any, key: str) -> List[Dict[str, Any]]:
+    """parent[key], a list of objects, as dcgmi writes it (absent: none); any other shape is not its output
+    (ValueError), never walked into results."""
+    items = parent.get(key, []) if isinstance(parent, dict) else None
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ValueError("dcgmi diag JSON: %r is not a list of objects" % key)
+    return items
 
 
 def dcgm_check(rc: Optional[int], out: str, level: int) -> Check:

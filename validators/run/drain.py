@@ -34,6 +34,9 @@ HYPERPOD_BATCH = 25  # BatchReplaceClusterNodes / BatchRebootClusterNodes: up to
 _HOST = re.compile(
     r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
+# A node name Slurm reads as every node: `scontrol update nodename=ALL` (any case) drained all three nodes of
+# the test Slurm (22.05, tests/fixtures/launchers/slurm-start.sh). A report never names it as one host.
+_EVERY_NODE = "all"
 _INSTANCE_ID = re.compile(r"i-[a-f0-9]{8}(?:[a-f0-9]{9})?")  # the API's NodeId pattern
 _HARDWARE = (
     "gpu",
@@ -59,7 +62,8 @@ def _clean(text: str, limit: int = REASON_MAX) -> str:
 
 def bad_nodes(reports: Sequence[Tuple[str, Dict[str, Any]]]) -> Dict[str, Any]:
     """{"nodes": [{host, reasons: [{check, detail, source}], hardware}], "suspects": [...], "replay": bool}
-    from (file name, report) pairs. Raises DrainError on a report of no known kind or a bad host name."""
+    from (file name, report) pairs. Raises DrainError on a report of no known kind, a host list that is not
+    a list, or a bad host name (a suspect too: it is printed)."""
     nodes: Dict[str, Dict[str, Any]] = {}
     suspects: List[Dict[str, Any]] = []
     replay = False
@@ -67,6 +71,10 @@ def bad_nodes(reports: Sequence[Tuple[str, Dict[str, Any]]]) -> Dict[str, Any]:
     def add(host: Any, check: str, detail: str, source: str) -> None:
         if not isinstance(host, str) or not _HOST.fullmatch(host):
             raise DrainError("%s: host %r is not a host name a scheduler takes" % (source, host))
+        if host.lower() == _EVERY_NODE:
+            raise DrainError(
+                "%s: host %r is every node to Slurm (nodename=ALL): never drained" % (source, host)
+            )
         entry = nodes.setdefault(host, {"host": host, "reasons": [], "hardware": False})
         entry["reasons"].append({"check": check, "detail": _clean(detail), "source": source})
         entry["hardware"] = entry["hardware"] or check.startswith(_HARDWARE)
@@ -74,10 +82,11 @@ def bad_nodes(reports: Sequence[Tuple[str, Dict[str, Any]]]) -> Dict[str, Any]:
     for source, report in reports:
         if not isinstance(report, dict):
             raise DrainError("%s: not a report (a JSON object)" % source)
-        replay = replay or bool(report.get("replay") or (report.get("run") or {}).get("replay"))
+        run = report.get("run")
+        replay = replay or bool(report.get("replay") or (isinstance(run, dict) and run.get("replay")))
         if str(report.get("schema", "")).startswith(PREFIX + "/node-check/"):
             if report.get("verdict") == "fail":
-                for c in report.get("checks") or []:
+                for c in _listed(report, "checks", source):
                     if isinstance(c, dict) and c.get("status") == "fail":
                         add(report.get("host"), str(c.get("name")), str(c.get("detail", "")), source)
             continue
@@ -86,18 +95,37 @@ def bad_nodes(reports: Sequence[Tuple[str, Dict[str, Any]]]) -> Dict[str, Any]:
             raise DrainError(
                 "%s: neither a node-check report nor a sweep report (run --pairwise/--bisect)" % source
             )
-        findings = {f.get("id"): f for f in report.get("findings") or [] if isinstance(f, dict)}
+        findings = {
+            str(f.get("id")): f for f in _listed(report, "findings", source) if isinstance(f, dict)
+        }  # fmt: skip
         for kind, section in sweeps:
             finding = findings.get("bad-node" if kind == "pairwise" else "slow-node") or {}
-            for host in section.get("implicated") or []:
+            implicated = _listed(section, "implicated", source, kind + ".")
+            for host in implicated:
                 add(host, "bad-node" if kind == "pairwise" else "slow-node",
                     str(finding.get("message") or "implicated by the %s sweep" % kind), source)  # fmt: skip
-            for host in section.get("suspects") or []:
-                if host not in (section.get("implicated") or []):
+            for host in _listed(section, "suspects", source, kind + "."):
+                if not isinstance(host, str) or not _HOST.fullmatch(host):  # printed: never a line of its own
+                    raise DrainError(
+                        "%s: key '%s.suspects': %r is not a host name a scheduler takes"
+                        % (source, kind, host)
+                    )
+                if host not in implicated:
                     suspects.append(
                         {"host": host, "source": source, "why": "suspect, not proven: not drained"}
                     )
     return {"nodes": [nodes[h] for h in sorted(nodes)], "suspects": suspects, "replay": replay}
+
+
+def _listed(section: Dict[str, Any], key: str, source: str, within: str = "") -> List[Any]:
+    """`section[key]` as the list a report holds there (absent: empty); a string or an object is refused,
+    never walked letter by letter or key by key into host names."""
+    value = section.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DrainError("%s: key '%s%s' is %s, not a list" % (source, within, key, type(value).__name__))
+    return value
 
 
 def reason_of(node: Dict[str, Any], replay: bool) -> str:

@@ -3,6 +3,7 @@ from the documented formats (tests/fixtures/gpuhealth/, sources in validators/no
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -69,6 +70,41 @@ def test_a_missing_or_failing_tool_and_unreadable_output_are_unknown_never_pass(
         "<current_ecc>Enabled</current_ecc>", "<current_ecc>N/A</current_ecc>"
     )
     assert _by_name(gpuhealth.smi_checks(0, one_gpu))["gpu-ecc"]["status"] == "unknown"
+
+
+def test_an_element_not_reported_or_counters_that_are_no_numbers_are_unknown_never_pass():
+    """A driver that writes no <fabric> says nothing of fabric manager (only N/A says there is no fabric);
+    volatile ECC counters that are all N/A or not numbers are no zero count."""
+    healthy = _read("smi-healthy-p5.xml")
+    no_fabric = re.sub(r"<fabric>.*?</fabric>", "", healthy, flags=re.S)
+    assert "<fabric>" in healthy and "<fabric>" not in no_fabric
+    assert _by_name(gpuhealth.smi_checks(0, no_fabric))["gpu-fabric"]["status"] == "unknown"
+    for value in ("N/A", "garbage"):
+        counters = re.sub(
+            r"<volatile>.*?</volatile>",
+            lambda m, value=value: re.sub(r">\d+<", ">%s<" % value, m.group(0)),
+            healthy,
+            flags=re.S,
+        )
+        assert counters != healthy
+        ecc = _by_name(gpuhealth.smi_checks(0, counters))["gpu-ecc"]
+        assert ecc["status"] == "unknown" and "no volatile ECC counter" in ecc["detail"], (value, ecc)
+
+
+def test_dcgmi_json_of_another_shape_is_unknown_never_a_crash():
+    shapes = [
+        {"DCGM Diagnostic": {"test_categories": ["x"]}},
+        {"DCGM Diagnostic": {"test_categories": [{"category": "c", "tests": ["y"]}]}},
+        {
+            "DCGM Diagnostic": {
+                "test_categories": [{"category": "c", "tests": [{"name": "t", "results": ["z"]}]}]
+            }
+        },
+        {"DCGM Diagnostic": {"test_categories": [{"category": "c", "tests": {"t": {"status": "Pass"}}}]}},
+    ]
+    for text in [json.dumps(shape) for shape in shapes] + ["[" * 100000 + "]" * 100000]:
+        checked = gpuhealth.dcgm_check(0, text, 1)
+        assert checked["status"] == "unknown" and "dcgmi diag" in checked["detail"], (text[:80], checked)
 
 
 def test_nvlink_down_link_and_recoveries_fail_crc_counts_are_shown():

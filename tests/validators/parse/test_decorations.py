@@ -49,3 +49,13 @@ def test_efa_with_gdr_read_through_an_empty_host_a_ray_prefix_and_dedup_counts()
     _rc, r = _parse("empty-host-efa-ray.log")
     assert r["efa"] is True and r["gdr"] is True and r["network"] == "Libfabric", r["checks"]
     assert r["counts"]["channel_gdr"] == 2 and r["counts"]["channel_unclear"] == 0
+
+
+def test_roce_devices_behind_an_empty_host_are_the_ib_transport_not_efa():
+    """NET/IB over RoCE ports is NCCL's verbs transport: efa false, the network named. The fixture's device
+    line has the form of NVIDIA/nccl src/transport/net_ib.cc's `"NET/IB : Using%s %s; OOB %s:%s"`, each
+    device `" [%d]%s:%d/%s"` with the link layer `IB` or `RoCE`."""
+    rc, r = _parse("empty-host-roce.log")
+    assert r["efa"] is False and r["network"] == "IB" and rc == 1, r["counts"]
+    assert r["counts"]["channel_nogdr"] == 2 and r["counts"]["channel_unclear"] == 0
+    assert [f["id"] for f in r["findings"]][:1] == ["network-ib"]

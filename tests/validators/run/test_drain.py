@@ -140,6 +140,7 @@ def test_bad_input_is_exit_2_naming_it_never_a_traceback_or_a_hang(tmp_path):
     os.mkfifo(fifo)
     hostile = _write(tmp_path, "h.json", _node_check(host="a;touch /tmp/x"))
     comma = _write(tmp_path, "c.json", _sweep(["a,evil"], replay=False))
+    every = _write(tmp_path, "all.json", _node_check(host="All"))  # scontrol: nodename=ALL is every node
     sweep = _write(tmp_path, "s.json", _sweep(["h3"], replay=False))
     cases = [
         ([str(fifo), "--for", "slurm"], "not a regular file"),
@@ -149,6 +150,7 @@ def test_bad_input_is_exit_2_naming_it_never_a_traceback_or_a_hang(tmp_path):
         ([_write(tmp_path, "o.json", {"verdict": "fail"}), "--for", "slurm"], "neither a node-check"),
         ([hostile, "--for", "slurm"], "not a host name"),
         ([comma, "--for", "slurm"], "not a host name"),
+        ([every, "--for", "slurm"], "every node to Slurm"),
         ([sweep, "--for", "hyperpod", "--cluster", "c"], "--instance-id"),
         ([sweep, "--for", "hyperpod", "--cluster", "c;x"], "--cluster"),
         ([sweep, "--for", "hyperpod", "--cluster", "c",
@@ -160,3 +162,34 @@ def test_bad_input_is_exit_2_naming_it_never_a_traceback_or_a_hang(tmp_path):
             args,
             proc.stderr,
         )
+
+
+def test_a_malformed_sweep_is_exit_2_naming_the_key_never_hosts_made_of_its_letters(tmp_path):
+    """A host list that is a string or an object is refused, not walked into hosts `a`, `b`, `c`; a suspect is
+    printed, so one that is no host name (a newline and a command after it) is refused before any output."""
+    sweep = _sweep(["h3"], replay=False)
+    letters = dict(sweep, pairwise={"implicated": "abc", "suspects": []})
+    keys = dict(sweep, pairwise={"implicated": {"h1": 1}})
+    shell = dict(
+        sweep, pairwise={"implicated": ["h3"], "suspects": ["x\nscontrol update nodename=ALL state=down"]}
+    )
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    cases = [
+        (_write(tmp_path, "letters.json", letters), "key 'pairwise.implicated' is str, not a list"),
+        (_write(tmp_path, "keys.json", keys), "key 'pairwise.implicated' is dict, not a list"),
+        (_write(tmp_path, "shell.json", shell), "key 'pairwise.suspects'"),
+        (str(deep), "nested too deep"),
+    ]
+    for path, words in cases:
+        proc = validators_process("drain", path, "--for", "slurm", timeout=20)
+        assert proc.returncode == 2 and path in proc.stderr and words in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and "scontrol" not in proc.stdout, proc.stdout
+
+
+def test_odd_but_harmless_fields_do_not_crash_the_drain():
+    """`run` that is not an object and a finding id that is not a name (a list) are read around."""
+    sweep = dict(_sweep(["h3"], replay=False), run="x")
+    sweep["findings"] = [{"id": ["bad-node"]}, *sweep["findings"]]
+    [argv] = drain.commands(drain.bad_nodes([("s.json", sweep)]), "slurm")
+    assert argv[2] == "nodename=h3" and "implicated by elimination: h3" in argv[4]

@@ -65,3 +65,11 @@ def test_a_sweep_over_slurm_names_the_bad_node_and_apply_drains_it(slurm_three_n
         "efa-image-build: REPLAY bad-node: implicated by elimination: node3"
     ), states
     assert states["node1"][0] == "idle" and states["node2"][0] == "idle"
+
+    # a report naming the host `all`: scontrol would read nodename=all as every node; refused, none drained
+    every = dict(report, pairwise=dict(report["pairwise"], implicated=["all"], suspects=[]))
+    _exec(c, ["sh", "-c", "cat > /tmp/every.json <<'EOF'\n%s\nEOF" % json.dumps(every)])
+    refused = _exec(c, drain[:4] + ["/tmp/every.json", "--for", "slurm", "--apply", "--replay-ok"])
+    assert refused.returncode == 2 and "every node" in refused.stderr, refused.stdout + refused.stderr
+    after = _exec(c, ["sinfo", "-h", "-N", "-o", "%N|%T"]).stdout.split()
+    assert {"node1|idle", "node2|idle"} <= set(after), after
