@@ -27,6 +27,11 @@ Check = Dict[str, Any]
 Tool = Callable[[Sequence[str]], Tuple[Optional[int], str]]
 
 SMI_XML = "nvidia-smi -q -x"
+# The kernel log may be larger than any other tool's output: the ring buffer is up to 32 MiB as built
+# (torvalds/linux init/Kconfig, LOG_BUF_SHIFT "range 12 25"). Past this cap it is not read at all (the
+# check is unknown), as is a log of the boot (journalctl -k -b) longer than it.
+KERNEL_LOG_MAX = 32 << 20
+KERNEL_LOG_TOOLS = ("dmesg", "journalctl")
 
 # Xid code -> (NVIDIA's meaning, what the node needs). "app": the application's fault (NVIDIA: restart
 # the app), the node stays; "reset": the GPU needs a reset before the next job; "drain": the node needs
@@ -52,7 +57,7 @@ XID_CATALOG: Dict[int, Tuple[str, str]] = {
     140: ("unrecovered ECC error", "reset"),
     154: ("GPU recovery action changed (the line names the action)", "drain"),
 }
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
+_XID = re.compile(r"^.*?NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+).*$", re.M)
 # clock event reasons that mean the hardware or the driver is slowing the GPU for a fault (power brake,
 # thermal): idle, application clocks, sync boost and the software power cap are normal operation
 _FAULT_CLOCK_REASONS = (
@@ -346,13 +351,9 @@ def nvlink_check(status_rc: Optional[int], status: str, errors_rc: Optional[int]
 
 
 def parse_xids(text: str) -> List[Tuple[int, str, str]]:
-    """(code, PCI address, line) of every Xid line of a kernel log."""
-    return [
-        (int(m.group(2)), m.group(1), line.strip())
-        for line in text.splitlines()
-        for m in [_XID.search(line)]
-        if m
-    ]
+    """(code, PCI address, line) of every Xid line of a kernel log (matched in place: a log of many MB is
+    not split into a list of lines)."""
+    return [(int(m.group(2)), m.group(1), m.group(0).strip()) for m in _XID.finditer(text)]
 
 
 def xid_check(rc: Optional[int], log: str, source: str) -> Check:

@@ -10,10 +10,13 @@ import json
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 SCHEMA = "efa-image-build/node-check/v1"
@@ -22,6 +25,14 @@ SCHEMA = "efa-image-build/node-check/v1"
 LOCK_PATH = "/opt/efa-image-build/variant.lock.json"
 LOCK_ENV = "EFA_IMAGE_LOCK"
 TOOL_TIMEOUT = 30.0
+# The most a tool may write before its output is dropped unread (the check is then unknown, never judged on
+# a part). The largest output read here is `nvidia-smi -q -x`: a few tens of KB a GPU in the nvsmi DTD's
+# layout (our 8-GPU fixture, with the elements read, is 25 KB), a few hundred bytes more per listed process:
+# well under 1 MB on an 8-GPU node. `ldconfig -p`, `fi_info` on 32 EFA devices, `ldd` are smaller still.
+# The kernel log has its own cap (gpuhealth.KERNEL_LOG_MAX).
+TOOL_OUTPUT_MAX = 8 << 20
+FILE_MAX = 4 << 20  # a variant lock, /proc/driver/nvidia/version, a sysfs p2p entry: a few KB at most
+READ_CHUNK = 1 << 16
 
 Check = Dict[str, Any]
 
@@ -35,8 +46,13 @@ def ev(source: str, text: str, line: Optional[int] = None) -> Dict[str, Any]:
     return {"file": source, "line": line, "text": text[:500]}
 
 
-def run_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT) -> Tuple[Optional[int], str]:
-    """(exit code, output) or (None, why) when the tool is missing or hangs."""
+def run_tool(
+    argv: Sequence[str], timeout: float = TOOL_TIMEOUT, limit: int = TOOL_OUTPUT_MAX
+) -> Tuple[Optional[int], str]:
+    """(exit code, output) or (None, why) when the tool is missing, hangs, or writes more than `limit` bytes.
+
+    Read in chunks against a deadline: a tool that floods its output is stopped at the cap (its whole output
+    was kept before, 1.2 GB for a 300 MB one), a truncated output is never judged."""
     if shutil.which(argv[0]) is None:
         return None, "%s not found on PATH" % argv[0]
     try:  # its own process group: a tool that hangs is ended with everything it started
@@ -49,12 +65,33 @@ def run_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT) -> Tuple[Option
         )
     except OSError as err:
         return None, "%s could not run: %s" % (argv[0], err)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    chunks, size = [], 0  # type: List[bytes], int
+    late = "%s did not answer within %gs" % (argv[0], timeout)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+            end_group(proc)
+            return None, late
+        data = os.read(proc.stdout.fileno(), READ_CHUNK)
+        if not data:
+            break
+        size += len(data)
+        if size > limit:
+            end_group(proc)
+            return None, "%s wrote more than %d bytes (the cap on a tool's output): not judged" % (
+                argv[0],
+                limit,
+            )
+        chunks.append(data)
+    try:  # end of output: the tool itself still has to exit within its time
+        rc = proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
     except subprocess.TimeoutExpired:
         end_group(proc)
-        return None, "%s did not answer within %gs" % (argv[0], timeout)
-    return proc.returncode, out.decode("utf-8", "replace")
+        return None, late
+    proc.stdout.close()
+    return rc, b"".join(chunks).decode("utf-8", "replace")
 
 
 def end_group(proc: "subprocess.Popen[bytes]") -> None:
@@ -69,12 +106,30 @@ def end_group(proc: "subprocess.Popen[bytes]") -> None:
     proc.wait()
 
 
-def read_text(path: str) -> Optional[str]:
+def read_text(path: str, limit: int = FILE_MAX) -> Optional[str]:
+    """A small regular file's text (a lock, a /proc or /sys entry), or None: unreadable, not a regular file
+    (a FIFO would block open() forever, /dev/zero never ends: checked on a non-blocking descriptor, as
+    efa_validators/run/smallfile.py does; this module imports nothing of the package), or over `limit`."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)
+        chunks, size = [], 0  # type: List[bytes], int
+        while size <= limit:  # /proc and /sys report no size: read to the end, up to the cap
+            data = os.read(fd, READ_CHUNK)
+            if not data:
+                return b"".join(chunks).decode("utf-8", "replace")
+            chunks.append(data)
+            size += len(data)
+        return None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 # ---- GPUs and driver -------------------------------------------------------------------------------
@@ -309,6 +364,8 @@ def load_lock(env: Dict[str, str]) -> Tuple[Optional[Dict[str, Any]], str]:
     path = env.get(LOCK_ENV) or LOCK_PATH
     text = read_text(path)
     if text is None:
+        if os.path.lexists(path):
+            return {"_error": "not a regular file of at most %d bytes, or unreadable" % FILE_MAX}, path
         return None, path
     try:
         lock = json.loads(text)
@@ -587,9 +644,9 @@ def run_checks(
     level = gpuhealth.dcgm_level_for(dcgm_level, shutil.which("dcgmi") is not None)
 
     def tool(argv: Sequence[str]) -> Tuple[Optional[int], str]:
-        return run_tool(
-            argv, DCGM_TIMEOUT.get(level or 1, TOOL_TIMEOUT) if argv[0] == "dcgmi" else TOOL_TIMEOUT
-        )
+        timeout = DCGM_TIMEOUT.get(level or 1, TOOL_TIMEOUT) if argv[0] == "dcgmi" else TOOL_TIMEOUT
+        limit = gpuhealth.KERNEL_LOG_MAX if argv[0] in gpuhealth.KERNEL_LOG_TOOLS else TOOL_OUTPUT_MAX
+        return run_tool(argv, timeout, limit)
 
     checks += gpuhealth.gpu_health_checks(tool, level)
     mrc, mout = run_tool(["modinfo", "nvidia"])

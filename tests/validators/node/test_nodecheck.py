@@ -9,10 +9,12 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
-from preflight_util import run_cli
+from paths import ROOT
+from preflight_util import fake_tools, run_cli
 
 from efa_validators.node import nodecheck
 
@@ -260,3 +262,73 @@ def test_node_check_text_shows_control_bytes_escaped():
     report = {"host": "h", "verdict": "fail", "checks": [check]}
     text = nodecheck.format_text(report)
     assert "\\x1b[31mred\\x1b[0m\\x0d\\u202eevil" in text and "\x1b" not in text and "\r" not in text
+
+
+# Measures the peak memory of a command, a child of its own (RUSAGE_CHILDREN of this fresh interpreter holds
+# that command and what it waited for, nothing of the test session), under a 1 GiB address-space limit, so an
+# unbounded read fails fast here instead of filling the shared machine.
+PEAK_RSS = """
+import resource, subprocess, sys, time
+def limit():
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+start = time.monotonic()
+proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
+                      preexec_fn=limit)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, time.monotonic() - start, proc.returncode)
+sys.stderr.write(proc.stderr.decode("utf-8", "replace")[-2000:])
+"""
+
+
+def test_a_tool_that_never_stops_writing_is_unknown_quickly_in_bounded_memory(tmp_path):
+    """issue 33 item 1 (audit): a tool's whole output was kept; a 300 MB nvidia-smi made node-check use
+    1.2 GB. Now reading stops at the cap: unknown, saying so, in seconds, the process stays small."""
+    env = fake_tools(tmp_path / "bin", {"nvidia-smi": "exec yes 'nvidia-smi flood 0123456789abcdef'"})
+    env.update(PYTHONPATH=str(ROOT), EFA_IMAGE_LOCK=str(tmp_path / "none.json"))
+    out = tmp_path / "n.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, sys.executable, "-m", "efa_validators", "node-check", "--json", out],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    peak_kib, seconds, rc = proc.stdout.split()
+    assert "Traceback" not in proc.stderr and int(rc) in (1, 3), proc.stderr
+    assert float(seconds) < 30, seconds  # a flood read whole ran until the 30 s tool timeout, at least
+    # the cap plus the interpreter: one cap's worth of output at most is held at a time
+    assert int(peak_kib) * 1024 < nodecheck.TOOL_OUTPUT_MAX + (64 << 20), peak_kib
+    by = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
+    said = "more than %d bytes" % nodecheck.TOOL_OUTPUT_MAX
+    for name in ("gpus", "gpu-ecc", "gpu-nvlink"):
+        assert by[name]["status"] == "unknown" and said in by[name]["detail"], by[name]
+        assert any(said in e["text"] for e in by[name]["evidence"]), by[name]
+
+
+def test_run_tool_stops_at_its_cap_and_keeps_what_fits():
+    rc, why = nodecheck.run_tool(["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' x"], limit=4096)
+    assert rc is None and "sh wrote more than 4096 bytes" in why
+    rc, out = nodecheck.run_tool(["sh", "-c", "head -c 4096 /dev/zero | tr '\\0' x; exit 4"], limit=4096)
+    assert rc == 4 and out == "x" * 4096
+
+
+def test_a_lock_path_that_is_a_fifo_or_a_device_is_unknown_never_a_hang(tmp_path):
+    """The lock (as every file node-check reads) is opened without blocking and read only if it is a regular
+    file: a FIFO blocked open() forever, /dev/zero was read without end. In a child bounded in time and
+    memory, so the old code fails the test instead of hanging it or filling the machine."""
+    fifo = tmp_path / "lock.fifo"
+    os.mkfifo(fifo)
+    code = (
+        "import json, resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from efa_validators.node import nodecheck\n"
+        "print(json.dumps([nodecheck.load_lock({'EFA_IMAGE_LOCK': p}) for p in sys.argv[1:]]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(fifo), "/dev/zero"],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=20,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for lock, where in json.loads(proc.stdout):
+        checked = nodecheck.check_env_policy(lock, where, {})
+        assert checked["status"] == "unknown" and "not a regular file" in checked["detail"], checked
+    assert nodecheck.read_text(str(fifo)) is None and nodecheck.read_text("/dev/zero") is None
+    big = tmp_path / "big.json"
+    big.write_text(" " * (nodecheck.FILE_MAX + 1))
+    assert nodecheck.read_text(str(big)) is None and nodecheck.read_text(str(big), nodecheck.FILE_MAX + 1)
