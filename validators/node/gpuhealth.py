@@ -408,9 +408,19 @@ def _objects(parent: Any, key: str) -> List[Dict[str, Any]]:
     return items
 
 
+# dcgmi's exit status is the dcgmReturn_t of the command, mod 256 (NVIDIA/DCGM dcgmi/main_dcgmi.cpp `return
+# result`); `dcgmi diag` returns DCGM_ST_NVVS_ERROR (-30) when a test reported an error against a GPU and
+# DCGM_ST_NVVS_ISOLATE_ERROR (-51) for one that calls for isolating it (dcgmi/Diag.cpp
+# Diag::GetFailureResult; values in dcgmlib/dcgm_structs.h; read at NVIDIA/DCGM
+# 72fa3feaa67d716a75323a8f47c34ff3ee73f824).
+# Any other non-zero status (no data, a timeout, the host engine gone, a version mismatch) is no verdict.
+DCGM_DIAG_FAILED = {256 - 30: "DCGM_ST_NVVS_ERROR", 256 - 51: "DCGM_ST_NVVS_ISOLATE_ERROR"}
+
+
 def dcgm_check(rc: Optional[int], out: str, level: int) -> Check:
-    """A failed test fails; a run where nothing passed, or a test that was skipped, is unknown (DCGM skips
-    what it cannot test on a SKU: a skipped memory test proves nothing about the memory)."""
+    """A failed test fails, and so does DCGM's own failure status whatever the results read; any other
+    non-zero exit, a run where nothing passed, or a test that was skipped, is unknown (DCGM skips what it
+    cannot test on a SKU: a skipped memory test proves nothing about the memory)."""
     source = "dcgmi diag -r %d -j" % level
     if rc is None:
         return check("gpu-dcgm-diag", "unknown", out, [ev(source, out[:200])])
@@ -419,11 +429,22 @@ def dcgm_check(rc: Optional[int], out: str, level: int) -> Check:
     except ValueError as err:
         return check("gpu-dcgm-diag", "unknown", "%s (exit %d)" % (err, rc), [ev(source, out[:200])])
     evidence = [ev(source, "%s/%s: %s" % r) for r in results if r[2] != "Pass"][:16]
+    if rc:
+        evidence.insert(
+            0,
+            ev(source, "exit %d%s" % (rc, " (%s)" % DCGM_DIAG_FAILED[rc] if rc in DCGM_DIAG_FAILED else "")),
+        )
     failed = ["%s/%s" % (c, t) for c, t, s in results if s == "Fail"]
     if failed:
         return check(
             "gpu-dcgm-diag", "fail", "level %d failed: %s" % (level, ", ".join(failed[:6])), evidence
         )
+    if rc in DCGM_DIAG_FAILED:
+        why = "level %d: dcgmi exited %d (%s: the diagnostic reported an error), though no result reads Fail"
+        return check("gpu-dcgm-diag", "fail", why % (level, rc, DCGM_DIAG_FAILED[rc]), evidence)
+    if rc:
+        why = "level %d: dcgmi exited %d: the diagnostic did not end cleanly, its results are no verdict"
+        return check("gpu-dcgm-diag", "unknown", why % (level, rc), evidence)
     skipped = ["%s/%s" % (c, t) for c, t, s in results if s not in ("Pass", "Warn")]
     if skipped or not results:
         shown = ", ".join(skipped[:6]) or "no results"

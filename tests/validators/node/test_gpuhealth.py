@@ -9,6 +9,7 @@ import shutil
 import pytest
 from cli import validators_process
 from paths import ROOT
+from preflight_util import fake_tools
 
 from efa_validators.node import gpuhealth
 
@@ -194,3 +195,31 @@ def test_node_check_on_this_machine_says_unknown_for_every_gpu_check(tmp_path):
     gpu_checks = {c["name"]: c["status"] for c in report["checks"] if c["name"].startswith("gpu-")}
     assert set(gpu_checks) == set(SMI_NAMES) | {"gpu-nvlink", "gpu-xid"}, gpu_checks
     assert set(gpu_checks.values()) == {"unknown"} and proc.returncode != 0
+
+
+@pytest.mark.parametrize(
+    "exit_code, status, said",
+    [
+        (226, "fail", "exited 226 (DCGM_ST_NVVS_ERROR"),  # -30: the diagnostic reported an error
+        (205, "fail", "exited 205 (DCGM_ST_NVVS_ISOLATE_ERROR"),  # -51: isolate the GPU
+        (242, "unknown", "exited 242"),  # -14, DCGM_ST_NO_DATA: no verdict
+        (245, "unknown", "exited 245"),  # -11, DCGM_ST_TIMEOUT
+    ],
+)
+def test_a_dcgmi_diag_that_exits_non_zero_with_every_result_pass_is_never_a_pass(
+    tmp_path, exit_code, status, said
+):
+    """issue 33 item 1 (audit): the exit status was ignored when every result read Pass or Warn. dcgmi exits
+    with its dcgmReturn_t (NVIDIA/DCGM dcgmi/main_dcgmi.cpp): -30/-51 are the diagnostic's own failure, any
+    other non-zero status leaves it without a verdict. A recorded dcgmi on PATH, node-check as it runs."""
+    passing = FIX / "dcgm-diag-r1-pass.json"
+    env = fake_tools(tmp_path / "bin", {"dcgmi": "cat '%s'; exit %d" % (passing, exit_code)})
+    env["EFA_IMAGE_LOCK"] = str(tmp_path / "none.json")
+    out = tmp_path / "node.json"
+    validators_process("node-check", "--json", out, env=env, timeout=60)
+    dcgm = _by_name(json.loads(out.read_text())["checks"])["gpu-dcgm-diag"]
+    assert dcgm["status"] == status and said in dcgm["detail"], dcgm
+    assert any(e["text"].startswith("exit %d" % exit_code) for e in dcgm["evidence"]), dcgm
+    assert (
+        gpuhealth.dcgm_check(0, passing.read_text(), 1)["status"] == "pass"
+    )  # exit 0: the same results pass
