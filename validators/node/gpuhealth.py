@@ -58,6 +58,8 @@ XID_CATALOG: Dict[int, Tuple[str, str]] = {
     154: ("GPU recovery action changed (the line names the action)", "drain"),
 }
 _XID = re.compile(r"^.*?NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+).*$", re.M)
+# a kernel message: a line with text that is not one of journalctl's own notes ("-- No entries --")
+_MESSAGE = re.compile(r"^(?!-- .* --\s*$)[ \t]*\S.*$", re.M)
 # clock event reasons that mean the hardware or the driver is slowing the GPU for a fault (power brake,
 # thermal): idle, application clocks, sync boost and the software power cap are normal operation
 _FAULT_CLOCK_REASONS = (
@@ -356,10 +358,20 @@ def parse_xids(text: str) -> List[Tuple[int, str, str]]:
     return [(int(m.group(2)), m.group(1), m.group(0).strip()) for m in _XID.finditer(text)]
 
 
+def kernel_lines(log: str) -> int:
+    """How many kernel messages a log holds: non-blank lines that are not journalctl's own notes."""
+    return sum(1 for _ in _MESSAGE.finditer(log))
+
+
 def xid_check(rc: Optional[int], log: str, source: str) -> Check:
+    """Xid lines judged by the catalog. A kernel log with no message is unknown, never "no Xid": a booted
+    kernel always has messages, so an empty one was cleared (dmesg -C) or is hidden from this user
+    (journalctl -k without the systemd-journal group prints nothing and exits 0)."""
     if rc is None or rc != 0:
-        return check("gpu-xid", "unknown", "kernel log not readable (%s)" % (log.strip()[:120] or source),
-                     [ev(source, log[:200])])  # fmt: skip
+        why = log.strip()[:200] or source
+        if rc is not None:
+            why = "%s exited %d: %s" % (source, rc, why)
+        return check("gpu-xid", "unknown", "kernel log not readable (%s)" % why, [ev(source, log[:200])])
     xids = parse_xids(log)
     needs = [(c, bus, line) for c, bus, line in xids if XID_CATALOG.get(c, ("", ""))[1] in ("reset", "drain")]
     unknown = [(c, bus, line) for c, bus, line in xids if c not in XID_CATALOG]
@@ -376,9 +388,15 @@ def xid_check(rc: Optional[int], log: str, source: str) -> Check:
         apps = sorted({"Xid %d (%s)" % (c, XID_CATALOG[c][0]) for c, _b, _l in xids})
         return check("gpu-xid", "pass", "application faults only, the node is fine: %s" % ", ".join(apps[:4]),
                      [ev(source, line) for _c, _b, line in xids[:8]])  # fmt: skip
-    return check(
-        "gpu-xid", "pass", "no Xid in the kernel log", [ev(source, "%d lines read" % len(log.splitlines()))]
-    )
+    lines = kernel_lines(log)
+    if not lines:
+        return check(
+            "gpu-xid",
+            "unknown",
+            "the kernel log is empty (cleared, or not visible to this user): no Xid proves nothing",
+            [ev(source, log.strip()[:200] or "(no output)")],
+        )
+    return check("gpu-xid", "pass", "no Xid in the kernel log", [ev(source, "%d lines read" % lines)])
 
 
 def parse_dcgm_diag(text: str) -> List[Tuple[str, str, str]]:
@@ -463,9 +481,13 @@ def gpu_health_checks(run: Tool, dcgm_level: Optional[int] = None) -> List[Check
     else:
         rc, log = run(["dmesg"])
         source = "dmesg"
-        if rc != 0:  # dmesg needs CAP_SYSLOG where kernel.dmesg_restrict=1; the journal may be readable
+        if rc != 0 or not kernel_lines(log):
+            # dmesg needs CAP_SYSLOG where kernel.dmesg_restrict=1; the journal may be readable
+            first = (
+                log.strip()[:120] if rc is None else "dmesg exit %d" % rc if rc else "dmesg printed nothing"
+            )
             rc, log = run(["journalctl", "-k", "-b", "--no-pager", "-q"])
-            source = "journalctl -k"
+            source = "journalctl -k (after %s)" % first
         checks.append(xid_check(rc, log, source))
     if dcgm_level:
         checks.append(dcgm_check(*run(["dcgmi", "diag", "-r", str(dcgm_level), "-j"]), dcgm_level))

@@ -223,3 +223,43 @@ def test_a_dcgmi_diag_that_exits_non_zero_with_every_result_pass_is_never_a_pass
     assert (
         gpuhealth.dcgm_check(0, passing.read_text(), 1)["status"] == "pass"
     )  # exit 0: the same results pass
+
+
+def test_an_empty_kernel_log_is_unknown_and_one_with_lines_but_no_xid_passes():
+    """issue 33 item 1 (audit): an empty log read as "no Xid", a pass. A booted kernel always has messages:
+    empty means cleared or hidden (journalctl -k -q as a user outside systemd-journal prints nothing)."""
+    for log in ("", "\n  \n", "-- No entries --\n"):
+        empty = gpuhealth.xid_check(0, log, "dmesg")
+        assert empty["status"] == "unknown" and "empty" in empty["detail"], (log, empty)
+    ok = gpuhealth.xid_check(0, "[    0.000000] Linux version 6.8.0-1021-aws\n-- Boot x --\n", "dmesg")
+    assert ok["status"] == "pass" and ok["evidence"][0]["text"] == "1 lines read", ok
+
+
+def _smi_answers(xml: str) -> str:
+    """A recorded nvidia-smi: the XML for `-q -x`, nothing (exit 0) for the rest."""
+    return 'case "$*" in "-q -x") cat \'%s\' ;; esac; exit 0' % (FIX / xml)
+
+
+@pytest.mark.parametrize(
+    "dmesg, journalctl, status, said",
+    [
+        ("exit 0", "exit 0", "unknown", "kernel log is empty"),  # both say nothing: not a pass
+        ("exit 0", "cat '%s'" % (FIX / "dmesg-xid-app-only.txt"), "pass", "application faults only"),
+        ("exit 0", "echo '[    1.0] Linux version 6.8'", "pass", "no Xid"),
+        ("exec yes '[ 1.0] kernel: flood'", "echo 'No journal files were found.'; exit 1", "unknown",
+         "dmesg wrote more than %d bytes" % gpuhealth.KERNEL_LOG_MAX),
+    ],
+    ids=["both-empty", "journal-app-xids", "journal-no-xid", "dmesg-flood"],
+)  # fmt: skip
+def test_the_kernel_log_as_node_check_reads_it(tmp_path, dmesg, journalctl, status, said):
+    """Recorded nvidia-smi, dmesg and journalctl on PATH, node-check as it runs: an empty dmesg falls back to
+    the journal, and an empty journal too is unknown; a flood is cut at KERNEL_LOG_MAX and not judged."""
+    env = fake_tools(
+        tmp_path / "bin",
+        {"nvidia-smi": _smi_answers("smi-healthy-p5.xml"), "dmesg": dmesg, "journalctl": journalctl},
+    )
+    env["EFA_IMAGE_LOCK"] = str(tmp_path / "none.json")
+    out = tmp_path / "node.json"
+    validators_process("node-check", "--dcgm-level", "0", "--json", out, env=env, timeout=60)
+    xid = _by_name(json.loads(out.read_text())["checks"])["gpu-xid"]
+    assert xid["status"] == status and said in xid["detail"], xid
