@@ -210,16 +210,18 @@ def test_plugin_and_libfabric_found_the_way_the_loader_does(tmp_path):
 
 
 def test_node_check_cli_on_this_machine(tmp_path):
+    """This machine's own tools, but for an nvidia-smi whose driver does not answer (the same everywhere, a
+    GPU runner too): that alone fails the node."""
+    env = fake_tools(tmp_path / "bin", {"nvidia-smi": "echo 'NVIDIA-SMI has failed'; exit 9"})
     out = tmp_path / "n.json"
     proc, _ = run_cli(
         ["node-check", "--instance-type", "p5.48xlarge", "--json", str(out)],
-        env={"EFA_IMAGE_LOCK": str(tmp_path / "none.json")},
+        env=dict(env, EFA_IMAGE_LOCK=str(tmp_path / "none.json")),
     )
     report = json.loads(out.read_text())
     by = {c["name"]: c for c in report["checks"]}
     assert report["verdict"] == "fail" and proc.returncode == 1
-    if shutil.which("nvidia-smi") is None:
-        assert by["gpus"]["status"] == "unknown"
+    assert by["gpus"]["status"] == "fail" and "exited 9" in by["gpus"]["detail"]
     assert by["env-policy"]["status"] == "unknown"
     if not os.path.isdir("/dev/infiniband"):
         assert by["dev-infiniband"]["status"] == "fail"
