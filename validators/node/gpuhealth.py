@@ -103,8 +103,12 @@ def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
         raise ValueError("not nvidia-smi XML: %s" % err) from None
     if root.tag != "nvidia_smi_log":
         raise ValueError("not nvidia-smi XML: root element <%s>" % root.tag)
+    listed = root.findall("gpu")
+    attached = _int(_text(root, "attached_gpus"))
+    if attached is not None and attached != len(listed):  # a cut or odd output: judge none of it
+        raise ValueError("nvidia-smi XML lists %d <gpu> of attached_gpus %d" % (len(listed), attached))
     gpus = []
-    for i, gpu in enumerate(root.findall("gpu")):
+    for i, gpu in enumerate(listed):
         reasons = gpu.find("clocks_event_reasons")
         prefix = "clocks_event_reason_"
         if reasons is None:
@@ -227,6 +231,9 @@ def _clocks(gpu: Dict[str, Any]) -> Tuple[str, str]:
     active = sorted(r for r, v in reasons.items() if v == "Active")
     if active:
         return "fail", "clocks slowed by %s" % ", ".join(active)
+    unread = sorted(r for r, v in reasons.items() if v != "Not Active")  # N/A, absent, or another word
+    if unread:
+        return "unknown", "clock event reasons not reported as Active/Not Active: %s" % ", ".join(unread)
     return "pass", "no hardware or thermal slowdown active"
 
 
@@ -322,33 +329,55 @@ def nvlink_check(status_rc: Optional[int], status: str, errors_rc: Optional[int]
     """Down links and link recoveries fail; replay and CRC counts are shown (links retry those by design)."""
     source = "nvidia-smi nvlink -s/-e"
     if status_rc is None or status_rc != 0:
-        return check("gpu-nvlink", "unknown", status if status_rc is None else "nvidia-smi nvlink -s failed",
-                     [ev(source, status[:200])])  # fmt: skip
+        why = status if status_rc is None else "nvidia-smi nvlink -s exited %d" % status_rc
+        return check("gpu-nvlink", "unknown", why, [ev(source, status[:200])])
     links = parse_nvlink(status, errors if errors_rc == 0 else "")
-    if not links:
-        if status.strip():
-            return check(
-                "gpu-nvlink", "unknown", "no link lines in nvidia-smi nvlink -s", [ev(source, status[:200])]
-            )
-        return check("gpu-nvlink", "pass", "no NVLink on this node (nvidia-smi nvlink -s prints nothing)")
-    down, recovered, counted = [], [], {}
+    if not status.strip():  # a node without NVLink is not told apart from a tool that said nothing
+        return check(
+            "gpu-nvlink", "unknown", "nvidia-smi nvlink -s printed nothing", [ev(source, "(no output)")]
+        )
+    stated = {gpu for gpu, per in links.items() if any("state" in entry for entry in per.values())}
+    if not stated:
+        return check(
+            "gpu-nvlink", "unknown", "no link lines in nvidia-smi nvlink -s", [ev(source, status[:200])]
+        )
+    heads = sorted(int(m.group(1)) for m in map(_GPU_HEAD.match, status.splitlines()) if m)
+    bare = [gpu for gpu in heads if gpu not in stated]
+    down, recovered, odd, uncounted, counted = [], [], [], [], {}
     for gpu, per in sorted(links.items()):
         for link, entry in sorted(per.items()):
-            if "inactive" in entry.get("state", "").lower():
-                down.append("GPU %d link %d" % (gpu, link))
+            name, state = "GPU %d link %d" % (gpu, link), entry.get("state", "")
+            if "inactive" in state.lower():
+                down.append(name)
+            elif gpu in bare:  # named once, as a GPU that lists no link
+                pass
+            elif "GB/s" not in state:  # neither a speed nor <inactive>: not a state this reads
+                odd.append("%s: %s" % (name, state or "not in nvidia-smi nvlink -s"))
+            elif "Recovery Errors" not in entry:
+                uncounted.append(name)
             if entry.get("Recovery Errors"):
-                recovered.append("GPU %d link %d: %d recoveries" % (gpu, link, entry["Recovery Errors"]))
-            for name in ("Replay Errors", "CRC Errors"):
-                counted[name] = counted.get(name, 0) + entry.get(name, 0)
+                recovered.append("%s: %d recoveries" % (name, entry["Recovery Errors"]))
+            for counter in ("Replay Errors", "CRC Errors"):
+                counted[counter] = counted.get(counter, 0) + entry.get(counter, 0)
     total = sum(len(per) for per in links.values())
-    evidence = [ev(source, text) for text in (down + recovered)[:16]]
+    evidence = [ev(source, text) for text in (down + recovered + odd)[:16]]
     if down:
         shown = "%d of %d links down: %s" % (len(down), total, ", ".join(down[:4]))
         return check("gpu-nvlink", "fail", shown, evidence)
     if recovered:
         return check("gpu-nvlink", "fail", "links retrained: %s" % ", ".join(recovered[:4]), evidence)
     if errors_rc != 0:
-        return check("gpu-nvlink", "unknown", "%d links up; error counters unreadable" % total)
+        why = errors.strip()[:200] if errors_rc is None else "nvidia-smi nvlink -e exited %d" % errors_rc
+        return check("gpu-nvlink", "unknown", "%d links up; error counters unreadable (%s)" % (total, why))
+    why = []  # a GPU without links beside GPUs with them, a link state not read, a link half reported
+    if bare:
+        why.append("GPU %s list no link" % ", ".join(map(str, bare)))
+    if odd:
+        why.append("link state not read: %s" % ", ".join(odd[:4]))
+    if uncounted:
+        why.append("no recovery counter for %d link(s): %s" % (len(uncounted), ", ".join(uncounted[:4])))
+    if why:
+        return check("gpu-nvlink", "unknown", "; ".join(why), evidence)
     return check("gpu-nvlink", "pass", "%d links up, no recovery (%s)" % (total, _counts(counted)))
 
 

@@ -162,6 +162,10 @@ def check_gpus(rc: Optional[int], out: str, expected: Optional[int]) -> Check:
         return check("gpus", "fail", "nvidia-smi exited %d: the driver does not answer" % rc, evidence)
     if not gpus:
         return check("gpus", "fail", "nvidia-smi lists no GPU", evidence)
+    odd = [line for line in out.splitlines() if line.strip() and not parse_nvidia_smi(line)]
+    if odd:  # a row cut or not of the asked format: the count would be judged on a part
+        why = "%d line(s) of nvidia-smi not a GPU row: %s" % (len(odd), odd[0][:120])
+        return check("gpus", "unknown", why, evidence)
     drivers = sorted({g["driver"] for g in gpus})
     detail = "%d GPU(s) (%s), driver %s" % (len(gpus), gpus[0]["name"], "/".join(drivers))
     if expected is not None and len(gpus) != expected:
@@ -271,6 +275,9 @@ def check_efa_devices(rc: Optional[int], out: str, expected: Optional[int]) -> C
             "libfabric finds no efa device (exit %d): NCCL would fall back to sockets" % rc,
             [ev(src, first)],
         )
+    if rc != 0:  # devices listed, yet fi_info failed: the list may be cut short
+        why = "fi_info exited %d after listing %d device(s)" % (rc, len(domains))
+        return check("efa-devices", "unknown", why, evidence)
     detail = "%d EFA device(s)" % len(domains)
     if expected is not None and len(domains) != expected:
         return check("efa-devices", "fail", detail + "; the instance type has %d" % expected, evidence)
@@ -514,6 +521,8 @@ def ldd_resolves(lib: str) -> Tuple[Optional[Dict[str, Optional[str]]], str]:
     rc, out = run_tool(["ldd", lib])
     if rc is None:
         return None, out
+    if rc != 0:  # not a dynamic object, or ldd itself failed: what it printed is no resolution
+        return None, "ldd exited %d: %s" % (rc, out.strip()[:200])
     deps = {}  # type: Dict[str, Optional[str]]
     for line in out.splitlines():
         m = re.match(r"^\s*(\S+)\s+=>\s+(not found|\S+)", line)

@@ -116,7 +116,8 @@ def test_nvlink_down_link_and_recoveries_fail_crc_counts_are_shown():
     assert retrained["status"] == "fail" and "GPU 5 link 11: 3 recoveries" in retrained["detail"]
     assert gpuhealth.nvlink_check(None, "nvidia-smi not found on PATH", None, "")["status"] == "unknown"
     assert gpuhealth.nvlink_check(0, healthy, 3, "")["status"] == "unknown"  # counters unreadable
-    assert gpuhealth.nvlink_check(0, "", 0, "")["status"] == "pass"  # a node without NVLink
+    # a tool that printed nothing is no proof of a node without NVLink (it read as a pass)
+    assert gpuhealth.nvlink_check(0, "", 0, "")["status"] == "unknown"
 
 
 def test_xid_by_nvidias_resolution_bucket():
@@ -265,3 +266,50 @@ def test_the_kernel_log_as_node_check_reads_it(tmp_path, dmesg, journalctl, stat
     validators_process("node-check", "--dcgm-level", "0", "--json", out, env=env, timeout=60)
     xid = _by_name(json.loads(out.read_text())["checks"])["gpu-xid"]
     assert xid["status"] == status and said in xid["detail"], xid
+
+
+# issue 33 item 1 (audit, the sweep for more): each of the next three passed on the part that was there
+
+
+def test_an_xml_listing_fewer_gpus_than_attached_is_unknown():
+    healthy = _read("smi-healthy-p5.xml")
+    seven = re.sub(r"<gpu id=.*?</gpu>\s*", "", healthy, count=1, flags=re.S)
+    assert seven.count("<gpu id=") == 7
+    checks = gpuhealth.smi_checks(0, seven)
+    assert [c["status"] for c in checks] == ["unknown"] * len(SMI_NAMES), checks
+    assert "lists 7 <gpu> of attached_gpus 8" in checks[0]["detail"]
+
+
+def test_a_clock_event_reason_not_reported_is_unknown_not_judged_on_the_others():
+    healthy = _read("smi-healthy-p5.xml")
+    one_na = healthy.replace(
+        "<clocks_event_reason_hw_slowdown>Not Active</clocks_event_reason_hw_slowdown>",
+        "<clocks_event_reason_hw_slowdown>N/A</clocks_event_reason_hw_slowdown>",
+        1,
+    )
+    assert one_na != healthy
+    clocks = _by_name(gpuhealth.smi_checks(0, one_na))["gpu-clocks"]
+    assert clocks["status"] == "unknown" and "hw_slowdown" in clocks["detail"], clocks
+
+
+def test_nvlink_a_gpu_without_links_missing_counters_or_an_unread_state_is_unknown():
+    status, errors = _read("nvlink-s-healthy.txt"), _read("nvlink-e-crc-only.txt")
+    bare = re.sub(r"(GPU 7: [^\n]*\n)(\s*Link [^\n]*\n)+", r"\1", status)
+    assert bare != status
+    assert "GPU 7 list no link" in gpuhealth.nvlink_check(0, bare, 0, errors)["detail"]
+    assert gpuhealth.nvlink_check(0, bare, 0, errors)["status"] == "unknown"
+    uncounted = gpuhealth.nvlink_check(0, status, 0, "")
+    assert uncounted["status"] == "unknown" and "no recovery counter for 144 link(s)" in uncounted["detail"]
+    odd = gpuhealth.nvlink_check(0, status.replace("Link 3: 26.562 GB/s", "Link 3: <degraded>", 1), 0, errors)
+    assert odd["status"] == "unknown" and "GPU 0 link 3: <degraded>" in odd["detail"], odd
+
+
+def test_an_nvlink_tool_that_prints_nothing_is_unknown_in_node_check(tmp_path):
+    """A recorded nvidia-smi whose `nvlink -s` exits 0 and prints nothing: that was "no NVLink", a pass."""
+    env = fake_tools(tmp_path / "bin", {"nvidia-smi": _smi_answers("smi-healthy-p5.xml")})
+    env["EFA_IMAGE_LOCK"] = str(tmp_path / "none.json")
+    out = tmp_path / "node.json"
+    validators_process("node-check", "--dcgm-level", "0", "--json", out, env=env, timeout=60)
+    by = _by_name(json.loads(out.read_text())["checks"])
+    assert by["gpu-ecc"]["status"] == "pass"  # the XML was read: the recorded tool answers
+    assert by["gpu-nvlink"]["status"] == "unknown" and "printed nothing" in by["gpu-nvlink"]["detail"]

@@ -57,6 +57,28 @@ def test_missing_tool_is_unknown_never_pass():
     )
 
 
+# issue 33 item 1 (audit, the sweep for more): each of the next three was judged on the part it printed
+
+
+def test_an_nvidia_smi_line_that_is_not_a_gpu_row_is_unknown():
+    rows = "0, NVIDIA H100 80GB HBM3, 550.54.15, 00000000:53:00.0\n1, NVIDIA H1\n"
+    gpus = nodecheck.check_gpus(0, rows, None)
+    assert gpus["status"] == "unknown" and "not a GPU row: 1, NVIDIA H1" in gpus["detail"], gpus
+
+
+def test_fi_info_that_fails_after_listing_devices_is_unknown():
+    efa = nodecheck.check_efa_devices(1, FI_INFO_TWICE, 2)
+    assert efa["status"] == "unknown" and "fi_info exited 1 after listing 2" in efa["detail"], efa
+
+
+def test_ldd_that_fails_resolves_nothing(tmp_path):
+    text = tmp_path / "libnccl-net.so"
+    text.write_text("not an ELF object\n")
+    deps, why = nodecheck.ldd_resolves(str(text))  # the real ldd: "not a dynamic executable", exit 1
+    assert deps is None and why.startswith("ldd exited"), why
+    assert nodecheck.check_libfabric(str(text), {}, {})["status"] == "unknown"
+
+
 def test_nvidia_smi_rows_against_profile():
     out = (
         "0, NVIDIA H100 80GB HBM3, 550.54.15, 00000000:53:00.0\n"
