@@ -394,12 +394,11 @@ def kernel_lines(log: str) -> int:
 
 def xid_check(rc: Optional[int], log: str, source: str) -> Check:
     """Xid lines judged by the catalog. A kernel log with no message is unknown, never "no Xid": a booted
-    kernel always has messages, so an empty one was cleared (dmesg -C) or is hidden from this user
-    (journalctl -k without the systemd-journal group prints nothing and exits 0)."""
+    kernel always has messages, so an empty one was cleared (dmesg -C) or is hidden from this user (a
+    journal this user may not read can leave `journalctl -k -q` with nothing to print, and exit 0)."""
     if rc is None or rc != 0:
-        why = log.strip()[:200] or source
-        if rc is not None:
-            why = "%s exited %d: %s" % (source, rc, why)
+        said = log.strip()[:200] or "no output"
+        why = "%s: %s" % (source, said) if rc is None else "%s exited %d: %s" % (source, rc, said)
         return check("gpu-xid", "unknown", "kernel log not readable (%s)" % why, [ev(source, log[:200])])
     xids = parse_xids(log)
     needs = [(c, bus, line) for c, bus, line in xids if XID_CATALOG.get(c, ("", ""))[1] in ("reset", "drain")]

@@ -313,3 +313,15 @@ def test_an_nvlink_tool_that_prints_nothing_is_unknown_in_node_check(tmp_path):
     by = _by_name(json.loads(out.read_text())["checks"])
     assert by["gpu-ecc"]["status"] == "pass"  # the XML was read: the recorded tool answers
     assert by["gpu-nvlink"]["status"] == "unknown" and "printed nothing" in by["gpu-nvlink"]["detail"]
+
+
+def test_an_empty_dmesg_and_no_journalctl_is_unknown_naming_both(tmp_path):
+    """A recorded nvidia-smi and an empty dmesg on PATH, no journalctl: unknown, saying what each gave."""
+    tools = {"nvidia-smi": _smi_answers("smi-healthy-p5.xml"), "dmesg": "exit 0"}
+    env = fake_tools(tmp_path / "bin", tools, path="")
+    env["EFA_IMAGE_LOCK"] = str(tmp_path / "none.json")
+    out = tmp_path / "node.json"
+    validators_process("node-check", "--dcgm-level", "0", "--json", out, env=env, timeout=60)
+    xid = _by_name(json.loads(out.read_text())["checks"])["gpu-xid"]
+    assert xid["status"] == "unknown", xid
+    assert "dmesg printed nothing" in xid["detail"] and "journalctl not found on PATH" in xid["detail"], xid
