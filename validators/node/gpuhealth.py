@@ -255,6 +255,9 @@ def _reset(gpu: Dict[str, Any]) -> Tuple[str, str]:
         return "fail", why % (gpu["reset_required"], gpu["drain_and_reset"])
     if gpu["reset_required"] is None:
         return "unknown", "reset status not reported"
+    if gpu["reset_required"] != "No" or gpu["drain_and_reset"] not in (None, "No"):  # another word: not read
+        why = "reset status not read (reset_required=%s, drain_and_reset_recommended=%s)"
+        return "unknown", why % (gpu["reset_required"], gpu["drain_and_reset"])
     return "pass", "no reset required"
 
 

@@ -292,6 +292,14 @@ def test_a_clock_event_reason_not_reported_is_unknown_not_judged_on_the_others()
     assert clocks["status"] == "unknown" and "hw_slowdown" in clocks["detail"], clocks
 
 
+def test_a_reset_status_that_is_neither_yes_nor_no_is_unknown():
+    odd = _read("smi-healthy-p5.xml").replace(
+        "<reset_required>No</reset_required>", "<reset_required>Pending</reset_required>", 1
+    )
+    reset = _by_name(gpuhealth.smi_checks(0, odd))["gpu-reset"]
+    assert reset["status"] == "unknown" and "reset_required=Pending" in reset["detail"], reset
+
+
 def test_nvlink_a_gpu_without_links_missing_counters_or_an_unread_state_is_unknown():
     status, errors = _read("nvlink-s-healthy.txt"), _read("nvlink-e-crc-only.txt")
     bare = re.sub(r"(GPU 7: [^\n]*\n)(\s*Link [^\n]*\n)+", r"\1", status)
