@@ -55,9 +55,16 @@ def _has_table(path: Path) -> bool:
         return False
     toml = _toml()
     try:
-        tool = toml.loads(text).get("tool")
+        return _names_table(toml.loads(text).get("tool"))
     except toml.TOMLDecodeError:
         return TABLE in text
+
+
+def _names_table(tool: object) -> bool:
+    """`tool` (the document's) holds our table: as a table, or inside an array of tables (`[[tool]]`, which
+    `load` refuses by name)."""
+    if isinstance(tool, list):
+        return any(isinstance(t, dict) and TABLE in t for t in tool)
     return isinstance(tool, dict) and TABLE in tool
 
 
@@ -163,10 +170,18 @@ def load(path: Path) -> Dict[str, str]:
         m = re.search(r"line (\d+)", str(err))
         raise UserError(f"not valid TOML: {err}", file=file, line=int(m.group(1)) if m else None) from None
     tool = doc.get("tool")
-    if not isinstance(tool, dict) or TABLE not in tool:
+    if not _names_table(tool):
         return {}
-    table = tool[TABLE]
     key_of = f"tool.{TABLE}"
+    if not isinstance(tool, dict):
+        raise UserError(
+            "is an array of tables ([[tool]]): `tool` is one table",
+            file=file,
+            line=_line_of(text, ("tool",)),
+            key="tool",
+            hint="write [tool.efa-image-build]",
+        )
+    table = tool[TABLE]
     if isinstance(table, list):
         raise UserError(
             "is an array of tables ([[tool.efa-image-build]]): the settings are one table",

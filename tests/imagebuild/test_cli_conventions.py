@@ -244,8 +244,17 @@ def test_every_toml_form_of_the_table_is_read_the_same(tmp_path, monkeypatch, te
             "tool.efa-image-build.ma\\x1b[2Jtrix",
             "unknown key",
         ),
+        ('[project]\nname = "t"\n[[tool]]\nefa-image-build.out = "o"\n', 3, "tool", "is an array of tables"),
     ],
-    ids=["array-of-tables", "not-a-table", "dotted-top", "dotted-quoted", "inline", "escaped-key"],
+    ids=[
+        "array-of-tables",
+        "not-a-table",
+        "dotted-top",
+        "dotted-quoted",
+        "inline",
+        "escaped-key",
+        "tool-array",
+    ],
 )
 def test_a_bad_table_in_any_form_is_exit_2_naming_file_line_and_key(
     tmp_path, monkeypatch, text, line, key, words
