@@ -1,5 +1,5 @@
 """JSON files passed between the stages: read one object (bad input -> UserError, exit 2) and write one
-atomically (temp file beside it, then rename: a reader never sees half a file).
+atomically (a new temp file beside it, then rename: a reader never sees half a file).
 
 Reading goes through safefile's bounded reader (regular files only, a size cap: a FIFO, a device or a folder
 is refused before anything is read) and, given a pydantic model (imagebuild/build/documents.py), through
@@ -7,7 +7,6 @@ its typed check: a field of the wrong type is one UserError naming the file and 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any, Dict, Optional, Sequence, Type
 from pydantic import BaseModel, ValidationError
 
 from imagebuild.errors import UserError
-from imagebuild.safefile import MAX_INPUT_BYTES, read_text
+from imagebuild.safefile import MAX_INPUT_BYTES, atomic_file, read_text
 
 
 def read_json(
@@ -66,14 +65,15 @@ def dotted(loc: Sequence[Any]) -> str:
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:
-    """Keys sorted, indented, newline-terminated; written to `.tmp-<name>` and renamed over `path`."""
+    """Keys sorted, indented, newline-terminated; written whole to a new temporary file beside `path`
+    (safefile.atomic_file: a unique name made exclusively, never a link planted at a name known in advance),
+    fsynced and renamed over `path`; on any failure the temporary file is removed and the old file stays."""
     path = Path(path)
-    tmp = path.with_name(f".tmp-{path.name}")
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        with atomic_file(path, published=True) as tmp:
+            fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
     except OSError as err:  # full or read-only: exit 2 naming the file; the old file stays whole
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise UserError(f"cannot write: {err.strerror}", file=str(path)) from None

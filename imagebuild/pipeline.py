@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from efa_validators.report.printable import printable
 from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache
 from imagebuild.errors import ChecksFailed, UserError
 from imagebuild.release.destinations import Destination, Registries, RegistryTarget, log
@@ -359,6 +360,22 @@ def check_targets(out: Path, names: Sequence[str]) -> List[Target]:
     return targets
 
 
+def check_lines(rep: Any, ref: str) -> List[str]:
+    """What `test` prints for one image: its counts, then each failed or unknown check with its detail. A
+    detail quotes the image (a path from its label's checks, a command's stderr, a file's contents): every
+    value from outside goes through `printable`, so no ESC sequence or newline reaches the terminal."""
+    statuses = [c["status"] for c in rep.checks]
+    counts = {s: statuses.count(s) for s in ("pass", "fail", "unknown", "skip")}
+    head = (
+        f"{'PASS' if rep.passed else 'FAIL'} {printable(rep.variant or ref)} ({printable(rep.image_id[:19])})"
+    )
+    lines = [head + ": " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" in {rep.duration_s} s"]
+    for c in rep.checks:
+        if c["status"] in ("fail", "unknown"):
+            lines.append(f"  {c['status']:7} {printable(c['name'])}: {printable(c['detail'])}")
+    return lines
+
+
 def check(req: CheckRequest) -> List[Any]:
     """Static checks of each image in a container of it; the reports (`checks.runner.ImageReport`), also
     written as JSON and JUnit. A variant whose build failed is a failed report, not skipped."""
@@ -384,7 +401,7 @@ def check(req: CheckRequest) -> List[Any]:
                 reports.append(
                     ImageReport(variant, "", "", [{"name": "image-built", "status": "fail", "detail": why}])
                 )
-                print(f"FAIL {variant}: no image (build failed)")
+                print(f"FAIL {printable(variant)}: no image (build failed)")
                 continue
             if pushed:
                 ensure_local(client, ref, pushed)
@@ -394,16 +411,8 @@ def check(req: CheckRequest) -> List[Any]:
             rep.software = software.describe(client, ref, lock or lock_from_labels(image_labels(ref)))
             parts.append(part)
             reports.append(rep)
-            statuses = [c["status"] for c in rep.checks]
-            counts = {s: statuses.count(s) for s in ("pass", "fail", "unknown", "skip")}
-            print(
-                f"{'PASS' if rep.passed else 'FAIL'} {rep.variant or ref} ({rep.image_id[:19]}): "
-                + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-                + f" in {rep.duration_s} s"
-            )
-            for c in rep.checks:
-                if c["status"] in ("fail", "unknown"):
-                    print(f"  {c['status']:7} {c['name']}: {c['detail']}")
+            for line in check_lines(rep, ref):
+                print(line)
         merge_junit(parts, junit_path)
     write_report(reports, json_path)
     print(f"report {json_path}; junit {junit_path}")

@@ -95,14 +95,23 @@ def kind_of(mode: int) -> str:
 
 
 @contextlib.contextmanager
-def atomic_file(final: Path, sync: bool = True) -> Iterator[Path]:
-    """A new empty temporary file beside `final` (`.tmp-<name>.*`, mode 0600) for the block to fill; renamed
-    over `final` when the block ends (after an fsync unless `sync=False`), removed on any exception.
+def atomic_file(final: Path, sync: bool = True, published: bool = False) -> Iterator[Path]:
+    """A new empty temporary file beside `final` (`.tmp-<name>.*`, made exclusively under a name no one can
+    guess, so a link planted beside it is never followed; mode 0600) for the block to fill; renamed over
+    `final` when the block ends (after an fsync unless `sync=False`), removed on any exception.
 
-    The block may replace the temporary file (os.link, os.replace onto it): only its name is kept."""
+    `published`: the mode a plain open() gives (0644 under the usual umask), for a file others read (a
+    summary, a report CI publishes). The block may replace the temporary file (os.link, os.replace onto it):
+    only its name is kept."""
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".tmp-{final.name}.", dir=final.parent)
-    os.close(fd)
+    try:
+        if published:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)
+    finally:
+        os.close(fd)
     tmp = Path(name)
     try:
         yield tmp

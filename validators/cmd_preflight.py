@@ -283,6 +283,8 @@ def _drain(args: argparse.Namespace) -> int:
             raise drain.DrainError(
                 "REPLAY: a report made from a replayed log drains nothing (--replay-ok in tests)"
             )
+        if args.apply and args.scheduler == "slurm" and found["nodes"]:
+            drain.confirm_slurm_nodes(found)  # a NodeSet's name would drain the whole set
     except drain.DrainError as err:
         print("error: %s" % err, file=sys.stderr)
         return EXIT_USAGE

@@ -2,12 +2,15 @@
 
 The tool is installed (`pip install efa-image-build`), not forked: `init` gives an empty repository what the
 other verbs read. It never overwrites: if any of its files exists (or a folder on the way is a link out of
-the target), it writes nothing and exits 2 naming it.
+the target), it writes nothing and exits 2 naming it. Everything is checked before the first write, and a
+write that fails after all (a full disk) removes what init wrote and made: a refusal leaves the disk as it
+was.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 from typing import Dict, List
@@ -114,8 +117,21 @@ def starter_files() -> Dict[str, bytes]:
     }
 
 
-def _refuse_existing(top: Path, files: Dict[str, bytes]) -> None:
-    """Every target is new, and every folder on its way is a folder inside `top` (or not there yet)."""
+def plan(top: Path, files: Dict[str, bytes]) -> List[Path]:
+    """Every check `init` makes, before it writes anything: `top` is a folder or not there yet (under a
+    folder that can be written), every target is new, and every folder on its way is a plain folder inside
+    `top` or not there yet. Returns the folders to make, outermost first. Pure but for looking at the disk."""
+    if os.path.lexists(top) and not top.is_dir():
+        raise UserError("is not a folder", file=str(top), key="DIR")
+    folders: List[Path] = []
+    above = top
+    while not os.path.lexists(above):  # DIR and the folders above it that init makes
+        folders.insert(0, above)
+        above = above.parent
+    if not above.is_dir():
+        raise UserError("is not a folder", file=str(above), key="DIR", hint="init makes DIR inside a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UserError("cannot be written", file=str(above), key="DIR")
     real_top = top.resolve()
     for rel in files:
         target = top / rel
@@ -126,48 +142,66 @@ def _refuse_existing(top: Path, files: Dict[str, bytes]) -> None:
                 key="init",
                 hint="move it away, or run init in an empty folder",
             )
-        for parent in list(target.relative_to(top).parents)[:-1]:
+        for parent in reversed(list(target.relative_to(top).parents)[:-1]):
             folder = top / parent
-            if os.path.islink(folder) or (folder.exists() and not folder.is_dir()):
+            if os.path.islink(folder) or (os.path.lexists(folder) and not folder.is_dir()):
                 raise UserError(
                     "is a link or a file where init makes a folder",
                     file=str(folder),
                     key="init",
                     hint="init writes only plain folders inside the repository",
                 )
+            if not os.path.lexists(folder) and folder not in folders:
+                folders.append(folder)
         if real_top not in target.parent.resolve().parents and target.parent.resolve() != real_top:
             raise UserError("leaves the repository", file=str(target), key="init")
+    return folders
 
 
 def write(top: Path, files: Dict[str, bytes]) -> List[Path]:
-    """Write `files` under `top`, each created new (O_EXCL: a file that appears meanwhile is not replaced);
-    on any failure the ones written are removed again, so nothing is left half-done."""
-    if top.exists() and not top.is_dir():
-        raise UserError("is not a folder", file=str(top), key="DIR")
-    top.mkdir(parents=True, exist_ok=True)
-    _refuse_existing(top, files)
+    """Write `files` under `top` once `plan` found nothing to refuse: each folder made new, each file created
+    new (O_EXCL: a file that appears meanwhile is not replaced). On any failure (one made meanwhile, a full
+    disk, a file size limit) what was written and made is removed again: a refused init leaves the disk as it
+    was, and says which path (exit 2)."""
+    folders = plan(top, files)
+    made: List[Path] = []
     written: List[Path] = []
+    path = top
     try:
+        for path in folders:
+            path.mkdir()
+            made.append(path)
         for rel, data in files.items():
             path = top / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "xb") as f:
                 written.append(path)
                 f.write(data)
     except FileExistsError as err:  # made between the check and the write: not ours, left alone
-        _remove(written)
+        _undo(written, made)
         raise UserError(
-            "already exists: init never overwrites a file", file=err.filename, key="init"
+            "already exists: init never overwrites a file", file=err.filename or str(path), key="init"
+        ) from None
+    except OSError as err:
+        _undo(written, made)
+        raise UserError(
+            f"cannot write: {err.strerror or err}; nothing written",
+            file=err.filename or str(path),
+            key="init",
         ) from None
     except BaseException:
-        _remove(written)
+        _undo(written, made)
         raise
     return written
 
 
-def _remove(paths: List[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
+def _undo(written: List[Path], made: List[Path]) -> None:
+    """The files written and the folders made, removed again (innermost folder first)."""
+    for path in written:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    for folder in reversed(made):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def run(args: argparse.Namespace) -> int:

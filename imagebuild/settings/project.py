@@ -12,6 +12,7 @@ setting) wins over its `registry`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -19,11 +20,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from efa_validators.report.printable import printable
 from imagebuild.errors import UserError, did_you_mean
 
 TABLE = "efa-image-build"
 PATH_KEYS = ("matrix", "cache", "out")  # resolved against the folder of the pyproject.toml
 KEYS = PATH_KEYS + ("registry",)
+KEY_MAX = 256  # a key is looked for in a line's first characters (each `=` there is tried: bounded work)
 # HOST[:PORT][/NAMESPACE]: no scheme, no user:password@ (a login never goes into a committed file)
 _REGISTRY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?(?:/[a-z0-9._-]+)*")
 
@@ -41,12 +44,28 @@ def find(start: Path) -> Optional[Path]:
 
 
 def _has_table(path: Path) -> bool:
-    """A cheap look before parsing: a pyproject.toml without the table is not ours to judge."""
+    """Whether the file configures this tool, read by the TOML parser, so every form TOML allows counts the
+    same (`[tool.efa-image-build]`, `[tool."efa-image-build"]`, dotted `tool.efa-image-build.x = ...`, an
+    inline table, `[[tool.efa-image-build]]` too: `load` refuses that one by name). A pyproject.toml without
+    the table is not ours to judge; one that is not valid TOML is, where it names the table (`load` says
+    where it breaks)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    return re.search(r'^\s*\[\s*tool\s*\.\s*"?efa-image-build"?\s*\]', text, re.M) is not None
+    toml = _toml()
+    try:
+        return _names_table(toml.loads(text).get("tool"))
+    except toml.TOMLDecodeError:
+        return TABLE in text
+
+
+def _names_table(tool: object) -> bool:
+    """`tool` (the document's) holds our table: as a table, or inside an array of tables (`[[tool]]`, which
+    `load` refuses by name)."""
+    if isinstance(tool, list):
+        return any(isinstance(t, dict) and TABLE in t for t in tool)
+    return isinstance(tool, dict) and TABLE in tool
 
 
 def _toml():
@@ -59,17 +78,60 @@ def _toml():
     return tomli
 
 
-def _line_of(text: str, key: str) -> Optional[int]:
-    """The line of `key = ...` inside the table (tomllib gives no positions)."""
-    inside = False
+def _chain(doc: object) -> Tuple[str, ...]:
+    """The key path of a one-key-per-level document (what a header or a `key = 0` line parses to)."""
+    path: List[str] = []
+    while True:
+        if isinstance(doc, list) and len(doc) == 1:  # [[array.of.tables]]
+            doc = doc[0]
+        if not isinstance(doc, dict) or len(doc) != 1:
+            return tuple(path)
+        key, doc = next(iter(doc.items()))
+        path.append(key)
+
+
+@functools.lru_cache(maxsize=4)
+def _key_paths(text: str) -> List[Tuple[Tuple[str, ...], int]]:
+    """(full key path, line) of each table header and `key = ...` line, in file order. The TOML parser reads
+    each header, and each key up to an `=`, so quoted, dotted and escaped keys name what the parser makes of
+    them (tomllib gives no positions). A line inside a multi-line string or array may be misread: a line
+    number is as near as can be found."""
+    toml = _toml()
+    table: Tuple[str, ...] = ()
+    out: List[Tuple[Tuple[str, ...], int]] = []
     for n, line in enumerate(text.splitlines(), 1):
-        head = re.match(r"\s*\[([^\]]*)\]", line)
-        if head:
-            inside = re.sub(r'[\s"]', "", head.group(1)) == "tool." + TABLE
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
             continue
-        if inside and re.match(rf'\s*"?{re.escape(key)}"?\s*=', line):
+        if stripped.startswith("["):
+            try:
+                table = _chain(toml.loads(stripped))
+                out.append((table, n))
+                continue
+            except toml.TOMLDecodeError:
+                pass
+        for i, char in enumerate(stripped[:KEY_MAX]):
+            if char == "=":
+                try:
+                    out.append((table + _chain(toml.loads(stripped[:i] + "= 0")), n))
+                    break
+                except toml.TOMLDecodeError:
+                    continue
+    return out
+
+
+def _line_of(text: str, path: Tuple[str, ...]) -> Optional[int]:
+    """The line that defines `path`: its own header or `key = ...` line, else the first line of a key under
+    it (dotted keys only), else the nearest table above it (an inline table's line)."""
+    lines = _key_paths(text)
+    for where, n in lines:
+        if where == path:
             return n
-    return None
+    for where, n in lines:
+        if where[: len(path)] == path:
+            return n
+    above = [(len(where), n) for where, n in lines if where and path[: len(where)] == where]
+    return max(above)[1] if above else None
 
 
 def trusted(path: Path, uid: Optional[int] = None) -> Optional[str]:
@@ -107,21 +169,44 @@ def load(path: Path) -> Dict[str, str]:
     except toml.TOMLDecodeError as err:
         m = re.search(r"line (\d+)", str(err))
         raise UserError(f"not valid TOML: {err}", file=file, line=int(m.group(1)) if m else None) from None
-    table = (doc.get("tool") or {}).get(TABLE)
-    if table is None:
+    tool = doc.get("tool")
+    if not _names_table(tool):
         return {}
     key_of = f"tool.{TABLE}"
+    if not isinstance(tool, dict):
+        raise UserError(
+            "is an array of tables ([[tool]]): `tool` is one table",
+            file=file,
+            line=_line_of(text, ("tool",)),
+            key="tool",
+            hint="write [tool.efa-image-build]",
+        )
+    table = tool[TABLE]
+    if isinstance(table, list):
+        raise UserError(
+            "is an array of tables ([[tool.efa-image-build]]): the settings are one table",
+            file=file,
+            line=_line_of(text, ("tool", TABLE)),
+            key=key_of,
+            hint="write [tool.efa-image-build] (one pair of brackets), once",
+        )
     if not isinstance(table, dict):
-        raise UserError("must be a table", file=file, key=key_of)
+        raise UserError(
+            f"must be a table, got {type(table).__name__}",
+            file=file,
+            line=_line_of(text, ("tool", TABLE)),
+            key=key_of,
+        )
     out: Dict[str, str] = {}
     for key, value in table.items():
-        line = _line_of(text, key)
+        line = _line_of(text, ("tool", TABLE, key))
         if key not in KEYS:
+            shown = printable(key)  # a quoted key may hold a newline or an ESC: named escaped
             raise UserError(
-                f"unknown key '{key}'",
+                f"unknown key '{shown}'",
                 file=file,
                 line=line,
-                key=f"{key_of}.{key}",
+                key=f"{key_of}.{shown}",
                 hint=did_you_mean(key, KEYS) or "known: " + ", ".join(KEYS),
             )
         if not isinstance(value, str) or not value.strip() or "\0" in value:

@@ -169,6 +169,114 @@ def test_bad_config_is_exit_2_naming_file_line_and_key(tmp_path, monkeypatch, ta
     assert "u:pw@" not in got.err
 
 
+def _project_file(tmp_path: Path, text: str) -> Path:
+    """`_project`, with the whole pyproject.toml as given (a form TOML allows for the table)."""
+    root = _project(tmp_path, "")
+    (root / "pyproject.toml").write_text(text)
+    return root
+
+
+SAME = 'matrix = "images/matrix.yaml"\nout = "out"\n'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[tool."efa-image-build"]\n' + SAME,
+        "[ tool . 'efa-image-build' ]  # literal quotes, spaces\n" + SAME,
+        '[tool."efa\\u002Dimage-build"]\n' + SAME,  # an escape in a quoted key: the same key
+        '[project]\nname = "team"\n\n[tool]\nefa-image-build.matrix = "images/matrix.yaml"\n'
+        'efa-image-build.out = "out"\n',
+        'tool.efa-image-build.matrix = "images/matrix.yaml"\ntool."efa-image-build".out = "out"\n'
+        '[project]\nname = "team"\n',
+        '[tool]\nefa-image-build = { matrix = "images/matrix.yaml", out = "out" }\n',
+    ],
+    ids=["quoted", "literal-quoted", "escaped", "dotted-under-tool", "dotted-top", "inline"],
+)
+def test_every_toml_form_of_the_table_is_read_the_same(tmp_path, monkeypatch, text):
+    """The table was found by a regular expression on `[tool.efa-image-build]` lines: dotted keys, inline
+    tables and other quotings of the same key were silently ignored. TOML's parser reads them all alike."""
+    root = _project_file(tmp_path, text)
+    monkeypatch.chdir(root / "sub")
+    got = build_py("-v", "list", "--json")
+    assert got.rc == 0, got.err
+    matrix = root / "images" / "matrix.yaml"
+    assert f"config: {root / 'pyproject.toml'} [tool.efa-image-build]: matrix = {matrix}" in got.err
+    assert [v["name"] for v in json.loads(got.out)] == ["team-image"]
+
+
+@pytest.mark.parametrize(
+    "text, line, key, words",
+    [
+        (
+            '[project]\nname = "t"\n\n[[tool.efa-image-build]]\n' + SAME,
+            4,
+            "tool.efa-image-build",
+            "is an array of tables",
+        ),
+        (
+            '[tool]\nx = 1\nefa-image-build = "images/matrix.yaml"\n',
+            3,
+            "tool.efa-image-build",
+            "must be a table, got str",
+        ),
+        (
+            'tool.efa-image-build.cache = 3\n[project]\nname = "t"\n',
+            1,
+            "tool.efa-image-build.cache",
+            "must be a non-empty string",
+        ),
+        (
+            '[tool]\n"efa-image-build".matirx = "m.yaml"\n',
+            2,
+            "tool.efa-image-build.matirx",
+            "did you mean 'matrix'?",
+        ),
+        (
+            '[tool]\nefa-image-build = { out = "o", cache = 3 }\n',
+            2,
+            "tool.efa-image-build.cache",
+            "must be a non-empty string",
+        ),
+        (
+            '[tool."efa-image-build"]\n"ma\\u001b[2Jtrix" = "m"\n',
+            2,
+            "tool.efa-image-build.ma\\x1b[2Jtrix",
+            "unknown key",
+        ),
+        ('[project]\nname = "t"\n[[tool]]\nefa-image-build.out = "o"\n', 3, "tool", "is an array of tables"),
+    ],
+    ids=[
+        "array-of-tables",
+        "not-a-table",
+        "dotted-top",
+        "dotted-quoted",
+        "inline",
+        "escaped-key",
+        "tool-array",
+    ],
+)
+def test_a_bad_table_in_any_form_is_exit_2_naming_file_line_and_key(
+    tmp_path, monkeypatch, text, line, key, words
+):
+    root = _project_file(tmp_path, text)
+    monkeypatch.chdir(root)
+    got = build_py("list")
+    assert got.rc == 2 and "Traceback" not in got.err and "\x1b" not in got.err, got.err
+    assert f"{root / 'pyproject.toml'}:{line}: key '{key}': " in got.err and words in got.err, got.err
+
+
+def test_a_pyproject_that_is_not_toml_is_judged_only_where_it_names_the_table(tmp_path, monkeypatch):
+    """Another tool's broken pyproject.toml is not ours to judge (no config); one naming the table is."""
+    root = _project_file(tmp_path, '[project]\nname = "team\n')
+    monkeypatch.chdir(root)
+    got = build_py("-v", "list")
+    assert "config: no pyproject.toml" in got.err and "not valid TOML" not in got.err, got.err
+    (root / "pyproject.toml").write_text('[project]\nname = "team"\n[tool.efa-image-build\nout = "o"\n')
+    got = build_py("list")
+    assert got.rc == 2 and f"{root / 'pyproject.toml'}:3: not valid TOML" in got.err, got.err
+
+
 def test_the_registry_from_config_and_image_registry_over_it(tmp_path, monkeypatch):
     root = _project(tmp_path, 'registry = "127.0.0.1:9/team"\n')
     monkeypatch.chdir(root)

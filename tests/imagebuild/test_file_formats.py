@@ -4,6 +4,9 @@ the copies are gone, and resolve no longer imports matrix (the import cycle is b
 from __future__ import annotations
 
 import ast
+import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -64,6 +67,38 @@ def test_the_owners_round_trip(tmp_path):
         checkreport.load_check_report(path)
     with pytest.raises(UserError, match="not a build summary"):
         summary.load_summary(report)
+
+
+def test_a_json_write_never_follows_a_link_planted_at_a_temporary_name(tmp_path):
+    """The writer used the fixed name `.tmp-<name>` and wrote through a symlink planted there (onto any file
+    the user can write) before renaming the link over the target. Now: a new file of a name no one can
+    guess, made exclusively; the planted link and its target are left as they were, nothing else is left."""
+    from imagebuild.errors import UserError
+    from imagebuild.jsonfile import write_json_atomic
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(victim, out / ".tmp-summary.json")
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(out / "summary.json", {"b": 1, "a": [2]})
+    finally:
+        os.umask(old)
+    assert victim.read_text() == "precious\n"
+    assert os.readlink(out / ".tmp-summary.json") == str(victim)
+    written = out / "summary.json"
+    assert not written.is_symlink() and json.loads(written.read_text()) == {"a": [2], "b": 1}
+    assert written.read_text() == '{\n  "a": [\n    2\n  ],\n  "b": 1\n}\n'
+    assert stat.S_IMODE(written.stat().st_mode) == 0o644  # published: the mode a plain open() gives
+    assert sorted(p.name for p in out.iterdir()) == [".tmp-summary.json", "summary.json"]
+    # a write that fails (the target is a folder: the rename fails) is exit 2 naming it, no temp file left
+    (out / "dir.json").mkdir()
+    with pytest.raises(UserError, match="cannot write") as err:
+        write_json_atomic(out / "dir.json", {})
+    assert err.value.file == str(out / "dir.json")
+    assert sorted(p.name for p in out.iterdir()) == [".tmp-summary.json", "dir.json", "summary.json"]
 
 
 def test_lock_from_labels_reads_either_label_and_refuses_what_is_not_a_lock():

@@ -4,9 +4,11 @@ the other verbs then read as they are; never an overwrite, never a write through
 from __future__ import annotations
 
 import os
+import resource
 
+import pytest
 import yaml
-from cli import build_py
+from cli import build_py, build_py_process
 from paths import ROOT
 
 from imagebuild.commands.init import WORKFLOW
@@ -71,3 +73,35 @@ def test_init_into_a_file_is_exit_2(tmp_path):
     (tmp_path / "f").write_text("x")
     res = build_py("init", tmp_path / "f")
     assert res.rc == 2 and f"{tmp_path / 'f'}: key 'DIR': is not a folder" in res.err, res
+
+
+def _file_size_limit(limit: int):
+    """For the child: files larger than `limit` bytes cannot be written (EFBIG; Python ignores SIGXFSZ)."""
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-folder", "empty-folder"])
+def test_a_refused_init_leaves_no_new_path(tmp_path, existing):
+    """A write that fails half way (here: a file size limit between the matrix's size and the workflow's, so
+    two files and .github/workflows are made before the third write fails) is exit 2 naming the file, and
+    what init wrote and made is gone again: no file, no folder, not DIR nor the folders above it."""
+    from imagebuild.commands.init import starter_files
+
+    sizes = {rel: len(data) for rel, data in starter_files().items()}
+    limit = 8192
+    assert sizes["matrix.yaml"] < limit and sizes["checks.yaml"] < limit < sizes[WORKFLOW], sizes
+    repo = tmp_path / "new" / "repo"
+    if existing:
+        repo.mkdir(parents=True)
+    before = sorted(tmp_path.rglob("*"))
+    proc = build_py_process("init", repo, preexec_fn=_file_size_limit(limit), timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{repo / WORKFLOW}: key 'init': cannot write: File too large; nothing written" in proc.stderr
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_init_under_a_file_is_exit_2_before_any_folder_is_made(tmp_path):
+    (tmp_path / "f").write_text("x")
+    res = build_py("init", tmp_path / "f" / "new" / "repo")
+    assert res.rc == 2 and f"{tmp_path / 'f'}: key 'DIR': is not a folder" in res.err, res
+    assert sorted(os.listdir(tmp_path)) == ["f"] and (tmp_path / "f").read_text() == "x"

@@ -216,6 +216,47 @@ def shell_lines(argvs: List[List[str]]) -> str:
     return "".join(" ".join(shlex.quote(word) for word in argv) + "\n" for argv in argvs)
 
 
+def sinfo_argv(host: str) -> List[str]:
+    """sinfo(1): one line per node (-N), no header (-h), the nodes named by -n, each as its name (%N)."""
+    return ["sinfo", "-N", "-h", "-n", host, "-o", "%N"]
+
+
+def not_one_node(host: str, rc: Optional[int], output: str) -> Optional[str]:
+    """Why `host` is not exactly one Slurm node, from what `sinfo_argv(host)` said (exit code or None when it
+    could not run, its output); None when sinfo names that one node and nothing else. Pure.
+
+    Why: `scontrol update nodename=X` takes X as a node list, and on the test Slurm (slurm-wlm 22.05.8,
+    tests/fixtures/launchers/slurm-start.sh with `NodeSet=rack1 Nodes=node1,node2` added to slurm.conf)
+    `nodename=rack1` drained node1 and node2, while `sinfo -N -h -n rack1 -o %N` printed nothing (as for
+    a name no node has). A name sinfo does not print back as itself, alone, is never drained."""
+    if rc is None:
+        return "sinfo could not run (%s): it cannot be confirmed as one node" % _clean(output, 120)
+    if rc != 0:
+        return "sinfo exited %d (%s): it cannot be confirmed as one node" % (rc, _clean(output, 120))
+    names = sorted({line.strip() for line in output.splitlines() if line.strip()})
+    if names == [host]:
+        return None
+    if not names:
+        return (
+            "no Slurm node has that name (a NodeSet or another name scontrol reads as several nodes, or a "
+            "node this cluster lacks)"
+        )
+    return "Slurm reads it as %d nodes (%s), not as one" % (len(names), _clean(", ".join(names), 120))
+
+
+def confirm_slurm_nodes(found: Dict[str, Any], timeout: float = 30.0) -> None:
+    """Before any scontrol runs: each host to drain is exactly one Slurm node (`not_one_node`), all of them
+    checked first; else DrainError naming each host that is not, with its report and why: none drained."""
+    checked = apply([sinfo_argv(node["host"]) for node in found["nodes"]], timeout)
+    problems = []
+    for node, (_, rc, output) in zip(found["nodes"], checked):
+        why = not_one_node(node["host"], rc, output)
+        if why:
+            problems.append("%s: host %r: %s" % (node["reasons"][0]["source"], node["host"], why))
+    if problems:
+        raise DrainError("; ".join(problems) + "; nothing drained")
+
+
 def apply(argvs: List[List[str]], timeout: float = 60.0) -> List[Tuple[List[str], Optional[int], str]]:
     """Run each command (no shell), in order, each bounded in time: (argv, exit code or None, output)."""
     done = []

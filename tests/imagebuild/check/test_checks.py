@@ -522,6 +522,34 @@ def test_an_image_without_a_lock_is_bad_input(local_base):
     assert "carries no lock label" in res.err
 
 
+@pytest.mark.docker
+def test_test_escapes_what_an_image_says_before_it_reaches_the_terminal(docker_client, local_base, tmp_path):
+    """A trusted label's check path and name, and what a check quotes, are the image's words: printed raw, an
+    ESC sequence retitles or clears the terminal and a newline forges a line of the verdict. `test` prints
+    each through report.printable (the validators' escaping): one line, every control character escaped."""
+    lock = {"schema": "efa-image-build/lock/v1", "name": "esc", "components": {}, "env": [], "labels": {},
+            "checks": {"ev\x1b[8mil": {"path": "/tmp/\x1b]0;pwned\x07\x1b[2J\nPASS all good"}}}  # fmt: skip
+    label = json.dumps(json.dumps(lock, sort_keys=True)).replace("$", "\\$")
+    tag = f"{BROKEN_REPO}:escapes-{RUN}"
+    dockerfile = f"FROM {local_base}\nLABEL {LOCK_LABELS[0]}={label}\n"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
+    try:
+        proc = build_py_process("test", "--image", tag, "--trust-image-checks", "--json", tmp_path / "r.json",
+                                "--junit", tmp_path / "r.xml", timeout=300)  # fmt: skip
+    finally:
+        docker_client.images.remove(tag, force=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert not set(proc.stdout) & {"\x1b", "\x07"} and "Traceback" not in proc.stderr, repr(proc.stdout)
+    (line,) = [x for x in proc.stdout.splitlines() if "custom:ev" in x]
+    shown = "/tmp/\\x1b]0;pwned\\x07\\x1b[2J\\x0aPASS all good"  # one line, each control character escaped
+    assert line == "  fail    custom:ev\\x1b[8mil: " + shown + " does not exist"
+    assert not any(x.startswith("PASS all good") for x in proc.stdout.splitlines())
+    # the JSON report keeps the words as they were (json escapes them)
+    (image,) = json.loads((tmp_path / "r.json").read_text())["images"]
+    detail = {c["name"]: c["detail"] for c in image["checks"]}["custom:ev\x1b[8mil"]
+    assert detail == "/tmp/\x1b]0;pwned\x07\x1b[2J\nPASS all good does not exist"
+
+
 def _shell_target() -> Target:
     """A Target whose commands run in a real local shell: the bounded wrapper's plumbing, without docker."""
 

@@ -7,12 +7,14 @@ import os
 import shlex
 import stat
 
+import pytest
 from cli import validators_process
 from paths import ROOT
 
 from efa_validators.run import drain
 
 TRANSCRIPT = ROOT / "tests" / "fixtures" / "drain" / "kubectl-transcript.txt"
+SINFO = ROOT / "tests" / "fixtures" / "drain" / "sinfo-transcript.txt"
 HOST = "ip-10-1-77-12.ec2.internal"
 
 
@@ -193,3 +195,67 @@ def test_odd_but_harmless_fields_do_not_crash_the_drain():
     sweep["findings"] = [{"id": ["bad-node"]}, *sweep["findings"]]
     [argv] = drain.commands(drain.bad_nodes([("s.json", sweep)]), "slurm")
     assert argv[2] == "nodename=h3" and "implicated by elimination: h3" in argv[4]
+
+
+def _recorded_slurm(tmp_path):
+    """A PATH with a recorded sinfo (answers from the transcript of the real test Slurm) and an scontrol that
+    only logs the argv it got: (env, the log)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    sinfo = bindir / "sinfo"
+    sinfo.write_text(
+        "#!/usr/bin/env python3\n"
+        "# recorded sinfo: prints the transcript's lines after the command it was given\n"
+        "import shlex, sys\n"
+        "argv = ['sinfo'] + sys.argv[1:]\n"
+        "lines = open(%r).read().splitlines()\n"
+        "for i, line in enumerate(lines):\n"
+        "    if line.startswith('$ ') and shlex.split(line[2:]) == argv:\n"
+        "        for reply in lines[i + 1:]:\n"
+        "            if reply.startswith('$ '):\n"
+        "                break\n"
+        "            print(reply)\n"
+        "        sys.exit(0)\n"
+        "print('error: not in the transcript', file=sys.stderr); sys.exit(1)\n" % str(SINFO)
+    )
+    scontrol = bindir / "scontrol"
+    scontrol.write_text(
+        "#!/usr/bin/env python3\nimport json, sys\nopen(%r, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        % str(calls)
+    )
+    for tool in (sinfo, scontrol):
+        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    return dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"])), calls
+
+
+def test_apply_drains_nothing_unless_every_name_is_exactly_one_slurm_node(tmp_path):
+    """A NodeSet's name (or a node the cluster lacks) as a host: scontrol would drain the whole set. --apply
+    asks sinfo for each name first (the recorded answers of the real test Slurm; the real one is in
+    test_drain_docker.py) and, unless each is that one node, drains none, the good ones neither."""
+    env, calls = _recorded_slurm(tmp_path)
+    mixed = _write(tmp_path, "m.json", _sweep(["node3", "rack1", "node9"], replay=False))
+    proc = validators_process("drain", mixed, "--for", "slurm", "--apply", env=env, timeout=30)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "%s: host 'rack1': no Slurm node has that name (a NodeSet" % mixed in proc.stderr, proc.stderr
+    assert "host 'node9'" in proc.stderr and "host 'node3'" not in proc.stderr
+    assert proc.stderr.rstrip().endswith("nothing drained") and not calls.exists()
+    assert "scontrol" not in proc.stdout
+    # printed only, nothing is asked or run; one real node is drained with --apply
+    assert validators_process("drain", mixed, "--for", "slurm", env=env).returncode == 1
+    good = _write(tmp_path, "g.json", _sweep(["node3"], replay=False))
+    proc = validators_process("drain", good, "--for", "slurm", "--apply", env=env, timeout=30)
+    assert proc.returncode == 1, proc.stderr
+    [argv] = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert argv[:3] == ["update", "nodename=node3", "state=drain"]
+
+
+def test_a_name_sinfo_does_not_give_back_as_itself_alone_is_not_one_node():
+    assert drain.not_one_node("node3", 0, "node3\nnode3\n") is None  # a node in two partitions: two lines
+    assert "2 nodes (node1, node2)" in drain.not_one_node("rack1", 0, "node1\nnode2\n")
+    assert "no Slurm node" in drain.not_one_node("rack1", 0, "")
+    assert "exited 1" in drain.not_one_node("node3", 1, "slurm_load_partitions: Unable to contact")
+    assert "could not run" in drain.not_one_node("node3", None, "[Errno 2] No such file or directory")
+    # a hostlist expression never gets this far: it is no host name
+    with pytest.raises(drain.DrainError, match="not a host name"):
+        drain.bad_nodes([("s.json", _sweep(["node[1-3]"], replay=False))])

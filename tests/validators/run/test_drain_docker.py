@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 import uuid
 
 import pytest
@@ -73,3 +74,51 @@ def test_a_sweep_over_slurm_names_the_bad_node_and_apply_drains_it(slurm_three_n
     assert refused.returncode == 2 and "every node" in refused.stderr, refused.stdout + refused.stderr
     after = _exec(c, ["sinfo", "-h", "-N", "-o", "%N|%T"]).stdout.split()
     assert {"node1|idle", "node2|idle"} <= set(after), after
+
+
+def _states(c):
+    """{node: (state, reason)} as sinfo shows them."""
+    rows = _exec(c, ["sinfo", "-h", "-N", "-o", "%N|%T|%E"]).stdout.splitlines()
+    return {node: (state, reason) for node, state, reason in (row.split("|", 2) for row in rows)}
+
+
+def _all_idle(c, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        states = _states(c)
+        if len(states) == 3 and all(state == "idle" for state, _ in states.values()):
+            return states
+        time.sleep(0.5)
+    return _states(c)
+
+
+def test_a_nodeset_name_drains_nothing_not_even_the_real_node_beside_it(slurm_three_nodes):
+    """A NodeSet in this Slurm's slurm.conf: `scontrol update nodename=rack1` takes the set's name as its
+    nodes. A report naming rack1 (beside a real node3) with --apply: exit 2 naming rack1, nothing drained."""
+    c = slurm_three_nodes
+    conf = "/etc/slurm/slurm.conf"
+    add = "grep -q '^NodeSet=rack1' %s || echo 'NodeSet=rack1 Nodes=node1,node2' >> %s" % (conf, conf)
+    assert _exec(c, ["sh", "-c", add + " && scontrol reconfigure"]).returncode == 0
+    # node3 was drained by the test before (when it ran): idle again
+    _exec(c, ["scontrol", "update", "nodename=node3", "state=resume"])
+    assert set(_all_idle(c).values()) == {("idle", "none")}, _states(c)
+
+    sweep = {"schema": "efa-image-build/report/v1", "verdict": "fail", "replay": False,
+             "findings": [{"id": "bad-node", "severity": "error", "message": "implicated by elimination"}],
+             "pairwise": {"implicated": ["node3", "rack1"], "suspects": [], "cleared": []}}  # fmt: skip
+    _exec(c, ["sh", "-c", "cat > /tmp/nodeset.json <<'EOF'\n%s\nEOF" % json.dumps(sweep)])
+    drain = ["python3", "-m", "efa_validators", "drain", "/tmp/nodeset.json", "--for", "slurm"]
+    printed = _exec(c, drain)
+    assert printed.returncode == 1 and "nodename=rack1" in printed.stdout, printed.stdout + printed.stderr
+    refused = _exec(c, drain + ["--apply"])
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stdout + refused.stderr
+    assert "/tmp/nodeset.json: host 'rack1': no Slurm node has that name (a NodeSet" in refused.stderr
+    assert "host 'node3'" not in refused.stderr and "scontrol" not in refused.stdout, refused.stderr
+    assert set(_states(c).values()) == {("idle", "none")}, _states(c)
+
+    # what the refusal spared: the printed line, run by hand, drains the whole set on this Slurm
+    by_hand = _exec(c, ["scontrol", "update", "nodename=rack1", "state=drain", "reason=by-hand"])
+    assert by_hand.returncode == 0, by_hand.stderr
+    states = _states(c)
+    assert {n: s[1] for n, s in states.items()} == {"node1": "by-hand", "node2": "by-hand", "node3": "none"}
+    _exec(c, ["scontrol", "update", "nodename=node1,node2", "state=resume"])
