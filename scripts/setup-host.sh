@@ -7,6 +7,7 @@ PACKAGES=(
   docker.io debootstrap                      # real image builds; the local base image
   openmpi-bin libopenmpi-dev                 # mpirun for the pre-flight runner tests
   libfabric-bin libfabric-dev rdma-core ibverbs-utils hwloc
+  gcc                                        # a real plugin .so linked to libfabric (node-check loader test)
   docker-registry apache2-utils              # a real OCI registry (htpasswd for its auth tests)
   openssh-server openssh-client              # mpirun across containers
   slurm-wlm munge                            # srun through the runner

@@ -60,10 +60,38 @@ _ML_ENG = (
 
 GIB = 1 << 30
 
+# nvlink: whether the instance type's GPUs are joined by NVLink (True), have none (False), or no source read
+# says (None). node-check's gpu-nvlink check reads it: empty `nvidia-smi nvlink -s` output is a pass where it
+# is False, a fail where it is True, unknown where it is None. None: p3dn (no source read gives its
+# interconnect) and p5.4xlarge (one GPU: no source says what `nvidia-smi nvlink` lists without a peer).
+_NVLINK_SPECS = (
+    "tsaol/aws-gpu data/{}_instances.js (commit 77fcd9f; instances.vantage.sh data): gpuInterconnect '{}'"
+)
+_NVLINK_B300 = (
+    "tsaol/aws-gpu gpu.md (commit 77fcd9f), p6-b300.48xlarge section: features 'NVLink 5' "
+    "(data/p6-b300_instances.js gives no gpuInterconnect)"
+)
+_NVLINK_G5 = (
+    "gist.github.com/shashankprasanna/10ebe6dc1ba1d8d93db17da4e2cc890e (AWS GPU instance table, column 'GPU "
+    "Interconnect (NVLink / PCIe)'): the A10G of G5's multi-GPU sizes (g5.12xlarge, g5.24xlarge) 'PCIe', "
+    "p4d's A100 'NVLink gen 3'"
+)
+_NVLINK_L40S = (
+    "www.itcreations.com/nvidia-gpu/nvidia-l40s-gpu-accelerator (L40S PCIe card spec page): 'NVLink is not "
+    "supported', interconnect interface 'PCIe Gen4 x16: 64GB/s bidirectional'; the same interconnect row, "
+    "PCIe only, in the L40/L40S spec table of www.mullet.se/product.html?product_id=355414"
+)
 
-def _sources(gpus, efa_devices, efa_gbps, gdr_required):
+
+def _sources(gpus, efa_devices, efa_gbps, gdr_required, nvlink=None):
     """Where each hardware figure of a profile comes from (None: the figure is unknown)."""
-    return {"gpus": gpus, "efa_devices": efa_devices, "efa_gbps": efa_gbps, "gdr_required": gdr_required}
+    return {
+        "gpus": gpus,
+        "efa_devices": efa_devices,
+        "efa_gbps": efa_gbps,
+        "gdr_required": gdr_required,
+        "nvlink": nvlink,
+    }
 
 
 # reference: {nodes, size (bytes), busbw (GB/s), source, measured_on}
@@ -72,12 +100,19 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "80",
-        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p4d"), _OFI_PLATFORM),
+        "sources": _sources(
+            _ADT_COUNTS,
+            _ADT_COUNTS,
+            _SPECS.format("p4d"),
+            _OFI_PLATFORM,
+            _NVLINK_SPECS.format("p4d", "600 GB/s NVSwitch"),
+        ),
         "gpus": 8,
         "gpu": "A100 40GB",
         "efa_devices": 4,
         "efa_gbps": 400,
         "gdr_required": True,
+        "nvlink": True,
         "references": [
             {
                 "nodes": 2,
@@ -100,12 +135,19 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "80",
-        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p4de"), _OFI_PLATFORM),
+        "sources": _sources(
+            _ADT_COUNTS,
+            _ADT_COUNTS,
+            _SPECS.format("p4de"),
+            _OFI_PLATFORM,
+            _NVLINK_SPECS.format("p4de", "600 GB/s NVSwitch"),
+        ),
         "gpus": 8,
         "gpu": "A100 80GB",
         "efa_devices": 4,
         "efa_gbps": 400,
         "gdr_required": True,
+        "nvlink": True,
         "references": [
             {"nodes": 2, "size": 1 * GIB, "busbw": 76.8, "source": _ADT_README, "measured_on": None},
             {"nodes": 2, "size": 2 * GIB, "busbw": 78.3, "source": _ADT_README, "measured_on": None},
@@ -116,12 +158,19 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "90",
-        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5"), _OFI_PLATFORM),
+        "sources": _sources(
+            _ADT_COUNTS,
+            _ADT_COUNTS,
+            _SPECS.format("p5"),
+            _OFI_PLATFORM,
+            _NVLINK_SPECS.format("p5", "900 GB/s NVSwitch"),
+        ),
         "gpus": 8,
         "gpu": "H100 80GB",
         "efa_devices": 32,
         "efa_gbps": 3200,
         "gdr_required": True,
+        "nvlink": True,
         "references": [
             {"nodes": 2, "size": 1 * GIB, "busbw": 437.0, "source": _ADT_README, "measured_on": None},
             {"nodes": 2, "size": 2 * GIB, "busbw": 444.0, "source": _ADT_README, "measured_on": None},
@@ -133,12 +182,19 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "90",
-        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5e"), _OFI_PLATFORM),
+        "sources": _sources(
+            _ADT_COUNTS,
+            _ADT_COUNTS,
+            _SPECS.format("p5e"),
+            _OFI_PLATFORM,
+            _NVLINK_SPECS.format("p5e", "900 GB/s NVSwitch"),
+        ),
         "gpus": 8,
         "gpu": "H200 141GB",
         "efa_devices": 32,
         "efa_gbps": 3200,
         "gdr_required": True,
+        "nvlink": True,
         "references": [
             {
                 "nodes": 2,
@@ -168,12 +224,19 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "90",
-        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p5en"), _OFI_PLATFORM),
+        "sources": _sources(
+            _ADT_COUNTS,
+            _ADT_COUNTS,
+            _SPECS.format("p5en"),
+            _OFI_PLATFORM,
+            _NVLINK_SPECS.format("p5en", "900 GB/s NVSwitch"),
+        ),
         "gpus": 8,
         "gpu": "H200 141GB",
         "efa_devices": 16,
         "efa_gbps": 3200,
         "gdr_required": True,
+        "nvlink": True,
         "references": [
             {"nodes": 16, "size": 16 * GIB, "busbw": 370.0, "source": _ADT_TOPO, "measured_on": None},
         ],
@@ -183,12 +246,19 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "100",
-        "sources": _sources(_ADT_COUNTS, _ADT_COUNTS, _SPECS.format("p6-b200"), _OFI_PLATFORM),
+        "sources": _sources(
+            _ADT_COUNTS,
+            _ADT_COUNTS,
+            _SPECS.format("p6-b200"),
+            _OFI_PLATFORM,
+            _NVLINK_SPECS.format("p6-b200", "1800 GB/s NVLink"),
+        ),
         "gpus": 8,
         "gpu": "B200",
         "efa_devices": 8,
         "efa_gbps": 3200,
         "gdr_required": True,
+        "nvlink": True,
         "references": [
             {"nodes": 4, "size": 16 * GIB, "busbw": 381.8, "source": _ML_ENG, "measured_on": None},
         ],
@@ -204,6 +274,7 @@ PROFILES = {
         "efa_devices": None,
         "efa_gbps": 100,
         "gdr_required": False,
+        "nvlink": None,
         "references": [],
         "notes": "EFA without GPUDirect RDMA (no RDMA read on its EFA device).",
     },
@@ -211,12 +282,13 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": False,
         "cuda_arch": "86",
-        "sources": _sources(_SPECS.format("g5"), None, _SPECS.format("g5"), _OFI_NO_GDR),
+        "sources": _sources(_SPECS.format("g5"), None, _SPECS.format("g5"), _OFI_NO_GDR, _NVLINK_G5),
         "gpus": 8,
         "gpu": "A10G 24GB",
         "efa_devices": None,
         "efa_gbps": 100,
         "gdr_required": False,
+        "nvlink": False,
         "references": [],
         "notes": "EFA without GPUDirect RDMA by design (aws-ofi-nccl platform entry, gdr_required false).",
     },
@@ -224,12 +296,13 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": False,
         "cuda_arch": "89",
-        "sources": _sources(_SPECS.format("g6e"), None, _SPECS.format("g6e"), _OFI_NO_GDR),
+        "sources": _sources(_SPECS.format("g6e"), None, _SPECS.format("g6e"), _OFI_NO_GDR, _NVLINK_L40S),
         "gpus": 8,
         "gpu": "L40S 48GB",
         "efa_devices": None,
         "efa_gbps": 400,
         "gdr_required": False,
+        "nvlink": False,
         "references": [],
         "notes": "EFA without GPUDirect RDMA (no gdr_required platform entry in aws-ofi-nccl); rdma_read "
         "false keeps FI_EFA_USE_DEVICE_RDMA unset.",
@@ -244,6 +317,7 @@ PROFILES = {
         "efa_devices": None,
         "efa_gbps": 100,
         "gdr_required": False,
+        "nvlink": None,
         "references": [],
         "notes": "One GPU: EFA without GPUDirect RDMA by design (aws-ofi-nccl 'p5.4xlarge' entry, "
         "gdr_required false), so GDR off is no failure there.",
@@ -252,12 +326,15 @@ PROFILES = {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": None,
-        "sources": _sources(_SPECS.format("p6-b300"), None, _SPECS.format("p6-b300"), _OFI_PLATFORM),
+        "sources": _sources(
+            _SPECS.format("p6-b300"), None, _SPECS.format("p6-b300"), _OFI_PLATFORM, _NVLINK_B300
+        ),
         "gpus": 8,
         "gpu": "B300",
         "efa_devices": None,
         "efa_gbps": 6400,
         "gdr_required": True,
+        "nvlink": True,
         "references": [],
         "notes": "No published nccl-tests figure yet: bandwidth is not judged (unknown).",
     },
@@ -271,12 +348,14 @@ PROFILES = {
             _SPECS.format("p6e-gb200") + " ('1600 Gbps EFAv4'; data/u-p6e-gb200x72_instances.js agrees: "
             "28800 Gbps over its 18 instances)",
             _OFI_PLATFORM + " ('p-series' entry; include/platform-aws.h PLATFORM_NAME_P6E_GB200)",
+            _NVLINK_SPECS.format("p6e-gb200", "1800 GB/s NVLink"),
         ),
         "gpus": 4,
         "gpu": "B200 (GB200 superchip)",
         "efa_devices": None,
         "efa_gbps": 1600,
         "gdr_required": True,
+        "nvlink": True,
         "references": [],
         "notes": "Grace (arm64) host with 4 GPUs; no published nccl-tests figure yet: bandwidth not judged. "
         "EFA Gbps disagrees between sources: 1600 (tsaol/aws-gpu) against 3200 (stas00/ml-engineering "

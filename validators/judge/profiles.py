@@ -49,6 +49,7 @@ class Profile(NamedTuple):
     rdma_read: Optional[bool] = None
     cuda_arch: Optional[str] = None
     sources: Tuple[Tuple[str, Optional[str]], ...] = ()
+    nvlink: Optional[bool] = None  # GPUs joined by NVLink; None: no source we hold says (gpu-nvlink unknown)
 
     @property
     def efa_gbytes(self) -> float:
@@ -70,6 +71,7 @@ class Profile(NamedTuple):
             "rdma_read": self.rdma_read,
             "cuda_arch": self.cuda_arch,
             "sources": dict(self.sources),
+            "nvlink": self.nvlink,
         }
 
 
@@ -88,6 +90,7 @@ def _build(name: str, raw: Dict[str, object]) -> Profile:
         rdma_read=raw.get("rdma_read"),  # type: ignore[arg-type]
         cuda_arch=raw.get("cuda_arch"),  # type: ignore[arg-type]
         sources=tuple(sorted((raw.get("sources") or {}).items())),  # type: ignore[union-attr]
+        nvlink=raw.get("nvlink"),  # type: ignore[arg-type]
     )
 
 

@@ -328,19 +328,42 @@ def parse_nvlink(status: str, errors: str) -> Dict[int, Dict[int, Dict[str, Any]
     return links
 
 
-def nvlink_check(status_rc: Optional[int], status: str, errors_rc: Optional[int], errors: str) -> Check:
-    """Down links and link recoveries fail; replay and CRC counts are shown (links retry those by design)."""
+def nvlink_check(
+    status_rc: Optional[int],
+    status: str,
+    errors_rc: Optional[int],
+    errors: str,
+    expected: Optional[bool] = None,
+    profile: str = "",
+) -> Check:
+    """Down links and link recoveries fail; replay and CRC counts are shown (links retry those by design).
+
+    `expected` is the instance profile's word on NVLink (profile_data `nvlink`, `profile` its name): no
+    listed link is then a fact to judge, where without it (None) a node without NVLink is not told apart
+    from a tool that said nothing."""
     source = "nvidia-smi nvlink -s/-e"
     if status_rc is None or status_rc != 0:
         why = status if status_rc is None else "nvidia-smi nvlink -s exited %d" % status_rc
         return check("gpu-nvlink", "unknown", why, [ev(source, status[:200])])
     links = parse_nvlink(status, errors if errors_rc == 0 else "")
-    if not status.strip():  # a node without NVLink is not told apart from a tool that said nothing
-        return check(
-            "gpu-nvlink", "unknown", "nvidia-smi nvlink -s printed nothing", [ev(source, "(no output)")]
-        )
+    if expected is False:
+        return _nvlink_none_expected(status, links, profile)
     stated = {gpu for gpu, per in links.items() if any("state" in entry for entry in per.values())}
     if not stated:
+        said = "nvidia-smi nvlink -s " + ("printed nothing" if not status.strip() else "lists no link")
+        if expected:
+            # fail, not unknown: nvidia-smi answered (exit 0) about GPUs whose NVLink is a documented fact of
+            # the instance type, and listed none. That is the driver's own word that the links are gone (a GPU
+            # off its NVSwitch, NVLink disabled), not the absence of an answer; intra-node traffic would fall
+            # back to PCIe. A tool that prints nothing where links exist is itself a fault worth draining for.
+            why = "%s: links expected (the %s profile's GPUs are NVLink-connected), none seen"
+            return check(
+                "gpu-nvlink", "fail", why % (said, profile), [ev(source, status[:200] or "(no output)")]
+            )
+        if not status.strip():  # a node without NVLink is not told apart from a tool that said nothing
+            return check(
+                "gpu-nvlink", "unknown", "nvidia-smi nvlink -s printed nothing", [ev(source, "(no output)")]
+            )
         return check(
             "gpu-nvlink", "unknown", "no link lines in nvidia-smi nvlink -s", [ev(source, status[:200])]
         )
@@ -367,6 +390,9 @@ def nvlink_check(status_rc: Optional[int], status: str, errors_rc: Optional[int]
     if down:
         shown = "%d of %d links down: %s" % (len(down), total, ", ".join(down[:4]))
         return check("gpu-nvlink", "fail", shown, evidence)
+    if bare and expected:  # the profile's GPUs all have NVLink: one listing no link lost it (see above)
+        shown = "GPU %s list no link: links expected (the %s profile's GPUs are NVLink-connected)"
+        return check("gpu-nvlink", "fail", shown % (", ".join(map(str, bare)), profile), evidence)
     if recovered:
         return check("gpu-nvlink", "fail", "links retrained: %s" % ", ".join(recovered[:4]), evidence)
     if errors_rc != 0:
@@ -382,6 +408,27 @@ def nvlink_check(status_rc: Optional[int], status: str, errors_rc: Optional[int]
     if why:
         return check("gpu-nvlink", "unknown", "; ".join(why), evidence)
     return check("gpu-nvlink", "pass", "%d links up, no recovery (%s)" % (total, _counts(counted)))
+
+
+def _nvlink_none_expected(status: str, links: Dict[int, Dict[int, Dict[str, Any]]], profile: str) -> Check:
+    """The profile says its GPUs have no NVLink: no output, or GPU headers without links, is that fact; a
+    listed link contradicts the profile (unknown, shown); any other text is not read (unknown)."""
+    source = "nvidia-smi nvlink -s/-e"
+    listed = ["GPU %d link %d" % (gpu, link) for gpu, per in sorted(links.items()) for link in sorted(per)]
+    if listed:
+        why = "the %s profile says its GPUs have no NVLink, but links are listed: %s" % (profile, listed[0])
+        more = " (+%d more)" % (len(listed) - 1) if len(listed) > 1 else ""
+        return check("gpu-nvlink", "unknown", why + more, [ev(source, status[:200])])
+    lines = [line.strip() for line in status.splitlines() if line.strip()]
+    unread = [line for line in lines if not _GPU_HEAD.match(line)]
+    if unread:
+        why = "nvidia-smi nvlink -s printed what this does not read: %s" % unread[0][:120]
+        return check("gpu-nvlink", "unknown", why, [ev(source, status[:200])])
+    said = (
+        "%d GPU(s) listed, none with a link" % len(lines) if lines else "nvidia-smi nvlink -s printed nothing"
+    )
+    why = "no NVLink, as the %s profile says (its GPUs have none): %s" % (profile, said)
+    return check("gpu-nvlink", "pass", why, [ev(source, status[:200] or "(no output)")])
 
 
 def parse_xids(text: str) -> List[Tuple[int, str, str]]:
@@ -501,12 +548,16 @@ def dcgm_check(rc: Optional[int], out: str, level: int) -> Check:
     return check("gpu-dcgm-diag", "pass", "level %d: %d results pass" % (level, len(results)), evidence)
 
 
-def gpu_health_checks(run: Tool, dcgm_level: Optional[int] = None) -> List[Check]:
+def gpu_health_checks(
+    run: Tool, dcgm_level: Optional[int] = None, nvlink: Optional[bool] = None, profile: str = ""
+) -> List[Check]:
     """Every GPU health check on this node; `run` is nodecheck.run_tool (a missing tool: (None, why)).
-    DCGM's level 2 runs for minutes: `run` gets the argv only, so the caller gives dcgmi its time limit."""
+    DCGM's level 2 runs for minutes: `run` gets the argv only, so the caller gives dcgmi its time limit.
+    `nvlink`: the instance profile's word on NVLink (`profile` its name), None where there is none."""
     smi_rc, smi_out = run(["nvidia-smi", "-q", "-x"])
     checks = smi_checks(smi_rc, smi_out)
-    checks.append(nvlink_check(*run(["nvidia-smi", "nvlink", "-s"]), *run(["nvidia-smi", "nvlink", "-e"])))
+    status, errors = run(["nvidia-smi", "nvlink", "-s"]), run(["nvidia-smi", "nvlink", "-e"])
+    checks.append(nvlink_check(*status, *errors, expected=nvlink, profile=profile))
     if smi_rc != 0:  # no driver answered: a kernel log without Xid lines says nothing about a GPU
         checks.append(check("gpu-xid", "unknown", "no NVIDIA driver answered (nvidia-smi): Xid not judged"))
     else:

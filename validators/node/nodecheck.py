@@ -657,7 +657,9 @@ def run_checks(
         limit = gpuhealth.KERNEL_LOG_MAX if argv[0] in gpuhealth.KERNEL_LOG_TOOLS else TOOL_OUTPUT_MAX
         return run_tool(argv, timeout, limit)
 
-    checks += gpuhealth.gpu_health_checks(tool, level)
+    checks += gpuhealth.gpu_health_checks(
+        tool, level, profile.nvlink if profile else None, profile.name if profile else ""
+    )
     mrc, mout = run_tool(["modinfo", "nvidia"])
     peermem = efa_nv = None  # type: Optional[bool]
     if os.path.isdir(os.path.join(root, "sys/module")):

@@ -202,3 +202,26 @@ def test_gdr_off_on_p5_4xlarge_is_no_failure_but_on_p5_48xlarge_is():
     big = analyze(lines, instance_type="p5.48xlarge", nodes=2)
     assert big["verdict"] == "fail"
     assert any(f["id"] == "gdr-disabled" and f["severity"] == "error" for f in big["findings"])
+
+
+# ----------------------------------------------------------------- NVLink, for node-check's gpu-nvlink (#33)
+@pytest.mark.parametrize(
+    "name, nvlink",
+    [
+        ("g5.48xlarge", False),  # A10G: PCIe cards
+        ("g6e.48xlarge", False),  # L40S: PCIe cards
+        ("p4d.24xlarge", True),  # A100 SXM on NVSwitch
+        ("p5.48xlarge", True),
+        ("p5en.48xlarge", True),
+        ("p6-b200.48xlarge", True),
+        ("p3dn.24xlarge", None),  # no source read says
+        ("p5.4xlarge", None),  # one GPU: nothing says what nvidia-smi lists without a peer
+    ],
+)
+def test_a_profile_says_whether_its_gpus_have_nvlink_with_a_source(name, nvlink):
+    p = get_profile(name)
+    assert p.nvlink is nvlink and p.to_dict()["nvlink"] is nvlink
+    source = dict(p.sources)["nvlink"]
+    assert (source is None) == (nvlink is None), source
+    if nvlink is not None:
+        assert ("NVLink" in source or "NVSwitch" in source) and "/" in source, source

@@ -333,3 +333,51 @@ def test_an_empty_dmesg_and_no_journalctl_is_unknown_naming_both(tmp_path):
     xid = _by_name(json.loads(out.read_text())["checks"])["gpu-xid"]
     assert xid["status"] == "unknown", xid
     assert "dmesg printed nothing" in xid["detail"] and "journalctl not found on PATH" in xid["detail"], xid
+
+
+def _no_links(status: str) -> str:
+    """`nvidia-smi nvlink -s` with every link line taken out: the GPU headers alone."""
+    return "".join(line for line in status.splitlines(True) if not line.strip().startswith("Link "))
+
+
+def test_nvlink_on_a_profile_without_nvlink_no_link_passes_naming_it_and_a_listed_link_is_shown():
+    """issue 33 item 1: g5/g6e GPUs (A10G, L40S) are PCIe cards: an empty `nvlink -s` was unknown forever on
+    them. With the profile's word (profile_data `nvlink` False) no link is the fact it states."""
+    healthy, errors = _read("nvlink-s-healthy.txt"), _read("nvlink-e-crc-only.txt")
+    headers = _no_links(healthy)
+    assert headers.count("GPU ") == 8 and "Link" not in headers
+    for status, said in (("", "printed nothing"), ("\n", "printed nothing"), (headers, "8 GPU(s) listed")):
+        ok = gpuhealth.nvlink_check(0, status, 3, "", expected=False, profile="g6e.48xlarge")
+        assert ok["status"] == "pass" and "g6e.48xlarge" in ok["detail"] and said in ok["detail"], ok
+    listed = gpuhealth.nvlink_check(0, healthy, 0, errors, expected=False, profile="g5.48xlarge")
+    assert listed["status"] == "unknown", listed
+    assert "g5.48xlarge profile says its GPUs have no NVLink, but links are listed" in listed["detail"]
+    assert listed["evidence"] and "GPU 0 link 0" in listed["detail"]
+    # links only in the error counters are links too; text that is no GPU header is not read; a failing
+    # tool is no answer, whatever the profile says
+    only_e = gpuhealth.nvlink_check(0, headers, 0, errors, expected=False, profile="g5.48xlarge")
+    assert only_e["status"] == "unknown" and "links are listed" in only_e["detail"], only_e
+    odd = gpuhealth.nvlink_check(0, "NVML: Unknown Error\n", 0, "", expected=False, profile="g5.48xlarge")
+    assert odd["status"] == "unknown" and "NVML: Unknown Error" in odd["detail"], odd
+    failed = gpuhealth.nvlink_check(9, "", 9, "", expected=False, profile="g5.48xlarge")
+    assert failed["status"] == "unknown" and "exited 9" in failed["detail"], failed
+
+
+def test_nvlink_on_a_profile_with_nvlink_no_link_fails_links_expected():
+    """A p5's GPUs are on NVSwitch: an `nvlink -s` that exits 0 listing no link (or a GPU without links) is
+    the driver saying the links are gone, a fail; without a profile the same output stays unknown."""
+    healthy, errors = _read("nvlink-s-healthy.txt"), _read("nvlink-e-crc-only.txt")
+    for status in ("", _no_links(healthy)):
+        bad = gpuhealth.nvlink_check(0, status, 0, "", expected=True, profile="p5.48xlarge")
+        assert bad["status"] == "fail" and "links expected" in bad["detail"], bad
+        assert "p5.48xlarge" in bad["detail"] and bad["evidence"], bad
+        assert gpuhealth.nvlink_check(0, status, 0, "")["status"] == "unknown"
+    bare = re.sub(r"(GPU 7: [^\n]*\n)(\s*Link [^\n]*\n)+", r"\1", healthy)
+    one = gpuhealth.nvlink_check(0, bare, 0, errors, expected=True, profile="p5.48xlarge")
+    assert one["status"] == "fail" and "GPU 7 list no link: links expected" in one["detail"], one
+    ok = gpuhealth.nvlink_check(0, healthy, 0, errors, expected=True, profile="p5.48xlarge")
+    assert ok["status"] == "pass", ok
+    assert (
+        gpuhealth.nvlink_check(None, "nvidia-smi not found on PATH", None, "", expected=True)["status"]
+        == "unknown"
+    )
