@@ -111,21 +111,10 @@ def _typed(argv: List[str], setup: List[str], lines: List[str], record: Path, en
     then type each of `lines` (TAB completes, Enter runs it); the arguments each run recorded, one a line.
     Each line is typed once the previous one has been recorded, so no typeahead is lost."""
     master, slave = pty.openpty()
-
-    def take_terminal() -> None:
-        import fcntl
-        import termios
-
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
+    # setsid --ctty (util-linux): a new session whose controlling terminal is the pty (no preexec_fn, which
+    # is unsafe in a process with threads)
     proc = subprocess.Popen(
-        argv,
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        start_new_session=True,
-        preexec_fn=take_terminal,
+        [_shell("setsid"), "--ctty", *argv], stdin=slave, stdout=slave, stderr=slave, env=env
     )
     os.close(slave)
     seen = bytearray()
