@@ -13,6 +13,7 @@ PACKAGES=(
   slurm-wlm munge                            # srun through the runner
   iproute2 ca-certificates git gnupg
   jq                                         # the CI examples' checks of build/summary.json
+  zsh fish tcsh                              # the completion scripts, run in each shell (test_completion.py)
   qemu-user-static binfmt-support            # arm64 twins built under emulation (`build.py base --platform`)
 )
 

@@ -7,10 +7,13 @@ services.py so the helpers there can be imported by test modules directly.
 from __future__ import annotations
 
 import os
+from typing import List, NamedTuple
 
 import pytest
 from conftest import needed
 from services import REGISTRY_BIN, MotoServer, Registry, build_small_image, small_lock
+
+from imagebuild.adapters.registry import Credentials, RegistryAPI
 
 
 @pytest.fixture(scope="session")
@@ -102,3 +105,27 @@ def ecr_token_registry(aws) -> Registry:
     reg = Registry(user=user, password=password).start()
     yield reg
     reg.stop()
+
+
+class EcrStandIn(NamedTuple):
+    """ECR for a test in this process: moto's API, `ecr_token_registry` as its registry host."""
+
+    registry: Registry  # the token-checking registry standing in for ECR's registry host
+    host: str  # what the tool's `imagebuild.adapters.ecr.registry_host` answers here
+    to_ecr: List[str]  # the destination flags of a verb: ECR through moto's server
+    api: RegistryAPI  # the test's own reader of that registry, logged in with the token
+
+
+@pytest.fixture
+def ecr_stand_in(aws, ecr_token_registry, monkeypatch) -> EcrStandIn:
+    """ECR's API is moto's server and its registry the token-checking stand-in. The one substitution: moto
+    hands out a registry host that does not exist, so this process's `imagebuild.adapters.ecr.registry_host`
+    answers the stand-in's host (monkeypatch); the verbs must then run in this process (cli.build_py)."""
+    reg = ecr_token_registry
+    monkeypatch.setattr("imagebuild.adapters.ecr.registry_host", lambda _client, _policy=None: reg.host)
+    return EcrStandIn(
+        registry=reg,
+        host=reg.host,
+        to_ecr=["--ecr", "--region", "us-east-1", "--endpoint-url", aws.endpoint_url],
+        api=RegistryAPI(reg.host, Credentials(reg.user, reg.password)),
+    )

@@ -26,10 +26,13 @@ variants:
 """
 
 
-def project(tmp_path: Path, requirements: str, base: str = "localbase/debian:bookworm-minbase") -> Path:
+def project(
+    tmp_path: Path, requirements: str, base: str = "localbase/debian:bookworm-minbase", repo: str = REPO
+) -> Path:
+    """The project's matrix, its training folder holding `requirements`; its image is tagged `repo`."""
     (tmp_path / "training").mkdir(exist_ok=True)
     (tmp_path / "training" / "train.py").write_text("print('v1')\n")
     (tmp_path / "training" / "requirements.txt").write_text(requirements)
     path = tmp_path / "matrix.yaml"
-    path.write_text(MATRIX.format(base=base, repo=REPO))
+    path.write_text(MATRIX.format(base=base, repo=repo))
     return path

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from imagebuild.adapters import registry as reg
 from imagebuild.errors import UserError
@@ -52,6 +52,24 @@ class RegistryTarget:
         )
 
 
+def ecr_endpoint(target: RegistryTarget, policy: RetryPolicy) -> Tuple[Any, str]:
+    """ECR's API client for the target's region and endpoint, and the host of its registry (from the API)."""
+    from imagebuild.adapters import ecr
+    from imagebuild.adapters.aws import aws_client
+
+    client = aws_client("ecr", target.region, target.endpoint_url)
+    return client, ecr.registry_host(client, policy)
+
+
+def ecr_registry_api(ecr_client: Any, host: str, policy: RetryPolicy) -> reg.RegistryAPI:
+    """The v2 API of ECR's registry `host`, logged in with `ecr_client`'s token: the one login there, for
+    what ECR's own API cannot write (Destination.oci_api: twins' index, fan-in) and for the SBOM and
+    provenance (Registries.api)."""
+    from imagebuild.adapters import ecr
+
+    return ecr.registry_api(ecr_client, host, policy, log)
+
+
 class Destination:
     """An OCI registry or ECR: where refs point, who we are there, and how to ask what a tag holds."""
 
@@ -61,11 +79,9 @@ class Destination:
         self.api: Optional[reg.RegistryAPI] = None
         if target.ecr:
             from imagebuild.adapters import ecr
-            from imagebuild.adapters.aws import aws_client
 
-            self.ecr_client = aws_client("ecr", target.region, target.endpoint_url)
+            self.ecr_client, self.host = ecr_endpoint(target, policy)
             self.creds = ecr.login(self.ecr_client, policy)
-            self.host = ecr.registry_host(self.ecr_client, policy)
             self.namespace = ""
             self.existing = ecr.existing_image(self.ecr_client, policy)
             self._oci_api: Optional[reg.RegistryAPI] = None  # made on first use: only indexes need it
@@ -86,9 +102,7 @@ class Destination:
         """The destination's v2 API, for what ECR's own API cannot write: image indexes (twins' shared tag,
         fan-in). On ECR its registry host, logged in with its token (ECR takes OCI image indexes there)."""
         if self._oci_api is None:
-            from imagebuild.adapters import ecr
-
-            self._oci_api = ecr.registry_api(self.ecr_client, self.host, self.policy, log)
+            self._oci_api = ecr_registry_api(self.ecr_client, self.host, self.policy)
         return self._oci_api
 
     def prepare(self, repository: str) -> str:
@@ -113,11 +127,7 @@ class Registries:
         self.ecr_host: Optional[str] = None
         self.ecr_client = None
         if target.ecr:
-            from imagebuild.adapters import ecr
-            from imagebuild.adapters.aws import aws_client
-
-            self.ecr_client = aws_client("ecr", target.region, target.endpoint_url)
-            self.ecr_host = ecr.registry_host(self.ecr_client, policy)
+            self.ecr_client, self.ecr_host = ecr_endpoint(target, policy)
 
     def manifest(self, host: str, repository: str, reference: str) -> Optional[reg.RemoteManifest]:
         if host == self.ecr_host:
@@ -167,9 +177,7 @@ class Registries:
     def _api(self, host: str) -> reg.RegistryAPI:
         if host not in self._apis:
             if host == self.ecr_host:
-                from imagebuild.adapters import ecr
-
-                self._apis[host] = ecr.registry_api(self.ecr_client, host, self.policy, log)
+                self._apis[host] = ecr_registry_api(self.ecr_client, host, self.policy)
             else:
                 self._apis[host] = self.target.api(host, self.policy)
         return self._apis[host]

@@ -1,10 +1,11 @@
 """What a team expects of a CLI it installs (issue 30, item 5): --version from the package metadata, every
-usage line named `efa-image-build`, global -v/-q/--log-level, shell completion (shtab), "did you mean" for
-verbs, variants, cluster-file keys and instance types, reports a CI can publish (0644), and a project config
+usage line named `efa-image-build`, global -v/-q/--log-level, "did you mean" for verbs, variants,
+cluster-file keys and instance types, reports a CI can publish (0644), and a project config
 (`[tool.efa-image-build]` in pyproject.toml) with flags over config over defaults.
 
 `build.py test` printing each failed check with its reason on stdout is pinned by
-tests/imagebuild/check/test_checks.py (`fail    env-forbidden` in the process's stdout).
+tests/imagebuild/check/test_checks.py (`fail    env-forbidden` in the process's stdout); shell completion, by
+the shells themselves, by tests/imagebuild/test_completion.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 from importlib import metadata
 from pathlib import Path
 
@@ -69,26 +69,6 @@ def test_quiet_hides_progress_but_not_errors_and_verbose_says_where_settings_cam
     assert verbose.rc == 0 and "config: no pyproject.toml with [tool.efa-image-build]" in verbose.err
     assert "config:" not in build_py("list", "--matrix", LOCAL).err
     assert build_py("-v", "-q", "list").rc == 2  # one level
-
-
-def test_completion_scripts_name_every_verb_and_bash_loads_it(tmp_path):
-    bash = build_py("completion", "bash")
-    assert bash.rc == 0
-    for verb in COMMAND_NAMES:
-        assert verb in bash.out
-    assert "--matrix" in bash.out and "--log-level" in bash.out
-    script = tmp_path / "efa-image-build.bash"
-    script.write_text(bash.out)
-    proc = subprocess.run(
-        ["bash", "-c", f"source {script} && complete -p efa-image-build"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0 and "efa-image-build" in proc.stdout, proc.stderr
-    zsh = build_py("completion", "zsh")
-    assert zsh.rc == 0 and zsh.out.startswith("#compdef efa-image-build") and "inspect-base" in zsh.out
-    assert build_py("completion", "ksh").rc == 2
 
 
 def test_validator_reports_are_0644_not_mkstemps_0600(tmp_path):

@@ -478,21 +478,28 @@ PREDICATES = {
 }
 
 
+# How a refused or ignored value's line names it: (the line's pattern, the words made of its groups). Each
+# line's source is cited where its finding is made above (NCCL's param and parseList lines, aws-ofi-nccl's).
+_SAID = (
+    (re.compile(r"(\w+) " + _VALUE), "{0}={1}"),
+    (re.compile(r"Invalid value (\S*) (?:for|provided for) (\w+)"), "{1}={0}"),
+    (re.compile(r"WARNING: (\S+) set to invalid value (\S*)"), "{0}={1}"),
+    (
+        re.compile(r"All entries except the first must have a prefix: \"([^\"]*)\""),
+        "the value '{0}' (an entry after the first without a prefix)",
+    ),
+    (
+        re.compile(r"Unrecognized (?:element|prefix) token \"([^\"]*)\" when parsing \"([^\"]*)\""),
+        "the token '{0}' of the value '{1}'",
+    ),
+)
+
+
 def said_of(text: str) -> Optional[str]:
-    """`NAME=value` of an env line (for a refused or ignored value's message), or None."""
-    m = re.search(r"(\w+) " + _VALUE, text)
-    if m:
-        return f"{m.group(1)}={m.group(2)}"
-    m = re.search(r"Invalid value (\S*) (?:for|provided for) (\w+)", text)
-    if m:
-        return f"{m.group(2)}={m.group(1)}"
-    m = re.search(r"WARNING: (\S+) set to invalid value (\S*)", text)
-    if m:
-        return f"{m.group(1)}={m.group(2)}"
-    m = re.search(r"All entries except the first must have a prefix: \"([^\"]*)\"", text)
-    if m:
-        return f"the value '{m.group(1)}' (an entry after the first without a prefix)"
-    m = re.search(r"Unrecognized (?:element|prefix) token \"([^\"]*)\" when parsing \"([^\"]*)\"", text)
-    if m:
-        return f"the token '{m.group(1)}' of the value '{m.group(2)}'"
+    """`NAME=value` of an env line (for a refused or ignored value's message), or None: the first pattern of
+    `_SAID` that the line holds."""
+    for pattern, words in _SAID:
+        m = pattern.search(text)
+        if m:
+            return words.format(*m.groups())
     return None

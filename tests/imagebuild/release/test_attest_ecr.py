@@ -2,7 +2,7 @@
 `verify --ecr` and `release --ecr --require-signed`.
 
 ECR's API (repositories, the login token, BatchGetImage, PutImage) is moto's server; ECR's registry endpoint
-is a real registry (Debian's docker-registry, fixture `ecr_token_registry`) whose only login is user AWS with
+is a real registry (Debian's docker-registry, fixture `ecr_stand_in`) whose only login is user AWS with
 moto's ECR token as password, so every registry call below succeeds only with the token the tool got from
 ECR's API. One substitution: moto hands out a registry host that does not exist, so this process's
 `imagebuild.adapters.ecr.registry_host` is replaced (monkeypatch) by one answering the stand-in's host; the
@@ -28,18 +28,19 @@ from test_attest import make_keys
 from imagebuild.adapters import ecr
 from imagebuild.adapters import oci_artifacts as oci
 from imagebuild.adapters.aws import aws_client
-from imagebuild.adapters.registry import Credentials, ImageRef, RegistryAPI
-from imagebuild.release.destinations import Registries, RegistryTarget
+from imagebuild.adapters.registry import ImageRef
+from imagebuild.release.destinations import Destination, Registries, RegistryTarget
 from imagebuild.retry import RetryPolicy
 
-pytest_plugins = ["services_fixtures"]  # fixtures: aws, ecr_token_registry, small_images
+pytest_plugins = ["services_fixtures"]  # fixtures: aws, ecr_stand_in, small_images
 
 FAST = RetryPolicy(attempts=3, base=0.05, cap=0.2)
 
 
 def test_the_ecr_registry_is_logged_in_to_with_the_token_over_https(aws):
     """The v2 API of the ECR host: ECR's token (user AWS), https (the host is no loopback), whatever
-    --plain-http says; its tags are fixed. Another host is logged in to as before (no ECR token there)."""
+    --plain-http says; its tags are fixed. Another host is logged in to as before (no ECR token there).
+    Push's destination reaches the same host with the same login."""
     target = RegistryTarget(ecr=True, plain_http=True, region="us-east-1", endpoint_url=aws.endpoint_url)
     registries = Registries(target, FAST)
     client = aws_client("ecr", "us-east-1", aws.endpoint_url)
@@ -52,6 +53,8 @@ def test_the_ecr_registry_is_logged_in_to_with_the_token_over_https(aws):
     assert registries.fixed_tags(host) and not registries.fixed_tags("other.example:5000")
     other = registries.api("other.example:5000")
     assert other.creds is None or other.creds.username != "AWS"
+    dest = Destination(target, FAST)  # push's way there (twins' index, fan-in): the same login, one function
+    assert (dest.host, dest.oci_api().base, dest.oci_api().creds) == (host, api.base, api.creds)
 
 
 def _fallback(api, repo, digest, kind):
@@ -59,14 +62,10 @@ def _fallback(api, repo, digest, kind):
 
 
 @pytest.mark.docker
-def test_attest_verify_and_require_signed_on_ecr(
-    aws, ecr_token_registry, small_images, tmp_path, monkeypatch
-):
+def test_attest_verify_and_require_signed_on_ecr(aws, ecr_stand_in, small_images, tmp_path):
     """The stand-in for ECR's registry host is the only substitution (see the module docstring)."""
-    stand_in = ecr_token_registry
-    monkeypatch.setattr("imagebuild.adapters.ecr.registry_host", lambda _client, _policy=None: stand_in.host)
+    stand_in, to_ecr, api = ecr_stand_in.registry, ecr_stand_in.to_ecr, ecr_stand_in.api  # api: our reader
     repo = f"h6-ecr-attest-{RUN}-{uuid.uuid4().hex[:8]}/app"
-    to_ecr = ["--ecr", "--region", "us-east-1", "--endpoint-url", aws.endpoint_url]
     key, pub = make_keys(tmp_path, "team")
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text("variants: []\n")
@@ -76,7 +75,6 @@ def test_attest_verify_and_require_signed_on_ecr(
     checks = write_check_report(
         tmp_path / "checks.json", [("ecr-a", image_a.id, True), ("ecr-b", image_b.id, True)]
     )
-    api = RegistryAPI(stand_in.host, Credentials(stand_in.user, stand_in.password))  # the test's own reader
     client = aws_client("ecr", "us-east-1", aws.endpoint_url)
     said = []
 
@@ -200,7 +198,7 @@ def _example_steps(name: str, text: str):
 @pytest.mark.docker
 @pytest.mark.parametrize("name", ["github-actions.yml", "buildspec.yml"])
 def test_the_ci_examples_main_path_on_ecr_attests_and_releases_signed(
-    name, aws, ecr_token_registry, small_images, tmp_path, monkeypatch
+    name, aws, ecr_stand_in, small_images, tmp_path, monkeypatch
 ):
     """Each example's push, attest and release lines, as written on its ECR branch (IMAGE_REGISTRY empty),
     run in this process in order (the registry host stand-in needs this process: see the module docstring):
@@ -208,8 +206,7 @@ def test_the_ci_examples_main_path_on_ecr_attests_and_releases_signed(
     the IMAGE_REGISTRY branch: tests/imagebuild/test_ci_examples_run.py."""
     from paths import ROOT
 
-    stand_in = ecr_token_registry
-    monkeypatch.setattr("imagebuild.adapters.ecr.registry_host", lambda _client, _policy=None: stand_in.host)
+    stand_in, api = ecr_stand_in.registry, ecr_stand_in.api
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws.endpoint_url)  # the examples give no --endpoint-url
     monkeypatch.chdir(tmp_path)
     variant, sha = f"ci-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
@@ -234,7 +231,6 @@ def test_the_ci_examples_main_path_on_ecr_attests_and_releases_signed(
     }  # fmt: skip
     checks = ["--summary", "build/summary.json", "--checks", "build/test-report.json"]
     client = aws_client("ecr", "us-east-1", aws.endpoint_url)
-    api = RegistryAPI(stand_in.host, Credentials(stand_in.user, stand_in.password))
 
     steps = _example_steps(name, (ROOT / "examples" / "ci" / name).read_text())
     assert [verb for verb, _line, _run in steps] == ["push", "attest", "release"]

@@ -18,11 +18,11 @@ from services import (
     write_summary,
 )
 
-from imagebuild.adapters.registry import Credentials, RegistryAPI
+from imagebuild.adapters.registry import RegistryAPI
 from imagebuild.errors import ChecksFailed
 from imagebuild.release.index import INDEX_TYPE, IndexEntry, index_body, twin_groups
 
-pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images, aws, ecr_token_registry
+pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images, ecr_stand_in
 
 
 def test_twin_groups_names_only_tags_shared_by_two_variants():
@@ -147,16 +147,11 @@ def test_a_twin_pushed_alone_leaves_the_shared_tag_to_the_index(
 
 
 @pytest.mark.docker
-def test_twins_to_ecr_share_one_index_pushed_or_fanned_in(
-    aws, ecr_token_registry, small_images, arm64_image, tmp_path, monkeypatch
-):
+def test_twins_to_ecr_share_one_index_pushed_or_fanned_in(ecr_stand_in, small_images, arm64_image, tmp_path):
     """Twins on ECR: the images go by ECR's path, the index through the v2 API of ECR's registry host with
-    ECR's token (ECR's own API writes no index). ECR's registry is the token-checking stand-in of
-    test_attest_ecr.py; the one substitution is its host name, in this process (moto's does not exist)."""
-    stand_in = ecr_token_registry
-    monkeypatch.setattr("imagebuild.adapters.ecr.registry_host", lambda _client, _policy=None: stand_in.host)
-    to_ecr = ["--ecr", "--region", "us-east-1", "--endpoint-url", aws.endpoint_url]
-    api = RegistryAPI(stand_in.host, Credentials(stand_in.user, stand_in.password))
+    ECR's token (ECR's own API writes no index). ECR is the fixture `ecr_stand_in`; the one substitution is
+    its registry's host name, in this process (moto's does not exist)."""
+    stand_in, to_ecr, api = ecr_stand_in.registry, ecr_stand_in.to_ecr, ecr_stand_in.api
 
     repo = f"idx-ecr-{uuid.uuid4().hex[:10]}/app"  # one push of both twins
     summary = _twins(tmp_path, small_images, arm64_image, repo)

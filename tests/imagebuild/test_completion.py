@@ -1,0 +1,198 @@
+"""`efa-image-build completion SHELL` (issue 30, item 5): each printed script is loaded into the real shell
+and asked to complete real verbs, options and choices, so a script that loads but completes nothing fails.
+
+bash: the completion function `complete -p` names, called with COMP_WORDS/COMP_CWORD as readline calls it.
+fish: `complete -C`, its own query. zsh and tcsh complete only inside their line editor, so they are driven
+through a pseudo-terminal: a line is typed with TAB and Enter, and the command it ran (a shell function or
+alias named efa-image-build) records its arguments. The shells come from Debian's packages
+(scripts/setup-host.sh installs them; CI fails where one is missing).
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import List
+
+import pytest
+from cli import build_py
+from conftest import needed
+
+from imagebuild.cli import COMMAND_NAMES, PROG
+from imagebuild.commands.completion import SHELLS
+
+RE_VERBS = sorted(v for v in COMMAND_NAMES if v.startswith("re"))  # render, release, report
+
+
+def _script(shell: str, folder: Path, name: str) -> Path:
+    res = build_py("completion", shell)
+    assert res.rc == 0, res.err
+    path = folder / name
+    path.write_text(res.out)
+    return path
+
+
+def _shell(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        needed(name, f"apt install {name}")
+    return path
+
+
+def _env(home: Path) -> dict:
+    """A bare environment: no user rc files, config or history read or written outside `home`."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "TERM": "xterm",
+        "LANG": "C.UTF-8",
+    }
+
+
+def test_bash_completes_verbs_options_and_choices(tmp_path):
+    script = _script("bash", tmp_path, "efa-image-build.bash")
+    asks = tmp_path / "ask.sh"
+    asks.write_text(
+        f"source {script}\n"
+        f"fn=$(complete -p {PROG} | sed -n 's/.* -F \\([^ ]*\\) .*/\\1/p')\n"
+        '[ -n "$fn" ] || { echo "no completion function" >&2; exit 3; }\n'
+        "ask() {\n"
+        '  COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}\n'
+        "  COMPREPLY=()\n"
+        '  "$fn" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
+        "  printf '%s\\n' \"${COMPREPLY[@]}\"; echo ---\n"
+        "}\n"
+        f"ask {PROG} re\n"
+        f"ask {PROG} render --mat\n"
+        f"ask {PROG} completion ''\n"
+        f"ask {PROG} --log-level ''\n"
+    )
+    proc = subprocess.run(
+        [_shell("bash"), "--norc", "--noprofile", str(asks)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    answers = [sorted(a.split()) for a in proc.stdout.split("---\n")[:-1]]
+    levels = ["debug", "error", "info", "warning"]
+    assert answers == [RE_VERBS, ["--matrix"], sorted(SHELLS), levels], proc.stdout
+
+
+def test_fish_completes_verbs_options_and_choices(tmp_path):
+    script = _script("fish", tmp_path, "efa-image-build.fish")
+
+    def ask(line: str) -> List[str]:
+        proc = subprocess.run(
+            [_shell("fish"), "--no-config", "-c", f"source {script}; complete -C '{line}'"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(tmp_path),
+        )
+        assert proc.returncode == 0, proc.stderr
+        return sorted(row.split("\t", 1)[0] for row in proc.stdout.splitlines())
+
+    assert ask(f"{PROG} re") == RE_VERBS
+    assert ask(f"{PROG} render --mat") == ["--matrix"]
+    assert ask(f"{PROG} completion ") == sorted(SHELLS)
+
+
+def _typed(argv: List[str], setup: List[str], lines: List[str], record: Path, env: dict) -> List[str]:
+    """Start the shell on a pseudo-terminal (its controlling terminal, so its line editor runs), run `setup`,
+    then type each of `lines` (TAB completes, Enter runs it); the arguments each run recorded, one a line.
+    Each line is typed once the previous one has been recorded, so no typeahead is lost."""
+    master, slave = pty.openpty()
+    # setsid --ctty (util-linux): a new session whose controlling terminal is the pty (no preexec_fn, which
+    # is unsafe in a process with threads)
+    proc = subprocess.Popen(
+        [_shell("setsid"), "--ctty", *argv], stdin=slave, stdout=slave, stderr=slave, env=env
+    )
+    os.close(slave)
+    seen = bytearray()
+
+    def read_until(count: int, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if record.exists() and len(record.read_text().splitlines()) >= count:
+                return
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    seen.extend(os.read(master, 65536))
+                except OSError:
+                    return
+
+    try:
+        read_until(0, 1.0)  # the first prompt
+        for text in setup:
+            os.write(master, text.encode())
+        os.write(master, f"{PROG} ready\n".encode())
+        for n, line in enumerate(["", *lines], start=1):
+            if line:
+                os.write(master, line.encode())
+            read_until(n, 30.0)
+            got = record.read_text().splitlines() if record.exists() else []
+            assert len(got) >= n, (
+                f"{argv[0]}: nothing ran for {line!r}; the terminal showed:\n{seen.decode(errors='replace')}"
+            )
+        os.write(master, b"exit\n")
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    return record.read_text().splitlines()[1:]
+
+
+# Lines typed with TAB after a prefix only one completion fits: a verb, a verb with a dash, a verb's option,
+# a choice; what ran must be the completed line.
+TYPED = [
+    f"{PROG} rend\t\n",
+    f"{PROG} inspect-\t\n",
+    f"{PROG} render --matr\t x\n",
+    f"{PROG} completion fi\t\n",
+]
+COMPLETED = ["render", "inspect-base", "render --matrix x", "completion fish"]
+
+
+def test_zsh_completes_verbs_options_and_choices_on_its_fpath(tmp_path):
+    """Installed as docs/build.md says: `_efa-image-build` in a folder on $fpath, then compinit."""
+    folder = tmp_path / "site-functions"
+    folder.mkdir()
+    _script("zsh", folder, f"_{PROG}")
+    record = tmp_path / "ran"
+    setup = [
+        f"fpath=({folder} $fpath); autoload -Uz compinit; compinit -u -D\n",
+        f'{PROG}() {{ print -r -- "$*" >> {record} }}\n',
+    ]
+    got = _typed([_shell("zsh"), "-f", "-i"], setup, TYPED, record, _env(tmp_path))
+    assert got == COMPLETED
+
+
+def test_tcsh_completes_verbs_options_and_choices(tmp_path):
+    script = _script("tcsh", tmp_path, "efa-image-build.tcsh")
+    record = tmp_path / "ran"
+    setup = [f"set edit; source {script}\n", f"alias {PROG} 'echo \\!* >> {record}'\n"]
+    got = _typed([_shell("tcsh"), "-f", "-i"], setup, TYPED, record, _env(tmp_path))
+    assert got == COMPLETED
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish", "tcsh", "powershell"])
+def test_each_script_names_every_verb(shell):
+    res = build_py("completion", shell)
+    assert res.rc == 0 and all(verb in res.out for verb in COMMAND_NAMES), res.err
+
+
+def test_an_unknown_shell_is_exit_2():
+    res = build_py("completion", "ksh")
+    assert res.rc == 2 and "ksh" in res.err
