@@ -350,6 +350,8 @@ def _build(path: Path, out: Path) -> int:
     return build_py("build", "--matrix", str(path), "--out", str(out), "--builder", "classic", "--plain").rc
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_build_installs_hashed_requirements_and_code_change_keeps_the_pip_layer(
     tmp_path, docker_client, local_base, cleanup
 ):
