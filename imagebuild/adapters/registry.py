@@ -303,6 +303,34 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
         return self.do_open(_WatchedHTTPS, req, context=self._context, watchdog=self.watchdog)
 
 
+class _Unsafe(Exception):
+    """A URL the registry named (a redirect's Location, a Bearer challenge's realm) that is no http(s) URL."""
+
+
+# http(s) only: urllib's default opener would also read a file:, ftp: or data: URL a hostile registry names as
+# its realm or redirect target (a local token file's `token` then sent to it as a Bearer token)
+_SCHEMES = ("http", "https")
+
+
+def _origin(url: str) -> Tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+class _Redirect(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect to http(s) only, and drops the Authorization header where the redirect leaves the
+    origin (another host or port, or https to http): the credentials are the registry's, not the target's
+    (Go's net/http, which docker uses, drops it on a redirect to another host too)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if urllib.parse.urlsplit(newurl).scheme.lower() not in _SCHEMES:
+            raise _Unsafe(f"a redirect to {newurl!r}")
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
 class _TooLarge(Exception):
     """An answer over the body cap (by its Content-Length, or by what arrived)."""
 
@@ -388,12 +416,14 @@ class RegistryAPI:
 
         An HTTP error status comes back as a status; a transport fault (reset, short body, timeout, garbage)
         is Retryable; an answer over the body cap is exit 2 at once (asking again gets the same answer)."""
+        if urllib.parse.urlsplit(url).scheme.lower() not in _SCHEMES:
+            raise UserError(f"registry {self.registry} named {url!r}: only http(s) URLs", key="registry")
         budget = min(self.bounds.request_s, until - time.monotonic())
         if budget <= 0:
             raise Retryable(f"{method} {url}: no time left")
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         with _Watchdog(budget) as watchdog:
-            opener = urllib.request.build_opener(_HTTPHandler(watchdog), _HTTPSHandler(watchdog))
+            opener = urllib.request.build_opener(_HTTPHandler(watchdog), _HTTPSHandler(watchdog), _Redirect())
             try:
                 try:
                     resp = opener.open(req, timeout=budget)
@@ -402,6 +432,10 @@ class RegistryAPI:
                 with resp:
                     body = b"" if method == "HEAD" else _read_capped(resp, self.bounds.max_body)
                     return resp.status, dict(resp.headers.items()), body
+            except _Unsafe as err:
+                raise UserError(
+                    f"registry {self.registry}: {method} {url} gave {err}: only http(s) URLs", key="registry"
+                ) from None
             except _TooLarge as err:
                 raise UserError(
                     f"registry {self.registry}: {method} {url} gave {err}: over the cap of "
