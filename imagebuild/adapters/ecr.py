@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable, Dict, Optional
+import re
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from imagebuild.adapters.aws import aws_call
 from imagebuild.adapters.registry import (
@@ -31,16 +32,41 @@ def _code(err: Exception) -> str:
     return getattr(err, "response", {}).get("Error", {}).get("Code", "")
 
 
+def _authorization(ecr: Any, policy: RetryPolicy) -> Tuple[Credentials, str]:
+    """GetAuthorizationToken's login (base64 of `USER:TOKEN`) and registry host, or exit 2 where the answer
+    has another shape: the endpoint (--endpoint-url) is not ECR's API. The message never quotes the token."""
+    out = aws_call(ecr.get_authorization_token, policy)
+    try:
+        data = out["authorizationData"][0]
+        raw = base64.b64decode(data["authorizationToken"], validate=True).decode()
+        endpoint = data["proxyEndpoint"]
+        host = endpoint.split("://", 1)[-1].rstrip("/")
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):  # binascii/Unicode errors too
+        raise UserError(
+            "ECR's GetAuthorizationToken answer holds no login and registry endpoint "
+            "(authorizationData[0]: authorizationToken, base64 of USER:TOKEN; proxyEndpoint)",
+            key="--endpoint-url",
+        ) from None
+    user, _, secret = raw.partition(":")
+    if not user or not secret:
+        raise UserError("ECR's GetAuthorizationToken answer holds no USER:TOKEN login", key="--endpoint-url")
+    if not _HOST.fullmatch(host):
+        raise UserError(f"ECR named the registry endpoint {endpoint!r}: no host[:port]", key="--endpoint-url")
+    return Credentials(user, secret, "ECR get-authorization-token"), host
+
+
+# a registry host as ECR's proxyEndpoint names it (https://ACCOUNT.dkr.ecr.REGION.amazonaws.com): DNS name or
+# IPv4 address, an optional port; nothing a URL's path, login or a header line could come from
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})(?::[0-9]{1,5})?")
+
+
 def login(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> Credentials:
     """ECR's 12-hour token as registry credentials (user AWS), for the docker engine's push auth."""
-    data = aws_call(ecr.get_authorization_token, policy)["authorizationData"][0]
-    user, _, secret = base64.b64decode(data["authorizationToken"]).decode().partition(":")
-    return Credentials(user, secret, "ECR get-authorization-token")
+    return _authorization(ecr, policy)[0]
 
 
 def registry_host(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> str:
-    data = aws_call(ecr.get_authorization_token, policy)["authorizationData"][0]
-    return data["proxyEndpoint"].split("://", 1)[-1].rstrip("/")
+    return _authorization(ecr, policy)[1]
 
 
 # ECR's registry endpoint speaks the OCI distribution v2 API to a client that logs in with the token of
