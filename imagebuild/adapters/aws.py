@@ -6,6 +6,7 @@ become a UserError). Every boto3/botocore import of the project is here or in `i
 from __future__ import annotations
 
 import re
+import time
 import urllib.parse
 from typing import Any, Callable, Dict, Optional
 
@@ -66,9 +67,60 @@ def aws_client(service: str, region: Optional[str] = None, endpoint_url: Optiona
         retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60
     )
     try:
-        return boto3.client(service, region_name=region, endpoint_url=endpoint_url, config=config)
+        client = boto3.client(service, region_name=region, endpoint_url=endpoint_url, config=config)
     except Exception as err:  # noqa: BLE001 - botocore raises NoRegionError and friends at construction
         raise UserError(f"cannot make an AWS {service} client: {err}", key="--region") from err
+    client.meta.events.register("before-send", _bounded_send(client))
+    return client
+
+
+# what one answer of a non-streaming operation may hold and how long it may take to arrive: these are small
+# JSON/XML documents (a token, a repository, a manifest, a page of log events); botocore reads a body whole
+# and its read_timeout is per socket read, so an endpoint that never ends its answer (or drips it) filled the
+# memory without a limit (measured: 6 GB in 15 s)
+MAX_ANSWER = 32 * 1024 * 1024
+ANSWER_S = 120.0
+
+
+def _bounded_send(client: Any) -> Callable[..., Any]:
+    """A `before-send` handler that sends the request through the client's own HTTP session (TLS, proxies
+    and timeouts as botocore sets them) and reads the answer under MAX_ANSWER and ANSWER_S; streaming
+    operations (S3 GetObject) are left to botocore, their callers read the body."""
+    from botocore.awsrequest import AWSResponse
+
+    session = client._endpoint.http_session  # botocore's URLLib3Session: the client has no public handle
+
+    class _Read:
+        def __init__(self, body: bytes) -> None:
+            self.body = body
+
+        def stream(self, **_kw: Any) -> Any:
+            yield self.body
+
+    def send(request: Any, **_kw: Any) -> Any:
+        if request.stream_output:
+            return None
+        request.stream_output = True  # the session then leaves the body unread
+        got = session.send(request)
+        until, chunks, total = time.monotonic() + ANSWER_S, [], 0
+        try:
+            while True:
+                chunk = got.raw.read1(65536)  # what has arrived: a drip still reaches the deadline check
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > MAX_ANSWER or time.monotonic() > until:
+                    raise UserError(
+                        f"the AWS endpoint's answer passed {MAX_ANSWER} bytes or {ANSWER_S:g} s: cut off",
+                        key="--endpoint-url",
+                        hint="is --endpoint-url the service's endpoint?",
+                    )
+                chunks.append(chunk)
+        finally:
+            got.raw.close()
+        return AWSResponse(got.url, got.status_code, got.headers, _Read(b"".join(chunks)))
+
+    return send
 
 
 def aws_call(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 from cli import build_py
@@ -80,6 +81,13 @@ def _login(token: str = base64.b64encode(f"AWS:{TOKEN}".encode()).decode(), endp
 JSON = {"Content-Type": "application/x-amz-json-1.1"}
 
 
+def _head(length: int) -> bytes:
+    """An HTTP answer's head that promises `length` bytes of JSON."""
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: %d\r\n\r\n" % length
+    )
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -117,3 +125,46 @@ def test_an_endpoint_that_closes_the_connection_is_retried_then_exit_2(dummy_aws
     assert res.rc == 2, res.err
     assert "Traceback" not in res.err and "kept failing" in res.err and "after 2 attempts" in res.err
     assert len(server.requests) == 2
+
+
+def test_an_endless_answer_is_cut_off_at_the_cap(dummy_aws, pub):
+    """botocore reads a body whole: an endpoint that never ends its answer filled memory without a limit."""
+
+    def endless(_method, _path, sock, stop):
+        sock.sendall(_head(10**10))
+        chunk = b"{" + b" " * 65535
+        while not stop.is_set():
+            try:
+                sock.sendall(chunk)
+            except OSError:
+                return
+
+    server = RawServer(endless).start()
+    try:
+        res = _verify(pub, "--region", "us-east-1", "--endpoint-url", f"http://{server.host}")
+    finally:
+        server.stop()
+    err = _refused(res, "--endpoint-url")
+    assert "passed 33554432 bytes" in err and len(server.requests) == 1
+
+
+def test_a_dripping_answer_is_cut_off_at_its_deadline(dummy_aws, pub, monkeypatch):
+    """One byte every 0.1 s never trips botocore's read timeout (it is per read); the answer's deadline
+    (120 s, 1 s here) ends it."""
+    monkeypatch.setattr("imagebuild.adapters.aws.ANSWER_S", 1.0)
+
+    def drip(_method, _path, sock, stop):
+        sock.sendall(_head(100000))
+        for _ in range(100000):
+            if stop.wait(0.1):
+                return
+            sock.sendall(b" ")
+
+    server = RawServer(drip).start()
+    started = time.monotonic()
+    try:
+        res = _verify(pub, "--region", "us-east-1", "--endpoint-url", f"http://{server.host}")
+    finally:
+        server.stop()
+    assert time.monotonic() - started < 10
+    assert "or 1 s: cut off" in _refused(res, "--endpoint-url")
