@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import Any, Callable, Dict, Optional, Tuple
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from imagebuild.adapters.aws import aws_call
 from imagebuild.adapters.registry import (
@@ -30,6 +31,19 @@ from imagebuild.retry import DEFAULT_POLICY, RetryPolicy
 
 def _code(err: Exception) -> str:
     return getattr(err, "response", {}).get("Error", {}).get("Code", "")
+
+
+@contextmanager
+def _shaped(operation: str) -> Iterator[None]:
+    """An answer read as ECR gives it, or exit 2: a missing key or a wrong type means --endpoint-url is not
+    ECR's API (botocore parses whatever came by the service's model and leaves out what is missing)."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as err:
+        raise UserError(
+            f"ECR's {operation} answer is not of the shape ECR gives ({type(err).__name__}: {err})",
+            key="--endpoint-url",
+        ) from None
 
 
 def _authorization(ecr: Any, policy: RetryPolicy) -> Tuple[Credentials, str]:
@@ -95,6 +109,16 @@ def ensure_repository(
 ) -> Dict[str, Any]:
     """The repository, created when missing with IMMUTABLE tags and scan on push (so the registry itself
     refuses to overwrite a tag). An existing mutable repository is used as is, with a warning."""
+    with _shaped("DescribeRepositories/CreateRepository"):
+        repo = _ensure_repository(ecr, name, policy, log)
+        if not isinstance(repo["repositoryUri"], str):
+            raise TypeError("repositoryUri is no string")
+    return repo
+
+
+def _ensure_repository(
+    ecr: Any, name: str, policy: RetryPolicy, log: Callable[[str], None]
+) -> Dict[str, Any]:
     try:
         repo = aws_call(ecr.describe_repositories, policy, log, repositoryNames=[name])["repositories"][0]
     except Exception as err:  # noqa: BLE001 - botocore builds its exception classes at run time
@@ -145,13 +169,14 @@ def existing_image(
             if _code(err) in ("RepositoryNotFoundException", "ImageNotFoundException"):
                 return None
             raise
-        images = out.get("images") or []
-        if not images:
-            return None
-        img = images[0]
-        body = img["imageManifest"].encode()
-        media = img.get("imageManifestMediaType") or json.loads(body).get("mediaType") or ""
-        return RemoteManifest(img["imageId"]["imageDigest"], media, body, config_digest_of(body))
+        with _shaped("BatchGetImage"):
+            images = out.get("images") or []
+            if not images:
+                return None
+            img = images[0]
+            body = img["imageManifest"].encode()
+            media = img.get("imageManifestMediaType") or json.loads(body).get("mediaType") or ""
+            return RemoteManifest(img["imageId"]["imageDigest"], media, body, config_digest_of(body))
 
     return look
 
@@ -172,7 +197,8 @@ def put_tag(ecr: Any, ref: ImageRef, manifest: RemoteManifest, policy: RetryPoli
         if _code(err) in ("ImageAlreadyExistsException", "ImageTagAlreadyExistsException"):
             raise Refused(f"ECR refused tag {ref}: {err}") from err
         raise
-    digest = out["image"]["imageId"]["imageDigest"]
+    with _shaped("PutImage"):
+        digest = out["image"]["imageId"]["imageDigest"]
     if digest != manifest.digest:
         raise Refused(f"ECR stored {ref} as {digest}, not the promoted digest {manifest.digest}")
     return digest

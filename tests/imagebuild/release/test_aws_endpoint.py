@@ -15,6 +15,12 @@ from cli import build_py
 from services import MotoServer, RawServer, free_port, http_answer
 from test_attest import make_keys
 
+from imagebuild.adapters import ecr
+from imagebuild.adapters.aws import aws_client
+from imagebuild.adapters.registry import ImageRef, RemoteManifest
+from imagebuild.errors import UserError
+from imagebuild.retry import RetryPolicy
+
 IMAGE = "127.0.0.1:9/h-attack/app:t"
 TOKEN = "ECR-TOKEN-SECRET"
 
@@ -168,3 +174,39 @@ def test_a_dripping_answer_is_cut_off_at_its_deadline(dummy_aws, pub, monkeypatc
         server.stop()
     assert time.monotonic() - started < 10
     assert "or 1 s: cut off" in _refused(res, "--endpoint-url")
+
+
+def _answering(doc: dict) -> RawServer:
+    """An endpoint answering every ECR call with `doc` (JSON, 200)."""
+    body = json.dumps(doc).encode()
+    return RawServer(lambda _m, _p, sock, _s: sock.sendall(http_answer(200, body, JSON))).start()
+
+
+FAST = RetryPolicy(attempts=1)
+REF = ImageRef("127.0.0.1:9", "h-attack/app", "t")
+MANIFEST = RemoteManifest("sha256:" + "a" * 64, "application/vnd.oci.image.manifest.v1+json", b"{}", None)
+
+
+@pytest.mark.parametrize(
+    "call, doc",
+    [
+        (lambda c: ecr.ensure_repository(c, "h-attack/app", FAST), {"repositories": []}),
+        (
+            lambda c: ecr.ensure_repository(c, "h-attack/app", FAST),
+            {"repositories": [{"repositoryName": "x"}]},
+        ),
+        (lambda c: ecr.existing_image(c, FAST)(REF), {"images": [{"imageId": {}}]}),
+        (lambda c: ecr.existing_image(c, FAST)(REF), {"images": [{"imageManifest": "[1]", "imageId": {}}]}),
+        (lambda c: ecr.put_tag(c, REF, MANIFEST, FAST), {"image": {}}),
+    ],
+    ids=["no-repository", "no-uri", "no-manifest", "manifest-a-list", "no-digest"],
+)
+def test_ecr_answers_of_another_shape_are_exit_2_naming_the_endpoint(dummy_aws, call, doc):
+    """A KeyError, IndexError or AttributeError on what the endpoint answered was a traceback."""
+    server = _answering(doc)
+    try:
+        with pytest.raises(UserError, match="answer is not of the shape ECR gives") as err:
+            call(aws_client("ecr", "us-east-1", f"http://{server.host}"))
+    finally:
+        server.stop()
+    assert err.value.key == "--endpoint-url"
