@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
@@ -24,6 +23,7 @@ from imagebuild.adapters.registry import (
     RegistryAPI,
     RemoteManifest,
     config_digest_of,
+    is_host,
 )
 from imagebuild.errors import UserError
 from imagebuild.retry import DEFAULT_POLICY, RetryPolicy
@@ -64,14 +64,9 @@ def _authorization(ecr: Any, policy: RetryPolicy) -> Tuple[Credentials, str]:
     user, _, secret = raw.partition(":")
     if not user or not secret:
         raise UserError("ECR's GetAuthorizationToken answer holds no USER:TOKEN login", key="--endpoint-url")
-    if not _HOST.fullmatch(host):
+    if not is_host(host):
         raise UserError(f"ECR named the registry endpoint {endpoint!r}: no host[:port]", key="--endpoint-url")
     return Credentials(user, secret, "ECR get-authorization-token"), host
-
-
-# a registry host as ECR's proxyEndpoint names it (https://ACCOUNT.dkr.ecr.REGION.amazonaws.com): DNS name or
-# IPv4 address, an optional port; nothing a URL's path, login or a header line could come from
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})(?::[0-9]{1,5})?")
 
 
 def login(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> Credentials:

@@ -103,6 +103,16 @@ class ImageRef:
 _TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _REPO_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+# a registry host as image references have it: DNS labels (letters, digits, inner '-') joined by '.', or an
+# IPv6 address in brackets, then an optional :port (distribution/reference regexp.go, domainAndPort, at
+# 727f80d4); nothing a URL's login, path or query could come from ('[::1' was a ValueError traceback)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST_RE = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?")
+
+
+def is_host(host: str) -> bool:
+    """Whether `host` is a registry host[:port] (see _HOST_RE)."""
+    return _HOST_RE.fullmatch(host) is not None
 
 
 def split_ref(ref: str, key: str = "image") -> ImageRef:
@@ -118,6 +128,12 @@ def split_ref(ref: str, key: str = "image") -> ImageRef:
     first, _, rest = text.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
         registry, path = first, rest
+        if not is_host(registry):
+            raise UserError(
+                f"bad registry host {registry!r} in image reference {ref!r}",
+                key=key,
+                hint="HOST[:PORT]: a DNS name, an IPv4 address or [IPv6]",
+            )
     else:
         registry, path = DEFAULT_REGISTRY, text
     tag = None

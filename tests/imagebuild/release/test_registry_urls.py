@@ -1,7 +1,8 @@
 """URLs a hostile registry names: a Bearer challenge's realm and a redirect's Location. Only http(s) is ever
 opened (a `file:` realm would read a local token file and send its `token` to the registry), and the
-registry's login never follows a redirect to another origin. Small servers on 127.0.0.1 (tests/services.py
-RawServer) play the registry and the redirect's target; every call ends within seconds.
+registry's login never follows a redirect to another origin. A registry host the user gives is a host[:port]
+before any URL is made of it. Small servers on 127.0.0.1 (tests/services.py RawServer) play the registry and
+the redirect's target; every call ends within seconds.
 """
 
 from __future__ import annotations
@@ -9,9 +10,12 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
+from types import SimpleNamespace
 
 import pytest
-from services import RawServer, free_port, http_answer
+from cli import build_py
+from services import RawServer, free_port, http_answer, summary_entry, write_summary
+from test_attest import make_keys
 
 from imagebuild.adapters.registry import Bounds, Credentials, RegistryAPI
 from imagebuild.errors import UserError
@@ -103,3 +107,23 @@ def test_a_redirect_to_ftp_is_refused_not_followed(raw_server):
     with pytest.raises(UserError, match=r"redirect to 'ftp://127\.0\.0\.1:\d+/x': only http\(s\) URLs"):
         _api(registry).blob("r", DIGEST)
     assert len(registry.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "image", ["[::1/r:t", "evil.example%40127.0.0.1:9/r:t", "a..b/r:t", "x y.example/r:t"]
+)
+def test_an_image_whose_registry_host_is_no_host_is_exit_2(image, tmp_path):
+    """The host part of IMAGE goes into URLs: '[::1' was a ValueError traceback, '#@' would make urllib
+    read another host than the one the login was looked up for (%40 is '@' once decoded)."""
+    res = build_py("verify", image, "--key", make_keys(tmp_path, "team")[1], "--attempts", "1")
+    assert res.rc == 2, res.err
+    assert "key 'IMAGE': bad registry host" in res.err and "Traceback" not in res.err
+
+
+@pytest.mark.parametrize("where", ["registry.example@127.0.0.1:9", "127.0.0.1:9?x=1", "[::1"])
+def test_a_registry_flag_that_is_no_host_is_exit_2(where, tmp_path):
+    image = SimpleNamespace(id="sha256:" + "a" * 64)  # refused before the engine or the registry is asked
+    summary = write_summary(tmp_path / "s.json", [summary_entry("v", image)])
+    res = build_py("push", "--summary", summary, "--registry", where)
+    assert res.rc == 2, res.err
+    assert "key '--registry'" in res.err and "is no registry host" in res.err, res.err
