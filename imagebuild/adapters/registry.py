@@ -336,7 +336,18 @@ def _origin(url: str) -> Tuple[str, str]:
 class _Redirect(urllib.request.HTTPRedirectHandler):
     """Follows a redirect to http(s) only, and drops the Authorization header where the redirect leaves the
     origin (another host or port, or https to http): the credentials are the registry's, not the target's
-    (Go's net/http, which docker uses, drops it on a redirect to another host too)."""
+    (Go's net/http, which docker uses, drops it on a redirect to another host too). The redirect's own body
+    is read under the body cap: urllib reads it whole (a Content-Length of 100 GB was a MemoryError)."""
+
+    def __init__(self, max_body: int) -> None:
+        super().__init__()
+        self.max_body = max_body
+
+    def http_error_302(self, req, fp, code, msg, headers):  # type: ignore[no-untyped-def]
+        _read_capped(fp, self.max_body)  # urllib's own read after this one then finds nothing left
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
         if urllib.parse.urlsplit(newurl).scheme.lower() not in _SCHEMES:
@@ -439,7 +450,9 @@ class RegistryAPI:
             raise Retryable(f"{method} {url}: no time left")
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         with _Watchdog(budget) as watchdog:
-            opener = urllib.request.build_opener(_HTTPHandler(watchdog), _HTTPSHandler(watchdog), _Redirect())
+            opener = urllib.request.build_opener(
+                _HTTPHandler(watchdog), _HTTPSHandler(watchdog), _Redirect(self.bounds.max_body)
+            )
             try:
                 try:
                     resp = opener.open(req, timeout=budget)

@@ -127,3 +127,25 @@ def test_a_registry_flag_that_is_no_host_is_exit_2(where, tmp_path):
     res = build_py("push", "--summary", summary, "--registry", where)
     assert res.rc == 2, res.err
     assert "key '--registry'" in res.err and "is no registry host" in res.err, res.err
+
+
+@pytest.mark.parametrize("length", [b"Content-Length: 100000000000", b"Connection: close"])
+def test_a_redirects_own_body_is_read_under_the_cap(raw_server, length):
+    """urllib reads a redirect's body whole before following it: a 100 GB Content-Length was a MemoryError
+    traceback, an endless body grew the process until the request's deadline."""
+
+    def endless(_method, _path, sock, stop):
+        sock.sendall(b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\n" + length + b"\r\n\r\n")
+        while not stop.is_set():
+            try:
+                sock.sendall(b" " * 65536)
+            except OSError:
+                return
+
+    registry = raw_server(endless)
+    api = RegistryAPI(
+        registry.host, policy=FAST, bounds=Bounds(request_s=5, operation_s=10, max_body=1 << 20)
+    )
+    with pytest.raises(UserError, match=r"over the cap of 1048576 bytes"):
+        api.manifest("r", "t")
+    assert len(registry.requests) == 1  # refused at once, never followed
