@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from efa_validators.cli import flushed, quiet_broken_pipe
-from imagebuild.errors import ChecksFailed, UserError, did_you_mean, redact
+from imagebuild.errors import ChecksFailed, UserError, did_you_mean, for_terminal
 from imagebuild.settings.logs import LEVELS, detail, setup
 
 # (command, module, help line), in the order shown in --help; it follows the pipeline. --help lists every
@@ -226,7 +226,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             used = []
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {for_terminal(str(err))}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
     setup(args.log_level)
@@ -235,11 +235,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {for_terminal(str(err))}", file=sys.stderr)
         return 2
     except ChecksFailed as err:
         if str(err):
-            print(f"checks failed: {redact(str(err))}", file=sys.stderr)
+            print(f"checks failed: {for_terminal(str(err))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return quiet_broken_pipe()

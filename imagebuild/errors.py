@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Iterable, Optional
 
+from efa_validators.report.printable import printable
 from efa_validators.scan.redact import redact_text
 
 
@@ -12,6 +13,12 @@ def redact(text: str) -> str:
     """`scheme://user:secret@host` -> `scheme://***@host`, `TOKEN=...`, `Authorization: ...` and every
     other rule of validators/scan/redact.py (the table `validators run` uses too): no message leaks one."""
     return redact_text(text)
+
+
+def for_terminal(text: str) -> str:
+    """A message as stderr gets it: redacted, and each line's control characters escaped (a registry's or an
+    AWS endpoint's own text is quoted in refusals: its ESC sequences must not reach the terminal)."""
+    return "\n".join(printable(line) for line in redact(text).split("\n"))
 
 
 class UserError(Exception):

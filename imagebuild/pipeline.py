@@ -509,6 +509,7 @@ def _push_indexes(
     summary: Dict[str, Any],
     summary_path: Path,
     movable: Set[Tuple[str, str]],
+    fixed: Set[Tuple[str, str]],
 ) -> int:
     """Put one image index under each tag the twins share, naming each twin's pushed digest; the index
     ref goes into each twin's summary entry (`index`). Returns how many indexes were refused."""
@@ -529,7 +530,8 @@ def _push_indexes(
             api = dest.oci_api()
             members = [read_entry(api, ref.repository, done[n], by_name[n]["image_id"]) for n in names]
             force = (repo_t, tag_t) in movable  # only a --tag extra, with --force
-            digest, _same = push_index(api, ref, members, force=force, log=log)
+            once = (repo_t, tag_t) in fixed
+            digest, _same = push_index(api, ref, members, force=force, write_once=once, log=log)
         except ChecksFailed as err:
             log(f"refused: {err}")
             refused += 1
@@ -549,7 +551,7 @@ def push(req: PushRequest) -> List[Any]:
     from imagebuild.build.summary import load_summary
     from imagebuild.jsonfile import write_json_atomic
     from imagebuild.release.fanin import is_content_tag
-    from imagebuild.release.index import platform_tag, twin_groups
+    from imagebuild.release.index import platform_tag, twin_groups, with_platform_tags
     from imagebuild.release.push import push_image, record_pushes
 
     policy = req.target.policy()
@@ -564,7 +566,7 @@ def push(req: PushRequest) -> List[Any]:
     failures = 0
     pushed: List[Any] = []
     plans = [(entry, _push_targets(entry, req)) for entry in entries]
-    fixed = {pair for e in summary["variants"] for pair in _write_once(e, req)}
+    fixed = with_platform_tags({pair for e in summary["variants"] for pair in _write_once(e, req)})
     # twins are found among every built variant of the summary, so one pushed alone (--variant) still goes
     # under its TAG-ARCH and never takes the shared tag from the index
     others = [e for e in summary["variants"] if e not in entries and e.get("image_id") and e.get("tags")]
@@ -615,7 +617,7 @@ def push(req: PushRequest) -> List[Any]:
             print(f"{variant}\t{res.ref}\t{res.digest}")
         pushed += results
     movable = {key for key in twins if key not in fixed} if req.force else set()
-    failures += _push_indexes(dest, twins, entries, done, summary, summary_path, movable)
+    failures += _push_indexes(dest, twins, entries, done, summary, summary_path, movable, fixed)
     if signing is not None:
         from imagebuild.release.attestations import attach_for_entries
 

@@ -318,6 +318,7 @@ class RawServer:
     answer: Callable[[str, str, socket.socket, threading.Event], None]
     port: int = 0
     requests: List[tuple] = field(default_factory=list)
+    heads: List[Dict[str, str]] = field(default_factory=list)  # each request's header fields, names lowercase
     _listener: Optional[socket.socket] = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: List[threading.Thread] = field(default_factory=list)
@@ -366,6 +367,7 @@ class RawServer:
                         break
                     rest += chunk
                 self.requests.append((method, path))
+                self.heads.append({k.strip().lower(): v.strip() for k, _, v in fields})
                 self.answer(method, path, conn, self._stop)
             except OSError:
                 return

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable, Dict, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from imagebuild.adapters.aws import aws_call
 from imagebuild.adapters.registry import (
@@ -22,6 +23,7 @@ from imagebuild.adapters.registry import (
     RegistryAPI,
     RemoteManifest,
     config_digest_of,
+    is_host,
 )
 from imagebuild.errors import UserError
 from imagebuild.retry import DEFAULT_POLICY, RetryPolicy
@@ -31,16 +33,49 @@ def _code(err: Exception) -> str:
     return getattr(err, "response", {}).get("Error", {}).get("Code", "")
 
 
+@contextmanager
+def _shaped(operation: str) -> Iterator[None]:
+    """An answer read as ECR gives it, or exit 2: a missing key or a wrong type means --endpoint-url is not
+    ECR's API (botocore parses whatever came by the service's model and leaves out what is missing)."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as err:
+        raise UserError(
+            f"ECR's {operation} answer is not of the shape ECR gives ({type(err).__name__}: {err})",
+            key="--endpoint-url",
+        ) from None
+
+
+def _authorization(ecr: Any, policy: RetryPolicy) -> Tuple[Credentials, str]:
+    """GetAuthorizationToken's login (base64 of `USER:TOKEN`) and registry host, or exit 2 where the answer
+    has another shape: the endpoint (--endpoint-url) is not ECR's API. The message never quotes the token."""
+    out = aws_call(ecr.get_authorization_token, policy)
+    try:
+        data = out["authorizationData"][0]
+        raw = base64.b64decode(data["authorizationToken"], validate=True).decode()
+        endpoint = data["proxyEndpoint"]
+        host = endpoint.split("://", 1)[-1].rstrip("/")
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):  # binascii/Unicode errors too
+        raise UserError(
+            "ECR's GetAuthorizationToken answer holds no login and registry endpoint "
+            "(authorizationData[0]: authorizationToken, base64 of USER:TOKEN; proxyEndpoint)",
+            key="--endpoint-url",
+        ) from None
+    user, _, secret = raw.partition(":")
+    if not user or not secret:
+        raise UserError("ECR's GetAuthorizationToken answer holds no USER:TOKEN login", key="--endpoint-url")
+    if not is_host(host):
+        raise UserError(f"ECR named the registry endpoint {endpoint!r}: no host[:port]", key="--endpoint-url")
+    return Credentials(user, secret, "ECR get-authorization-token"), host
+
+
 def login(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> Credentials:
     """ECR's 12-hour token as registry credentials (user AWS), for the docker engine's push auth."""
-    data = aws_call(ecr.get_authorization_token, policy)["authorizationData"][0]
-    user, _, secret = base64.b64decode(data["authorizationToken"]).decode().partition(":")
-    return Credentials(user, secret, "ECR get-authorization-token")
+    return _authorization(ecr, policy)[0]
 
 
 def registry_host(ecr: Any, policy: RetryPolicy = DEFAULT_POLICY) -> str:
-    data = aws_call(ecr.get_authorization_token, policy)["authorizationData"][0]
-    return data["proxyEndpoint"].split("://", 1)[-1].rstrip("/")
+    return _authorization(ecr, policy)[1]
 
 
 # ECR's registry endpoint speaks the OCI distribution v2 API to a client that logs in with the token of
@@ -69,6 +104,16 @@ def ensure_repository(
 ) -> Dict[str, Any]:
     """The repository, created when missing with IMMUTABLE tags and scan on push (so the registry itself
     refuses to overwrite a tag). An existing mutable repository is used as is, with a warning."""
+    with _shaped("DescribeRepositories/CreateRepository"):
+        repo = _ensure_repository(ecr, name, policy, log)
+        if not isinstance(repo["repositoryUri"], str):
+            raise TypeError("repositoryUri is no string")
+    return repo
+
+
+def _ensure_repository(
+    ecr: Any, name: str, policy: RetryPolicy, log: Callable[[str], None]
+) -> Dict[str, Any]:
     try:
         repo = aws_call(ecr.describe_repositories, policy, log, repositoryNames=[name])["repositories"][0]
     except Exception as err:  # noqa: BLE001 - botocore builds its exception classes at run time
@@ -119,13 +164,14 @@ def existing_image(
             if _code(err) in ("RepositoryNotFoundException", "ImageNotFoundException"):
                 return None
             raise
-        images = out.get("images") or []
-        if not images:
-            return None
-        img = images[0]
-        body = img["imageManifest"].encode()
-        media = img.get("imageManifestMediaType") or json.loads(body).get("mediaType") or ""
-        return RemoteManifest(img["imageId"]["imageDigest"], media, body, config_digest_of(body))
+        with _shaped("BatchGetImage"):
+            images = out.get("images") or []
+            if not images:
+                return None
+            img = images[0]
+            body = img["imageManifest"].encode()
+            media = img.get("imageManifestMediaType") or json.loads(body).get("mediaType") or ""
+            return RemoteManifest(img["imageId"]["imageDigest"], media, body, config_digest_of(body))
 
     return look
 
@@ -146,7 +192,8 @@ def put_tag(ecr: Any, ref: ImageRef, manifest: RemoteManifest, policy: RetryPoli
         if _code(err) in ("ImageAlreadyExistsException", "ImageTagAlreadyExistsException"):
             raise Refused(f"ECR refused tag {ref}: {err}") from err
         raise
-    digest = out["image"]["imageId"]["imageDigest"]
+    with _shaped("PutImage"):
+        digest = out["image"]["imageId"]["imageDigest"]
     if digest != manifest.digest:
         raise Refused(f"ECR stored {ref} as {digest}, not the promoted digest {manifest.digest}")
     return digest

@@ -103,6 +103,16 @@ class ImageRef:
 _TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _REPO_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+# a registry host as image references have it: DNS labels (letters, digits, inner '-') joined by '.', or an
+# IPv6 address in brackets, then an optional :port (distribution/reference regexp.go, domainAndPort, at
+# 727f80d4); nothing a URL's login, path or query could come from ('[::1' was a ValueError traceback)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST_RE = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?")
+
+
+def is_host(host: str) -> bool:
+    """Whether `host` is a registry host[:port] (see _HOST_RE)."""
+    return _HOST_RE.fullmatch(host) is not None
 
 
 def split_ref(ref: str, key: str = "image") -> ImageRef:
@@ -118,6 +128,12 @@ def split_ref(ref: str, key: str = "image") -> ImageRef:
     first, _, rest = text.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
         registry, path = first, rest
+        if not is_host(registry):
+            raise UserError(
+                f"bad registry host {registry!r} in image reference {ref!r}",
+                key=key,
+                hint="HOST[:PORT]: a DNS name, an IPv4 address or [IPv6]",
+            )
     else:
         registry, path = DEFAULT_REGISTRY, text
     tag = None
@@ -303,6 +319,45 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
         return self.do_open(_WatchedHTTPS, req, context=self._context, watchdog=self.watchdog)
 
 
+class _Unsafe(Exception):
+    """A URL the registry named (a redirect's Location, a Bearer challenge's realm) that is no http(s) URL."""
+
+
+# http(s) only: urllib's default opener would also read a file:, ftp: or data: URL a hostile registry names as
+# its realm or redirect target (a local token file's `token` then sent to it as a Bearer token)
+_SCHEMES = ("http", "https")
+
+
+def _origin(url: str) -> Tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+class _Redirect(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect to http(s) only, and drops the Authorization header where the redirect leaves the
+    origin (another host or port, or https to http): the credentials are the registry's, not the target's
+    (Go's net/http, which docker uses, drops it on a redirect to another host too). The redirect's own body
+    is read under the body cap: urllib reads it whole (a Content-Length of 100 GB was a MemoryError)."""
+
+    def __init__(self, max_body: int) -> None:
+        super().__init__()
+        self.max_body = max_body
+
+    def http_error_302(self, req, fp, code, msg, headers):  # type: ignore[no-untyped-def]
+        _read_capped(fp, self.max_body)  # urllib's own read after this one then finds nothing left
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if urllib.parse.urlsplit(newurl).scheme.lower() not in _SCHEMES:
+            raise _Unsafe(f"a redirect to {newurl!r}")
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
 class _TooLarge(Exception):
     """An answer over the body cap (by its Content-Length, or by what arrived)."""
 
@@ -388,12 +443,16 @@ class RegistryAPI:
 
         An HTTP error status comes back as a status; a transport fault (reset, short body, timeout, garbage)
         is Retryable; an answer over the body cap is exit 2 at once (asking again gets the same answer)."""
+        if urllib.parse.urlsplit(url).scheme.lower() not in _SCHEMES:
+            raise UserError(f"registry {self.registry} named {url!r}: only http(s) URLs", key="registry")
         budget = min(self.bounds.request_s, until - time.monotonic())
         if budget <= 0:
             raise Retryable(f"{method} {url}: no time left")
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         with _Watchdog(budget) as watchdog:
-            opener = urllib.request.build_opener(_HTTPHandler(watchdog), _HTTPSHandler(watchdog))
+            opener = urllib.request.build_opener(
+                _HTTPHandler(watchdog), _HTTPSHandler(watchdog), _Redirect(self.bounds.max_body)
+            )
             try:
                 try:
                     resp = opener.open(req, timeout=budget)
@@ -402,6 +461,10 @@ class RegistryAPI:
                 with resp:
                     body = b"" if method == "HEAD" else _read_capped(resp, self.bounds.max_body)
                     return resp.status, dict(resp.headers.items()), body
+            except _Unsafe as err:
+                raise UserError(
+                    f"registry {self.registry}: {method} {url} gave {err}: only http(s) URLs", key="registry"
+                ) from None
             except _TooLarge as err:
                 raise UserError(
                     f"registry {self.registry}: {method} {url} gave {err}: over the cap of "

@@ -92,6 +92,10 @@ class Destination:
                 "no registry given", key="--registry", hint="--registry HOST[/NS], $IMAGE_REGISTRY or --ecr"
             )
         self.host, _, namespace = where.strip("/").partition("/")
+        if not reg.is_host(self.host):
+            raise UserError(
+                f"{self.host!r} is no registry host", key="--registry", hint="HOST[:PORT][/NAMESPACE]"
+            )
         self.namespace = namespace + "/" if namespace else ""
         api = target.api(self.host, policy)
         self.api, self.creds = api, api.creds

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from imagebuild.adapters.registry import (
     ImageRef,
@@ -50,6 +50,20 @@ class IndexEntry:
 def platform_tag(tag: str, architecture: str) -> str:
     """The tag an index entry's image is pushed under, beside the shared tag (`local-arm64`)."""
     return f"{tag}-{architecture}"[:128]
+
+
+# the `architecture` an image config names is a GOARCH value (opencontainers/image-spec config.md); Go's list
+# of them: golang/go src/internal/syslist/syslist.go (KnownArch); "unknown" is push's name where none is given
+ARCHITECTURES = frozenset(
+    "386 amd64 amd64p32 arm armbe arm64 arm64be loong64 mips mipsle mips64 mips64le mips64p32 mips64p32le "
+    "ppc ppc64 ppc64le riscv riscv64 s390 s390x sparc sparc64 wasm unknown".split()
+)
+
+
+def with_platform_tags(pairs: Set[Tuple[str, str]]) -> Set[Tuple[str, str]]:
+    """`pairs` and each one's TAG-ARCH names: a write-once tag's images are pushed under those (twins,
+    fan-out), so a `--tag` extra of that name must not move them either."""
+    return pairs | {(repo, platform_tag(tag, arch)) for repo, tag in pairs for arch in ARCHITECTURES}
 
 
 def twin_groups(targets: Sequence[Tuple[str, Tuple[str, str]]]) -> Dict[Tuple[str, str], List[str]]:
@@ -120,11 +134,13 @@ def push_index(
     entries: Sequence[IndexEntry],
     *,
     force: bool = False,
+    write_once: bool = False,
     log: Log = lambda _m: None,
 ) -> Tuple[str, bool]:
     """Put the index of `entries` under `target`'s tag; (its digest, True when the tag held it already).
 
-    As for one image, a tag that holds something else is refused unless `force`; the registry is asked."""
+    As for one image, a tag that holds something else is refused unless `force`, and a `write_once` one even
+    then (push.push_image says why); the registry is asked."""
     assert target.tag, "index target needs a tag"
     body = index_body(entries)
     digest = sha256_of(body)
@@ -133,11 +149,11 @@ def push_index(
         if current.digest == digest:
             log(f"  {target}: already holds this index ({digest}); nothing to push")
             return digest, True
+        held = f"{target} already exists in the registry as {current.digest}, not this index ({digest}); "
+        if write_once:
+            raise Refused(held + "not overwriting: a tag of the matrix is write-once, --force or not")
         if not force:
-            raise Refused(
-                f"{target} already exists in the registry as {current.digest}, not this index ({digest}); "
-                "not overwriting"
-            )
+            raise Refused(held + "not overwriting")
         log(f"  {target}: overwriting {current.digest} (--force)")
     got = api.put_manifest(target.repository, target.tag, RemoteManifest(digest, INDEX_TYPE, body, None))
     if got != digest:

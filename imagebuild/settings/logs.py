@@ -2,7 +2,7 @@
 
 stdout carries the results scripts read (refs, digests, tables) and is never touched by the level; errors are
 printed by the CLI whatever the level. Every record goes through the redaction table first, so a debug line
-can no more leak a credential than an error message can.
+can no more leak a credential than an error message can, and its control characters are shown escaped.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from imagebuild.errors import redact
+from imagebuild.errors import for_terminal
 
 LOGGER = logging.getLogger("efa_image_build")
 LEVELS = ("debug", "info", "warning", "error")
@@ -21,7 +21,7 @@ class _Stderr(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            sys.stderr.write(redact(self.format(record)) + "\n")
+            sys.stderr.write(for_terminal(self.format(record)) + "\n")
             sys.stderr.flush()
         except Exception:  # noqa: BLE001 - logging must never take the command down
             self.handleError(record)

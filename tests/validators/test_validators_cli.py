@@ -273,3 +273,34 @@ def test_control_bytes_of_a_log_never_reach_the_terminal_or_the_summary(tmp_path
     assert "\\x1b[2J\\x1b]0;owned\\x07/opt/nccl-tests" in explained and "\\u202e" in explained
     for text in (explained, parsed, md.read_text()):
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", text), repr(text)
+
+
+def test_env_values_a_log_printed_are_neither_html_links_nor_controls_in_the_reports(tmp_path):
+    """The env-* findings (issue 33 item 3) put a value the log printed into their message, outside the
+    Markdown code spans: it must not become HTML or a link in the CI summary, nor reach a terminal as ESC.
+    A NUL, invalid UTF-8 and an overlong export line ride along; the verdict stays what the checks say."""
+    head = b"gpu-9:31:70 [0] NCCL INFO "
+    lines = [
+        b"gpu-9:31:31 [0] NCCL INFO NCCL version 2.27.7+cuda12.9",
+        head + b"NCCL_ALGO set by environment to Ring<img/src=http://127.0.0.1:9/t.png>\xff\xfe",
+        head + b"NCCL_P2P_DISABLE set by environment to 1[approve](http://127.0.0.1:9/)\x1b]0;owned\x07.",
+        b"+ export FI_PROVIDER=tcp\x1b[2J\x00\xe2\x80\xae",
+        b"+ export NCCL_NET=Socket" + b"A" * 300000,
+    ]
+    log = tmp_path / "env-hostile.log"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    p = cli("parse", str(log), "--markdown", str(md), "--json", str(js))
+    assert p.returncode == 3, p.stderr  # unknown: no NET channel; the warnings change no verdict
+    report = json.loads(js.read_text())
+    assert report["verdict"] == "unknown"
+    assert {"env-algorithm-forced", "env-p2p-disabled", "env-provider-forced"} <= {
+        f["id"] for f in report["findings"]
+    }
+    summary = md.read_text()
+    prose = re.sub("`[^`]*`", "", summary)  # in a code span a log's text is shown as it is, never rendered
+    assert "&lt;img" in prose and "<img" not in prose, prose
+    assert "\\[approve\\](" in prose and not re.search(r"(?<!\\)\[approve", prose), prose
+    for text in (p.stdout.decode(), summary):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", text), repr(text)
+    assert len(summary) < 20000 and len(js.read_text()) < 50000

@@ -311,9 +311,10 @@ def allows_ll(value: str) -> bool:
 
 
 def _vkey(v: str) -> Tuple[int, ...]:
+    """A version's leading numbers; ASCII digits only (str.isdigit holds for '²', which int() refuses)."""
     out = []
     for part in re.split(r"[.+-]", v):
-        if not part.isdigit():
+        if not (part.isascii() and part.isdigit()):
             break
         out.append(int(part))
     return tuple(out)

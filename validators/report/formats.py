@@ -127,7 +127,10 @@ def _md(v) -> str:
 
 
 def _md_all(v) -> str:
-    return printable(str(v if v is not None else "").replace("|", "\\|").replace("\n", " "))
+    """Text outside code spans: a value a log printed (an env-* finding's NAME=value) must not become HTML or
+    a link in a CI summary (`<img src=...>`, `[approve](https://...)`): `<` as `&lt;`, brackets escaped."""
+    text = str(v if v is not None else "").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+    return printable(text.replace("[", "\\[").replace("]", "\\]"))
 
 
 def _code(v) -> str:

@@ -111,6 +111,25 @@ def test_force_never_moves_the_tag_twins_share(registry, small_images, arm64_ima
 
 
 @pytest.mark.docker
+def test_force_never_moves_the_shared_tags_platform_tag_through_a_tag_extra(
+    registry, small_images, arm64_image, tmp_path
+):
+    """`--tag v1-amd64 --force`: the extra is the TAG-ARCH name the shared tag's amd64 image was pushed
+    under (write-once as the shared tag is); its index must not take that tag from the image."""
+    repo = f"idx-{uuid.uuid4().hex[:10]}/app"
+    summary = _twins(tmp_path, small_images, arm64_image, repo)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    api = RegistryAPI(registry.host)
+    before = api.manifest(repo, "v1-amd64")
+    res = build_py(
+        "push", "--summary", str(summary), "--registry", registry.host, "--tag", "v1-amd64", "--force"
+    )
+    assert res.rc == 1, res.err
+    assert "write-once, --force or not" in res.err, res.err
+    assert api.manifest(repo, "v1-amd64").digest == before.digest
+
+
+@pytest.mark.docker
 def test_release_gate_checks_every_entry_of_the_index(registry, small_images, arm64_image, tmp_path):
     repo = f"idx-{uuid.uuid4().hex[:10]}/app"
     summary = _twins(tmp_path, small_images, arm64_image, repo)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import threading
 from types import SimpleNamespace
@@ -245,3 +246,23 @@ def test_bad_deadline_settings_are_exit_2_naming_the_variable(value, monkeypatch
     with pytest.raises(UserError) as err:
         Bounds.from_env()
     assert err.value.key == "REGISTRY_OPERATION_TIMEOUT"
+
+
+def test_a_registrys_own_text_reaches_the_terminal_escaped(raw_server, tmp_path, deadlines):
+    """A registry refusing the tag's PUT with ESC sequences (clear the screen, retitle the window) and a
+    direction override in its body: the refusal quotes that body, every control character shown escaped."""
+    image, puts = _image(), []
+    honest = _honest(image, puts)
+    hostile = b"\x1b[2J\x1b]0;owned\x07denied\xe2\x80\xae\xc2\x9b"
+
+    def answer(method, path, sock, stop):
+        if method == "PUT":
+            sock.sendall(http_answer(400, hostile))
+        else:
+            honest(method, path, sock, stop)
+
+    server = raw_server(answer)
+    rc, _out, err = build_py(*_documents(tmp_path, server.host, image))
+    assert rc == 1, err
+    assert "\\x1b[2J\\x1b]0;owned\\x07denied\\u202e\\x9b" in err, err
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", err), repr(err)

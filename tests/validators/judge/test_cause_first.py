@@ -192,6 +192,24 @@ def test_env_rules_fire_only_where_the_text_shows_a_misconfiguration(lines, fire
     assert [i for i in _ids(report) if i.startswith("env-") or i == "network-ib"] == fired
 
 
+@pytest.mark.parametrize("digit", ["\u00b2", "\u2460"])  # superscript two, circled one
+def test_versions_with_digits_int_cannot_read_still_get_a_verdict(digit):
+    """str.isdigit holds for '²' and '①' and int() refuses them: a garbled version made `parse` end
+    'error: invalid literal for int()' (exit 2, as bad input) and `run` a parser-error. The plugin's version
+    reads as 1 (what can be read): LL forced is then the error it is with a plugin before 1.6."""
+    report = analyze(
+        [
+            H + "NCCL version 2.%s7.7+cuda12.9" % digit,
+            H + "NET/OFI Initializing aws-ofi-nccl 1.%s.0" % digit,
+            H + "NCCL_PROTO set by environment to LL",
+            H + "NCCL_ALGO set by environment to Ring",
+        ]
+    )
+    assert report["verdict"] == "fail"
+    found = {f["id"]: f for f in report["findings"]}
+    assert found["env-protocol-forced"]["severity"] == "error" and "env-algorithm-forced" in found
+
+
 def test_the_protocol_in_error_is_the_one_with_the_plugins_line():
     report = analyze(
         [H + "NET/OFI Initializing aws-ofi-nccl 1.4.0-aws", H + "NCCL_PROTO set by environment to LL"]
