@@ -288,6 +288,13 @@ def _tail_key(groups: tuple):
     return key
 
 
+# `prepare` keeps the items of the last lines it read (_MEMO_LINES lines of at most _MEMO_LINE characters):
+# a line printed again (every communicator's init from one thread, a log concatenated or looping) is not read
+# again. An item depends on the line's text and flags only (prep_line is pure), and the fold only reads what
+# items hold (classify's cache already shares their data among lines).
+_MEMO_LINES, _MEMO_LINE = 4096, 512
+
+
 def prepare(lines: Iterable) -> Iterator[tuple]:
     """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
     whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
@@ -299,6 +306,7 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
     at = end = 0  # where its host starts, where it ends
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
     keep = EVIDENCE_PER_KIND
+    memo = {}  # type: dict  # a line read before -> (its flags, its item less the line number), bounded
     for lineno, raw, cut, flags in lines:
         if not cut and not flags & REPLAY and "via NET/" in raw:
             # a head is read so whatever follows it (each of its fields ends at a character it cannot hold):
@@ -352,7 +360,16 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
         if run:
             yield key, NetRun(run, peer=top)
             key, run, top = None, {}, None
+        seen = memo.get(raw)
+        if seen is not None and seen[0] == flags and not cut:  # the line as read before: its item, renumbered
+            if seen[1] is not None:
+                yield (lineno,) + seen[1]
+            continue
         item = prep_line(lineno, raw, cut, flags)
+        if not cut and len(raw) <= _MEMO_LINE:
+            if len(memo) >= _MEMO_LINES:
+                memo.clear()
+            memo[raw] = flags, None if item is None else item[1:]
         if item is not None:
             yield item
     if run:
