@@ -178,6 +178,7 @@ _EOL = ("\r", "\n")  # strip_prefix drops these: such a line takes the general p
 # the last head _HEADED read: (the line's start, up to 'NCCL INFO ', source, where its host starts, head
 # fields), one tuple replaced whole (a thread that parses beside another reads a consistent one)
 _LAST = [None]  # type: list
+_HEADS = {}  # type: dict  # the heads read (the line's start, up to 'NCCL INFO ') -> their _LAST tuple, bounded
 
 
 def _headed(raw: str) -> Optional[tuple]:
@@ -185,7 +186,8 @@ def _headed(raw: str) -> Optional[tuple]:
     line with one INFO head, else None.
 
     A head is read so whatever follows it (each field ends at a character it cannot hold): a line that
-    starts with the last head read has that head (a thread prints its lines in a row) and shares its tuple."""
+    starts with the last head read has that head (a thread prints its lines in a row) and shares its tuple;
+    another head read before (threads and ranks interleave their lines) shares its kept tuple."""
     last = _LAST[0]
     if last is not None and raw.startswith(last[0]):
         head, source, at, fields, free = last
@@ -195,10 +197,23 @@ def _headed(raw: str) -> Optional[tuple]:
         if m is None:
             return None
         end = m.end()
-        tag, host, pid, tid, dev = m.groups()
-        source, at, fields = None if tag is None else "mpi:" + tag, m.start(2), (host, pid, tid, dev, "INFO")
-        free = not holds_line_needle(raw[at:end])
-        _LAST[0] = raw[:end], source, at, fields, free
+        head = raw[:end]
+        last = _HEADS.get(head)
+        if last is None:
+            tag, host, pid, tid, dev = m.groups()
+            fields = (host, pid, tid, dev, "INFO")
+            last = (
+                head,
+                None if tag is None else "mpi:" + tag,
+                m.start(2),
+                fields,
+                not holds_line_needle(raw[m.start(2) : end]),
+            )
+            if len(_HEADS) >= 8192:
+                _HEADS.clear()
+            _HEADS[head] = last
+        _LAST[0] = last
+        head, source, at, fields, free = last
     if raw.find(" NCCL ", end) >= 0:  # a second head: parse_text cuts the line there
         return None
     return source, raw[at:], fields, raw[end:], free

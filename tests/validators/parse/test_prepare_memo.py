@@ -14,6 +14,7 @@ from paths import ROOT, TESTS
 from efa_validators import analyze
 from efa_validators.analyze import NCCL, SIGNATURE, Analysis, prep_line, prepare
 from efa_validators.analyze import TESTS as TESTS_FLAG
+from efa_validators.judge import signatures
 from efa_validators.parse.facts import NetRun
 from efa_validators.scan.linescan import scan
 
@@ -119,3 +120,35 @@ def test_stream_report_unchanged_by_the_memo(monkeypatch: pytest.MonkeyPatch) ->
     kept = report()
     monkeypatch.setattr(analyze, "_MEMO_LINE", -1)
     assert kept == report()
+
+
+def test_interleaved_heads_are_read_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks and threads interleave their lines: each head is tested for signature needles once (kept in
+    analyze._HEADS), and every line's item is the one read with nothing kept."""
+    heads = [
+        "[1,%d]<stdout>:gpu-%d:%d:%d [%d] NCCL INFO " % (r, r // 2, 10 + r, 20 + r, r % 2) for r in range(6)
+    ]
+    heads.append("[1,6]<stdout>:rdma-read-host:7:7 [0] NCCL INFO ")  # a signature needle in the host
+    lines = [
+        (i + 1, heads[i % len(heads)] + "cudaDriverVersion %d" % (12000 + i), False, NCCL) for i in range(70)
+    ]
+    tested = []
+
+    def counted(text: str) -> bool:
+        if text.endswith("NCCL INFO "):
+            tested.append(text)
+        return signatures.holds_line_needle(text)
+
+    monkeypatch.setattr(analyze, "holds_line_needle", counted)
+    monkeypatch.setattr(analyze, "_HEADS", {})
+    monkeypatch.setattr(analyze, "_LAST", [None])
+    items = list(prepare(iter(lines)))
+    assert sorted(tested) == sorted(h[h.index(">:") + 2 :] for h in heads)
+    free = {head: kept[4] for head, kept in analyze._HEADS.items()}
+    assert free == {h: not h.startswith("[1,6]") for h in heads}  # the needle host's head is not free
+    fresh = []
+    for line in lines:
+        analyze._HEADS.clear()
+        analyze._LAST[0] = None
+        fresh.append(prep_line(*line))
+    assert items == fresh
