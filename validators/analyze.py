@@ -178,6 +178,7 @@ _EOL = ("\r", "\n")  # strip_prefix drops these: such a line takes the general p
 # the last head _HEADED read: (the line's start, up to 'NCCL INFO ', source, where its host starts, head
 # fields), one tuple replaced whole (a thread that parses beside another reads a consistent one)
 _LAST = [None]  # type: list
+_HEADS = {}  # type: dict  # the heads read (the line's start, up to 'NCCL INFO ') -> their _LAST tuple, bounded
 
 
 def _headed(raw: str) -> Optional[tuple]:
@@ -185,7 +186,8 @@ def _headed(raw: str) -> Optional[tuple]:
     line with one INFO head, else None.
 
     A head is read so whatever follows it (each field ends at a character it cannot hold): a line that
-    starts with the last head read has that head (a thread prints its lines in a row) and shares its tuple."""
+    starts with the last head read has that head (a thread prints its lines in a row) and shares its tuple;
+    another head read before (threads and ranks interleave their lines) shares its kept tuple."""
     last = _LAST[0]
     if last is not None and raw.startswith(last[0]):
         head, source, at, fields, free = last
@@ -195,10 +197,23 @@ def _headed(raw: str) -> Optional[tuple]:
         if m is None:
             return None
         end = m.end()
-        tag, host, pid, tid, dev = m.groups()
-        source, at, fields = None if tag is None else "mpi:" + tag, m.start(2), (host, pid, tid, dev, "INFO")
-        free = not holds_line_needle(raw[at:end])
-        _LAST[0] = raw[:end], source, at, fields, free
+        head = raw[:end]
+        last = _HEADS.get(head)
+        if last is None:
+            tag, host, pid, tid, dev = m.groups()
+            fields = (host, pid, tid, dev, "INFO")
+            last = (
+                head,
+                None if tag is None else "mpi:" + tag,
+                m.start(2),
+                fields,
+                not holds_line_needle(raw[m.start(2) : end]),
+            )
+            if len(_HEADS) >= 8192:
+                _HEADS.clear()
+            _HEADS[head] = last
+        _LAST[0] = last
+        head, source, at, fields, free = last
     if raw.find(" NCCL ", end) >= 0:  # a second head: parse_text cuts the line there
         return None
     return source, raw[at:], fields, raw[end:], free
@@ -288,6 +303,13 @@ def _tail_key(groups: tuple):
     return key
 
 
+# `prepare` keeps the items of the last lines it read (_MEMO_LINES lines of at most _MEMO_LINE characters):
+# a line printed again (every communicator's init from one thread, a log concatenated or looping) is not read
+# again. An item depends on the line's text and flags only (prep_line is pure), and the fold only reads what
+# items hold (classify's cache already shares their data among lines).
+_MEMO_LINES, _MEMO_LINE = 4096, 512
+
+
 def prepare(lines: Iterable) -> Iterator[tuple]:
     """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
     whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
@@ -299,6 +321,7 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
     at = end = 0  # where its host starts, where it ends
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
     keep = EVIDENCE_PER_KIND
+    memo = {}  # type: dict  # a line read before -> (its flags, its item less the line number), bounded
     for lineno, raw, cut, flags in lines:
         if not cut and not flags & REPLAY and "via NET/" in raw:
             # a head is read so whatever follows it (each of its fields ends at a character it cannot hold):
@@ -352,7 +375,16 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
         if run:
             yield key, NetRun(run, peer=top)
             key, run, top = None, {}, None
+        seen = memo.get(raw)
+        if seen is not None and seen[0] == flags and not cut:  # the line as read before: its item, renumbered
+            if seen[1] is not None:
+                yield (lineno,) + seen[1]
+            continue
         item = prep_line(lineno, raw, cut, flags)
+        if not cut and len(raw) <= _MEMO_LINE:
+            if len(memo) >= _MEMO_LINES:
+                memo.clear()
+            memo[raw] = flags, None if item is None else item[1:]
         if item is not None:
             yield item
     if run:

@@ -108,8 +108,12 @@ def _number(tok: str) -> Tuple[bool, Optional[float]]:
         return False, None
 
 
+_INT_RE = re.compile(r"^-?\d+$")
+_STAMP_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+
+
 def _int(tok: str) -> Optional[int]:
-    if not re.match(r"^-?\d+$", tok):
+    if not _INT_RE.match(tok):
         return None
     return int(tok)
 
@@ -198,14 +202,20 @@ class _Table:
                     return None
                 row[name] = tok
         nonfinite = 0
+        isfinite = math.isfinite
         for placement, block in zip(_PLACEMENTS, lay.blocks):
             cell: Dict[str, Any] = {"time": None, "algbw": None, "busbw": None, "wrong": None}
             for name in block:
-                ok, val = _number(tokens[pos])
+                tok = tokens[pos]  # a number or N/A (`_number`, read inline: 8 cells a row)
                 pos += 1
-                if not ok:
-                    return None
-                if val is not None and not math.isfinite(val):
+                if tok == "N/A":
+                    val = None
+                else:
+                    try:
+                        val = float(tok)
+                    except ValueError:
+                        return None
+                if val is not None and not isfinite(val):
                     nonfinite += 1
                     val = None
                 if name == "error":
@@ -219,7 +229,7 @@ class _Table:
             row[placement] = cell
         if lay.timestamp:
             stamp = " ".join(tokens[pos : pos + 2])
-            if not re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", stamp):
+            if not _STAMP_RE.match(stamp):
                 return None
             row["timestamp"] = stamp
         row["nonfinite"] = nonfinite
