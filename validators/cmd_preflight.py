@@ -91,7 +91,10 @@ def register(sub: Any) -> None:
         type=int,
         choices=(0, 1, 2),
         default=None,
-        help="dcgmi diag run level (default: 1 where dcgmi is installed; 0: none; 2 runs for minutes)",
+        help=(
+            "dcgmi diag run level, with dcgmi health -c read beside it (default: 1 where dcgmi is installed;"
+            " 0: no DCGM; 2 runs for minutes)"
+        ),
     )
     nc.set_defaults(func=_node_check)
 

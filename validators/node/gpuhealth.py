@@ -13,6 +13,12 @@ Sources, by format (fixtures in tests/fixtures/gpuhealth/ are written by us from
   (docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html).
 - `dcgmi diag -r 1|2 -j`: `{"DCGM Diagnostic" (older: "DCGM GPU Diagnostic"): {"test_categories":
   [{"category", "tests": [{"name", "results": [{"status": "Pass|Fail|Warn|Skip"}]}]}]}}` (NVIDIA/DCGM).
+- `dcgmi health -c -j` (the watches a team's DCGM keeps on all GPUs, dcgmi's default group): `{"header":
+  ["Health Monitor Report"], "body": {"Overall Health": {"value": "Healthy|Warning|Failure"}, "GPU":
+  {"children": {"0": {"value": ..., "children": {"Errors": {"children": {"Memory system": {"value": ...,
+  "overflow": [the message, cut at about 54 characters]}}}}}}}}}`; without watches it prints "Error: Health
+  watches not enabled." and exits non-zero (NVIDIA/DCGM dcgmi/Health.cpp Health::CheckWatches and
+  GenerateOutputFromResponse, dcgmi/DcgmiOutput.{h,cpp} for the JSON boxes; read at 72fa3fe).
 
 Fail closed, as the rest of node-check: a tool that is missing, unreadable output, or an element a GPU does
 not report makes its check unknown, never pass. Everything here is pure but `gpu_health_checks`.
@@ -548,6 +554,96 @@ def dcgm_check(rc: Optional[int], out: str, level: int) -> Check:
     return check("gpu-dcgm-diag", "pass", "level %d: %d results pass" % (level, len(results)), evidence)
 
 
+DCGM_HEALTH = ("dcgmi", "health", "-c", "-j")
+_HEALTH_RANK = {"Healthy": 0, "Warning": 1, "Failure": 2}
+
+
+def parse_dcgm_health(text: str) -> Tuple[str, List[Tuple[str, str, str, str]]]:
+    """(overall health, [(entity, system, health, message)]) of `dcgmi health -c -j`. Raises ValueError when
+    it is not that output."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ValueError("dcgmi health output is not JSON") from None
+    body = doc.get("body") if isinstance(doc, dict) else None
+    overall = body.get("Overall Health") if isinstance(body, dict) else None
+    if not isinstance(overall, dict) or not isinstance(overall.get("value"), str):
+        raise ValueError("dcgmi health JSON without 'Overall Health'")
+    incidents = []
+    for group, boxes in body.items():
+        if group == "Overall Health":
+            continue
+        for entity, box in _children(boxes).items():
+            label = "%s %s" % (group, entity)
+            errors = _children(box).get("Errors", {})
+            for system, err in _children(errors).items():
+                value = err.get("value")
+                lines = err.get("overflow", [])
+                if not isinstance(value, str) or not (
+                    isinstance(lines, list) and all(isinstance(x, str) for x in lines)
+                ):
+                    raise ValueError(
+                        "dcgmi health JSON: %s %s is not a health and its messages" % (label, system)
+                    )
+                incidents.append((label, system, value, " ".join(x.strip() for x in lines)))
+            if not isinstance(box.get("value"), str):
+                raise ValueError("dcgmi health JSON: %s has no health" % label)
+            if not _children(errors):
+                incidents.append((label, "", box["value"], ""))
+    return overall["value"], incidents
+
+
+def _children(box: Any) -> Dict[str, Dict[str, Any]]:
+    """A dcgmi output box's named children (absent: none); another shape is not dcgmi's (ValueError)."""
+    kids = box.get("children", {}) if isinstance(box, dict) else None
+    if not isinstance(kids, dict) or not all(isinstance(v, dict) for v in kids.values()):
+        raise ValueError("dcgmi health JSON: 'children' is not an object of boxes")
+    return kids
+
+
+def dcgm_health_check(rc: Optional[int], out: str) -> Check:
+    """What DCGM's health watches saw since they were set (between jobs, where the team keeps them): a
+    Failure fails; a Warning (a rate or a count past DCGM's threshold, not a fault DCGM fails the GPU for) is
+    unknown, shown; Healthy everywhere passes. No watches set, no host engine, or output of another shape is
+    unknown: nothing watched is no evidence of health."""
+    source = " ".join(DCGM_HEALTH)
+    if rc is None:
+        return check("gpu-dcgm-health", "unknown", out, [ev(source, out[:200])])
+    if rc:
+        first = next((line.strip() for line in out.splitlines() if line.strip()), "no output")[:200]
+        if "watches not enabled" in out:
+            why = (
+                "no DCGM health watches are set on the GPUs, so DCGM watched nothing to report (a team keeps "
+                "them on the host engine: dcgmi health -s a)"
+            )
+        else:
+            why = "dcgmi health exited %d: %s" % (rc, first)
+        return check("gpu-dcgm-health", "unknown", why, [ev(source, "exit %d: %s" % (rc, first))])
+    try:
+        overall, incidents = parse_dcgm_health(out)
+    except ValueError as err:
+        return check("gpu-dcgm-health", "unknown", str(err), [ev(source, out[:200])])
+    said = [i for i in incidents if i[2] != "Healthy"]
+    evidence = [ev(source, "Overall Health: %s" % overall)]
+    evidence += [
+        ev(source, "%s%s: %s%s" % (e, " " + s if s else "", h, ": " + m if m else "")) for e, s, h, m in said
+    ][:16]
+    words = {overall} | {h for _, _, h, _ in incidents}
+    if any(w not in _HEALTH_RANK for w in words):
+        odd = sorted(w for w in words if w not in _HEALTH_RANK)
+        return check(
+            "gpu-dcgm-health", "unknown", "DCGM reports a health of %s" % ", ".join(map(repr, odd)), evidence
+        )
+    worst = max(words, key=_HEALTH_RANK.__getitem__)
+    named = ", ".join(("%s %s" % (e, s)).strip() for e, s, h, _ in said if h == worst)
+    if worst == "Failure":
+        return check("gpu-dcgm-health", "fail", "DCGM health watches report a failure: %s" % named, evidence)
+    if worst == "Warning":
+        why = "DCGM health watches warn (not a failure, not health): %s" % named
+        return check("gpu-dcgm-health", "unknown", why, evidence)
+    return check("gpu-dcgm-health", "pass", "DCGM health watches: Healthy", evidence)
+
+
 def gpu_health_checks(
     run: Tool, dcgm_level: Optional[int] = None, nvlink: Optional[bool] = None, profile: str = ""
 ) -> List[Check]:
@@ -573,6 +669,7 @@ def gpu_health_checks(
         checks.append(xid_check(rc, log, source))
     if dcgm_level:
         checks.append(dcgm_check(*run(["dcgmi", "diag", "-r", str(dcgm_level), "-j"]), dcgm_level))
+        checks.append(dcgm_health_check(*run(list(DCGM_HEALTH))))
     return checks
 
 

@@ -653,7 +653,8 @@ def run_checks(
     level = gpuhealth.dcgm_level_for(dcgm_level, shutil.which("dcgmi") is not None)
 
     def tool(argv: Sequence[str]) -> Tuple[Optional[int], str]:
-        timeout = DCGM_TIMEOUT.get(level or 1, TOOL_TIMEOUT) if argv[0] == "dcgmi" else TOOL_TIMEOUT
+        diag = list(argv[:2]) == ["dcgmi", "diag"]
+        timeout = DCGM_TIMEOUT.get(level or 1, TOOL_TIMEOUT) if diag else TOOL_TIMEOUT
         limit = gpuhealth.KERNEL_LOG_MAX if argv[0] in gpuhealth.KERNEL_LOG_TOOLS else TOOL_OUTPUT_MAX
         return run_tool(argv, timeout, limit)
 

@@ -166,6 +166,7 @@ def test_the_whole_gpu_health_from_recorded_outputs_names_each_fault():
         ("nvidia-smi", "nvlink", "-e"): (0, _read("nvlink-e-recovery.txt")),
         ("dmesg",): (0, _read("dmesg-xid-79.txt")),
         ("dcgmi", "diag", "-r", "2", "-j"): (226, _read("dcgm-diag-r2-fail.json")),
+        gpuhealth.DCGM_HEALTH: (0, _read("dcgm-health-failure.json")),
     }
     ran = []
 
@@ -179,6 +180,7 @@ def test_the_whole_gpu_health_from_recorded_outputs_names_each_fault():
         "gpu-nvlink": "fail",
         "gpu-xid": "fail",
         "gpu-dcgm-diag": "fail",
+        "gpu-dcgm-health": "fail",
     }
     assert set(ran) == set(outputs)
 
@@ -381,3 +383,128 @@ def test_nvlink_on_a_profile_with_nvlink_no_link_fails_links_expected():
         gpuhealth.nvlink_check(None, "nvidia-smi not found on PATH", None, "", expected=True)["status"]
         == "unknown"
     )
+
+
+# ------------------------------------------------------------------ DCGM health watches (dcgmi health -c -j)
+def test_dcgm_health_failure_fails_naming_gpu_system_and_dcgm_message():
+    checked = gpuhealth.dcgm_health_check(0, _read("dcgm-health-failure.json"))
+    assert checked["status"] == "fail" and "GPU 3 Memory system" in checked["detail"], checked
+    assert "GPU 5" not in checked["detail"]  # the warning is shown in the evidence, the failure named
+    texts = [e["text"] for e in checked["evidence"]]
+    assert texts[0] == "Overall Health: Failure", texts
+    # the message dcgmi cut into pieces of about 54 characters reads whole again
+    assert (
+        "GPU 3 Memory system: Failure: Detected 2 volatile double-bit ECC error(s) in GPU 3., "
+        "GPU 3 had memory errors and row remappings are pending" in texts
+    ), texts
+    assert "GPU 5 PCIe system: Warning: Detected more than 8 PCIe replays per minute for GPU 5 : 14" in texts
+
+
+def test_dcgm_health_warning_is_unknown_and_healthy_passes():
+    warned = gpuhealth.dcgm_health_check(0, _read("dcgm-health-warning.json"))
+    assert warned["status"] == "unknown" and "GPU 1 NVLINK system" in warned["detail"], warned
+    assert any(
+        "CRC Flit NvLink errors on GPU 1's NVLink which exceeds" in e["text"] for e in warned["evidence"]
+    )
+    healthy = gpuhealth.dcgm_health_check(0, _read("dcgm-health-healthy.json"))
+    assert healthy["status"] == "pass" and healthy["evidence"][0]["text"] == "Overall Health: Healthy", (
+        healthy
+    )
+
+
+@pytest.mark.parametrize(
+    "rc, out, said",
+    [
+        (253, "dcgm-health-not-enabled.txt", "no DCGM health watches are set"),  # DCGM_ST_GENERIC_ERROR, -3
+        (253, "Error: unable to establish a connection to the specified host: localhost\n", "exited 253"),
+        (None, "dcgmi not found on PATH", "dcgmi not found on PATH"),
+        (None, "dcgmi timed out after 30 s", "timed out"),
+        (0, "", "not JSON"),
+        (0, "[1, 2]", "without 'Overall Health'"),
+        (0, json.dumps({"body": {"Overall Health": {"value": 3}}}), "without 'Overall Health'"),
+        (0, json.dumps({"body": {"Overall Health": {"value": "Internal error"}}}), "'Internal error'"),
+        (
+            0,
+            json.dumps({"body": {"Overall Health": {"value": "Healthy"}, "GPU": {"children": []}}}),
+            "children",
+        ),
+        (
+            0,
+            json.dumps(
+                {
+                    "body": {
+                        "Overall Health": {"value": "Healthy"},
+                        "GPU": {
+                            "children": {
+                                "0": {
+                                    "value": "Failure",
+                                    "children": {
+                                        "Errors": {
+                                            "children": {
+                                                "Memory system": {
+                                                    "value": "Failure",
+                                                    "overflow": "not a list",
+                                                }
+                                            }
+                                        }
+                                    },
+                                }
+                            }
+                        },
+                    }
+                }
+            ),
+            "is not a health and its messages",
+        ),
+        ("[" * 100000 + "]" * 100000, None, "not JSON"),
+    ],
+)
+def test_dcgm_health_without_watches_or_of_another_shape_is_unknown(rc, out, said):
+    """Nothing watched, no host engine, no dcgmi, or output not dcgmi's: no evidence of health, never a pass
+    and never a traceback."""
+    if out is None:  # the deep-nesting case: the text is in rc's place
+        rc, out = 0, rc
+    elif out.endswith(".txt"):
+        out = _read(out)
+    checked = gpuhealth.dcgm_health_check(rc, out)
+    assert checked["status"] == "unknown" and said in checked["detail"], checked
+
+
+def test_an_entity_worse_than_the_overall_word_is_not_hidden_by_it():
+    """The overall word and each GPU's are read alike: the worst one judges (a Healthy overall beside a GPU
+    that reports Failure fails)."""
+    doc = json.loads(_read("dcgm-health-failure.json"))
+    doc["body"]["Overall Health"]["value"] = "Healthy"
+    checked = gpuhealth.dcgm_health_check(0, json.dumps(doc))
+    assert checked["status"] == "fail" and "GPU 3 Memory system" in checked["detail"], checked
+
+
+@pytest.mark.parametrize(
+    "fixture, code, status",
+    [
+        ("dcgm-health-failure.json", 0, "fail"),
+        ("dcgm-health-healthy.json", 0, "pass"),
+        ("dcgm-health-not-enabled.txt", 253, "unknown"),
+    ],
+)
+def test_node_check_reads_dcgm_health_beside_the_diagnostic(tmp_path, fixture, code, status):
+    """A recorded dcgmi on PATH, node-check as it runs: `dcgmi health -c -j` is asked beside the diagnostic
+    (its argv recorded), and its verdict is the report's gpu-dcgm-health check."""
+    calls = tmp_path / "calls"
+    script = (
+        "echo \"$*\" >> '%s'\ncase \"$1\" in\n  diag) cat '%s' ;;\n  health) cat '%s'; exit %d ;;\n"
+        "  *) exit 64 ;;\nesac"
+    ) % (calls, FIX / "dcgm-diag-r1-pass.json", FIX / fixture, code)
+    env = fake_tools(tmp_path / "bin", {"dcgmi": script})
+    env["EFA_IMAGE_LOCK"] = str(tmp_path / "none.json")
+    out = tmp_path / "node.json"
+    validators_process("node-check", "--json", out, env=env, timeout=60)
+    checks = _by_name(json.loads(out.read_text())["checks"])
+    assert checks["gpu-dcgm-health"]["status"] == status, checks["gpu-dcgm-health"]
+    assert checks["gpu-dcgm-diag"]["status"] == "pass", checks["gpu-dcgm-diag"]
+    assert calls.read_text().splitlines() == ["diag -r 1 -j", "health -c -j"]
+    skipped = tmp_path / "skipped.json"
+    calls.unlink()
+    validators_process("node-check", "--dcgm-level", "0", "--json", skipped, env=env, timeout=60)
+    assert "gpu-dcgm-health" not in _by_name(json.loads(skipped.read_text())["checks"])
+    assert not calls.exists()  # --dcgm-level 0: DCGM is not asked at all
