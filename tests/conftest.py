@@ -5,6 +5,7 @@ failure."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import uuid
 from pathlib import Path
@@ -16,6 +17,16 @@ from paths import ROOT
 # This session's mark, inherited by every process a test starts: tests that look for processes left behind
 # (preflight_util.pids_with) then ignore those of another pytest running on the same machine.
 os.environ["EFA_TEST_SESSION"] = uuid.uuid4().hex
+
+# The Ctrl-C, SIGTERM and parent-death tests need the signals a terminal gives. A suite started in the
+# background of a non-interactive shell (`cmd &`: POSIX ignores SIGINT there) or under nohup (SIGHUP ignored)
+# inherits them ignored, and an ignored signal stays ignored across exec in every process a test starts:
+# Python then never raises KeyboardInterrupt, and build.py's lifeline takes SIGHUP ignored as "outlive the
+# parent" (as designed, see imagebuild/build/lifeline.py). So the session restores the defaults first.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _nccl_logs_dir() -> Path:
