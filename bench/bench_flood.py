@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from bench_parse_real import best  # noqa: E402
+from bench_parse_real import best, parse_argv  # noqa: E402
 
 from efa_validators.scan.parscan import default_workers  # noqa: E402
 
@@ -75,17 +75,7 @@ def flood(path: str, ranks: int, logs: list) -> dict:
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
     """`python -m efa_validators parse` of `path` by the checkout at `root`: time, CPU, RSS, what it said."""
     env = dict(os.environ, PYTHONPATH=root)
-    argv = [
-        sys.executable,
-        "-m",
-        "efa_validators",
-        "parse",
-        path,
-        "--json",
-        report,
-        "--workers",
-        str(workers),
-    ]
+    argv = parse_argv(path, report, workers)
     res = best(repeat, argv, env, root)
     res["report_mb"] = os.path.getsize(report) / 1e6
     with open(report, encoding="utf-8") as fh:

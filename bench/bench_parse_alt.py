@@ -28,6 +28,7 @@ from bench_parse_real import (  # noqa: E402
     default_workers,
     generate_ranks,
     grep_pattern,
+    parse_argv,
     timed,
 )
 
@@ -48,17 +49,7 @@ def contenders(path: str, tmp: str, workers: int, baseline: str) -> dict:
     for tag, root in roots:
         for w in (1, workers):
             report = os.path.join(tmp, "%sw%d.json" % (tag.strip() or "this", w))
-            argv = [
-                sys.executable,
-                "-m",
-                "efa_validators",
-                "parse",
-                path,
-                "--json",
-                report,
-                "--workers",
-                str(w),
-            ]
+            argv = parse_argv(path, report, w)
             out["%sparse w%d" % (tag, w)] = (argv, dict(os.environ, PYTHONPATH=root), root, report)
     return out
 

@@ -114,19 +114,15 @@ def line_filter(path: str, repeat: int) -> dict:
     return res
 
 
+def parse_argv(path: str, report: str, workers: int) -> list:
+    """`python -m efa_validators parse PATH --json REPORT --workers N`, as every parse bench runs it."""
+    cli = [sys.executable, "-m", "efa_validators", "parse"]
+    return cli + [path, "--json", report, "--workers", str(workers)]
+
+
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
     env = dict(os.environ, PYTHONPATH=root)
-    argv = [
-        sys.executable,
-        "-m",
-        "efa_validators",
-        "parse",
-        path,
-        "--json",
-        report,
-        "--workers",
-        str(workers),
-    ]
+    argv = parse_argv(path, report, workers)
     res = best(repeat, argv, env, root)  # run there: `python -m` imports from its working folder first
     with open(report, encoding="utf-8") as fh:
         res["report"] = fh.read()

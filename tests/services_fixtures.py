@@ -11,7 +11,7 @@ from typing import List, NamedTuple
 
 import pytest
 from conftest import needed
-from services import REGISTRY_BIN, MotoServer, Registry, build_small_image, small_lock
+from services import REGISTRY_BIN, MotoServer, RawServer, Registry, build_small_image, small_lock
 
 from imagebuild.adapters.registry import Credentials, RegistryAPI
 
@@ -129,3 +129,19 @@ def ecr_stand_in(aws, ecr_token_registry, monkeypatch) -> EcrStandIn:
         to_ecr=["--ecr", "--region", "us-east-1", "--endpoint-url", aws.endpoint_url],
         api=RegistryAPI(reg.host, Credentials(reg.user, reg.password)),
     )
+
+
+@pytest.fixture
+def raw_server():
+    """Start a RawServer with the given answer (a hostile or odd registry); every one started is stopped at
+    the end."""
+    started = []
+
+    def start(answer) -> RawServer:
+        server = RawServer(answer).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -17,10 +17,12 @@ from types import SimpleNamespace
 
 import pytest
 from cli import build_py, build_py_process
-from services import RawServer, http_answer, small_lock, summary_entry, write_check_report, write_summary
+from services import http_answer, small_lock, summary_entry, write_check_report, write_summary
 
 from imagebuild.adapters.registry import MANIFEST_TYPES, Bounds, RegistryAPI
 from imagebuild.errors import UserError
+
+pytest_plugins = ["services_fixtures"]  # fixtures: raw_server
 
 DEADLINES = {"REGISTRY_REQUEST_TIMEOUT": "0.5", "REGISTRY_OPERATION_TIMEOUT": "2"}
 
@@ -79,21 +81,6 @@ def _honest(image: SimpleNamespace, puts: list):
             sock.sendall(http_answer(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}'))
 
     return answer
-
-
-@pytest.fixture
-def raw_server():
-    """Start a RawServer with the given answer; every one started is stopped at the end."""
-    started = []
-
-    def start(answer) -> RawServer:
-        server = RawServer(answer).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 @pytest.fixture

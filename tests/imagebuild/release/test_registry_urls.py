@@ -21,24 +21,12 @@ from imagebuild.adapters.registry import Bounds, Credentials, RegistryAPI
 from imagebuild.errors import UserError
 from imagebuild.retry import RetryPolicy
 
+pytest_plugins = ["services_fixtures"]  # fixtures: raw_server
+
 FAST = RetryPolicy(attempts=2, base=0.01, cap=0.02)
 BOUNDS = Bounds(request_s=2, operation_s=5)
 BLOB = b'{"config": {}}'
 DIGEST = "sha256:" + hashlib.sha256(BLOB).hexdigest()
-
-
-@pytest.fixture
-def raw_server():
-    started = []
-
-    def start(answer) -> RawServer:
-        server = RawServer(answer).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def _api(server: RawServer) -> RegistryAPI:
