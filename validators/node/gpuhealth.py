@@ -635,7 +635,8 @@ def dcgm_health_check(rc: Optional[int], out: str) -> Check:
             "gpu-dcgm-health", "unknown", "DCGM reports a health of %s" % ", ".join(map(repr, odd)), evidence
         )
     worst = max(words, key=_HEALTH_RANK.__getitem__)
-    named = ", ".join(("%s %s" % (e, s)).strip() for e, s, h, _ in said if h == worst)
+    worst_of = [("%s %s" % (e, s)).strip() for e, s, h, _ in said if h == worst]
+    named = ", ".join(worst_of[:6]) + (" and %d more" % (len(worst_of) - 6) if len(worst_of) > 6 else "")
     if worst == "Failure":
         return check("gpu-dcgm-health", "fail", "DCGM health watches report a failure: %s" % named, evidence)
     if worst == "Warning":

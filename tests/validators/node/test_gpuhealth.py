@@ -508,3 +508,14 @@ def test_node_check_reads_dcgm_health_beside_the_diagnostic(tmp_path, fixture, c
     validators_process("node-check", "--dcgm-level", "0", "--json", skipped, env=env, timeout=60)
     assert "gpu-dcgm-health" not in _by_name(json.loads(skipped.read_text())["checks"])
     assert not calls.exists()  # --dcgm-level 0: DCGM is not asked at all
+
+
+def test_dcgm_health_names_six_failures_and_counts_the_rest():
+    """A report with a failure on every GPU of a large node keeps its detail one line long; the evidence keeps
+    its own cap (16)."""
+    memory = {"Memory system": {"value": "Failure", "overflow": ["DBE"]}}
+    gpus = {str(i): {"value": "Failure", "children": {"Errors": {"children": memory}}} for i in range(40)}
+    doc = {"body": {"Overall Health": {"value": "Failure"}, "GPU": {"children": gpus}}}
+    checked = gpuhealth.dcgm_health_check(0, json.dumps(doc))
+    assert checked["status"] == "fail" and checked["detail"].endswith("and 34 more"), checked["detail"]
+    assert len(checked["evidence"]) == 1 + 16  # the overall word, then 16 incidents
