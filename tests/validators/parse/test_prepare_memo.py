@@ -9,6 +9,7 @@ import io
 import os
 
 import pytest
+from conftest import corpus_missing
 from paths import ROOT, TESTS
 
 from efa_validators import analyze
@@ -19,7 +20,8 @@ from efa_validators.parse.facts import NetRun
 from efa_validators.scan.linescan import scan
 
 LOGS = sorted(glob.glob(os.path.join(TESTS, "fixtures", "logs", "*.log")))
-CORPUS = sorted(glob.glob(os.path.join(ROOT, "..", "shared", "nccl-logs", "*.log")))
+CORPUS_DIR = os.environ.get("NCCL_LOGS_DIR", os.path.join(ROOT, "..", "shared", "nccl-logs"))
+CORPUS = sorted(glob.glob(os.path.join(CORPUS_DIR, "*.log")))
 
 
 def _lines(paths: list) -> list:
@@ -61,7 +63,9 @@ def _fresh(monkeypatch: pytest.MonkeyPatch, lines: list) -> list:
 
 @pytest.mark.parametrize("paths", [LOGS, CORPUS], ids=["fixtures", "corpus"])
 def test_memo_items_and_report_equal_a_fresh_reading(monkeypatch: pytest.MonkeyPatch, paths: list) -> None:
-    assert paths, "no logs: the corpus is ../shared/nccl-logs"
+    if paths is CORPUS and not paths:
+        corpus_missing(f"real NCCL log corpus not found at {CORPUS_DIR}")
+    assert paths, "no fixture logs in tests/fixtures/logs"
     lines = _lines(paths)
     fresh = _fresh(monkeypatch, lines)
     kept = list(prepare(iter(lines)))
