@@ -76,11 +76,27 @@ _FAULT_CLOCK_REASONS = (
 )
 
 
-def check(name: str, status: str, detail: str, evidence: Optional[List[Dict[str, Any]]] = None) -> Check:
+REMEDIES = ("configure", "reset-gpu", "reboot-node", "replace-hardware")  # nodecheck.REMEDIES, mildest first
+
+
+def check(
+    name: str,
+    status: str,
+    detail: str,
+    evidence: Optional[List[Dict[str, Any]]] = None,
+    remedy: Optional[str] = None,
+) -> Check:
     """nodecheck.check's shape. Not imported from there: nodecheck imports this module, and is itself copied
     alone into images under check, so it cannot lean on a shared one."""
     assert status in ("pass", "fail", "unknown")
-    return {"name": name, "status": status, "detail": detail, "evidence": evidence or []}
+    assert remedy is None or remedy in REMEDIES, remedy
+    return {
+        "name": name,
+        "status": status,
+        "detail": detail,
+        "evidence": evidence or [],
+        "remedy": remedy if status == "fail" else None,
+    }
 
 
 def ev(source: str, text: str) -> Dict[str, Any]:

@@ -37,9 +37,29 @@ READ_CHUNK = 1 << 16
 Check = Dict[str, Any]
 
 
-def check(name: str, status: str, detail: str, evidence: Optional[List[Dict[str, Any]]] = None) -> Check:
+# What a failing check asks of whoever runs the node, mildest first (issue 39): a setting to fix and rerun, a
+# GPU reset, a node reboot, a hardware replacement. A scheduler acts in proportion to it (run/drain.py): only
+# "replace-hardware" asks for a new node. Sources per check: its reader's docstring.
+REMEDIES = ("configure", "reset-gpu", "reboot-node", "replace-hardware")
+
+
+def check(
+    name: str,
+    status: str,
+    detail: str,
+    evidence: Optional[List[Dict[str, Any]]] = None,
+    remedy: Optional[str] = None,
+) -> Check:
+    """One check of the report; `remedy` (one of REMEDIES) is what a fail asks for, None otherwise."""
     assert status in ("pass", "fail", "unknown")
-    return {"name": name, "status": status, "detail": detail, "evidence": evidence or []}
+    assert remedy is None or remedy in REMEDIES, remedy
+    return {
+        "name": name,
+        "status": status,
+        "detail": detail,
+        "evidence": evidence or [],
+        "remedy": remedy if status == "fail" else None,
+    }
 
 
 def ev(source: str, text: str, line: Optional[int] = None) -> Dict[str, Any]:
