@@ -66,6 +66,26 @@ def corpus_missing(message: str) -> None:
     pytest.skip(message)
 
 
+def gpu_capture(name: str) -> Path:
+    """A real GPU health capture of ../shared/gpu-captures (GPU_CAPTURES_DIR overrides), by file name: skips
+    with the reason on a developer clone without it, fails in CI (which has it)."""
+    folder = Path(os.environ.get("GPU_CAPTURES_DIR", ROOT.parent / "shared" / "gpu-captures"))
+    path = folder / name
+    if not path.is_file():
+        message = f"real GPU capture {path} not here (../shared/gpu-captures)"
+        if in_ci():
+            pytest.fail(f"{message}: required in CI (set GPU_CAPTURES_DIR)")
+        pytest.skip(message)
+    return path
+
+
+def gpu_captures_index() -> list:
+    """The rows of ../shared/gpu-captures/index.jsonl (file, kind, gpu, driver_version, healthy, reason)."""
+    import json
+
+    return [json.loads(line) for line in gpu_capture("index.jsonl").read_text().splitlines() if line.strip()]
+
+
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     return ROOT
