@@ -1,13 +1,15 @@
 """`build.py demo` end to end on the real engine: every output of the replayed pre-flight says REPLAY, the
 evidence it points at exists afterwards; with the source mirror (CI) the real stack (GDRCopy, aws-ofi-nccl,
 nccl-tests from source) is built and its checks pass, and where its sources cannot be had the summary names
-the variant not built, why, and how to build it."""
+the variant not built, why, and how to build it. Every image it builds passes the image scans teams already
+run (AWS's DLC sanity scripts, tests/peerchecks.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import peerchecks
 import pytest
 from cli import build_py, build_py_process
 from conftest import in_ci, mirror_dir
@@ -54,6 +56,12 @@ def test_demo_outputs_all_say_replay_and_their_evidence_exists(
     assert (demo / "run.log").is_file() and str(demo / "run.log") in files
     checks = json.loads((out / "test-report.json").read_text())
     by_variant = {i["variant"]: i for i in checks["images"]}
+    ok, why = peerchecks.available()
+    for entry in checks["images"] if ok else []:  # AWS's own image scans, as a team already runs them
+        for script, (code, said) in peerchecks.run_peer_checks(entry["image"]).items():
+            assert code == 0, f"{entry['variant']}: {script} exit {code}: {said[-2000:]}"
+    if not ok:
+        print(f"peer checks not run: {why}")
     cached = not ArtifactCache(ROOT / ".cache" / "artifacts").missing(_git_sources(out / SOURCE_VARIANT))
     if mirror or cached:  # the real stack: built, and every plugin, nccl-tests and GDRCopy check passes
         assert f"demo: {SOURCE_VARIANT}: sources of aws_ofi_nccl, gdrcopy, nccl_tests from " in text

