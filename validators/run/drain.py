@@ -326,7 +326,7 @@ _ACTION_WORDS = {
         "state=fail reason=%s (HyperPod %ss it)"
         % (SLURM_ACTION[hyperpod_verb(r) or "reboot"], hyperpod_verb(r) or "reboot")
     ),
-    "kubernetes": lambda r: "cordon and mark (reversible: kubectl uncordon)",
+    "kubernetes": lambda r: "cordon, marked with the class (reversible: kubectl uncordon)",
     "hyperpod-eks": lambda r: (
         "label %s=%s (HyperPod %ss it where automatic node recovery is on)"
         % (HEALTH_LABEL, HEALTH_VALUE[hyperpod_verb(r) or "reboot"], hyperpod_verb(r) or "reboot")

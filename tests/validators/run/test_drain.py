@@ -169,6 +169,8 @@ def test_bad_input_is_exit_2_naming_it_never_a_traceback_or_a_hang(tmp_path):
         ([sweep, "--for", "hyperpod", "--cluster", "c;x"], "--cluster"),
         ([sweep, "--for", "hyperpod", "--cluster", "c",
           "--instance-id", "h3=i-zz"], "--instance-id"),
+        ([sweep, "--for", "slurm", "--mark", "condition"], "--mark condition is for --for kubernetes"),
+        ([sweep, "--for", "kubernetes", "--mark", "label"], "invalid choice"),
     ]  # fmt: skip
     for args, word in cases:
         proc = validators_process("drain", *args, timeout=20)
