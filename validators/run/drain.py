@@ -40,12 +40,14 @@ Each scheduler gets the command its documentation gives:
   (status "True", reason the class in CamelCase, message the reason) set by a strategic merge patch of the
   node's status subresource: NodeStatus.conditions merges by `type` (kubernetes/api@3fed8b5a
   core/v1/types.go NodeStatus.Conditions, patchMergeKey type), and the shape is node-problem-detector's
-  (a problem condition is "True": kubernetes/node-problem-detector@3c6bb436
-  config/custom-plugin-monitor.json).
+  (a condition type named for the problem, a CamelCase reason, a message: kubernetes/node-problem-detector
+  @3c6bb436 config/custom-plugin-monitor.json; its permanent rules hold such a condition "True" while the
+  problem lasts).
   EKS's AcceleratedHardwareReady is deliberately not written: it is the EKS node monitoring agent's own
-  condition, and node auto repair acts on it after 10 minutes, with Replace for every reason on EKS Auto
-  Mode and Karpenter (https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html): a reset or
-  reboot class would replace the node.
+  condition, and node auto repair acts on it after 10 minutes with Replace or Reboot by the condition's
+  reason, Reboot only on managed node groups (or Karpenter 1.15+ behind a feature gate): on EKS Auto Mode
+  and Karpenter it replaces (https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html), so a
+  reset or reboot class would replace the node.
 - anything else: a JSON list of {host, action, why, reasons} to feed the scheduler's own health hook.
 
 Kubernetes targets the node, never the pod: in a pod the host name is the pod's, so a node-check report is
