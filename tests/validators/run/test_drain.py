@@ -383,7 +383,7 @@ def test_the_plan_is_printed_first_and_configure_applies_nothing(tmp_path):
     for scheduler in ("slurm", "hyperpod-slurm"):
         proc = validators_process("drain", setting, "--for", scheduler, "--apply", env=env, timeout=30)
         assert proc.returncode == 1 and "configure: gpu-persistence" in proc.stdout, proc.stderr
-        assert not calls.exists() and "scontrol" not in proc.stdout  # not even sinfo: nothing to act on
+        assert not calls.exists() and "scontrol" not in proc.stdout  # a setting: no scontrol ran
 
 
 def _recorded_kubectl(tmp_path, nodes):
