@@ -100,14 +100,24 @@ def register(sub: Any) -> None:
 
     dr = sub.add_parser(
         "drain",
-        help="the scheduler's drain for the nodes node-check or a sweep named: printed, or run with --apply",
-        description="Reads node-check reports (verdict fail) and sweep reports (run --pairwise/--bisect: the "
-        "implicated hosts) and prints the commands that take those nodes out of service; --apply runs them. "
-        "Exit 0: nothing to drain; 1: nodes to drain (printed or drained); 2: bad input.",
+        help="the scheduler's action, in proportion to each node's remedy class, for the nodes node-check "
+        "or a sweep named: the plan printed, run with --apply",
+        description="Reads node-check reports (verdict fail: each failing check's remedy class) and sweep "
+        "reports (run --pairwise/--bisect: the implicated hosts, reboot at most) and prints the plan, then "
+        "the commands that act on those nodes: configure is a setting to fix (never drained), reset-gpu and "
+        "reboot-node take the node out of service or reboot it, only replace-hardware replaces; --apply "
+        "runs them. Exit 0: nothing to do; 1: nodes named (printed or acted on); 2: bad input.",
     )
     dr.add_argument("reports", nargs="+", metavar="REPORT", help="node-check or run --json reports")
     dr.add_argument("--for", dest="scheduler", required=True, choices=drain.SCHEDULERS)
     dr.add_argument("--apply", action="store_true", help="run the commands (default: print them)")
+    dr.add_argument(
+        "--mark",
+        choices=drain.MARKS,
+        default="taint",
+        help="--for kubernetes: beside the cordon, a taint and an annotation (default) or a NodeCondition "
+        "(%s, node-problem-detector's shape) on the node's status" % drain.CONDITION_TYPE,
+    )
     dr.add_argument("--cluster", metavar="NAME", help="the HyperPod cluster's name or ARN (--for hyperpod)")
     dr.add_argument(
         "--instance-id",
@@ -278,16 +288,21 @@ def _drain(args: argparse.Namespace) -> int:
     try:
         if args.cluster is not None and not _CLUSTER.fullmatch(args.cluster):
             raise drain.DrainError("--cluster %r is not a HyperPod cluster name or ARN" % args.cluster)
-        found = drain.bad_nodes([(path, _read_report(path)) for path in args.reports])
-        argvs = drain.commands(
-            found, args.scheduler, args.cluster, drain.parse_instance_ids(args.instance_id)
+        found = drain.bad_nodes(
+            [(path, _read_report(path)) for path in args.reports], by_node=args.scheduler in drain.KUBERNETES
         )
-        if args.apply and found["replay"] and not args.replay_ok and found["nodes"]:
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        argvs = drain.commands(
+            found, args.scheduler, args.cluster, drain.parse_instance_ids(args.instance_id), args.mark, now
+        )
+        if args.apply and found["replay"] and not args.replay_ok and argvs:
             raise drain.DrainError(
                 "REPLAY: a report made from a replayed log drains nothing (--replay-ok in tests)"
             )
-        if args.apply and args.scheduler == "slurm" and found["nodes"]:
+        if args.apply and argvs and args.scheduler in ("slurm", "hyperpod-slurm"):
             drain.confirm_slurm_nodes(found)  # a NodeSet's name would drain the whole set
+        if args.apply and argvs and args.scheduler in drain.KUBERNETES:
+            drain.confirm_kube_nodes(found)  # a pod's name is no node
     except drain.DrainError as err:
         print("error: %s" % err, file=sys.stderr)
         return EXIT_USAGE
@@ -303,6 +318,7 @@ def _drain(args: argparse.Namespace) -> int:
         return 0
     if found["replay"]:
         print("# REPLAY: these nodes were named from a replayed log, not from a cluster")
+    print("\n".join(drain.plan_lines(found, args.scheduler)))  # the plan first, with or without --apply
     if not args.apply:
         sys.stdout.write(drain.shell_lines(argvs))
         return bad

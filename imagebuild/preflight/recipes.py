@@ -720,6 +720,15 @@ CLIQUE_KEY = "nvidia.com/gpu.clique"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
+def node_name_env() -> Dict[str, Any]:
+    """The env entry every container of a printed pod gets: its node's name. In a pod the host name is the
+    pod's; `efa_validators node-check` reports NODE_NAME as the report's `node`, the name `drain --for
+    kubernetes` acts on (a report without it is refused). The downward API's spec.nodeName (Kubernetes
+    "Expose Pod Information to Containers Through Environment Variables": fieldRef supports spec.nodeName).
+    A fresh dict each call: yaml.safe_dump writes a dict met twice as an anchor and an alias."""
+    return {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+
+
 def _worker_sshd(lock: Dict[str, Any]) -> List[str]:
     """What a worker runs: the image's sshd start script (this container's host keys, port 2222), or a
     base's own sshd as mpi-operator runs it by default (a DLC's, keys made at its build)."""
@@ -850,6 +859,7 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                                     "image": image,
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": command,
+                                    "env": [node_name_env()],
                                     "volumeMounts": [{"name": "report", "mountPath": REPORT_MOUNT}],
                                 }
                             ],
@@ -869,6 +879,7 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                                     "image": image,
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": _worker_sshd(lock),
+                                    "env": [node_name_env()],
                                     **_worker_ready(lock),
                                     "resources": resources,
                                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],

@@ -712,6 +712,7 @@ def run_checks(
         "schema": SCHEMA,
         "verdict": verdict_of(checks),
         "host": socket.gethostname(),
+        "node": env.get("NODE_NAME") or None,  # the Kubernetes node (spec.nodeName): drain acts on it
         "instance_type": instance_type,
         "checks": checks,
     }

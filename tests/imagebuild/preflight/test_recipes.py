@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import yaml
 from cli import build_py_process
+from paths import ROOT
 
 from imagebuild.errors import UserError
 from imagebuild.preflight import recipes
@@ -304,6 +305,7 @@ CONTAINER = {
     "resources": {"limits": {"*": QUANTITY}, "requests": {"*": QUANTITY}, "claims": [{"name": str}]},
     "volumeMounts": [{"name": str, "mountPath": str}],
     "readinessProbe": {"tcpSocket": {"port": int}, "periodSeconds": int},
+    "env": [{"name": str, "valueFrom": {"fieldRef": {"fieldPath": str}}}],
 }  # fmt: skip
 MATCH = {"key": str, "operator": str, "values": [str]}
 TOLERATION = {"key": str, "operator": str, "value": str, "effect": str, "tolerationSeconds": int}
@@ -612,3 +614,53 @@ def test_print_mpirun_gives_each_hosts_docker_run(tmp_path):
     text = recipes.render("mpirun", LOCK, c)
     assert shlex.join(recipes.worker_docker_run(LOCK, c)) in text
     assert text.splitlines()[-1] == recipes.mpirun_line(LOCK, c)
+
+
+NODE_NAME = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+
+
+def _containers(doc) -> list:
+    """Every container of every pod spec anywhere in a manifest (a Pod's, a template's)."""
+    if isinstance(doc, list):
+        return [c for item in doc for c in _containers(item)]
+    if not isinstance(doc, dict):
+        return []
+    found = [c for c in doc.get("containers") or [] if isinstance(c, dict)]
+    return found + [c for k, v in doc.items() if k != "containers" for c in _containers(v)]
+
+
+@pytest.mark.parametrize("itype", ["p5en.48xlarge", "p6e-gb200.36xlarge"])
+def test_every_printed_pod_gets_its_node_name_from_the_downward_api(tmp_path, itype):
+    """In a pod the host name is the pod's: node-check reports NODE_NAME as the node `drain --for kubernetes`
+    acts on, so every container of every printed manifest gets it from spec.nodeName (issue 39 item 3)."""
+    c = recipes.bind_image(
+        _cluster(
+            tmp_path, f"nodes: 2\ninstance_type: {itype}\ncontainer_image: r/i:1\nefa_devices: 4\n" + REPORT
+        ),
+        "r/i@sha256:" + "e" * 64,
+    )
+    for lock in (LOCK, TORCH_LOCK):
+        text = recipes.mpijob_manifest(lock, c)
+        containers = _containers(list(yaml.safe_load_all(text)))
+        assert len(containers) == 2 and "&id" not in text  # launcher and worker; no YAML aliases
+        for container in containers:
+            assert NODE_NAME in container.get("env", []), container["name"]
+
+
+def test_every_documented_manifest_that_runs_node_check_gets_its_node_name():
+    """The manifests the docs show for node-check set NODE_NAME the same way (a copied example without it
+    would make drain refuse the report)."""
+    import re
+
+    blocks = [
+        (md.name, block)
+        for md in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+        for block in re.findall(r"```ya?ml\n(.*?)```", md.read_text(), re.S)
+        if "node-check" in block
+    ]
+    assert blocks, "no documented node-check manifest: the test would prove nothing"
+    for name, block in blocks:
+        containers = _containers(list(yaml.safe_load_all(block)))
+        assert containers, (name, block)
+        for container in containers:
+            assert NODE_NAME in container.get("env", []), (name, container)

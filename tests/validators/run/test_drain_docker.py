@@ -63,7 +63,7 @@ def test_a_sweep_over_slurm_names_the_bad_node_and_apply_drains_it(slurm_three_n
         node, state, reason = row.split("|", 2)
         states[node] = (state, reason)
     assert states["node3"][0] in ("drained", "draining") and states["node3"][1].startswith(
-        "efa-image-build: REPLAY bad-node: implicated by elimination: node3"
+        "efa-image-build: reboot-node: REPLAY bad-node: implicated by elimination: node3"
     ), states
     assert states["node1"][0] == "idle" and states["node2"][0] == "idle"
 
