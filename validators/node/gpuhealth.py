@@ -4,13 +4,8 @@ Sources, by format (fixtures in tests/fixtures/gpuhealth/ are written by us from
 - `nvidia-smi -q -x`: the XML of NVIDIA's nvsmi_device DTD (shipped with the driver as nvsmi_device_v12.dtd);
   elements read: persistence_mode, gpu_reset_status, pci/pci_gpu_link_info, clocks_event_reasons (older
   drivers: clocks_throttle_reasons), ecc_mode, ecc_errors, retired_pages, remapped_rows, fabric.
-- `nvidia-smi nvlink -s` / `-e`: per GPU, `Link N: <speed>` or `Link N: <inactive>`, and
-  `Link N: Replay Errors: 0` lines (as printed in stas00/ml-engineering network/README.md, "how to check
-  NVLink error counters").
-- Xid lines in the kernel log, `NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, ...`; the meaning and NVIDIA's
-  resolution bucket of each code from the Xid catalog
-  (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) and dynamic page retirement
-  (docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html).
+- `nvidia-smi nvlink -s` / `-e`: validators/node/nvlink.py (Blackwell's counters included).
+- Xid lines in the kernel log: validators/node/xid.py, by NVIDIA's Xid catalog as data (xid_catalog.json).
 - `dcgmi diag -r 1|2 -j`: `{"DCGM Diagnostic" (older: "DCGM GPU Diagnostic"): {"test_categories":
   [{"category", "tests": [{"name", "results": [{"status": "Pass|Fail|Warn|Skip"}]}]}]}}` (NVIDIA/DCGM).
 - `dcgmi health -c -j` (the watches a team's DCGM keeps on all GPUs, dcgmi's default group): `{"header":
@@ -21,7 +16,8 @@ Sources, by format (fixtures in tests/fixtures/gpuhealth/ are written by us from
   GenerateOutputFromResponse, dcgmi/DcgmiOutput.{h,cpp} for the JSON boxes; read at 72fa3fe).
 
 Fail closed, as the rest of node-check: a tool that is missing, unreadable output, or an element a GPU does
-not report makes its check unknown, never pass. Everything here is pure but `gpu_health_checks`.
+not report makes its check unknown, never pass. Everything here is pure but `gpu_health_checks` and
+`kernel_log_xids`.
 """
 
 import json
