@@ -134,7 +134,11 @@ def _judge_links(
     heads = sorted(int(m.group(1)) for m in map(_GPU_HEAD.match, status.splitlines()) if m)
     stated = {gpu for gpu, per in links.items() if any("state" in entry for entry in per.values())}
     bare = [gpu for gpu in heads if gpu not in stated]
-    down, failed, odd, uncounted, counted = [], [], [], [], {}  # type: ignore[var-annotated]
+    down: List[str] = []
+    failed: List[str] = []
+    odd: List[str] = []
+    uncounted: List[str] = []
+    counted: Dict[str, int] = {}
     for gpu, per in sorted(links.items()):
         for link, entry in sorted(per.items()):
             name, state = "GPU %d link %d" % (gpu, link), entry.get("state", "")

@@ -142,11 +142,17 @@ def xid_check(rc: Optional[int], log: str, source: str) -> Check:
     judged = [(code, bus, line) + xid_class(code, line) for code, bus, line in xids]
     faults = [j for j in judged if j[3] in REMEDIES]
     unknown = [j for j in judged if j[3] is None]
-    stale = ("; stale: " + "; ".join(what for what, _line in cleared)) if cleared else ""
+    stale = ("; stale: " + "; ".join(what for what, _line in cleared[-2:])) if cleared else ""
+    stale += " (+%d earlier clears)" % (len(cleared) - 2) if len(cleared) > 2 else ""
     notes = [ev(source, "stale, %s: %s" % (what, line)) for what, line in cleared[-4:]]
     for status, chosen in (("fail", faults), ("unknown", unknown)):
         if chosen:
-            shown = sorted({_named(c, why, cls, bus) for c, bus, _l, cls, why in chosen})
+            # the most severe first: the remedy the check asks for is named before what it covers
+            ranked = {
+                (-REMEDIES.index(cls) if cls else 0, _named(c, why, cls, bus))
+                for c, bus, _l, cls, why in chosen
+            }
+            shown = [text for _rank, text in sorted(ranked)]
             more = " (+%d more)" % (len(shown) - 4) if len(shown) > 4 else ""
             evidence = [ev(source, line) for _c, _b, line, _cls, _w in chosen[:16]] + notes
             remedy = most_severe([j[3] for j in faults]) if status == "fail" else None
