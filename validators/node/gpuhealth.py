@@ -23,11 +23,13 @@ not report makes its check unknown, never pass. Everything here is pure but `gpu
 import json
 import re
 import xml.etree.ElementTree as ET
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from efa_validators.node.checkshape import REMEDIES, Check, Tool, check, ev  # noqa: F401 (REMEDIES: re-exported)
 from efa_validators.node.nvlink import nvlink_check, parse_nvlink  # noqa: F401 (re-exported)
+from efa_validators.node.verdict import REMEDIES, Check, check, ev  # noqa: F401
 from efa_validators.node.xid import XID_CATALOG, kernel_lines, parse_xids, xid_check  # noqa: F401 (re-exported)
+
+Tool = Callable[[Sequence[str]], Tuple[Optional[int], str]]
 
 SMI_XML = "nvidia-smi -q -x"
 # The kernel log may be larger than any other tool's output: the ring buffer is up to 32 MiB as built

@@ -31,7 +31,7 @@ rows of Xid 149) with RESET_GPU: a GPU reset retrains its links (xid_catalog.jso
 import re
 from typing import Any, Dict, List, Optional
 
-from efa_validators.node.checkshape import Check, check, ev
+from efa_validators.node.verdict import Check, check, ev
 
 SOURCE = "nvidia-smi nvlink -s/-e"
 LINK_REMEDY = "reset-gpu"

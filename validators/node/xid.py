@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from efa_validators.node.checkshape import REMEDIES, Check, check, ev, most_severe
+from efa_validators.node.verdict import REMEDIES, Check, check, ev
 
 CATALOG_FILE = Path(__file__).with_name("xid_catalog.json")
 
@@ -116,6 +116,11 @@ def current_xids(log: str) -> Tuple[List[Tuple[int, str, str]], List[Tuple[str, 
             continue
         pending.append((code, bus, line))
     return pending, cleared
+
+
+def most_severe(remedies: List[str]) -> Optional[str]:
+    """The most severe of `remedies` by REMEDIES' order (mildest first); None for none."""
+    return max(remedies, key=REMEDIES.index) if remedies else None
 
 
 def _named(code: int, why: str, cls: Optional[str], bus: str) -> str:

@@ -13,7 +13,7 @@ from conftest import gpu_capture
 from paths import ROOT
 
 from efa_validators.node import gpuhealth, xid
-from efa_validators.node.checkshape import REMEDIES
+from efa_validators.node.verdict import REMEDIES
 
 if sys.version_info >= (3, 11):
     import tomllib

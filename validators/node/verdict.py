@@ -1,15 +1,10 @@
-"""The shape of one node-check check, for the GPU health modules (gpuhealth, xid, nvlink).
+"""The shape of one GPU check (nodecheck.check's), shared by gpuhealth and smi: a leaf module, so the readers
+import it without importing each other. Not imported from nodecheck: nodecheck imports the GPU readers, and is
+itself copied alone into images under check, so it keeps its own copy (and REMEDIES beside it)."""
 
-nodecheck.check's shape. Not imported from there: nodecheck imports gpuhealth, and is itself copied alone into
-images under check, so it cannot lean on a shared one; the GPU modules share this one instead of each other (a
-module of its own, so xid and nvlink need not import gpuhealth, which imports them).
-"""
-
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
 Check = Dict[str, Any]
-Tool = Callable[[Sequence[str]], Tuple[Optional[int], str]]
-
 REMEDIES = ("configure", "reset-gpu", "reboot-node", "replace-hardware")  # nodecheck.REMEDIES, mildest first
 
 
@@ -34,8 +29,3 @@ def check(
 
 def ev(source: str, text: str) -> Dict[str, Any]:
     return {"file": source, "line": None, "text": text[:500]}
-
-
-def most_severe(remedies: Sequence[str]) -> Optional[str]:
-    """The most severe of `remedies` by REMEDIES' order (mildest first); None for none."""
-    return max(remedies, key=REMEDIES.index) if remedies else None
