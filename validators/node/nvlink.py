@@ -12,10 +12,13 @@ Formats read:
   Errors`, `Rx remote Errors`, `Rx General Errors`, `Local link integrity Errors`, `Tx discards`, `Link
   recovery successful events`, `Link recovery failed events`, `Total link recovery events`, `Effective
   Errors`, `Symbol Errors`, `FEC Errors - N` (N 0-15; bucket 0 counts corrected code words and is large on a
-  healthy link) and the `Effective BER`/`Symbol BER`/`Raw BER ...` rates (names as on a p6-b300 with driver
-  595.91.07; NVML's NVML_FI_DEV_NVLINK_COUNT_* fields behind them). No NVIDIA-published sample of this output
-  was found: the Blackwell fixtures in tests/fixtures/gpuhealth/ are written from these names, and a counter
-  this module does not name is not judged (nor is any BER rate).
+  healthy link) and the `Effective BER`/`Symbol BER`/`Raw BER ...` rates. The names are as third-party notes
+  record them from a p6-b300 on driver 595.91.07 (found in the code corpus without a repository to cite); the
+  counters behind them are DCGM's DCGM_FI_DEV_NVLINK_COUNT_* fields (NVIDIA/DCGM@72fa3fe:
+  dcgmlib/dcgm_fields.h, e.g. DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS, 1212). No NVIDIA-published
+  sample of this output was found and none was checked on a device: the Blackwell fixtures in
+  tests/fixtures/gpuhealth/ are written from these names, and a counter this module does not name is not
+  judged (nor is any BER rate).
 
 How they are judged, as DCGM's health watches do (NVIDIA/DCGM@72fa3fe: modules/health/DcgmHealthWatch.cpp
 MonitorNVLinkErrorFields): before Blackwell a recovery (`Recovery Errors`) fails and replay/CRC counts are
@@ -25,7 +28,8 @@ A link with neither recovery counter is unknown: no counter is no zero.
 
 Remedy for a link down or a recovery that failed: reset-gpu. NVIDIA's Xid catalog resolves the Xids the driver
 raises for these (136 ALI_TRAINING_FAIL "Link Training Failed"; the NVLink5 decode table's NETIR_LINK_DOWN
-rows of Xid 149) with RESET_GPU: a GPU reset retrains its links (xid_catalog.json holds the source).
+rows of Xid 149, all but two) with RESET_GPU: a GPU reset retrains its links (xid_catalog.json holds the
+source).
 """
 
 import re

@@ -18,7 +18,8 @@ log (a log is in the order the kernel printed it), from what the driver prints:
   Every Xid printed before the last such line was raised by a driver instance that is gone: it is stale on
   every GPU.
 - Xid 154 naming the new action None, for a PCI address: the driver says that GPU needs no recovery any more
-  (NVIDIA: "the GPU can be immediately used again"). Every earlier Xid on the same address is stale.
+  (NVIDIA's A100 memory error management guide, "Error Recovery and Response Flags": None, the GPU "can be
+  immediately used again"). Every earlier Xid on the same address is stale.
 
 Nothing else clears: a GPU reset (`nvidia-smi -r`) prints no line at the driver's default level (its FLR notes
 are NV_DBG_INFO, kernel-open/nvidia/nv.c "Trigger FLR"; after a reset the recovery action starts from unknown,
