@@ -5,12 +5,15 @@ Kernel-log lines here are written by us in the driver's format (sources in valid
 capture is read by path (../shared/gpu-captures)."""
 
 import fnmatch
+import json
 import re
 import sys
 
 import pytest
+from cli import validators_process
 from conftest import gpu_capture
 from paths import ROOT
+from preflight_util import fake_tools
 
 from efa_validators.node import gpuhealth, xid
 from efa_validators.node.verdict import REMEDIES
@@ -238,3 +241,24 @@ def test_a_gpu_at_pci_line_is_not_taken_for_a_reset():
     uuid = "[200.0] NVRM: GPU at PCI:0000:75:00: GPU-b850f46d-d5ea-c752-ddf3-c4453e44d3f7"
     checked = _judge(LOAD, fallen, uuid)
     assert checked["status"] == "fail" and not re.search("stale", checked["detail"]), checked
+
+
+def test_node_check_names_the_xid_when_nvidia_smi_cannot_answer(tmp_path):
+    """node-check as it runs: an nvidia-smi that fails as it does when no driver answers, a dmesg whose log
+    holds an Xid 119 (GSP RPC timeout): the report's gpu-xid fails naming it, with its remedy."""
+    log = tmp_path / "dmesg.txt"
+    gsp = "Timeout after 45s of waiting for RPC response from GPU1 GSP! Expected function 76 (GSP_RM_CONTROL)"
+    log.write_text("\n".join([LOAD, _xid("0000:a8:00", 119, gsp, "5120.7")]) + "\n")
+    env = fake_tools(
+        tmp_path / "bin",
+        {
+            "nvidia-smi": 'echo "%s"; exit 9' % SMI_FAILED[1],
+            "dmesg": "cat '%s'" % log,
+        },
+    )
+    env["EFA_IMAGE_LOCK"] = str(tmp_path / "none.json")
+    out = tmp_path / "node.json"
+    validators_process("node-check", "--dcgm-level", "0", "--json", out, env=env, timeout=60)
+    found = {c["name"]: c for c in json.loads(out.read_text())["checks"]}["gpu-xid"]
+    assert found["status"] == "fail" and found["remedy"] == "reset-gpu", found
+    assert found["detail"].startswith("Xid 119 (GSP RPC Timeout: reset-gpu) on 0000:a8:00"), found
