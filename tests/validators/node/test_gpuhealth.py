@@ -121,14 +121,17 @@ def test_nvlink_down_link_and_recoveries_fail_crc_counts_are_shown():
 
 
 def test_xid_by_nvidias_resolution_bucket():
+    """issue 39 item 2: the catalog's immediate action decides, with its remedy (Xid 79: RESTART_BM, a node
+    reboot); Xid 63, which the catalog says to ignore (the remap is applied at the next reset, which the
+    row-remap check reads), no longer fails a node."""
     fallen = gpuhealth.xid_check(0, _read("dmesg-xid-79.txt"), "dmesg")
-    assert (
-        fallen["status"] == "fail"
-        and "Xid 79 (GPU has fallen off the bus, drain) on 0000:75:00" in fallen["detail"]
-    )
+    assert fallen["status"] == "fail" and fallen["remedy"] == "reboot-node", fallen
+    assert "Xid 79 (GPU has fallen off the bus: reboot-node) on 0000:75:00" in fallen["detail"], fallen
     assert any("fallen off the bus" in e["text"] for e in fallen["evidence"])
     remap = gpuhealth.xid_check(0, _read("dmesg-xid-63-pending.txt"), "dmesg")
-    assert remap["status"] == "fail" and "Xid 63" in remap["detail"]
+    assert (
+        remap["status"] == "pass" and "Xid 63 (GPU memory remapping event, informational)" in remap["detail"]
+    )
     apps = gpuhealth.xid_check(0, _read("dmesg-xid-app-only.txt"), "dmesg")
     assert apps["status"] == "pass" and "Xid 13" in apps["detail"] and "Xid 31" in apps["detail"]
     odd = gpuhealth.xid_check(0, "[ 1.0] NVRM: Xid (PCI:0000:10:00): 999, something new\n", "dmesg")
@@ -372,11 +375,13 @@ def test_nvlink_on_a_profile_with_nvlink_no_link_fails_links_expected():
     for status in ("", _no_links(healthy)):
         bad = gpuhealth.nvlink_check(0, status, 0, "", expected=True, profile="p5.48xlarge")
         assert bad["status"] == "fail" and "links expected" in bad["detail"], bad
+        assert bad["remedy"] == "reset-gpu", bad
         assert "p5.48xlarge" in bad["detail"] and bad["evidence"], bad
         assert gpuhealth.nvlink_check(0, status, 0, "")["status"] == "unknown"
     bare = re.sub(r"(GPU 7: [^\n]*\n)(\s*Link [^\n]*\n)+", r"\1", healthy)
     one = gpuhealth.nvlink_check(0, bare, 0, errors, expected=True, profile="p5.48xlarge")
     assert one["status"] == "fail" and "GPU 7 list no link: links expected" in one["detail"], one
+    assert one["remedy"] == "reset-gpu", one
     ok = gpuhealth.nvlink_check(0, healthy, 0, errors, expected=True, profile="p5.48xlarge")
     assert ok["status"] == "pass", ok
     assert (
