@@ -230,7 +230,7 @@ def register(sub: Any) -> None:
 
 
 def _node_check(args: argparse.Namespace) -> int:
-    from efa_validators.node import nodecheck
+    from efa_validators.node import imagecheck, nodecheck
 
     if args.instance_type:
         from efa_validators.judge.profiles import unknown_instance_type
@@ -239,7 +239,9 @@ def _node_check(args: argparse.Namespace) -> int:
         if problem:
             print("error: %s" % problem, file=sys.stderr)
             return EXIT_USAGE
-    report = nodecheck.run_checks(instance_type=args.instance_type, dcgm_level=args.dcgm_level)
+    report = nodecheck.run_checks(
+        instance_type=args.instance_type, dcgm_level=args.dcgm_level, image_checks=imagecheck.image_checks
+    )
     _write_json(report, args.json)
     if args.json != "-":
         sys.stdout.write(nodecheck.format_text(report))
