@@ -45,7 +45,7 @@ def gpu_shortfall(listed: int, expected: Optional[int], seen: Dict[str, Optional
     """(remedy, why) for a node whose nvidia-smi lists fewer GPUs than it should (or none, or fails).
 
     Judged from what the node shows, mildest first, so that a container is never answered with hardware:
-    - no NVIDIA kernel driver loaded: configure (install or load the driver);
+    - no NVIDIA kernel driver loaded (and none answered nvidia-smi): configure (install or load it);
     - fewer /dev/nvidiaN nodes than GPUs on the bus (or than expected): configure, the container was not given
       all GPUs (`--gpus all`, the pod's nvidia.com/gpu limit): a device not mounted is a setting;
     - fewer NVIDIA GPUs on the PCI bus than the instance has: replace-hardware, a GPU missing from the bus is
@@ -61,7 +61,7 @@ def gpu_shortfall(listed: int, expected: Optional[int], seen: Dict[str, Optional
         "?" if nodes is None else nodes,
         {None: "?", 0: "no", 1: "yes"}[driver],
     )
-    if driver == 0:
+    if driver == 0 and not listed:  # nvidia-smi listing a GPU is the driver answering (/proc may be hidden)
         return (
             "configure",
             "no NVIDIA kernel driver is loaded (/proc/driver/nvidia): install or load it (%s)" % shown,
