@@ -71,6 +71,7 @@ def ev(source: str, text: str, line: Optional[int] = None) -> Dict[str, Any]:
 # past `deadline` (time.monotonic()); the tools running now, so a signal handler can end their groups.
 _BOUND = {"deadline": None, "tool": None}  # type: Dict[str, Optional[float]]
 _RUNNING = set()  # type: Set[subprocess.Popen[bytes]]
+_HUNG = {}  # type: Dict[str, str]  # within `bounded`: a tool that did not answer in its time, and why
 
 
 @contextlib.contextmanager
@@ -80,10 +81,12 @@ def bounded(total: float, per_tool: float) -> Iterator[None]:
     at a fixed limit (slurmd: 60 s) and our tools run in their own sessions, out of reach of that kill."""
     before = dict(_BOUND)
     _BOUND.update(deadline=time.monotonic() + total, tool=per_tool)
+    _HUNG.clear()
     try:
         yield
     finally:
         _BOUND.update(before)
+        _HUNG.clear()
 
 
 def _time_for(timeout: float) -> float:
@@ -116,6 +119,10 @@ def run_tool(
     timeout = _time_for(timeout)
     if timeout <= 0:
         return None, "%s not run: the node-check deadline had passed" % argv[0]
+    if (
+        argv[0] in _HUNG
+    ):  # bounded: a tool that hung once is not waited for again (nvidia-smi is asked 4 times)
+        return None, "%s not run again: %s" % (argv[0], _HUNG[argv[0]])
     try:  # its own process group: a tool that hangs is ended with everything it started
         proc = subprocess.Popen(
             list(argv),
@@ -128,9 +135,12 @@ def run_tool(
         return None, "%s could not run: %s" % (argv[0], err)
     _RUNNING.add(proc)
     try:
-        return _read_tool(proc, argv, timeout, limit)
+        rc, out = _read_tool(proc, argv, timeout, limit)
     finally:
         _RUNNING.discard(proc)
+    if rc is None and _BOUND["deadline"] is not None and "did not answer" in out:
+        _HUNG[argv[0]] = out
+    return rc, out
 
 
 def _read_tool(

@@ -145,6 +145,17 @@ def test_a_bounded_node_check_starts_no_tool_after_its_deadline(tmp_path):
     assert nodecheck.run_tool(["true"]) == (0, "")  # outside it, as before
 
 
+def test_a_bounded_node_check_waits_for_a_hung_tool_once(tmp_path):
+    """nvidia-smi is asked four times (query, -q -x, nvlink -s, nvlink -e): hung, it cost 4 x 10 s of a health
+    hook's 60 s (bench/bench_healthcheck.py: 40.3 s); within `bounded` a tool that hung is not asked again."""
+    with nodecheck.bounded(30.0, 0.5):
+        assert nodecheck.run_tool(["sleep", "30"]) == (None, "sleep did not answer within 0.5s")
+        rc, why = nodecheck.run_tool(["sleep", "0"])
+        assert rc is None and why == "sleep not run again: sleep did not answer within 0.5s", why
+        assert nodecheck.run_tool(["true"]) == (0, "")
+    assert nodecheck.run_tool(["sleep", "0"]) == (0, "")  # outside it, asked as before
+
+
 def test_run_checks_leaves_the_image_checks_to_its_caller(tmp_path):
     """A health hook runs on the host, outside any image: env-policy, plugin and libfabric are the image's,
     run only where the caller gives them (the node-check CLI does)."""
