@@ -18,7 +18,7 @@ import socket
 import stat
 import subprocess
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple  # noqa: F401 (type comments)
 
 SCHEMA = "efa-image-build/node-check/v1"
 # The lock every image carries (efa_validators.run.imagebind has the same two: this module is copied

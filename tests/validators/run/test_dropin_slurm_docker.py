@@ -1,17 +1,18 @@
-"""node-check --slurm-health-check as a real slurmd's HealthCheckProgram (issue 39 item 4): two slurmd nodes
-in one container (tests/fixtures/launchers/slurm-start.sh 2), slurm.conf given HealthCheckProgram and
-HealthCheckInterval, and a wrapper that puts recorded tools first on PATH by the node slurmd names
-(SLURMD_NODENAME): node2's nvidia-smi lists 7 of a p5's 8 GPUs (none on this bus: replace-hardware), node1's
-all 8 (its other findings here are settings of this container: configure, never drained). node2 is drained
-with the finding as its reason, node1 stays idle, and no node-check process is left running."""
+"""node-check --slurm-health-check as a real slurmd's HealthCheckProgram (issue 39 item 4): the drain test's
+three slurmd nodes in one container (tests/fixtures/launchers/slurm-start.sh 3), slurm.conf given
+HealthCheckProgram and HealthCheckInterval, and a wrapper that puts recorded tools first on PATH by the node
+slurmd names (SLURMD_NODENAME): node2's nvidia-smi lists 7 of a p5's 8 GPUs (none on this bus:
+replace-hardware), node1's all 8 (its other findings here are settings of this container: configure, never
+drained); node3 has no nvidia-smi at all (unknown: no evidence, never drained). node2 is drained with the
+finding as its reason, node1 and node3 stay idle, and no node-check process is left running."""
 
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
-from test_launchers_docker import _exec, _processes_after, _start, launcher_image  # noqa: F401
+from test_drain_docker import _states, slurm_three_nodes  # noqa: F401 - the fixture
+from test_launchers_docker import _exec, _processes_after, launcher_image  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -34,24 +35,8 @@ def _tool(c, path, body):
     assert proc.returncode == 0, proc.stderr
 
 
-def _states(c):
-    rows = _exec(c, ["sinfo", "-h", "-N", "-o", "%N|%T|%E"]).stdout.splitlines()
-    return {node: (state, reason) for node, state, reason in (row.split("|", 2) for row in rows)}
-
-
-@pytest.fixture(scope="module")
-def slurm_two_nodes(docker_client, launcher_image):  # noqa: F811 - the fixture imported above
-    c = _start(docker_client, launcher_image, "h5-hc-%s" % uuid.uuid4().hex[:8])
-    try:
-        proc = _exec(c, ["slurm-start.sh", "2"], timeout=90)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        yield c
-    finally:
-        c.remove(force=True)
-
-
-def test_health_check_program_drains_the_failing_node_and_leaves_the_healthy_one(slurm_two_nodes):
-    c = slurm_two_nodes
+def test_health_check_program_drains_the_failing_node_and_leaves_the_healthy_one(slurm_three_nodes):  # noqa: F811
+    c = slurm_three_nodes
     for node, rows in (("node1", ROWS), ("node2", ROWS.rsplit("7, ", 1)[0])):
         _tool(
             c, "/tmp/hc/%s/nvidia-smi" % node, 'case "$1" in --query-gpu*) printf "%s";; esac; exit 0' % rows
@@ -78,7 +63,7 @@ def test_health_check_program_drains_the_failing_node_and_leaves_the_healthy_one
     assert states["node2"][0] in ("drained", "draining"), (states, log)
     assert states["node2"][1].startswith("efa-image-build: gpus: 7 GPU(s) (NVIDIA H100 80GB HBM3)"), states
     assert "a GPU is missing from the PCI bus" in states["node2"][1], states
-    assert states["node1"] == ("idle", "none"), (states, log)
+    assert states["node1"] == ("idle", "none") and states["node3"] == ("idle", "none"), (states, log)
     exits = {
         node: _exec(c, ["cat", "/tmp/hc/%s.exit" % node]).stdout.split("\n")[0] for node in ("node1", "node2")
     }
