@@ -121,3 +121,16 @@ def test_hook_options_are_refused_where_they_do_not_apply():
     ):
         proc, _ = run_cli(["node-check"] + args)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_health_hook_never_runs_dcgmi_diag_but_reads_dcgmi_health(tmp_path):
+    """`dcgmi diag` runs seconds to minutes, past what slurmd allows; the health watches are a quick read."""
+    calls = tmp_path / "dcgmi.calls"
+    tools = {"nvidia-smi": _smi(EIGHT), "dmesg": ":", "dcgmi": 'echo "$*" >> %s; exit 0' % calls}
+    env = fake_tools(tmp_path / "bin", tools, path="/usr/bin:/bin")
+    proc, _ = run_cli(["node-check", "--npd", "--instance-type", "p5.48xlarge"], env=env, timeout=60)
+    assert proc.returncode in (1, 2), proc.stdout + proc.stderr
+    assert calls.read_text().splitlines() == ["health -c -j"], calls.read_text()
+    calls.unlink()
+    run_cli(["node-check", "--dcgm-level", "1", "--json", str(tmp_path / "n.json")], env=env, timeout=60)
+    assert calls.read_text().splitlines() == ["diag -r 1 -j", "health -c -j"]  # the plain node-check: both
