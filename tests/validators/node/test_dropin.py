@@ -4,8 +4,16 @@ tests/validators/run/test_dropin_slurm_docker.py."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+
 import pytest
+from cli import VALIDATORS
+from paths import ROOT
 from preflight_util import fake_tools, run_cli
+from test_nodecheck import _alive
 
 from efa_validators.node import dropin, nodecheck
 
@@ -134,3 +142,37 @@ def test_a_health_hook_never_runs_dcgmi_diag_but_reads_dcgmi_health(tmp_path):
     calls.unlink()
     run_cli(["node-check", "--dcgm-level", "1", "--json", str(tmp_path / "n.json")], env=env, timeout=60)
     assert calls.read_text().splitlines() == ["diag -r 1 -j", "health -c -j"]  # the plain node-check: both
+
+
+def test_slurmds_kill_leaves_no_tool_running(tmp_path):
+    """At its limit slurmd sends SIGTERM to the program's process group, then SIGKILL 10 ms later
+    (SchedMD/slurm src/common/run_command.c _kill_pg). Our tools run in sessions of their own, out of reach
+    of that: on SIGTERM the mode ends every tool's group itself. A hung nvidia-smi that started a child: after
+    the SIGTERM, neither is left."""
+    pids = tmp_path / "pids"
+    hung = "sleep 300 & echo $! >> %s; echo $$ >> %s; wait" % (pids, pids)
+    env = fake_tools(tmp_path / "bin", {"nvidia-smi": hung, "dmesg": ":"}, path="/usr/bin:/bin")
+    env.update(PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [*VALIDATORS, "node-check", "--slurm-health-check", "--plan", "--dcgm-level", "0"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(300):  # the tool has started (both pids written), at most 30 s
+            if pids.exists() and len(pids.read_text().split()) == 2:
+                break
+            time.sleep(0.1)
+        started = [int(p) for p in pids.read_text().split()]
+        os.killpg(proc.pid, signal.SIGTERM)  # as slurmd: the program's group, not the tools' own
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 3  # a SIGKILLed process is gone a moment later, not at once
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in started if _alive(pid)]
+    for pid in left:  # this test's own children: never left running
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "the hung tool's processes %s outlived the health check" % left
