@@ -364,11 +364,12 @@ def parse_fi_info(text: str) -> Dict[str, List[str]]:
 def check_efa_devices(rc: Optional[int], out: str, expected: Optional[int]) -> Check:
     """The EFA devices libfabric's efa provider lists (EFA only: the provider opens no other device).
 
-    A fail is configure, never hardware: how many EFA devices a node has is set when it is launched (one per
-    EFA network interface of its launch template or cluster config; AWS EFA user guide, "Get started with EFA
-    and NCCL"), and how many a container sees is set by its runtime (/dev/infiniband, the pod's
-    vpc.amazonaws.com/efa), and libfabric finding none in a container without /dev/infiniband is a mount.
-    A replaced node launched the same way would show the same count."""
+    A fail is configure, never hardware: how many EFA devices a node has is set when it is launched (one
+    per EFA network interface given at launch: AWS EC2 user guide, "Maximize network bandwidth on Amazon EC2
+    instances with multiple network cards",
+    docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html), and how many a container sees is
+    set by its runtime (/dev/infiniband, the pod's vpc.amazonaws.com/efa); libfabric finding none in a
+    container without /dev/infiniband is a mount. A replaced node launched the same way shows the same."""
     src = "fi_info -p efa -t FI_EP_RDM"
     if rc is None:
         return check("efa-devices", "unknown", out, [ev(src, out)])
