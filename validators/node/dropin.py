@@ -170,7 +170,7 @@ def main(
     deadline: float = DEADLINE,
 ) -> int:
     """Run the checks bounded in time, then print (and for Slurm act) by the mode's contract."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
+    for sig in nodecheck.HOOK_SIGNALS:
         signal.signal(sig, _bounded_exit)
     signal.alarm(int(deadline + 2 * SCHED_TIME + 2))
     try:

@@ -98,6 +98,14 @@ def _time_for(timeout: float) -> float:
     return timeout
 
 
+HOOK_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)  # what ends a health hook (node/dropin.py)
+
+
+def _unblock() -> None:
+    """In the tool, before exec: its signals as usual (a blocked mask would outlive exec)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HOOK_SIGNALS)
+
+
 def end_running() -> None:
     """SIGKILL to the group of every tool running now (a signal handler's last act before it exits)."""
     for proc in list(_RUNNING):
@@ -123,6 +131,8 @@ def run_tool(
         argv[0] in _HUNG
     ):  # bounded: a tool that hung once is not waited for again (nvidia-smi is asked 4 times)
         return None, "%s not run again: %s" % (argv[0], _HUNG[argv[0]])
+    # bounded: the hook's signals wait while a tool starts, so its handler sees every tool it must end
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HOOK_SIGNALS) if _BOUND["deadline"] else None
     try:  # its own process group: a tool that hangs is ended with everything it started
         proc = subprocess.Popen(
             list(argv),
@@ -130,10 +140,14 @@ def run_tool(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_unblock if held is not None else None,
         )
+        _RUNNING.add(proc)
     except OSError as err:
         return None, "%s could not run: %s" % (argv[0], err)
-    _RUNNING.add(proc)
+    finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     try:
         rc, out = _read_tool(proc, argv, timeout, limit)
     finally:

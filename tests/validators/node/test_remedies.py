@@ -156,6 +156,14 @@ def test_a_bounded_node_check_waits_for_a_hung_tool_once(tmp_path):
     assert nodecheck.run_tool(["sleep", "0"]) == (0, "")  # outside it, asked as before
 
 
+def test_a_bounded_tool_starts_with_no_signal_blocked():
+    """The hook's signals wait while a tool starts (so its handler knows every tool to end); the tool itself
+    must not inherit that mask across exec."""
+    with nodecheck.bounded(30.0, 10.0):
+        rc, out = nodecheck.run_tool(["grep", "^SigBlk", "/proc/self/status"])
+    assert rc == 0 and out.split() == ["SigBlk:", "0" * 16], out
+
+
 def test_run_checks_leaves_the_image_checks_to_its_caller(tmp_path):
     """A health hook runs on the host, outside any image: env-policy, plugin and libfabric are the image's,
     run only where the caller gives them (the node-check CLI does)."""
