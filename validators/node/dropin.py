@@ -113,7 +113,9 @@ def slurm_plan(
               for c in report["checks"] if c["status"] != "pass"]  # fmt: skip
     worst = worst_fail(report)
     if worst is None or worst.get("remedy") not in DRAIN_REMEDIES:
-        if worst is not None:
+        if worst is not None and worst.get("remedy") is None:  # a reader that gives none: not acted on
+            lines.append("not drained: %s fails without a remedy class" % worst["name"])
+        elif worst is not None:
             lines.append(
                 "not drained: %s is configure (a setting to fix and rerun), never a drain" % worst["name"]
             )

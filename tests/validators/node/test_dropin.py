@@ -93,6 +93,9 @@ def test_slurm_drains_only_for_reset_reboot_or_replace_with_the_reason():
     assert code == 1 and argv == [
         "scontrol", "update", "nodename=node2", "state=drain", "reason=efa-image-build: gpus: 7 GPU(s) of 8",
     ]  # fmt: skip
+    unclassed = nodecheck.check("gpu-ecc", "fail", "ECC off")  # a reader that gives no class: not acted on
+    code, lines, argv = dropin.slurm_plan(_report(unclassed), ["node2"], run)
+    assert (code, argv, lines[-1]) == (1, None, "not drained: gpu-ecc fails without a remedy class")
     unknown = nodecheck.check("gpus", "unknown", "nvidia-smi did not answer within 10s")
     assert dropin.slurm_plan(_report(unknown), ["node2"], run)[::2] == (3, None)
     assert dropin.slurm_plan(_report(nodecheck.check("gpus", "pass", "8")), ["node2"], run)[::2] == (0, None)
