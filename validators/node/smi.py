@@ -75,6 +75,7 @@ _RECOVERY: Dict[str, Tuple[str, str]] = {
     "drain and reset": ("drain peer-to-peer traffic, then reset the GPU", "reset-gpu"),
 }
 _DEPRECATED = "Requested functionality has been deprecated"
+_LOST = "GPU is lost"
 _FABRIC_HEALTH = (
     "summary",
     "bandwidth",
@@ -130,6 +131,8 @@ def _gpu(i: int, gpu: ET.Element) -> Gpu:
     link = "pci/pci_gpu_link_info/"
     minor = _int(_text(gpu, "minor_number"))
     return {
+        # NVML_ERROR_GPU_IS_LOST, as nvidia-smi prints it in every element it could not read
+        "lost": any((node.text or "").strip() == _LOST for node in gpu.iter()),
         "index": i if minor is None else minor,
         "bus": gpu.get("id", "?"),
         "name": _text(gpu, "product_name") or "?",
@@ -176,7 +179,7 @@ def _judge(name: str, gpus: List[Gpu], judge: Callable[[Gpu, List[Gpu]], Verdict
     its failing GPUs; else any unknown is unknown; else pass, naming each distinct reading."""
     if not gpus:
         return check(name, "unknown", "nvidia-smi -q -x lists no GPU")
-    results = [(gpu, *judge(gpu, gpus)) for gpu in gpus]
+    results = [(gpu, *(_lost(name) if gpu["lost"] else judge(gpu, gpus))) for gpu in gpus]
     evidence = [ev(SMI_XML, "%s: %s" % (_label(g), why)) for g, status, why, _ in results if status != "pass"]
     for status in ("fail", "unknown"):
         bad = [(g, why, remedy) for g, s, why, remedy in results if s == status]
@@ -188,6 +191,19 @@ def _judge(name: str, gpus: List[Gpu], judge: Callable[[Gpu, List[Gpu]], Verdict
     detail = "%d GPU(s): %s" % (len(gpus), "; ".join(said[:3]))
     return check(name, "pass", detail + (" (+%d more)" % (len(said) - 3) if len(said) > 3 else ""),
                  [ev(SMI_XML, why) for why in said[:8]])  # fmt: skip
+
+
+def _lost(name: str) -> Verdict:
+    """A GPU nvidia-smi prints as lost (NVML_ERROR_GPU_IS_LOST: it fell off the bus or otherwise stopped
+    answering, docs.nvidia.com/deploy/nvml-api nvmlReturn_t; Xid 79 in the kernel log) comes back with a node
+    reboot, not a GPU reset it cannot take: the gpu-reset check says so, the others read nothing of it."""
+    if name == "gpu-reset":
+        return (
+            "fail",
+            "nvidia-smi prints 'GPU is lost': it fell off the bus or stopped answering",
+            "reboot-node",
+        )
+    return "unknown", "nvidia-smi prints 'GPU is lost': nothing of it can be read", None
 
 
 def _ecc(gpu: Gpu, _peers: List[Gpu]) -> Verdict:

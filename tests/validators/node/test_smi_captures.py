@@ -302,6 +302,18 @@ def test_a_volatile_uncorrectable_count_on_the_h100_capture_fails_reset_gpu():
     _fails(ecc, _label(_capture("07-k8stestinfra-h100.xml"), 3), "volatile.dram_uncorrectable=2", "reset-gpu")
 
 
+def test_a_lost_gpu_fails_gpu_reset_asking_for_a_reboot_and_nothing_else_of_it_is_judged():
+    """Changed: GPU 3's persistence_mode, current_ecc, current_link_width and fabric state -> "GPU is lost",
+    as nvidia-smi prints an element of a GPU NVML reports lost (07-k8stestinfra-h100.xml)."""
+    xml = _capture("07-k8stestinfra-h100.xml")
+    for element in ("persistence_mode", "current_ecc", "current_link_width", "state"):
+        xml = _edit(xml, 3, element, "GPU is lost")
+    checks = _by_name(gpuhealth.smi_checks(0, xml))
+    _fails(checks["gpu-reset"], _label(xml, 3), "GPU is lost", "reboot-node")
+    for name in ("gpu-ecc", "gpu-pcie-link", "gpu-persistence", "gpu-fabric"):
+        assert checks[name]["status"] == "unknown" and _label(xml, 3) in checks[name]["detail"], checks[name]
+
+
 def test_hw_slowdown_alone_is_unknown_never_a_replacement():
     """Changed: GPU 3's clocks_event_reason_hw_slowdown Not Active -> Active (07-k8stestinfra-h100.xml):
     NVIDIA's manual says HW Slowdown may also show during a PState or clock change."""
