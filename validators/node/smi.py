@@ -6,7 +6,9 @@ Sources, by element (fixtures in tests/fixtures/gpuhealth/ are written by us fro
 - The XML of NVIDIA's nvsmi_device DTD (shipped with the driver as nvsmi_device_v12.dtd); elements read:
   persistence_mode, gpu_reset_status, gpu_recovery_action, pci/pci_gpu_link_info, clocks_event_reasons (older
   drivers: clocks_throttle_reasons), ecc_mode, ecc_errors (with channel_repair_pending, tpc_repair_pending,
-  unrepairable_memory on R575+), retired_pages, remapped_rows, fabric (with fabric/health on R570+).
+  unrepairable_memory on R575+; on Pascal and before volatile|aggregate/double_bit/total, as in
+  netdata/netdata@04b1cf54 src/go/plugin/go.d/collector/nvidia_smi/testdata/tesla-p100.xml), retired_pages,
+  remapped_rows, fabric (with fabric/health on R570+).
 - gpu_recovery_action (R570+; NVML nvmlDeviceGetGpuRecoveryAction / NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) and
   what each value asks: docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html
   (None: no action; Reset: terminate the GPU's processes, `nvidia-smi -r`; Reboot: the OS may be inconsistent,
@@ -128,6 +130,8 @@ def _gpu(i: int, gpu: ET.Element) -> Gpu:
         for field in list(counts) if counts is not None else []:
             if "uncorrectable" in field.tag:
                 ecc["%s.%s" % (scope, field.tag)] = _int(_text(counts, field.tag))
+            elif field.tag == "double_bit":  # Pascal and before: double_bit/total is the uncorrectable count
+                ecc["%s.double_bit" % scope] = _int(_text(field, "total"))
     link = "pci/pci_gpu_link_info/"
     minor = _int(_text(gpu, "minor_number"))
     return {

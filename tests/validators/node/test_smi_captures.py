@@ -381,3 +381,20 @@ def test_a_fabric_fault_and_a_repair_on_our_r580_fixture_and_the_fold_takes_the_
 def test_every_failing_check_of_the_faults_fixture_carries_a_remedy():
     for c in gpuhealth.smi_checks(0, (FIX / "smi-faults.xml").read_text()):
         assert (c["remedy"] in REMEDIES) == (c["status"] == "fail"), c
+
+
+@pytest.mark.parametrize("total, status", [("0", "pass"), ("2", "fail")])
+def test_the_pascal_layout_double_bit_total_is_the_uncorrectable_count(total, status):
+    """Pascal and older drivers print volatile/{single_bit,double_bit}/total (netdata/netdata@04b1cf54
+    tesla-p100.xml, R510): our R570 fixture with GPU 0's volatile block rewritten in that layout."""
+    xml = (FIX / "smi-r570-deprecated-reset.xml").read_text()
+    old = re.search(r"<volatile>.*?</volatile>", xml, flags=re.S).group(0)
+    pascal = (
+        "<volatile><single_bit><device_memory>0</device_memory><total>0</total></single_bit>"
+        "<double_bit><device_memory>%s</device_memory><total>%s</total></double_bit></volatile>"
+        % (total, total)
+    )
+    ecc = _one(xml.replace(old, pascal, 1), "gpu-ecc")
+    assert ecc["status"] == status, ecc
+    if status == "fail":
+        assert "volatile.double_bit=2" in ecc["detail"] and ecc["remedy"] == "reset-gpu", ecc
