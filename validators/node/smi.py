@@ -3,12 +3,12 @@ with the remedy (nodecheck.REMEDIES) its source documents.
 
 Sources, by element (fixtures in tests/fixtures/gpuhealth/ are written by us from these; real captures in
 ../shared/gpu-captures and those listed in docs/node-health-captures.md are the ground truth):
-- The XML of NVIDIA's nvsmi_device DTD (shipped with the driver as nvsmi_device_v12.dtd); elements read:
+- The XML of NVIDIA's nvsmi_device DTD (shipped with the driver: nvsmi_device_v12.dtd, v13 from R580); read:
   persistence_mode, gpu_reset_status, gpu_recovery_action, pci/pci_gpu_link_info, clocks_event_reasons (older
-  drivers: clocks_throttle_reasons), ecc_mode, ecc_errors (with channel_repair_pending, tpc_repair_pending,
-  unrepairable_memory on R575+; on Pascal and before volatile|aggregate/double_bit/total, as in
-  netdata/netdata@04b1cf54 src/go/plugin/go.d/collector/nvidia_smi/testdata/tesla-p100.xml), retired_pages,
-  remapped_rows, fabric (with fabric/health on R570+).
+  drivers: clocks_throttle_reasons), ecc_mode, ecc_errors (with channel_repair_pending and tpc_repair_pending
+  from R580, unrepairable_memory from 580.173 in the captures; on Pascal volatile|aggregate/double_bit/total,
+  as in netdata/netdata@04b1cf54 src/go/plugin/go.d/collector/nvidia_smi/testdata/tesla-p100.xml),
+  retired_pages, remapped_rows, fabric (with fabric/health from R570).
 - gpu_recovery_action (R570+; NVML nvmlDeviceGetGpuRecoveryAction / NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) and
   what each value asks: docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html
   (None: no action; Reset: terminate the GPU's processes, `nvidia-smi -r`; Reboot: the OS may be inconsistent,
@@ -30,12 +30,15 @@ Sources, by element (fixtures in tests/fixtures/gpuhealth/ are written by us fro
   progress, route unhealthy, access timeout recovery, incorrect configuration - SysGUID, chassis serial
   number, no partition, insufficient NVLinks, incompatible GPU firmware, invalid location); gpud's fabric
   component judges any health issue unhealthy (leptonai/gpud@2acd894
-  components/accelerator/nvidia/fabric-manager/fabric_state.go).
-- Clock event reasons: the nvidia-smi manual page, "Clocks Event Reasons" (e.g.
-  manpages.ubuntu.com/manpages/plucky/man1/nvidia-smi.1.html, driver 550): HW Slowdown is engaged for a
-  temperature too high, an external power brake (the system power supply) or a power draw too high, and may
-  also be reported during a PState or clock change; HW Thermal and SW Thermal slowdown are a temperature too
-  high; HW Power Brake slowdown is the external power brake.
+  components/accelerator/nvidia/fabric-manager/fabric_state.go). How nvidia-smi spells them: the captures
+  (Healthy, Full, False, N/A) and NVIDIA/k8s-test-infra@3b2b865d tests/e2e/go/assertions/nvidiasmi/testdata/
+  qx-gb200-fabric-degraded.xml (nvidia-smi 580.65.06 over a mocked NVML: route_unhealthy True, summary
+  Unhealthy, incorrect_configuration None).
+- Clock event reasons: NVML's nvmlClocksThrottleReasons (docs.nvidia.com/deploy/nvml-api/
+  group__nvmlClocksThrottleReasons.html): HW Slowdown is engaged for a temperature too high, an external power
+  brake assertion (e.g. by the system power supply) or a power draw too high, and may also be reported during
+  a PState or clock change; HW Thermal and SW Thermal slowdown are a temperature too high; HW Power Brake
+  slowdown is the external power brake.
 
 Fail closed, as the rest of node-check: unreadable output or an element a GPU does not report makes its check
 unknown, never pass. Everything here is pure.
@@ -296,7 +299,7 @@ def _pcie(gpu: Gpu, peers: List[Gpu]) -> Verdict:
 
 def _clocks(gpu: Gpu, _peers: List[Gpu]) -> Verdict:
     """Thermal slowdown (hw/sw) and the power brake are the node's cooling or power supply (replace-hardware:
-    the node needs service). HW Slowdown alone may be a PState or clock change (nvidia-smi manual): unknown,
+    the node needs service). HW Slowdown alone may be a PState or clock change (NVML): unknown,
     shown, never a replacement for a transient."""
     reasons = gpu["clock_reasons"]
     if reasons is None or all(v is None for v in reasons.values()):

@@ -398,3 +398,14 @@ def test_the_pascal_layout_double_bit_total_is_the_uncorrectable_count(total, st
     assert ecc["status"] == status, ecc
     if status == "fail":
         assert "volatile.double_bit=2" in ecc["detail"] and ecc["remedy"] == "reset-gpu", ecc
+
+
+def test_the_check_shape_copies_agree():
+    """nodecheck runs alone inside images under check, so it keeps its own check(); verdict.py is the copy
+    the GPU readers share: same remedies, same dict."""
+    from efa_validators.node import nodecheck, verdict
+
+    assert verdict.REMEDIES == nodecheck.REMEDIES
+    for status, remedy in (("fail", "reset-gpu"), ("pass", None), ("unknown", None)):
+        args = ("gpu-x", status, "why", [verdict.ev("src", "text")], remedy)
+        assert verdict.check(*args) == nodecheck.check(*args)
