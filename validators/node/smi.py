@@ -282,7 +282,8 @@ def _pcie(gpu: Gpu, peers: List[Gpu]) -> Verdict:
     if None in (gen, max_gen, width, max_width):
         return "unknown", "PCIe link generation or width not reported", None
     shown = "PCIe gen %d/%d x%d/x%d" % (gen, max_gen, width, max_width)
-    widest = max(p["width"][0] for p in peers if p["width"][0] is not None)
+    # its peers: the node's GPUs in slots as wide as its own (a mixed node's other cards are no yardstick)
+    widest = max(p["width"][0] for p in peers if p["width"][0] is not None and p["width"][1] == max_width)
     if width < widest:
         why = ": the link trained narrower than its peers on this node (x%d): reseat or service" % widest
         return "fail", shown + why, "replace-hardware"

@@ -238,6 +238,15 @@ def test_every_h100_link_equally_below_its_slot_is_the_platforms_wiring():
     assert pcie["status"] == "pass" and "every GPU of this node at x8 of x16" in pcie["detail"], pcie
 
 
+def test_a_gpu_in_a_narrower_slot_is_not_judged_against_the_wider_slots_peers():
+    """Changed: GPU 3's max_link_width and current_link_width 16x -> 8x (07-k8stestinfra-h100.xml): a card in
+    an x8 slot at x8 beside x16 cards is no narrow link."""
+    xml = _edit(
+        _edit(_capture("07-k8stestinfra-h100.xml"), 3, "max_link_width", "8x"), 3, "current_link_width", "8x"
+    )
+    assert _one(xml, "gpu-pcie-link")["status"] == "pass"
+
+
 def test_persistence_off_on_the_h100_capture_is_a_setting_that_passes():
     """Changed: every GPU's persistence_mode Enabled -> Disabled (07-k8stestinfra-h100.xml)."""
     xml = _capture("07-k8stestinfra-h100.xml")
