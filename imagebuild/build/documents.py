@@ -82,3 +82,19 @@ class ReleaseRecord(Loose):
     repositories: List[RecordRepository] = []
     channels: List[RecordChannel] = []
     index: Optional[RecordIndex] = None
+
+
+class IntentWrite(Loose):
+    repository: Optional[str] = None
+    tag: Optional[str] = None
+    digest: Optional[str] = None
+
+
+class ReleaseIntent(Loose):
+    """An interrupted release's intent (imagebuild/release/transaction.py `intent` writes it) as release and
+    prune read it: `transaction.intent_refusal` judges its schema and digest; the writes are typed here."""
+
+    variant: Optional[str] = None
+    digest: Optional[str] = None
+    started_at: Optional[str] = None
+    writes: List[IntentWrite] = []

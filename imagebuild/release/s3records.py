@@ -11,7 +11,7 @@ checks, which the tests run against). So:
 - a record is written under a name no other release takes (`<stamp>-<digest12>-<random>`), create-only: a
   second writer of that key is refused, never silently overwritten;
 - `latest.json` is replaced only if it is still the one read (If-Match), created only if absent;
-- the lock is a create-only object `<prefix>/locks/<hash of host/repo>.json` with an expiry: the second
+- the lock is a create-only object `<prefix>/.locks/<hash of host/repo>.json` with an expiry: the second
   release waits for it; a runner that died leaves a lock that expires, and the next release deletes exactly
   that expired object (If-Match its ETag) and takes the lock.
 """

@@ -184,7 +184,7 @@ def test_two_runners_releasing_one_tag_share_the_s3_lock_and_records(registry, s
     assert RegistryAPI(registry.host).manifest(repo, "rel-1").digest == winner
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
     records = [k for k in keys if k.endswith(".json") and not k.endswith(("latest.json", "pending.json"))]
-    assert len(records) == 1 and [k for k in keys if "/locks/" in k] == [], keys
+    assert len(records) == 1 and [k for k in keys if "/.locks/" in k or "/.intents/" in k] == [], keys
     record = json.loads(s3.get_object(Bucket=bucket, Key=records[0])["Body"].read())
     assert record["digest"] == winner and record["repositories"][0]["moved"] == ["rel-1"]
     assert record["repositories"][0]["repository"] == f"{registry.host}/{repo}"
@@ -334,12 +334,12 @@ def test_a_release_terminated_at_a_write_gives_the_s3_lock_back_and_the_rerun_co
             time.sleep(0.1)  # t-1 written: the run is now in t-2's write, which the proxy holds
         time.sleep(0.5)
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-        assert any("/locks/" in k for k in keys) and "rel/term/pending.json" in keys, keys
+        assert any("/.locks/" in k for k in keys) and "rel/.intents/term.json" in keys, keys
         proc.terminate()
         _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130 and "Traceback" not in err, err
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-        assert keys == ["rel/term/pending.json"], keys  # the lock is given back; the intent names t-1, t-2
+        assert keys == ["rel/.intents/term.json"], keys  # the lock is given back; the intent names t-1, t-2
         proxy.faults.clear()
         res = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and "waiting" not in res.stderr, res.stderr
@@ -347,6 +347,6 @@ def test_a_release_terminated_at_a_write_gives_the_s3_lock_back_and_the_rerun_co
         proxy.stop()
     assert [api.manifest(repo, t).digest for t in ("t-1", "t-2")] == [digest, digest]
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-    (name,) = [k for k in keys if k.endswith(".json") and not k.endswith(("latest.json", "pending.json"))]
+    (name,) = [k for k in keys if k.endswith(".json") and not k.endswith("latest.json")]
     record = json.loads(s3.get_object(Bucket=bucket, Key=name)["Body"].read())
-    assert record["repositories"][0]["tags"] == ["t-1", "t-2"] and "rel/term/pending.json" not in keys
+    assert record["repositories"][0]["tags"] == ["t-1", "t-2"] and "rel/.intents/term.json" not in keys
