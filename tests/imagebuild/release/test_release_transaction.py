@@ -230,9 +230,10 @@ def test_the_s3_lock_waits_for_a_live_holder_and_takes_an_expired_one(aws):
                 pass
         assert time.monotonic() - start >= 1 and any("waiting" in s for s in said)
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)  # released
-    # a runner that died: its lock expired an hour ago
-    dead = s3records.lock_body("dead-owner", time.time() - 3600, 60)
+    # a runner that died: its lock (a lease of 1 s) has not changed for longer than that, by S3's clock
+    dead = s3records.lock_body("dead-owner", time.time(), 1)
     s3.put_object(Bucket=bucket, Key="locks/x.json", Body=dead)
+    time.sleep(2.1)
     with s3records.hold_lock(s3, bucket, "locks/x.json", 5, said.append):
         held = json.loads(s3.get_object(Bucket=bucket, Key="locks/x.json")["Body"].read())
         assert held["owner"] != "dead-owner" and held["expires_at"] > time.time()
