@@ -642,6 +642,7 @@ def looks_like_json(path: str) -> bool:
 # a `-J` file named inside a log is read only when it is a regular file this size or smaller: the log is
 # not the user's word, and its path may name anything (a device, a huge file)
 NAMED_JSON_MAX_BYTES = 64 << 20
+_KERNEL_FILES = ("/proc/", "/sys/", "/dev/")
 
 
 def read_named_json(a: "Analysis", given: Sequence[str]) -> None:
@@ -675,8 +676,10 @@ def read_named_json(a: "Analysis", given: Sequence[str]) -> None:
         entry["named_by"] = "{}:{}".format(named.get("file"), named.get("line"))
         try:
             size = os.stat(found).st_size
-            if not os.path.isfile(found):
-                entry["unread"] = "not a regular file"
+            real = os.path.realpath(found)
+            if not os.path.isfile(found) or size == 0 or real.startswith(_KERNEL_FILES):
+                # /proc and /sys files are "regular" with size 0, and some block when read (/proc/kmsg)
+                entry["unread"] = "not a regular file with content"
             elif size > NAMED_JSON_MAX_BYTES:
                 entry["unread"] = "%d bytes, over the %d read for a named file" % (size, NAMED_JSON_MAX_BYTES)
             else:
