@@ -40,6 +40,7 @@ def test_a_second_logs_out_of_bounds_fails_the_verdict(tmp_path):
     oob = _check(report, "out-of-bounds")
     assert oob["status"] == "fail" and "7 out-of-bounds" in oob["detail"]
     assert any(e["file"].endswith("new-allreduce-oob-failed.log") for e in oob["evidence"])
+    assert "wrong=7" in r.out.splitlines()  # the metric line counts every result's wrong values
     # and either order: the first file is not special
     r2, report2 = _parse(tmp_path, NT / "new-allreduce-oob-failed.log", GOOD)
     assert (r2.rc, report2["verdict"]) == (1, "fail")
