@@ -639,6 +639,60 @@ def looks_like_json(path: str) -> bool:
     return head[:1] == b"{"
 
 
+# a `-J` file named inside a log is read only when it is a regular file this size or smaller: the log is
+# not the user's word, and its path may name anything (a device, a huge file)
+NAMED_JSON_MAX_BYTES = 64 << 20
+_KERNEL_FILES = ("/proc/", "/sys/", "/dev/")
+
+
+def read_named_json(a: "Analysis", given: Sequence[str]) -> None:
+    """Read the `-J` JSON each table said it writes ("# Writing JSON output to PATH"), where it exists and
+    was not given, so the judge checks the table against it (efa_validators.judge.agree).
+
+    PATH is taken as written, then relative to the log's folder (the run's folder is not known here). One
+    that is missing is left out (the log is often read away from the node); one that is there but is not a
+    regular file, is too big or is not nccl-tests JSON is listed in `inputs` with the reason, never read.
+    """
+    from efa_validators.parse.nccltests import NcclTestsJsonError, load_json_output
+
+    seen = set()
+    for p in given:
+        try:
+            seen.add(os.path.realpath(p))
+        except (OSError, ValueError):
+            pass
+    for test in list(a.tests):
+        named = (test.get("evidence") or {}).get("json_output")
+        if not named:
+            continue
+        path = named["path"]
+        log_dir = os.path.dirname(named.get("file") or "")
+        tries = [path] if os.path.isabs(path) else [path, os.path.join(log_dir, path)]
+        found = next((t for t in tries if os.path.lexists(t)), None)
+        if found is None or os.path.realpath(found) in seen:
+            continue
+        seen.add(os.path.realpath(found))
+        entry = {"file": found, "kind": "nccl-tests-json", "lines": None, "bytes": None}
+        entry["named_by"] = "{}:{}".format(named.get("file"), named.get("line"))
+        try:
+            size = os.stat(found).st_size
+            real = os.path.realpath(found)
+            if not os.path.isfile(found) or size == 0 or real.startswith(_KERNEL_FILES):
+                # /proc and /sys files are "regular" with size 0, and some block when read (/proc/kmsg)
+                entry["unread"] = "not a regular file with content"
+            elif size > NAMED_JSON_MAX_BYTES:
+                entry["unread"] = "%d bytes, over the %d read for a named file" % (size, NAMED_JSON_MAX_BYTES)
+            else:
+                obj = load_json_output(found)
+                entry["bytes"] = size
+                a.inputs.append(entry)
+                a.tests.append(obj)
+                continue
+        except (OSError, NcclTestsJsonError) as err:
+            entry["unread"] = str(err)
+        a.inputs.append(entry)
+
+
 def analyze_paths(
     paths: Sequence[str],
     instance_type: Optional[str] = None,
@@ -700,6 +754,7 @@ def _analyze_paths(
                 analyze_stream(a, fh, path)
             continue
         analyze_file(a, path, workers, progress=progress)
+    read_named_json(a, paths)
     report = a.report(instance_type, nodes, fabric)
     if a.replay:  # as `validators run` marks a replay's report (efa_validators.run.report)
         from efa_validators.run.report import replay_finding
