@@ -205,6 +205,14 @@ CATALOG = [
                 "regex": r"Unexpected status (?:returned by responder|\(-?\d+\) for message)",
                 "scan": True,
             },
+            # libfabric's efa provider reports a failed operation as `err: N, message: <status text> My EFA
+            # addr: ... Peer EFA addr: ... Peer host id: ...` (<info> for the user's operation, <warn> for
+            # its own): any status, not only those named above
+            {
+                "needle": ", message: ",
+                "regex": r"\berr: -?\d+, message: .*(?:Peer EFA addr|Peer host id)",
+                "scan": True,
+            },
             {
                 "needle": "Got completion",
                 "regex": r"NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status)",
@@ -231,7 +239,8 @@ CATALOG = [
         "(%d) for message'), src/nccl_ofi_sendrecv.c before d04444ec ('Request %p completed with error. RC "
         "... Error: %d (%s)'); ofiwg/libfabric prov/efa/src/efa_errno.h (status texts: 'Unresponsive "
         "receiver', 'Unreachable remote', 'Unexpected status returned by responder'), "
-        "prov/efa/src/rdm/efa_rdm_error.h ('Peer EFA addr', 'Peer host id'); NVIDIA/nccl "
+        "prov/efa/src/rdm/efa_rdm_error.h ('Peer EFA addr', 'Peer host id'), prov/efa/src/rdm/efa_rdm_ope.c "
+        "('err: %d, message: %s (%d)' at af8ddbe9); NVIDIA/nccl "
         "src/transport/net_ib.cc ('Got completion from peer'); torvalds/linux "
         "drivers/net/ethernet/mellanox/mlx5/core/eq.c ('CQ error on CQN 0x%x, syndrome 0x%x')",
     },
@@ -420,6 +429,24 @@ CATALOG = [
         "remedy": "Use an image whose CUDA runtime the host driver supports, or install the CUDA forward "
         "compatibility package (cuda-compat) in the image.",
         "source": "NVIDIA CUDA compatibility guide",
+    },
+    {
+        "id": "libfabric-warn",
+        "severity": "warning",
+        "title": "libfabric printed warning lines",
+        # libfabric's own log line (FI_LOG_LEVEL=warn or finer):
+        # `libfabric:PID:TIME:PREFIX:PROVIDER:SUBSYSTEM:function():LINE<warn> message`, alone or indented in a
+        # pasted log; the signatures above name the warnings they know, this one keeps any other in view
+        "lines": [
+            {
+                "needle": "<warn>",
+                "regex": r"libfabric:\d+:\d+:[^:\s]*:[^:\s]+:[^:\s]+:\S+\(\):\d+<warn> ",
+                "scan": True,
+            }
+        ],
+        "remedy": "Read the provider and function each line names: a warning before a failure usually says "
+        "what the provider could not do (a device, an address, a memory registration).",
+        "source": "ofiwg/libfabric src/log.c (ofi_log: '%s:%d:%ld:%s:%s:%s:%s():%d<%s> %s' at af8ddbe9)",
     },
     {
         "id": "nccl-warn",
@@ -731,7 +758,7 @@ def _message_of(text: str) -> str:
 _HEAD_HOST = re.compile(r"([^\s:\[\]|]+):\d+:\d+ \[[^\]\s]*\]")
 _OFI_ERROR = re.compile(
     r"strerror: (.*?)(?:, len: -?\d+|$)|Error: -?\d+ \((.*?)\)?(?:\. Completed length|$)"
-    r"|Error: ([A-Za-z][^.]*)"
+    r"|Error: ([A-Za-z][^.]*)|\berr: -?\d+, message: (.*?)(?: My EFA addr|$)"
 )
 _PEER = re.compile(r"Peer host id: ([^\s,]+)|Peer EFA addr: ([^\s,]+)|from peer ([^\s,]+)")
 _STATUS = re.compile(
