@@ -27,6 +27,7 @@ from efa_validators.parse.nccllog import (
     parse_text,
 )
 from efa_validators.report.assemble import build_report
+from efa_validators.scan import wrapped
 from efa_validators.scan.linescan import MAX_LINE, Region, scan
 from efa_validators.scan.parscan import default_workers, scan_prepared
 from efa_validators.scan.prefix import COLLECTOR_ENDS, strip_prefix
@@ -76,7 +77,7 @@ NCCL, SIGNATURE, TESTS, REPLAY = 1, 2, 4, 8
 
 
 def needles() -> List[str]:
-    return sorted(set(NEEDLES) | set(signatures.needles()) | set(NCCLTESTS_NEEDLES))
+    return sorted(set(NEEDLES) | set(signatures.needles()) | set(NCCLTESTS_NEEDLES) | set(wrapped.NEEDLES))
 
 
 def needle_groups() -> List[tuple]:
@@ -89,6 +90,7 @@ def needle_groups() -> List[tuple]:
         [(n, NCCL) for n in NEEDLES]
         + [(n, SIGNATURE) for n in signatures.needles()]
         + [(n, TESTS) for n in NCCLTESTS_NEEDLES]
+        + [(n, NCCL | SIGNATURE) for n in wrapped.NEEDLES]  # a half of a wrapped message (scan/wrapped.py)
         + [(_replay_mark(), REPLAY)]
     )
 
@@ -322,7 +324,19 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
     keep = EVIDENCE_PER_KIND
     memo = {}  # type: dict  # a line read before -> (its flags, its item less the line number), bounded
+    held = None  # type: Optional[tuple]  # a line that may begin a wrapped message: (lineno, raw, flags, item)
     for lineno, raw, cut, flags in lines:
+        if held is not None:  # scan/wrapped.py: joined to this line, or read as it is
+            h_lineno, h_raw, h_flags, h_item = held
+            held = None
+            joined = None if cut or lineno != h_lineno + 1 else wrapped.rejoin(h_raw, raw)
+            if joined is not None:
+                item = prep_line(h_lineno, joined, False, h_flags | flags | NCCL | SIGNATURE)
+                if item is not None:
+                    yield item
+                continue
+            if h_item is not None:
+                yield h_item
         if not cut and not flags & REPLAY and "via NET/" in raw:
             # a head is read so whatever follows it (each of its fields ends at a character it cannot hold):
             # a line that starts with the last head read has that head
@@ -377,16 +391,19 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
             key, run, top = None, {}, None
         seen = memo.get(raw)
         if seen is not None and seen[0] == flags and not cut:  # the line as read before: its item, renumbered
-            if seen[1] is not None:
-                yield (lineno,) + seen[1]
-            continue
-        item = prep_line(lineno, raw, cut, flags)
-        if not cut and len(raw) <= _MEMO_LINE:
-            if len(memo) >= _MEMO_LINES:
-                memo.clear()
-            memo[raw] = flags, None if item is None else item[1:]
-        if item is not None:
+            item = None if seen[1] is None else (lineno,) + seen[1]
+        else:
+            item = prep_line(lineno, raw, cut, flags)
+            if not cut and len(raw) <= _MEMO_LINE:
+                if len(memo) >= _MEMO_LINES:
+                    memo.clear()
+                memo[raw] = flags, None if item is None else item[1:]
+        if not cut and wrapped.holds_needle(raw):
+            held = (lineno, raw, flags, item)
+        elif item is not None:
             yield item
+    if held is not None and held[3] is not None:
+        yield held[3]
     if run:
         yield key, NetRun(run, peer=top)
 
@@ -531,9 +548,21 @@ def analyze(
     nodes: Optional[int] = None,
     source: str = "<stream>",
 ) -> dict:
-    """Report for lines of text (str or bytes, with or without newlines), e.g. live launcher output."""
+    """Report for lines of text (str or bytes, with or without newlines), e.g. live launcher output: filtered
+    as a file's lines are (`_filtered`), then read through the same `prepare`."""
     a = Analysis()
     a.begin(source)
+    counted = [0]
+    apply = a.apply
+    for item in prepare(_filtered(lines, counted)):
+        apply(0, item)
+    a.end(counted[0], None)
+    return a.report(instance_type, nodes)
+
+
+def _filtered(lines: Iterable, counted: List[int]) -> Iterator[tuple]:
+    """(line number, raw, cut, flags) of the lines that hold a needle (or an nccl-tests table row), as
+    linescan.scan gives a file's; the number of lines read is left in counted[0]."""
     groups = needle_groups()
     table_left = 0  # rows still to pass after an nccl-tests table header (see linescan.Region)
     table_head = b""
@@ -565,9 +594,8 @@ def analyze(
             table_left = TABLE_MAX_ROWS
             table_head = raw.encode("utf-8", "replace")
         if flags:
-            a.line(count, raw, cut, flags)
-    a.end(count, None)
-    return a.report(instance_type, nodes)
+            yield count, raw, cut, flags
+    counted[0] = count
 
 
 def _table_region() -> Region:
@@ -608,7 +636,9 @@ def analyze_file(
     # serial: the lines are parsed and folded as they are scanned
     kept = Kept()  # sent with each range submitted (pickled then): set once the parent keeps no more
     fold = functools.partial(fold_range, path, kept=kept)
-    items = scan_prepared(path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare)
+    items = scan_prepared(
+        path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare, wrapped.ends_no_range
+    )
     with closing(items):  # on an error too, the workers end now
         for base, item in items:
             if type(item) is Partial:

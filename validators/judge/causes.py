@@ -32,6 +32,7 @@ SYMPTOMS = frozenset(
         "crash",
         "hang",
         "watchdog-timeout",
+        "watchdog-hang",
         "rank-exit",
         "launcher-exit",
         "nccl-tests-no-results",
@@ -165,6 +166,9 @@ LINKS = (
     ("watchdog-timeout", "completion-error", "PyTorch's watchdog timed out after a network completion error"),
     ("watchdog-timeout", "crash", "PyTorch's watchdog timed out after a rank died"),
     ("watchdog-timeout", "hang", "PyTorch's watchdog timed out on the stalled run"),
+    ("watchdog-hang", "completion-error", "PyTorch's watchdog got stuck after a network completion error"),
+    ("watchdog-hang", "crash", "PyTorch's watchdog got stuck after a rank died"),
+    ("watchdog-hang", "hang", "PyTorch's watchdog got stuck on the stalled run"),
     ("busbw-below-expected", "socket-fallback", "the bandwidth is low because NCCL runs over TCP sockets"),
     ("busbw-below-expected", "gdr-disabled", "the bandwidth is low because GPUDirect RDMA is off"),
     (
@@ -194,6 +198,7 @@ LINKS = (
 EXIT_CAUSES = (
     ("crash", "because it failed"),
     ("watchdog-timeout", "after PyTorch's watchdog timed out"),
+    ("watchdog-hang", "after PyTorch's watchdog got stuck"),
     ("hang", "after the run lost its peers"),
     ("completion-error", "after a network completion error"),
     ("bootstrap-interface", "after NCCL's bootstrap could not use its network interface"),

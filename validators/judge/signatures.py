@@ -418,6 +418,24 @@ CATALOG = [
         "source": _WATCHDOG,
     },
     {
+        "id": "watchdog-hang",
+        "severity": "error",
+        "title": "PyTorch's heartbeat monitor found the NCCL watchdog stuck",
+        # distinctive words that match alone too: a message hard-wrapped at a fixed column is joined first
+        # (validators/parse/wrapped.py), and a half that holds these still names its line
+        "lines": [
+            {"needle": "got stuck for", "regex": r"watchdog got stuck for \d+ seconds", "scan": True},
+            {"needle": "eartbeat monitor timed out", "regex": r"Heartbeat monitor timed out", "scan": True},
+        ],
+        "when": "watchdog_stuck",
+        "remedy": "A NCCL or CUDA call hung under the watchdog: find the rank that stopped first (its log's "
+        "first error), check that node's GPUs and EFA (pairwise nccl-tests); raising "
+        "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC or disabling the monitor only hides it.",
+        "source": "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp at cf1380df "
+        "(HeartbeatMonitor: \"ProcessGroupNCCL's watchdog got stuck for %d seconds without making progress "
+        "in monitoring enqueued collectives\", 'Heartbeat monitor timed out!')",
+    },
+    {
         "id": "cuda-driver-too-old",
         "severity": "error",
         "title": "the CUDA driver is older than the CUDA runtime in the image",
@@ -867,6 +885,23 @@ def _watchdog(facts, tests):
     return text, ev
 
 
+_STUCK = re.compile(r"got stuck for (\d+) seconds")
+_C10D_RANK = re.compile(r"[\[ ][Rr]ank ?(\d+)\]")
+
+
+def _watchdog_stuck(facts, tests):
+    """How long the watchdog was stuck, and on which rank(s) (c10d's log prefix `[... Rank N]`)."""
+    ev = facts.signature_evidence.get("watchdog-hang") or []
+    if not ev:
+        return None
+    secs = sorted({m.group(1) for e in ev for m in [_STUCK.search(e.get("text") or "")] if m})
+    ranks = sorted({int(r.group(1)) for e in ev for r in _C10D_RANK.finditer(e.get("text") or "")})
+    said = "the watchdog got stuck" + (" for %s seconds" % "/".join(secs) if secs else "")
+    if ranks:
+        said += " on rank(s) %s" % ranges(ranks)
+    return said, []
+
+
 def _driver_older_than_runtime(facts, tests):
     bad = []
     for p in facts.procs.values():
@@ -899,6 +934,7 @@ PREDICATES = {
     "tests_wrong": _tests_wrong,
     "tests_no_results": _tests_no_results,
     "watchdog": _watchdog,
+    "watchdog_stuck": _watchdog_stuck,
     "crashed": _crashed,
     "completion_errors": _completion_errors,
     "ranks_disagree": _ranks_disagree,

@@ -60,3 +60,77 @@ def test_libfabric_lines_that_are_not_warnings_name_nothing():
         "the <warn> tag in prose, and err: 5, message: in a sentence",
     ]
     assert analyze(lines)["findings"] == []
+
+
+# ------------------------------------------------------------------ PyTorch's watchdog, hard-wrapped
+C10D = (
+    "[rank3]:[E1206 03:14:15.926535 20417 ProcessGroupNCCL.cpp:1583] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+)
+STUCK = (
+    "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+    "collectives."
+)
+BEAT = (
+    "Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1"
+)
+
+
+def test_a_watchdog_message_wrapped_inside_a_word_is_joined_and_named_at_its_first_line():
+    """The issue's break (`ProcessGroupNCCL'` / `s watchdog got stuck ...`) and a heartbeat line broken
+    after 'monitor': one finding per message, each naming the line the message starts on."""
+    name = "torch-watchdog-wrapped.log"
+    report = _report(name)
+    assert report["verdict"] == "fail"
+    first = report["findings"][0]
+    assert first["id"] == "watchdog-hang" and "480 seconds on rank(s) 3" in first["message"]
+    assert "2 matching line(s)" in first["message"]
+    _names_line(first, name, 3, "ProcessGroupNCCL's watchdog got stuck for 480 seconds")
+    _names_line(first, name, 5, "Heartbeat monitor timed out!")
+    assert "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" in first["remedy"] and "cf1380df" in first["source"]
+
+
+def test_the_message_is_found_wherever_the_wrap_breaks_it():
+    """Every break from the message's first character to its last: one finding, one line counted, and the
+    line named is the first half's (joined where the break falls inside the words that name it)."""
+    text = C10D + STUCK
+    for at in range(len(C10D) + 1, len(text)):
+        report = analyze(["step 7 loss 2.0", text[:at], text[at:], "step 8"])
+        hang = _finding(report, "watchdog-hang")
+        assert hang["message"].startswith("the watchdog got stuck for 480 seconds on rank(s) 3"), at
+        assert "1 matching line(s)" in hang["message"], at
+        assert hang["evidence"][0]["line"] == 2, at
+
+
+def test_heartbeat_wrapped_with_its_space_trimmed_is_joined():
+    text = C10D + BEAT
+    at = text.index(" timed out")
+    report = analyze([text[:at], text[at + 1 :]])  # the wrapper dropped the space it broke at
+    hang = _finding(report, "watchdog-hang")
+    assert hang["evidence"][0]["line"] == 1 and "Heartbeat monitor timed out!" in hang["evidence"][0]["text"]
+
+
+def test_lines_are_not_joined_across_a_message_of_their_own_or_a_gap():
+    text = C10D + STUCK
+    at = text.index("'s watchdog") + 1
+    # the next line starts its own c10d message: nothing joins, and the first half alone names nothing
+    own = analyze([text[:at], C10D + "Some other message", "s watchdog"])
+    assert "watchdog-hang" not in [f["id"] for f in own["findings"]]
+    # not the next physical line (a line without a needle between): not joined
+    gap = analyze([text[:at], "unrelated line", text[at:]])
+    hang = _finding(gap, "watchdog-hang")
+    assert [e["line"] for e in hang["evidence"]] == [3]  # the second half alone still names its words
+
+
+def test_the_joiner_holds_one_line_at_most():
+    """Streaming, bounded: each line's item is out before the line after the next is read."""
+    from efa_validators.analyze import NCCL, SIGNATURE, prepare
+
+    read = []
+
+    def lines():
+        for n in range(1, 200):
+            read.append(n)
+            yield n, C10D + "watchdog heartbeat %d" % n, False, NCCL | SIGNATURE
+
+    for item in prepare(lines()):
+        assert read[-1] - item[0] <= 1
