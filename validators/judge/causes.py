@@ -159,6 +159,13 @@ LINKS = (
     ("crash", "mr-registration-failed", "a rank failed after memory registration failed"),
     ("crash", "cuda-driver-too-old", "a rank failed because the CUDA driver is older than the runtime"),
     ("crash", "ofi-init-failed", "a rank failed after the net plugin failed to initialise"),
+    ("crash", "launcher-start-failed", "a rank failed after the launcher could not start the ranks"),
+    ("hang", "launcher-start-failed", "the run stalled because the launcher could not start every rank"),
+    (
+        "nccl-tests-no-results",
+        "launcher-start-failed",
+        "nccl-tests printed no result because the launcher could not start the ranks",
+    ),
     ("hang", "completion-error", "the run stalled after a network completion error"),
     ("hang", "bootstrap-interface", "the run stalled after NCCL's bootstrap could not connect"),
     ("hang", "rank-topology-mismatch", "the run stalled after the ranks disagreed on their network topology"),
@@ -197,6 +204,7 @@ LINKS = (
 # own; `leftover-processes`, `long-lines`, `output-cut`, `no-output` are warnings: each by its severity.
 EXIT_CAUSES = (
     ("crash", "because it failed"),
+    ("launcher-start-failed", "because it could not start the ranks"),
     ("watchdog-timeout", "after PyTorch's watchdog timed out"),
     ("watchdog-hang", "after PyTorch's watchdog got stuck"),
     ("hang", "after the run lost its peers"),

@@ -367,6 +367,32 @@ CATALOG = [
         "pkg/scheduler/framework/plugins/noderesources/fit.go ('Insufficient %v')",
     },
     {
+        "id": "launcher-start-failed",
+        "severity": "error",
+        "title": "the launcher could not start the ranks",
+        "lines": [
+            {"needle": "start failed on ", "regex": r"\bstart failed on [^\s:]+", "scan": True},
+            {"needle": "CXI alloc failed", "regex": r"CXI alloc failed on cxi\d+", "scan": True},
+        ],
+        "when": "launch_failed",
+        "remedy_by": [
+            (
+                r"CXI alloc failed|exceeds ACs",
+                "The Slingshot NIC had no room for the job's CXI service (its ACs, VNIs or queues): list "
+                "the services left on that node (`cxi_service list`) and remove stale ones, or ask for fewer "
+                "ranks per node; a launcher or prolog must ask for resources within the device's limits.",
+            ),
+        ],
+        "remedy": "Read the reason after the host: the node is down or unreachable, the launcher's daemon "
+        "(slurmd, prted) is not running there, or a resource the launch needs is exhausted; fix that node "
+        "or leave it out, then launch again.",
+        "source": "The launcher's own text as issue 41 reports it from real logs "
+        "('start failed on HOST: ...'; "
+        "HPE Slingshot's 'CXI alloc failed on cxi0: request exceeds ACs limits'): no public source file "
+        "was found for either line; flux-framework/flux-coral2 issue 407 and PR 408 (a CXI service "
+        "allocation refused past the device's limits)",
+    },
+    {
         "id": "ll-corruption",
         "severity": "error",
         "title": "nccl-tests found wrong results (LL/LL128 over an unordered transport)",
@@ -885,6 +911,32 @@ def _watchdog(facts, tests):
     return text, ev
 
 
+_START_FAILED = re.compile(r"\bstart failed on ([^\s:]+):? ?(.*)")
+_CXI_FAILED = re.compile(r"CXI alloc failed on (cxi\d+):? ?(.*)")
+
+
+def _launch_failed(facts, tests):
+    """Where the launch failed and why, as the lines say it (the first three different ones)."""
+    said = []  # type: List[str]
+    for e in facts.signature_evidence.get("launcher-start-failed") or ():
+        text = e.get("text") or ""
+        m = _START_FAILED.search(text)
+        cxi = _CXI_FAILED.search(text)
+        if m:
+            part = "start failed on %s" % m.group(1) + (
+                ": %s" % m.group(2).strip()[:160] if m.group(2) else ""
+            )
+        elif cxi:
+            part = "CXI alloc failed on %s" % cxi.group(1) + (
+                ": %s" % cxi.group(2)[:160] if cxi.group(2) else ""
+            )
+        else:
+            continue
+        if part not in said:
+            said.append(part)
+    return ("; ".join(said[:3]), []) if said else None
+
+
 _STUCK = re.compile(r"got stuck for (\d+) seconds")
 _C10D_RANK = re.compile(r"[\[ ][Rr]ank ?(\d+)\]")
 
@@ -935,6 +987,7 @@ PREDICATES = {
     "tests_no_results": _tests_no_results,
     "watchdog": _watchdog,
     "watchdog_stuck": _watchdog_stuck,
+    "launch_failed": _launch_failed,
     "crashed": _crashed,
     "completion_errors": _completion_errors,
     "ranks_disagree": _ranks_disagree,

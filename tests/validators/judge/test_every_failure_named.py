@@ -134,3 +134,30 @@ def test_the_joiner_holds_one_line_at_most():
 
     for item in prepare(lines()):
         assert read[-1] - item[0] <= 1
+
+
+# ------------------------------------------------------------------ a launcher that could not start the ranks
+def test_a_launch_that_failed_on_a_slingshot_nic_names_the_host_and_the_cxi_limit():
+    name = "launcher-start-failed-cxi.log"
+    report = _report(name)
+    assert report["verdict"] == "fail"
+    first = report["findings"][0]
+    assert first["id"] == "launcher-start-failed"
+    assert first["message"].startswith("start failed on x1002c3s4b0n1: CXI alloc failed on cxi0")
+    _names_line(first, name, 4, "request exceeds ACs limits")
+    assert "cxi_service" in first["remedy"]
+    assert causes.misordered(report["findings"]) is None
+
+
+def test_a_launch_that_failed_on_a_host_alone_and_then_a_crash():
+    report = analyze(
+        [
+            "prted: start failed on gpu-node-07: ssh: connect to host gpu-node-07 port 22: No route to host",
+            "srun: error: gpu-node-06: task 0: Exited with exit code 1",
+        ]
+    )
+    ids = [f["id"] for f in report["findings"]]
+    assert ids == ["launcher-start-failed", "crash"]
+    assert report["findings"][1]["caused_by"] == "launcher-start-failed"
+    assert "No route to host" in report["findings"][0]["message"]
+    assert "Read the reason after the host" in report["findings"][0]["remedy"]
