@@ -405,7 +405,23 @@ CATALOG = [
         "id": "crash",
         "severity": "error",
         "title": "a process of the job failed or died",
+        # NCCL's return chain (`NCCL INFO file.cc:N -> RC`, each caller naming where it passed the error
+        # up): kept apart (`as`), read by the predicate to name where the failure began
         "lines": [
+            {
+                "needle": ".cc:",
+                "regex": r"NCCL INFO [\w./-]+\.cc:\d+(?: \(\w+\))? -> \d+",
+                "as": "return-chain",
+                "scan": True,
+            },
+            {
+                "needle": ".h:",
+                "regex": r"NCCL INFO [\w./-]+\.h:\d+(?: \(\w+\))? -> \d+",
+                "as": "return-chain",
+                "scan": True,
+            },
+        ]
+        + [
             # a task that ended with a non-zero code: the job failed, whatever the text before says
             {
                 "needle": "Exited with exit code",
@@ -764,19 +780,47 @@ def _crashed(facts, tests):
         return ("; ".join(said[:4]), []) if said else None
     relayed = _crash_kind(facts, "relay")
     text, ev = _describe(crashes), [c["evidence"] for c in crashes + relayed]
-    before = _warn_before(facts, crashes)
-    if before is not None:  # "internal error" says nothing: the WARN printed before it says what failed
+    origin = _chain_origin(facts, crashes)
+    before = _warn_before(facts, crashes, origin)
+    if (
+        before is not None
+    ):  # the failure line says what kind; the WARN printed where it began says what failed
         text += "; the WARN before it: %s" % _message_of(before["text"])
         ev.insert(0, before)
+    elif origin is not None:  # no WARN: the first return of NCCL's chain is where the failure began
+        text += "; it began at %s" % _message_of(origin["text"])
+        ev.insert(0, origin)
     return text, ev
 
 
-def _warn_before(facts, crashes) -> Optional[dict]:
-    """The last WARN kept before the first crash whose only text is NCCL's 'internal error', on its host."""
+def _chain_origin(facts, crashes) -> Optional[dict]:
+    """The first line of NCCL's return chain (`file.cc:N -> RC`) before the first crash, on its host: where
+    the error began. Why the first: each caller prints its own line as the error passes up, so the first
+    printed is the deepest, and the test's failure line is only where the chain surfaced."""
     for c in crashes:
-        if "internal error" not in (c.get("error") or c["what"]):
-            continue
         at = c["evidence"]
+        for r in facts.signature_evidence.get("return-chain") or ():
+            if (
+                r.get("file") == at.get("file")
+                and (r.get("line") or 0) < (at.get("line") or 0)
+                and (not c.get("host") or c["host"] in (r.get("text") or ""))
+            ):
+                return r
+    return None
+
+
+def _warn_before(facts, crashes, origin: Optional[dict] = None) -> Optional[dict]:
+    """The last WARN kept before the first crash whose only text is NCCL's 'internal error', on its host;
+    with a return chain (`origin`, its first line), the last WARN before the chain began, whatever the
+    error: the WARN NCCL printed where the failure began names its cause."""
+    for c in crashes:
+        if origin is None and "internal error" not in (c.get("error") or c["what"]):
+            continue
+        at = (
+            origin
+            if origin is not None and origin.get("file") == c["evidence"].get("file")
+            else c["evidence"]
+        )
         warns = [
             w
             for w in facts.evidence_of("warn")
@@ -880,6 +924,14 @@ def _stalled(facts, tests):
     if broken:
         parts.append(_describe(broken))
         ev = [c["evidence"] for c in broken]
+        origin = _chain_origin(facts, broken)  # where the failure began, as for a crash (`_crashed`)
+        before = _warn_before(facts, broken, origin) if origin is not None else None
+        if before is not None:
+            parts[-1] += "; the WARN before it: %s" % _message_of(before["text"])
+            ev.insert(0, before)
+        elif origin is not None:
+            parts[-1] += "; it began at %s" % _message_of(origin["text"])
+            ev.insert(0, origin)
     no_rows = _tests_no_results(facts, tests)
     if no_rows is not None:
         parts.append(no_rows[0])

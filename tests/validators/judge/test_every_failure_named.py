@@ -161,3 +161,51 @@ def test_a_launch_that_failed_on_a_host_alone_and_then_a_crash():
     assert report["findings"][1]["caused_by"] == "launcher-start-failed"
     assert "No route to host" in report["findings"][0]["message"]
     assert "Read the reason after the host" in report["findings"][0]["remedy"]
+
+
+# ------------------------------------------------------------ nccl-tests' failure after NCCL's return chain
+# Decided: the root cause is the WARN NCCL printed where the failure began (the last WARN before the chain's
+# first `file.cc:N -> RC`), else that first return: each caller prints its line as the error passes up, so
+# the first is the deepest, and nccl-tests' `Test NCCL failure` line is only where the chain surfaced.
+G = "gpu-a:4410:4462 [0]"
+
+
+def test_the_warn_where_the_chain_began_names_the_failure_whatever_the_error():
+    name = "nccl-tests-return-chain.log"
+    report = _report(name)
+    assert report["verdict"] == "fail"
+    crash = report["findings"][0]
+    assert crash["id"] == "crash"
+    assert "the WARN before it: Cuda failure 'an illegal memory access was encountered'" in crash["message"]
+    assert crash["evidence"][0]["line"] == 8  # the WARN first, then the failure line
+    _names_line(crash, name, 13, "Test NCCL failure common.cu:1031 'unhandled cuda error")
+    assert causes.misordered(report["findings"]) is None
+
+
+def test_without_a_warn_the_first_return_of_the_chain_is_named():
+    report = analyze(
+        [
+            G + " NCCL INFO NCCL version 2.29.7+cuda13.0",
+            G + " NCCL INFO include/alloc.h:186 (ncclCudaCalloc) -> 1",
+            G + " NCCL INFO init.cc:456 (initTransportsRank) -> 1",
+            "gpu-a: Test CUDA failure common.cu:892 'out of memory'",
+        ]
+    )
+    crash = report["findings"][0]
+    assert (
+        crash["id"] == "crash" and "it began at include/alloc.h:186 (ncclCudaCalloc) -> 1" in crash["message"]
+    )
+    assert crash["evidence"][0]["line"] == 2 and crash["evidence"][1]["line"] == 4
+
+
+def test_a_network_failure_after_a_chain_names_where_it_began():
+    report = analyze(
+        [
+            G + " NCCL INFO transport/net.cc:1234 -> 2",
+            G + " NCCL INFO init.cc:456 -> 2",
+            "gpu-a: Test NCCL failure common.cu:1005 'unhandled system error (run with NCCL_DEBUG=INFO) / '",
+        ]
+    )
+    hang = report["findings"][0]
+    assert hang["id"] == "hang" and "it began at transport/net.cc:1234 -> 2" in hang["message"]
+    assert hang["evidence"][0]["line"] == 1
