@@ -314,7 +314,8 @@ _MEMO_LINES, _MEMO_LINE = 4096, 512
 
 def prepare(lines: Iterable) -> Iterator[tuple]:
     """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
-    whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
+    whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them), and a
+    message hard-wrapped over two lines is read as one (scan/wrapped.py: one line held).
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
     run = {}  # type: dict  # the run's lines by tail (facts.NetRun: the first KEEP as (lineno, text))
@@ -324,19 +325,7 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
     keep = EVIDENCE_PER_KIND
     memo = {}  # type: dict  # a line read before -> (its flags, its item less the line number), bounded
-    held = None  # type: Optional[tuple]  # a line that may begin a wrapped message: (lineno, raw, flags, item)
-    for lineno, raw, cut, flags in lines:
-        if held is not None:  # scan/wrapped.py: joined to this line, or read as it is
-            h_lineno, h_raw, h_flags, h_item = held
-            held = None
-            joined = None if cut or lineno != h_lineno + 1 else wrapped.rejoin(h_raw, raw)
-            if joined is not None:
-                item = prep_line(h_lineno, joined, False, h_flags | flags | NCCL | SIGNATURE)
-                if item is not None:
-                    yield item
-                continue
-            if h_item is not None:
-                yield h_item
+    for lineno, raw, cut, flags in wrapped.joined(lines):  # a message wrapped over two lines: one line
         if not cut and not flags & REPLAY and "via NET/" in raw:
             # a head is read so whatever follows it (each of its fields ends at a character it cannot hold):
             # a line that starts with the last head read has that head
@@ -391,19 +380,16 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
             key, run, top = None, {}, None
         seen = memo.get(raw)
         if seen is not None and seen[0] == flags and not cut:  # the line as read before: its item, renumbered
-            item = None if seen[1] is None else (lineno,) + seen[1]
-        else:
-            item = prep_line(lineno, raw, cut, flags)
-            if not cut and len(raw) <= _MEMO_LINE:
-                if len(memo) >= _MEMO_LINES:
-                    memo.clear()
-                memo[raw] = flags, None if item is None else item[1:]
-        if not cut and wrapped.holds_needle(raw):
-            held = (lineno, raw, flags, item)
-        elif item is not None:
+            if seen[1] is not None:
+                yield (lineno,) + seen[1]
+            continue
+        item = prep_line(lineno, raw, cut, flags)
+        if not cut and len(raw) <= _MEMO_LINE:
+            if len(memo) >= _MEMO_LINES:
+                memo.clear()
+            memo[raw] = flags, None if item is None else item[1:]
+        if item is not None:
             yield item
-    if held is not None and held[3] is not None:
-        yield held[3]
     if run:
         yield key, NetRun(run, peer=top)
 

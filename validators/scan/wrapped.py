@@ -20,7 +20,7 @@ A parse split across workers never starts a range right after a line that holds 
 """
 
 import re
-from typing import Optional
+from typing import Iterable, Iterator, Optional
 
 from efa_validators.scan.prefix import strip_prefix
 
@@ -57,6 +57,27 @@ def holds_needle(raw: str) -> bool:
         if needle in raw:
             return True
     return False
+
+
+def joined(lines: Iterable[tuple]) -> Iterator[tuple]:
+    """The scanned lines (line number, raw, cut, flags) in order, each wrapped message's two lines as one
+    (the first's number, both flags): at most one line held."""
+    held = None  # type: Optional[tuple]
+    for line in lines:
+        if held is not None:
+            first, held = held, None
+            if not line[2] and line[0] == first[0] + 1:
+                both = rejoin(first[1], line[1])
+                if both is not None:
+                    yield first[0], both, False, first[3] | line[3]
+                    continue
+            yield first
+        if not line[2] and holds_needle(line[1]):
+            held = line
+        else:
+            yield line
+    if held is not None:
+        yield held
 
 
 def ends_no_range(line: bytes) -> bool:
