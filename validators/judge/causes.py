@@ -142,6 +142,10 @@ LINKS = (
         "ll-corruption",
         "nccl-tests counted values out of bounds because the results were corrupted",
     ),
+    ("gin-init-failed", "gdrcopy-unavailable", "NCCL initialised no GIN plugin because GDRCopy was unusable"),
+    ("gin-unavailable", "gin-init-failed", "NCCL has no GIN because no GIN plugin initialised"),
+    ("gin-unavailable", "gdrcopy-unavailable", "NCCL has no GIN because aws-ofi-nccl could not use GDRCopy"),
+    ("crash", "gin-unavailable", "a rank failed because the program asked for GIN and NCCL has none"),
     ("crash", "env-value-refused", "a rank failed because NCCL refused a value in the environment"),
     ("crash", "completion-error", "a rank failed after a network completion error"),
     (
@@ -239,7 +243,7 @@ def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
     cause_of = _links(fired, fired)
     after = _links({f["id"] for f in later}, fired)
     errors = {f["id"] for f in list(findings) + list(later) if f.get("severity") == "error"}
-    leading = {c for e, (c, _) in list(cause_of.items()) + list(after.items()) if e in errors}
+    leading = _leading(errors, list(cause_of.items()) + list(after.items()))
     depth = {fid: _depth(fid, cause_of) for fid in fired}
     keyed = []
     for i, f in enumerate(list(findings) + list(later)):
@@ -258,6 +262,20 @@ def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
     floor = min(ranked) if ranked else 0
     keyed[len(findings) :] = [(max(t, floor), d, i, f) for t, d, i, f in keyed[len(findings) :]]
     return [f for _, _, _, f in sorted(keyed, key=lambda k: k[:3])]
+
+
+def _leading(errors: Set[str], links: list) -> Set[str]:
+    """The findings a fired error follows from, directly or through other causes (a warning that causes a
+    warning that causes an error leads too): bounded by the links that fired."""
+    leading = set()  # type: Set[str]
+    grew = True
+    while grew:
+        grew = False
+        for effect, (cause, _) in links:
+            if (effect in errors or effect in leading) and cause not in leading:
+                leading.add(cause)
+                grew = True
+    return leading
 
 
 def _links(effects: Set[str], fired: Set[str]) -> Dict[str, Tuple[str, str]]:
@@ -314,7 +332,16 @@ def root_cause(findings: List[dict]) -> Optional[dict]:
 
 
 def _named_causes(findings: List[dict]) -> Set[str]:
-    return {f["caused_by"] for f in findings if f.get("severity") == "error" and f.get("caused_by")}
+    """The causes an error names, and theirs in turn (a chain of warnings that ends in an error)."""
+    named = {f["caused_by"] for f in findings if f.get("severity") == "error" and f.get("caused_by")}
+    grew = True
+    while grew:
+        grew = False
+        for f in findings:
+            if f["id"] in named and f.get("caused_by") and f["caused_by"] not in named:
+                named.add(f["caused_by"])
+                grew = True
+    return named
 
 
 def kind(finding: dict, findings: List[dict]) -> str:

@@ -209,7 +209,7 @@ CATALOG = [
             # addr: ... Peer EFA addr: ... Peer host id: ...` (<info> for the user's operation, <warn> for
             # its own): any status, not only those named above
             {
-                "needle": ", message: ",
+                "needle": ", message",
                 "regex": r"\berr: -?\d+, message: .*(?:Peer EFA addr|Peer host id)",
                 "scan": True,
             },
@@ -393,6 +393,65 @@ CATALOG = [
         "allocation refused past the device's limits)",
     },
     {
+        "id": "gdrcopy-unavailable",
+        "severity": "warning",
+        "title": "aws-ofi-nccl's GIN could not use GDRCopy",
+        # a warning: NCCL then tries its other GIN plugins, and a program that uses no GIN runs on; where GIN
+        # was needed, the failure names this as its cause (judge/causes.py LINKS)
+        "lines": [
+            {"needle": "initialize GDRCopy", "regex": r"Failed to initialize GDRCopy"},
+            {"needle": "requires GDRCopy", "regex": r"GIN requires GDRCopy [\d.]+"},
+        ],
+        "remedy": "Install GDRCopy >= 2.5 in the image (libgdrapi.so on the library path) and load its "
+        "gdrdrv kernel module on the host with /dev/gdrdrv passed into the container; or, where the program "
+        "needs no GIN, set NCCL_GIN_ENABLE=0.",
+        "source": "aws/aws-ofi-nccl src/rdma/gin/nccl_ofi_gin_api.cpp ('Failed to initialize GDRCopy: %s', "
+        "'GIN requires GDRCopy 2.5+ for forced PCIe copy support'), src/nccl_ofi_gdrcopy.cpp ('Could not "
+        "load libgdrapi.so', 'Failed to open gdr handle') at 2daf7d30",
+    },
+    {
+        "id": "gin-init-failed",
+        "severity": "warning",
+        "title": "NCCL initialised no GIN plugin",
+        "lines": [
+            {
+                "needle": "any GIN plugin",
+                "regex": r"GIN/Plugin: Failed to initialize any GIN plugin",
+                "scan": True,
+            },
+            {
+                "needle": "load external plugin",
+                "regex": r"GIN/Plugin: Failed to load external plugin",
+                "scan": True,
+            },
+        ],
+        "remedy": "Read the WARN lines before it: aws-ofi-nccl's GIN needs its net plugin in use (not "
+        "NCCL_NET=Socket), the RDMA protocol and GDRCopy >= 2.5; a program that uses no GIN runs on "
+        "without.",
+        "source": "NVIDIA/nccl src/plugin/gin.cc ('GIN/Plugin: Failed to initialize any GIN plugin', "
+        "'GIN/Plugin: Failed to load external plugin %s') at 5067397c",
+    },
+    {
+        "id": "gin-unavailable",
+        "severity": "error",
+        "title": "the program asked for GIN (GPU-initiated networking) and NCCL has none",
+        "lines": [
+            {"needle": "GIN not supported", "regex": r"NCCL WARN GIN not supported"},
+            {"needle": "requested GIN", "regex": r"NCCL WARN User requested GIN but not all ranks"},
+            {"needle": "GIN-capable", "regex": r"NCCL WARN No GIN-capable devices found"},
+            {"needle": "WARN GIN is disabled", "regex": r"NCCL WARN GIN is disabled"},
+        ],
+        "remedy_by": [
+            (r"GIN is disabled", "NCCL_GIN_ENABLE=0 turns GIN off: unset it for a program that uses GIN."),
+        ],
+        "remedy": "Make a GIN plugin initialise on every rank (the lines before it say why it did not: "
+        "GDRCopy, the net plugin, the protocol), or run the program without its GIN (device API) "
+        "path.",
+        "source": "NVIDIA/nccl src/gin/gin_host.cc ('GIN is disabled.', 'GIN not supported.', "
+        "'No GIN-capable devices found.'), src/dev_runtime.cc ('User requested GIN but not all ranks in "
+        "the communicator support GIN') at 5067397c",
+    },
+    {
         "id": "ll-corruption",
         "severity": "error",
         "title": "nccl-tests found wrong results (LL/LL128 over an unordered transport)",
@@ -405,23 +464,7 @@ CATALOG = [
         "id": "crash",
         "severity": "error",
         "title": "a process of the job failed or died",
-        # NCCL's return chain (`NCCL INFO file.cc:N -> RC`, each caller naming where it passed the error
-        # up): kept apart (`as`), read by the predicate to name where the failure began
         "lines": [
-            {
-                "needle": ".cc:",
-                "regex": r"NCCL INFO [\w./-]+\.cc:\d+(?: \(\w+\))? -> \d+",
-                "as": "return-chain",
-                "scan": True,
-            },
-            {
-                "needle": ".h:",
-                "regex": r"NCCL INFO [\w./-]+\.h:\d+(?: \(\w+\))? -> \d+",
-                "as": "return-chain",
-                "scan": True,
-            },
-        ]
-        + [
             # a task that ended with a non-zero code: the job failed, whatever the text before says
             {
                 "needle": "Exited with exit code",
@@ -799,7 +842,7 @@ def _chain_origin(facts, crashes) -> Optional[dict]:
     printed is the deepest, and the test's failure line is only where the chain surfaced."""
     for c in crashes:
         at = c["evidence"]
-        for r in facts.signature_evidence.get("return-chain") or ():
+        for r in facts.evidence_of("return_chain"):
             if (
                 r.get("file") == at.get("file")
                 and (r.get("line") or 0) < (at.get("line") or 0)

@@ -209,3 +209,54 @@ def test_a_network_failure_after_a_chain_names_where_it_began():
     hang = report["findings"][0]
     assert hang["id"] == "hang" and "it began at transport/net.cc:1234 -> 2" in hang["message"]
     assert hang["evidence"][0]["line"] == 1
+
+
+# ------------------------------------------------------------------ GIN that failed to initialise, GDRCopy
+def test_a_gin_failure_leads_with_gdrcopy_through_the_chain_of_its_effects():
+    """aws-ofi-nccl's `Failed to initialize GDRCopy` (a warning: NCCL tries its other GIN plugins) is the
+    root cause once the program's GIN request fails: GDRCopy -> no GIN plugin -> no GIN -> the crash."""
+    name = "gin-gdrcopy-missing.log"
+    report = _report(name)
+    assert report["verdict"] == "fail"
+    ids = [f["id"] for f in report["findings"]]
+    assert ids[:4] == ["gdrcopy-unavailable", "gin-init-failed", "gin-unavailable", "crash"], ids
+    by_id = {f["id"]: f for f in report["findings"]}
+    assert by_id["gin-init-failed"]["caused_by"] == "gdrcopy-unavailable"
+    assert by_id["gin-unavailable"]["caused_by"] == "gin-init-failed"
+    assert by_id["crash"]["caused_by"] == "gin-unavailable"
+    assert causes.root_cause(report["findings"])["id"] == "gdrcopy-unavailable"
+    assert causes.misordered(report["findings"]) is None
+    _names_line(
+        by_id["gdrcopy-unavailable"], name, 7, "Failed to initialize GDRCopy: Could not load libgdrapi.so"
+    )
+    _names_line(by_id["gin-init-failed"], name, 8, "GIN/Plugin: Failed to initialize any GIN plugin")
+    _names_line(by_id["gin-unavailable"], name, 9, "User requested GIN but not all ranks")
+    assert "gdrdrv" in by_id["gdrcopy-unavailable"]["remedy"]
+    lead = causes.lead_sentence(report["findings"])
+    assert lead.startswith("root cause: aws-ofi-nccl's GIN could not use GDRCopy (gdrcopy-unavailable)")
+
+
+def test_gin_that_did_not_initialise_fails_nothing_when_nothing_asked_for_it():
+    """NCCL >= 2.28 tries GIN at every communicator's init: on an image without GDRCopy a healthy run
+    prints these lines, and they are warnings that name their lines, not a failure."""
+    report = analyze(
+        [
+            G
+            + " nccl_ofi_gin_init:71 NCCL WARN NET/OFI Failed to initialize GDRCopy: "
+            + "Could not load x.so",
+            G + " NCCL INFO GIN/Plugin: Failed to initialize any GIN plugin",
+        ]
+    )
+    assert report["verdict"] != "fail"
+    assert {f["id"]: f["severity"] for f in report["findings"]} == {
+        "gdrcopy-unavailable": "warning",
+        "gin-init-failed": "warning",
+        "nccl-warn": "warning",
+    }
+    assert [e["line"] for e in _finding(report, "gin-init-failed")["evidence"]] == [2]
+
+
+def test_gin_disabled_by_the_environment_says_so():
+    report = analyze([G + " gin/gin_host.cc:86 NCCL WARN GIN is disabled."])
+    f = report["findings"][0]
+    assert f["id"] == "gin-unavailable" and "NCCL_GIN_ENABLE=0" in f["remedy"]
