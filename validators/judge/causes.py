@@ -33,6 +33,7 @@ SYMPTOMS = frozenset(
         "hang",
         "watchdog-timeout",
         "watchdog-hang",
+        "python-exception",
         "rank-exit",
         "launcher-exit",
         "nccl-tests-no-results",
@@ -199,6 +200,13 @@ LINKS = (
         "completion-error",
         "nccl-tests printed no result after a network completion error",
     ),
+)
+
+# a Python exception follows from what a crash follows from (PyTorch raises NCCL's and CUDA's errors)
+LINKS += tuple(
+    ("python-exception", cause, said.replace("a rank failed", "a Python process raised an exception", 1))
+    for effect, cause, said in LINKS
+    if effect == "crash"
 )
 
 # What `validators run` itself saw (validators/run/report.py, `later` to `order`): a rank or the launcher

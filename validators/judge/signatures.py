@@ -552,6 +552,36 @@ CATALOG = [
         "source": "ofiwg/libfabric src/log.c (ofi_log: '%s:%d:%ld:%s:%s:%s:%s():%d<%s> %s' at af8ddbe9)",
     },
     {
+        "id": "python-exception",
+        "severity": "error",
+        "title": "a Python process raised an exception",
+        # a traceback, and the exception line that ends it (kept apart: `as`), which says what was raised
+        "lines": [
+            {
+                "needle": "Traceback (most recent",
+                "regex": r"Traceback \(most recent call last\)",
+                "scan": True,
+            },
+            {
+                "needle": "Error",
+                "regex": r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*Error(?:: |$)",
+                "as": "exception-line",
+                "scan": True,
+            },
+            {
+                "needle": "Exception",
+                "regex": r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*Exception(?:: |$)",
+                "as": "exception-line",
+                "scan": True,
+            },
+        ],
+        "when": "python_exception",
+        "remedy": "Read the exception line and the frames above it: an NCCL or CUDA error in it names the "
+        "failure the lines before the traceback show; fix that first rank's cause.",
+        "source": "python/cpython Lib/traceback.py ('Traceback (most recent call last):', then "
+        "'<type>: <message>' as format_exception_only writes it)",
+    },
+    {
         "id": "nccl-warn",
         "severity": "warning",
         "title": "NCCL printed WARN lines",
@@ -1006,6 +1036,26 @@ def _watchdog(facts, tests):
     return text, ev
 
 
+def _python_exception(facts, tests):
+    """The exception line that ends the first traceback (the first kept after it in its file), else the
+    traceback alone."""
+    tracebacks = facts.signature_evidence.get("python-exception") or []
+    if not tracebacks:
+        return None
+    first = tracebacks[0]
+    raised = next(
+        (
+            e
+            for e in facts.signature_evidence.get("exception-line") or ()
+            if e.get("file") == first.get("file") and (e.get("line") or 0) > (first.get("line") or 0)
+        ),
+        None,
+    )
+    if raised is None:
+        return "a traceback (its exception line not kept)", []
+    return _message_of(raised.get("text") or "")[:200], [raised]
+
+
 _START_FAILED = re.compile(r"\bstart failed on ([^\s:]+):? ?(.*)")
 _CXI_FAILED = re.compile(r"CXI alloc failed on (cxi\d+):? ?(.*)")
 
@@ -1083,6 +1133,7 @@ PREDICATES = {
     "watchdog": _watchdog,
     "watchdog_stuck": _watchdog_stuck,
     "launch_failed": _launch_failed,
+    "python_exception": _python_exception,
     "crashed": _crashed,
     "completion_errors": _completion_errors,
     "ranks_disagree": _ranks_disagree,

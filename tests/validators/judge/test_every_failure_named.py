@@ -3,6 +3,9 @@ and the finding names the line (file and line number) that shows it. Each class 
 project's own in tests/fixtures/logs/, written from the format string of its source (docs/validators.md,
 "Formats, and the sources they were checked against")."""
 
+import re
+from pathlib import Path
+
 from paths import ROOT
 
 from efa_validators.analyze import analyze, analyze_paths
@@ -260,3 +263,71 @@ def test_gin_disabled_by_the_environment_says_so():
     report = analyze([G + " gin/gin_host.cc:86 NCCL WARN GIN is disabled."])
     f = report["findings"][0]
     assert f["id"] == "gin-unavailable" and "NCCL_GIN_ENABLE=0" in f["remedy"]
+
+
+# ------------------------------------------------------------------ Python tracebacks
+def test_a_traceback_names_the_exception_that_ends_it():
+    report = analyze(
+        [
+            "[rank1]: Traceback (most recent call last):",
+            '[rank1]:   File "train.py", line 3, in <module>',
+            "[rank1]:     loss.backward()",
+            "[rank1]: RuntimeError: element 0 of tensors does not require grad",
+        ]
+    )
+    f = _finding(report, "python-exception")
+    assert f["message"].startswith("RuntimeError: element 0 of tensors does not require grad")
+    assert [e["line"] for e in f["evidence"]] == [4, 1] and report["verdict"] == "fail"
+
+
+# ------------------------------------------------------------------ the rule, over every fixture and real log
+# the line kinds that show a failure, read here from their formats alone (not with the parser's patterns)
+LINE_KINDS = {
+    "NCCL WARN": re.compile(r" NCCL WARN "),
+    "libfabric <warn>": re.compile(r"libfabric:\d+:\d+:[^:\s]*:[^:\s]+:[^:\s]+:\S+\(\):\d+<warn> "),
+    "test failure": re.compile(r": Test (?:NCCL |CUDA )?failure "),
+    "launcher failure": re.compile(
+        r"start failed on |CXI alloc failed on |srun: error: \S+: tasks? [\d,-]+: |exited on signal \d+"
+    ),
+    "watchdog": re.compile(
+        r"[Ww]atchdog caught collective operation timeout|watchdog got stuck for|Heartbeat monitor timed out"
+    ),
+    "traceback": re.compile(r"Traceback \(most recent call last\)"),
+}
+FIXTURES = [ROOT / "tests" / "fixtures" / d for d in ("logs", "causes", "decorations", "nccltests")]
+
+
+def _kinds(path: Path) -> dict:
+    """kind -> the number of its first line (streaming: one line at a time)."""
+    first = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            for kind, rx in LINE_KINDS.items():
+                if kind not in first and rx.search(line):
+                    first[kind] = n
+    return first
+
+
+def test_a_log_that_shows_a_failure_never_ends_with_empty_findings_and_names_the_line(nccl_logs_dir):
+    """Every fixture and every real log (../shared/nccl-logs: skipped with the reason without it, failing
+    in CI): a log with one of LINE_KINDS has findings, and a finding's evidence names that kind's first
+    line."""
+    inputs = [p for d in FIXTURES for p in sorted(d.glob("*.log"))]
+    inputs += sorted(nccl_logs_dir.glob("*.log"))
+    seen, bad = 0, []
+    for path in inputs:
+        kinds = _kinds(path)
+        if not kinds:
+            continue
+        seen += 1
+        report = analyze_paths([str(path)])
+        if not report["findings"]:
+            bad.append((path.name, "no finding", sorted(kinds)))
+            continue
+        named = {(e.get("file"), e.get("line")) for f in report["findings"] for e in f.get("evidence") or ()}
+        for kind, n in kinds.items():
+            # the line itself, or the line before it where a wrapped message was joined at its first half
+            if not ({(str(path), n), (str(path), n - 1)} & named):
+                bad.append((path.name, kind, n))
+    assert seen >= 25, seen
+    assert not bad, bad
