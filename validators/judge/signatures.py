@@ -207,12 +207,9 @@ CATALOG = [
             },
             # libfabric's efa provider reports a failed operation as `err: N, message: <status text> My EFA
             # addr: ... Peer EFA addr: ... Peer host id: ...` (<info> for the user's operation, <warn> for
-            # its own): any status, not only those named above
-            {
-                "needle": ", message",
-                "regex": r"\berr: -?\d+, message: .*(?:Peer EFA addr|Peer host id)",
-                "scan": True,
-            },
+            # its own): any status, not only those named above. The scan passes it by `<warn>`
+            # (libfabric-warn): an <info> one is followed by aws-ofi-nccl's own `completed with error` WARN
+            {"needle": ", message", "regex": r"\berr: -?\d+, message: .*(?:Peer EFA addr|Peer host id)"},
             {
                 "needle": "Got completion",
                 "regex": r"NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status)",
@@ -371,8 +368,9 @@ CATALOG = [
         "severity": "error",
         "title": "the launcher could not start the ranks",
         "lines": [
-            {"needle": "start failed on ", "regex": r"\bstart failed on [^\s:]+", "scan": True},
-            {"needle": "CXI alloc failed", "regex": r"CXI alloc failed on cxi\d+", "scan": True},
+            # one needle for both (each scan needle is one more pass over the log)
+            {"needle": "failed on ", "regex": r"\bstart failed on [^\s:]+", "scan": True},
+            {"needle": "failed on ", "regex": r"CXI alloc failed on cxi\d+", "scan": True},
         ],
         "when": "launch_failed",
         "remedy_by": [
@@ -428,8 +426,8 @@ CATALOG = [
         "remedy": "Read the WARN lines before it: aws-ofi-nccl's GIN needs its net plugin in use (not "
         "NCCL_NET=Socket), the RDMA protocol and GDRCopy >= 2.5; a program that uses no GIN runs on "
         "without.",
-        "source": "NVIDIA/nccl src/plugin/gin.cc ('GIN/Plugin: Failed to initialize any GIN plugin', "
-        "'GIN/Plugin: Failed to load external plugin %s') at 5067397c",
+        "source": "NVIDIA/nccl src/plugin/gin.cc ('GIN/Plugin: Failed to initialize any GIN plugin') at "
+        "5067397c",
     },
     {
         "id": "gin-unavailable",
@@ -509,8 +507,9 @@ CATALOG = [
         # distinctive words that match alone too: a message hard-wrapped at a fixed column is joined first
         # (validators/parse/wrapped.py), and a half that holds these still names its line
         "lines": [
-            {"needle": "got stuck for", "regex": r"watchdog got stuck for \d+ seconds", "scan": True},
-            {"needle": "eartbeat monitor timed out", "regex": r"Heartbeat monitor timed out", "scan": True},
+            # the scan passes these lines by scan/wrapped.py's needles (its words, and c10d's log prefix)
+            {"needle": "got stuck for", "regex": r"watchdog got stuck for \d+ seconds"},
+            {"needle": "eartbeat monitor timed out", "regex": r"Heartbeat monitor timed out"},
         ],
         "when": "watchdog_stuck",
         "remedy": "A NCCL or CUDA call hung under the watchdog: find the rank that stopped first (its log's "
@@ -565,12 +564,6 @@ CATALOG = [
             {
                 "needle": "Error",
                 "regex": r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*Error(?:: |$)",
-                "as": "exception-line",
-                "scan": True,
-            },
-            {
-                "needle": "Exception",
-                "regex": r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*Exception(?:: |$)",
                 "as": "exception-line",
                 "scan": True,
             },

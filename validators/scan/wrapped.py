@@ -25,17 +25,14 @@ from typing import Iterable, Iterator, Optional
 from efa_validators.scan.prefix import strip_prefix
 
 # a line holding one of these may be a half of a wrapped message of PATTERNS (the scan passes each of them):
-# words from the start, the middle and the end of each message, so that both halves of one break hold one
-# (c10d's log prefix names ProcessGroupNCCL.cpp)
+# c10d's prefix for the first half, each message's last words for the second (a break inside those leaves
+# the message whole in the first half); few, as each is one more pass of the scan over the log
 NEEDLES = (
-    "ProcessGroupNCCL",
+    "ProcessGroupNCCL",  # c10d's log prefix (`ProcessGroupNCCL.cpp:1583]`): the first half of each
     "atchdog",
-    "eartbeat",
-    "making progress",
-    "enqueued coll",
-    "monitor timed out",
-    "dumping debug info",
-    "before timing out",
+    "enqueued coll",  # the watchdog-stuck message's tail
+    "dumping debug info",  # the heartbeat message's tail
+    "before timing out",  # the collective-timeout message's tail
 )
 
 # PyTorch c10d's watchdog and heartbeat monitor messages (pytorch/pytorch
