@@ -417,11 +417,6 @@ CATALOG = [
                 "regex": r"GIN/Plugin: Failed to initialize any GIN plugin",
                 "scan": True,
             },
-            {
-                "needle": "load external plugin",
-                "regex": r"GIN/Plugin: Failed to load external plugin",
-                "scan": True,
-            },
         ],
         "remedy": "Read the WARN lines before it: aws-ofi-nccl's GIN needs its net plugin in use (not "
         "NCCL_NET=Socket), the RDMA protocol and GDRCopy >= 2.5; a program that uses no GIN runs on "
