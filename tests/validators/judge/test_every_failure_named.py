@@ -104,6 +104,17 @@ def test_the_message_is_found_wherever_the_wrap_breaks_it():
         assert hang["evidence"][0]["line"] == 2, at
 
 
+def test_the_collective_timeout_is_found_wherever_the_wrap_breaks_it():
+    head = "[rank3]:[E1206 03:14:15.926535 20417 ProcessGroupNCCL.cpp:616] [Rank 3] "
+    text = head + (
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=2569, "
+        "NumelOut=2569, Timeout(ms)=600000) ran for 600088 milliseconds before timing out."
+    )
+    for at in range(len(head) + 1, len(text)):
+        timeout = _finding(analyze([text[:at], text[at:]]), "watchdog-timeout")
+        assert timeout["evidence"][0]["line"] == 1 and "rank(s) 3" in timeout["message"], at
+
+
 def test_heartbeat_wrapped_with_its_space_trimmed_is_joined():
     text = C10D + BEAT
     at = text.index(" timed out")
