@@ -372,6 +372,20 @@ def _python_exception(facts, tests):
     return _message_of(raised.get("text") or "")[:200], [raised]
 
 
+_GDRCOPY = re.compile(r"Failed to initialize GDRCopy: (.*)|GIN (requires GDRCopy [\d.]+\+?)")
+
+
+def _gdrcopy_failed(facts, tests):
+    """Why aws-ofi-nccl's GIN could not use GDRCopy, as its line says (`Could not load libgdrapi.so`)."""
+    said = []  # type: List[str]
+    for e in facts.signature_evidence.get("gdrcopy-unavailable") or ():
+        m = _GDRCOPY.search(e.get("text") or "")
+        why = (m.group(1) or m.group(2) or "").strip()[:160] if m else ""
+        if why and why not in said:
+            said.append(why)
+    return ("GDRCopy: %s" % "; ".join(said[:2]), []) if said else None
+
+
 _START_FAILED = re.compile(r"\bstart failed on ([^\s:]+):? ?(.*)")
 _CXI_FAILED = re.compile(r"CXI alloc failed on (cxi\d+):? ?(.*)")
 
@@ -449,6 +463,7 @@ PREDICATES = {
     "watchdog": _watchdog,
     "watchdog_stuck": _watchdog_stuck,
     "launch_failed": _launch_failed,
+    "gdrcopy_failed": _gdrcopy_failed,
     "python_exception": _python_exception,
     "crashed": _crashed,
     "completion_errors": _completion_errors,

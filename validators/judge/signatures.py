@@ -399,6 +399,7 @@ CATALOG = [
             {"needle": "initialize GDRCopy", "regex": r"Failed to initialize GDRCopy"},
             {"needle": "requires GDRCopy", "regex": r"GIN requires GDRCopy [\d.]+"},
         ],
+        "when": "gdrcopy_failed",
         "remedy": "Install GDRCopy >= 2.5 in the image (libgdrapi.so on the library path) and load its "
         "gdrdrv kernel module on the host with /dev/gdrdrv passed into the container; or, where the program "
         "needs no GIN, set NCCL_GIN_ENABLE=0.",

@@ -249,6 +249,7 @@ def test_a_gin_failure_leads_with_gdrcopy_through_the_chain_of_its_effects():
     _names_line(by_id["gin-init-failed"], name, 8, "GIN/Plugin: Failed to initialize any GIN plugin")
     _names_line(by_id["gin-unavailable"], name, 9, "User requested GIN but not all ranks")
     assert "gdrdrv" in by_id["gdrcopy-unavailable"]["remedy"]
+    assert by_id["gdrcopy-unavailable"]["message"].startswith("GDRCopy: Could not load libgdrapi.so")
     lead = causes.lead_sentence(report["findings"])
     assert lead.startswith("root cause: aws-ofi-nccl's GIN could not use GDRCopy (gdrcopy-unavailable)")
 
