@@ -21,12 +21,19 @@ log (a log is in the order the kernel printed it), from what the driver prints:
   (NVIDIA's A100 memory error management guide, "Error Recovery and Response Flags": None, the GPU "can be
   immediately used again"). Every earlier Xid on the same address is stale.
 
-Nothing else clears: a GPU reset (`nvidia-smi -r`) prints no line at the driver's default level (its FLR notes
-are NV_DBG_INFO, kernel-open/nvidia/nv.c "Trigger FLR"; after a reset the recovery action starts from unknown,
-so no Xid 154 is printed either, gpu.c), and the `NVRM: GPU at PCI:...: GPU-<uuid>` line before the first Xid
-of each adapter start (kernel_rc.c _krcLogUuidOnce) also follows a plain teardown without a reset (the last
-client closing without persistence mode), so it proves no reset. A GPU reset shows in what nvidia-smi reports
-now (gpu-reset). An Xid after the last clear counts, whatever came before it.
+- `efa-image-build: gpu-reset PCI:<address> ok`, for a PCI address: the line the documented reset step writes
+  into the kernel log once `nvidia-smi -r -i <address>` succeeded (docs/preflight.md, "After a GPU reset":
+  `... && echo "efa-image-build: gpu-reset PCI:0000:cb:00 ok" > /dev/kmsg`). A GPU reset prints no line of
+  its own at the driver's default level (its FLR notes are NV_DBG_INFO, kernel-open/nvidia/nv.c "Trigger
+  FLR"; after a reset the recovery action starts from unknown, so no Xid 154 is printed either, gpu.c), so
+  the reset must say so itself, as NVIDIA's own health monitor does (NVIDIA/NVSentinel pull request 1475: its
+  reset script logs a tagged "GPU reset executed" line that clears that GPU's Xid events). Only root writes
+  /dev/kmsg. Every earlier Xid on the same GPU (domain, bus and device compared as numbers: the Xid line's
+  `0000:cb:00` and nvidia-smi's `00000000:CB:00.0` are one GPU) is stale.
+
+Nothing else clears: the `NVRM: GPU at PCI:...: GPU-<uuid>` line before the first Xid of each adapter start
+(kernel_rc.c _krcLogUuidOnce) also follows a plain teardown without a reset (the last client closing without
+persistence mode), so it proves no reset. An Xid after the last clear counts, whatever came before it.
 """
 
 import json
@@ -50,10 +57,12 @@ XID_CATALOG: Dict[int, Dict[str, Any]] = {int(code): entry for code, entry in CA
 
 # a driver load or an Xid, with the whole line (matched in place: a log of many MB is not split into lines)
 _EVENT = re.compile(
-    r"^[^\n]*?NVRM: (?:(?P<load>loading NVIDIA UNIX [^\n]*Kernel Module)"
-    r"|Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+))[^\n]*$",
+    r"^[^\n]*?(?:NVRM: (?:(?P<load>loading NVIDIA UNIX [^\n]*Kernel Module)"
+    r"|Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+))"
+    r"|(?P<reset>efa-image-build: gpu-reset (?:PCI:)?(?P<reset_bus>[0-9A-Fa-f:.]+) ok(?![^\s])))[^\n]*$",
     re.M,
 )
+RESET_LINE = "efa-image-build: gpu-reset PCI:%s ok"  # what the reset step writes to /dev/kmsg
 _XID = re.compile(r"^.*?NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+).*$", re.M)
 _NEW_ACTION = re.compile(r"recovery action changed from .*? to 0x[0-9A-Fa-f]+ \(([^)]*)\)")
 _NVLINK5_SEVERITY = re.compile(r"\): \d+, (?:pid=[^,]*, name=[^,]*, )?\S+ (Fatal|Nonfatal) ")
@@ -93,6 +102,18 @@ def xid_class(code: int, line: str) -> Tuple[Optional[str], str]:
     return entry["class"], entry["meaning"]
 
 
+def pci_key(address: str) -> Tuple[Any, ...]:
+    """(domain, bus, device) as numbers, the function dropped: the Xid line prints `0000:cb:00`, nvidia-smi
+    `00000000:CB:00.0`. An address of another shape is compared as its lowercased text."""
+    parts = address.lower().split(".")[0].split(":")
+    if len(parts) == 2:
+        parts = ["0"] + parts
+    try:
+        return tuple(int(p, 16) for p in parts) if len(parts) == 3 else (address.lower(),)
+    except ValueError:
+        return (address.lower(),)
+
+
 def current_xids(log: str) -> Tuple[List[Tuple[int, str, str]], List[Tuple[str, str]]]:
     """The Xids no later driver load or recovery cleared, as (code, PCI address, line), in log order; and
     (what went stale, the line that cleared it) per clear that made earlier Xids stale (see the module
@@ -105,6 +126,13 @@ def current_xids(log: str) -> Tuple[List[Tuple[int, str, str]], List[Tuple[str, 
             if pending:
                 cleared.append(("%d Xid(s) before a driver load" % len(pending), line))
             pending = []
+            continue
+        if m.group("reset"):
+            key = pci_key(m.group("reset_bus"))
+            stale = [x for x in pending if pci_key(x[1]) == key]
+            if stale:
+                cleared.append(("%d Xid(s) on %s before its reset" % (len(stale), stale[0][1]), line))
+            pending = [x for x in pending if pci_key(x[1]) != key]
             continue
         code, bus = int(m.group("code")), m.group("bus").lower()
         if XID_CATALOG.get(code, {}).get("read") == "recovery-action" and xid_class(code, line)[0] == "pass":

@@ -235,6 +235,25 @@ def test_a_recovery_action_back_to_none_clears_that_gpu_only():
     assert later["status"] == "fail" and "Xid 119" in later["detail"], later
 
 
+def test_the_reset_steps_own_kernel_line_clears_that_gpus_earlier_xids_only():
+    """A GPU reset prints nothing the log keeps; the documented reset step writes its own line to /dev/kmsg
+    after `nvidia-smi -r` succeeded. It clears earlier Xids on that GPU (nvidia-smi's address form matches
+    the Xid line's), not another GPU's, not a later Xid, and not when it says anything but ok."""
+    dbe = _xid("0000:cb:00", 48, "An uncorrectable double bit error (DBE) has been detected on GPU")
+    other = _xid("0000:20:00", 119, "Timeout after 6s of waiting for RPC response from GPU0 GSP!")
+    mark = "[300.0] " + xid.RESET_LINE % "00000000:CB:00.0"
+    cleared = _judge(LOAD, dbe, mark)
+    assert cleared["status"] == "pass" and "1 Xid(s) on 0000:cb:00 before its reset" in cleared["detail"]
+    assert _judge(LOAD, dbe, "[300.0] " + xid.RESET_LINE % "0000:cb:00")["status"] == "pass"
+    still = _judge(LOAD, dbe, other, mark)
+    assert still["status"] == "fail" and "Xid 119" in still["detail"] and "Xid 48" not in still["detail"]
+    assert _judge(LOAD, mark, dbe)["status"] == "fail"  # a reset before the Xid clears nothing
+    for said in ("failed", "ok-ish", "okay"):
+        unsure = _judge(LOAD, dbe, "[300.0] efa-image-build: gpu-reset PCI:0000:cb:00 %s" % said)
+        assert unsure["status"] == "fail" and unsure["remedy"] == "reset-gpu", (said, unsure)
+    assert _judge(LOAD, dbe, "[300.0] " + xid.RESET_LINE % "0000:cb:01")["status"] == "fail"
+
+
 def test_a_gpu_at_pci_line_is_not_taken_for_a_reset():
     """_krcLogUuidOnce prints it before the first Xid of every adapter start, a plain teardown included."""
     fallen = _xid("0000:75:00", 79, "GPU has fallen off the bus.")
