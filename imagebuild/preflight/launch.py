@@ -155,10 +155,30 @@ def node_name_env() -> Dict[str, Any]:
     return {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
-def worker_sshd(lock: Dict[str, Any]) -> List[str]:
-    """What a worker runs: the image's sshd start script (this container's host keys, port 2222), or a
-    base's own sshd as mpi-operator runs it by default (a DLC's, keys made at its build)."""
+def sshd_is_ours(lock: Dict[str, Any]) -> bool:
+    """Whether the image's sshd is this tool's (openssh installed and configured here, START in it)."""
     ssh = (lock.get("components") or {}).get(openssh.NAME) or {}
-    if ssh and ssh.get("method") != "base":
-        return [openssh.START]
-    return [openssh.SSHD, "-De"]
+    return bool(ssh) and ssh.get("method") != "base"
+
+
+def worker_port(lock: Dict[str, Any]) -> int:
+    """The port a worker's sshd listens on, which the launcher's ssh client goes to: ours on openssh.PORT
+    (the image's client drop-in says so), a base's own on openssh.BASE_PORT (its client's default)."""
+    return openssh.PORT if sshd_is_ours(lock) else openssh.BASE_PORT
+
+
+def worker_sshd(lock: Dict[str, Any], port: Optional[int] = None) -> List[str]:
+    """What a worker runs: sshd in the foreground with this container's host keys, made when it starts.
+
+    Ours: START (keys, then `sshd -De`; port and StrictModes from its drop-in), with `-p` where a recipe
+    asks for another port. A base's own sshd: its keys are not taken on trust, since the Amazon Linux 2023
+    DLC's EFA script installs openssh-server and nothing runs `ssh-keygen -A` (only its CPU image's
+    configure_ssh.sh does: aws/deep-learning-containers@e0ecedea, FIELD-NOTES), so mpi-operator's default
+    `/usr/sbin/sshd -De` exits with "no hostkeys available". `ssh-keygen -A` makes each missing key type
+    and keeps the ones a base has; the keys live in the container, never in a layer. StrictModes off on
+    the command line too (mpi-operator mounts its key Secret on .ssh; kubeflow/mpi-operator build/base/
+    Dockerfile caa3c47 sets `StrictModes no`) and the port explicit, so the readiness probe and the
+    client agree with it."""
+    if sshd_is_ours(lock):
+        return [openssh.START] + (["-p", str(port)] if port and port != openssh.PORT else [])
+    return ["/bin/sh", "-c", openssh.base_sshd_command(port or openssh.BASE_PORT)]

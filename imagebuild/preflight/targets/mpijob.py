@@ -7,13 +7,13 @@ from typing import Any, Dict, List
 
 import yaml
 
-from imagebuild.components import openssh
 from imagebuild.preflight.launch import (
     CLIQUE_KEY,
     MNNVL_TYPES,
     TCP_EXCLUDE_EKS,
     need,
     node_name_env,
+    worker_port,
     worker_sshd,
 )
 from imagebuild.preflight.targets.mpirun import mpirun_argv
@@ -36,18 +36,17 @@ BACKOFF_LIMIT = 20
 
 
 def _worker_ready(lock: Dict[str, Any]) -> Dict[str, Any]:
-    """A worker is Ready once its sshd accepts (our START listens on openssh.PORT): with
-    WaitForWorkersReady the launcher then never dials a worker whose sshd is not up yet. A base's own sshd
-    listens where the base says, so no probe is guessed for it."""
-    if worker_sshd(lock) != [openssh.START]:
-        return {}
-    return {"readinessProbe": {"tcpSocket": {"port": openssh.PORT}, "periodSeconds": 5}}
+    """A worker is Ready once its sshd accepts, whichever sshd the image runs (ours or a base's): with
+    WaitForWorkersReady the launcher then never dials a worker whose sshd is not up yet."""
+    return {"readinessProbe": {"tcpSocket": {"port": worker_port(lock)}, "periodSeconds": 5}}
 
 
 def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     """A Kubeflow MPIJob (v2beta1): the launcher runs the validator around mpirun; each worker runs sshd
-    (`/usr/sbin/sshd -De`, the command mpi-operator v2 gives a worker that names none: kubeflow/mpi-operator
-    pkg/controller/mpi_job_controller.go newWorker) and requests every GPU and EFA device of its node,
+    with host keys made at its start (`worker_sshd`: the image's efa-sshd, or a base's sshd after
+    `ssh-keygen -A`; not mpi-operator's default `/usr/sbin/sshd -De`, kubeflow/mpi-operator
+    pkg/controller/mpi_job_controller.go newWorker, which exits on an image with no host keys), is Ready once
+    that sshd accepts (a tcpSocket probe on its port), and requests every GPU and EFA device of its node,
     hugepages for libfabric where the cluster file asks, and a memory-backed /dev/shm for NCCL (ADT
     kubernetes/nccl-tests.yaml). The launcher writes its report onto the cluster file's `report_volume`."""
     image = need(cluster, "container_image", "mpijob")

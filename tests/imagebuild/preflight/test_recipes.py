@@ -125,7 +125,14 @@ def test_mpijob_requests_efa_gpus_hugepages_and_shm(tmp_path):
     worker = doc["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
     spec = worker["template"]["spec"]["containers"][0]
-    assert spec["command"] == ["/usr/sbin/sshd", "-De"]
+    # a base's own sshd (LOCK has no openssh of ours): host keys made at start, never in a layer (the AL2023
+    # DLC has none), StrictModes off and port 22 on the command line
+    assert spec["command"] == [
+        "/bin/sh",
+        "-c",
+        "mkdir -p /var/run/sshd && ssh-keygen -A >/dev/null && exec /usr/sbin/sshd -De -p 22 -o StrictModes=no",
+    ]
+    assert spec["readinessProbe"] == {"tcpSocket": {"port": 22}, "periodSeconds": 5}
     res = spec["resources"]["limits"]
     assert res["vpc.amazonaws.com/efa"] == 4 and res["nvidia.com/gpu"] == 8
     assert "hugepages-2Mi" not in res  # only where the cluster file asks: absent ones keep pods Pending
@@ -534,7 +541,8 @@ def test_mpijob_survives_a_slow_start_and_keeps_its_report(tmp_path):
     wctr = ours["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert wctr["command"] == ["/usr/local/sbin/efa-sshd"]  # Ready only once its sshd accepts on 2222
     assert wctr["readinessProbe"] == {"tcpSocket": {"port": 2222}, "periodSeconds": 5}
-    assert "readinessProbe" not in worker["template"]["spec"]["containers"][0]  # a base's sshd: no guess
+    # a base's sshd: Ready too, on the port its command line names
+    assert worker["template"]["spec"]["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": 22}
     assert _conform(ours, MPIJOB) == []
     lost = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
     with pytest.raises(UserError) as err:  # a report lost with the pod clears no release: refused
