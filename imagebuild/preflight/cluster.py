@@ -31,6 +31,7 @@ KEYS = {
     "efa_devices",
     "master_addr",
     "imex",
+    "nvlink_domain_nodes",
     "report_volume",
     "node_selector",
     "tolerations",
@@ -75,7 +76,7 @@ def load_cluster(path: str) -> Dict[str, Any]:
         if key not in root:
             raise UserError("missing required key", file=path, line=1, key=key)
     out = dict(root)
-    for key in ("nodes", "timeout", "idle_timeout", "gpus_per_node", "efa_devices"):
+    for key in ("nodes", "timeout", "idle_timeout", "gpus_per_node", "efa_devices", "nvlink_domain_nodes"):
         if key in out and (not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1):
             raise UserError(
                 "must be a whole number >= 1, got %r" % (out[key],), file=path, line=lines.get(key), key=key

@@ -29,6 +29,7 @@ Cluster description (YAML), every key checked with its line on error:
     iters: 100                        # or nccl-tests' -n, -w, -R, -J by key: preflight/nccltests_flags.py
     master_addr: node-1               # torch probe with a hostfile: rank 0's host (else hosts[0])
     imex: true                        # sbatch, GB200: each job gets an IMEX channel (switch/nvidia_imex)
+    nvlink_domain_nodes: 18           # sbatch, GB200: nodes per NVLink domain = the topology/block base block
     report_volume: {pvc: reports}     # mpijob, required: the launcher's report folder (or host_path: /x)
     node_selector: {team: ml}         # mpijob: extra node labels for launcher and workers
     tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]  # mpijob

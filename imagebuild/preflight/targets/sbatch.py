@@ -3,7 +3,7 @@ verdict over every rank's log."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from imagebuild.errors import UserError
 from imagebuild.preflight import quoting
@@ -34,6 +34,7 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     q = quoting.word
     gpus = cluster["gpus_per_node"]
     imex = _slurm_imex(cluster)
+    segment = _slurm_segment(cluster)
     python = lock.get("python") or "python3"
     head = [
         "#!/bin/bash",
@@ -44,6 +45,8 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         "#SBATCH --wait-all-nodes=1",
         "#SBATCH --output=%x-%j.out",
     ]
+    if segment:
+        head.append("#SBATCH --segment=%d" % segment)
     if cluster.get("request_gpus"):
         head.append("#SBATCH --gpus-per-node=%d" % gpus)
     if cluster.get("partition"):
@@ -138,3 +141,57 @@ def _slurm_imex(cluster: Dict[str, Any]) -> bool:
         hint="with SwitchType=switch/nvidia_imex in slurm.conf (Slurm 24.11+) each job gets a channel: "
         "say imex: true; without it run the pre-flight on EKS (--print mpijob, a ComputeDomain)",
     )
+
+
+# One NVLink domain per job on Slurm: with TopologyPlugin=topology/block the allocator picks the smallest
+# block level (BlockSizes) that can satisfy the job, and `--segment=<n>` sets the size of the segments an
+# allocation is made of: nodes must be divisible by it when larger, and it has no effect when all nodes fit
+# in one segment
+# [SchedMD/slurm doc/html/topology.shtml "Block Topology" and "User Options", doc/man/man1/sbatch.1 --segment,
+# commit 284c3b95f08a2dc2478499837b03355e1b9c5c75]. Each segment is placed as a job of its own size
+# (src/plugins/topology/block/eval_nodes_block.c, same commit: rem_nodes = segment_size before the block level
+# is chosen), so with one NVLink domain per base block a segment no larger than a domain stays in one.
+
+
+def _slurm_segment(cluster: Dict[str, Any]) -> Optional[int]:
+    """`--segment` for a multi-node NVLink job: the whole job when it fits one NVLink domain (one base block,
+    the smallest level that satisfies it), else one domain per segment. A GB200 cluster file that does not
+    say how many nodes a domain holds is refused, as is a node count a domain size does not divide: either
+    job could straddle NVLink domains, where NCCL's multi-node NVLink cannot reach, and fail or pass for a
+    reason that is not the image's."""
+    lines = cluster.get("_lines") or {}
+    domain = cluster.get("nvlink_domain_nodes")
+    if cluster["instance_type"] not in MNNVL_TYPES:
+        if domain is not None:
+            raise UserError(
+                "%s has no NVLink domain across nodes" % cluster["instance_type"],
+                file=cluster.get("_file"),
+                line=lines.get("nvlink_domain_nodes"),
+                key="nvlink_domain_nodes",
+                hint="drop it (only for %s)" % ", ".join(sorted(MNNVL_TYPES)),
+            )
+        return None
+    if not domain:
+        raise UserError(
+            "%s GPUs share an NVLink domain across nodes, and the cluster file does not say how many nodes "
+            "one holds: without it the job could straddle two domains" % cluster["instance_type"],
+            file=cluster.get("_file"),
+            line=lines.get("instance_type"),
+            key="nvlink_domain_nodes",
+            hint="with TopologyPlugin=topology/block and one base block per NVLink domain (topology.conf "
+            "BlockName=... Nodes=..., BlockSizes), say nvlink_domain_nodes: <nodes in a base block>; "
+            "the script then asks --segment",
+        )
+    nodes = cluster["nodes"]
+    if nodes <= domain:
+        return nodes
+    if nodes % domain:
+        raise UserError(
+            "nodes: %d is more than one NVLink domain (%d nodes) and not a whole number of domains: Slurm's "
+            "--segment needs the node count divisible by the segment size" % (nodes, domain),
+            file=cluster.get("_file"),
+            line=lines.get("nodes"),
+            key="nodes",
+            hint="ask for at most %d nodes, or a multiple of %d" % (domain, domain),
+        )
+    return domain

@@ -130,7 +130,8 @@ def test_mpijob_requests_efa_gpus_hugepages_and_shm(tmp_path):
     assert spec["command"] == [
         "/bin/sh",
         "-c",
-        "mkdir -p /var/run/sshd && ssh-keygen -A >/dev/null && exec /usr/sbin/sshd -De -p 22 -o StrictModes=no",
+        "mkdir -p /var/run/sshd && ssh-keygen -A >/dev/null"
+        " && exec /usr/sbin/sshd -De -p 22 -o StrictModes=no",
     ]
     assert spec["readinessProbe"] == {"tcpSocket": {"port": 22}, "periodSeconds": 5}
     res = spec["resources"]["limits"]
@@ -559,7 +560,9 @@ def test_gb200_on_slurm_takes_the_jobs_imex_channel_or_is_refused_with_why(tmp_p
     with pytest.raises(UserError) as err:
         recipes.sbatch_script(lock, without)
     assert err.value.key == "imex" and "IMEX" in err.value.message and "switch/nvidia_imex" in err.value.hint
-    script = recipes.sbatch_script(lock, _cluster(tmp_path, GB200_SLURM + "imex: true\n"))
+    script = recipes.sbatch_script(
+        lock, _cluster(tmp_path, GB200_SLURM + "imex: true\nnvlink_domain_nodes: 18\n")
+    )
     assert "/dev/nvidia-caps-imex-channels:/dev/nvidia-caps-imex-channels" in script
     assert "export NCCL_MNNVL_ENABLE=1" in script
     # the header refuses (exit 2, before any step) on a node where Slurm gave the job no channel
@@ -573,6 +576,34 @@ def test_gb200_on_slurm_takes_the_jobs_imex_channel_or_is_refused_with_why(tmp_p
         LOCK, _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
     )
     assert "imex" not in p5.lower()
+
+
+def test_gb200_on_slurm_stays_in_one_nvlink_domain_by_segment_or_is_refused(tmp_path):
+    """Without --segment a GB200 job could straddle NVLink domains; the cluster file says how many nodes a
+    domain (a topology/block base block) holds, and the script asks Slurm for segments no larger."""
+    lock = dict(LOCK, platform="linux/arm64")
+    gb200 = GB200_SLURM + "imex: true\n"
+    with pytest.raises(UserError) as err:  # no way to keep it in one domain: refused, naming file and line
+        recipes.sbatch_script(lock, _cluster(tmp_path, gb200))
+    assert err.value.key == "nvlink_domain_nodes" and err.value.line == 2  # the instance_type line
+    assert "topology/block" in err.value.hint and str(tmp_path) in str(err.value.file)
+    one = recipes.sbatch_script(lock, _cluster(tmp_path, gb200 + "nvlink_domain_nodes: 18\n"))
+    assert "#SBATCH --segment=2" in one.splitlines()  # the whole job one segment: one base block
+    two = _cluster(tmp_path, gb200.replace("nodes: 2", "nodes: 36") + "nvlink_domain_nodes: 18\n")
+    assert "#SBATCH --segment=18" in recipes.sbatch_script(lock, two).splitlines()  # one domain each
+    odd = _cluster(tmp_path, gb200.replace("nodes: 2", "nodes: 20") + "nvlink_domain_nodes: 18\n")
+    with pytest.raises(UserError) as err:  # Slurm's --segment needs nodes divisible by it
+        recipes.sbatch_script(lock, odd)
+    assert err.value.key == "nodes" and err.value.line == 1 and "divisible" in err.value.message
+    p5 = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\nnvlink_domain_nodes: 2\n"
+    )
+    with pytest.raises(UserError) as err:  # no NVLink domain across p5 nodes: a misplaced key
+        recipes.sbatch_script(LOCK, p5)
+    assert err.value.key == "nvlink_domain_nodes" and err.value.line == 4
+    with pytest.raises(UserError) as err:
+        _cluster(tmp_path, gb200 + "nvlink_domain_nodes: 0\n")
+    assert err.value.key == "nvlink_domain_nodes"
 
 
 @pytest.mark.parametrize(
