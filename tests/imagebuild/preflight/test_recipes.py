@@ -282,12 +282,12 @@ def test_a_cluster_the_image_was_not_built_for_is_refused_naming_both_sides(tmp_
     "variant, cluster, words",
     [
         (
-            "cuda12.8-efa1.50-nccl2.27.7-ofi1.21",
+            "cuda12.8-efa1.51-nccl2.27.7-ofi1.22",
             "instance_type: p4d.24xlarge",
             ["p4d.24xlarge", "p5.48xlarge"],
         ),
-        ("cuda12.8-efa1.50-nccl2.27.7-ofi1.21-arm64", "instance_type: p5.48xlarge", ["p5.48xlarge"]),
-        ("cuda12.8-efa1.50-nccl2.27.7-ofi1.21-arm64", "instance_type: p6e-gb200.36xlarge", ["efa_devices"]),
+        ("cuda12.8-efa1.51-nccl2.27.7-ofi1.22-arm64", "instance_type: p5.48xlarge", ["p5.48xlarge"]),
+        ("cuda12.8-efa1.51-nccl2.27.7-ofi1.22-arm64", "instance_type: p6e-gb200.36xlarge", ["efa_devices"]),
     ],
 )
 def test_build_py_preflight_refuses_mismatches_with_exit_2(tmp_path, project_root, variant, cluster, words):
