@@ -151,6 +151,8 @@ def _slurm_imex(cluster: Dict[str, Any]) -> bool:
 # commit 284c3b95f08a2dc2478499837b03355e1b9c5c75]. Each segment is placed as a job of its own size
 # (src/plugins/topology/block/eval_nodes_block.c, same commit: rem_nodes = segment_size before the block level
 # is chosen), so with one NVLink domain per base block a segment no larger than a domain stays in one.
+# sbatch has --segment from Slurm 24.05 (doc/man/man1/sbatch.1 commit 6b48b165, first in slurm-24-05-0-1);
+# a GB200 cluster with imex: true runs 24.11+ (switch/nvidia_imex) and has it.
 
 
 def _slurm_segment(cluster: Dict[str, Any]) -> Optional[int]:
