@@ -52,12 +52,12 @@ START = "/usr/local/sbin/efa-sshd"
 BASE_PORT = 22
 
 
-def base_sshd_command(port: int) -> str:
+def base_sshd_command(port: int, options: Tuple[str, ...] = ()) -> str:
     """The shell line that starts a base's own sshd in a container, host keys made first where absent
     (efa_validators.run.sm_mpi.base_sshd_line: the SageMaker MPI fallback runs the same in the image)."""
     from efa_validators.run.sm_mpi import base_sshd_line
 
-    return base_sshd_line(port)
+    return base_sshd_line(port, options)
 
 
 class Openssh(Block):

@@ -167,7 +167,7 @@ def worker_port(lock: Dict[str, Any]) -> int:
     return openssh.PORT if sshd_is_ours(lock) else openssh.BASE_PORT
 
 
-def worker_sshd(lock: Dict[str, Any], port: Optional[int] = None) -> List[str]:
+def worker_sshd(lock: Dict[str, Any], port: Optional[int] = None, options: Tuple[str, ...] = ()) -> List[str]:
     """What a worker runs: sshd in the foreground with this container's host keys, made when it starts.
 
     Ours: START (keys, then `sshd -De`; port and StrictModes from its drop-in), with `-p` where a recipe
@@ -178,7 +178,8 @@ def worker_sshd(lock: Dict[str, Any], port: Optional[int] = None) -> List[str]:
     and keeps the ones a base has; the keys live in the container, never in a layer. StrictModes off on
     the command line too (mpi-operator mounts its key Secret on .ssh; kubeflow/mpi-operator build/base/
     Dockerfile caa3c47 sets `StrictModes no`) and the port explicit, so the readiness probe and the
-    client agree with it."""
+    client agree with it. `options` are sshd `-o` settings a recipe adds (the mpirun recipe's key file)."""
+    opts = [w for o in options for w in ("-o", o)]
     if sshd_is_ours(lock):
-        return [openssh.START] + (["-p", str(port)] if port and port != openssh.PORT else [])
-    return ["/bin/sh", "-c", openssh.base_sshd_command(port or openssh.BASE_PORT)]
+        return [openssh.START] + (["-p", str(port)] if port and port != openssh.PORT else []) + opts
+    return ["/bin/sh", "-c", openssh.base_sshd_command(port or openssh.BASE_PORT, options)]

@@ -18,7 +18,8 @@ Cluster description (YAML), every key checked with its line on error:
     hostfile: /shared/hosts           # mpirun (or hosts: [a, b])
     partition: gpu                    # sbatch
     account: team                     # sbatch, optional
-    output_dir: /fsx/preflight        # sbatch: a directory every node sees (default: the job's directory)
+    output_dir: /fsx/preflight        # a directory every node sees: sbatch (default: the job's directory),
+                                      # mpirun (required: the run's key, hostfile copy, -J JSON and report)
     request_gpus: false               # sbatch: add --gpus-per-node (needs GPUs as Slurm GRES)
     run_as_root: true                 # mpirun/mpijob: the image runs as root (--allow-run-as-root)
     namespace: default                # mpijob, optional
@@ -78,12 +79,16 @@ from imagebuild.preflight.targets.mpijob import (
     mpijob_manifest,
 )
 from imagebuild.preflight.targets.mpirun import (
+    KEY_MOUNT,
+    RSH_ARGS,
     SHM_SIZE,
     WORKER_CONTAINER,
     mpirun_argv,
     mpirun_launch,
     mpirun_line,
     mpirun_recipe,
+    run_dir,
+    run_setup,
     worker_docker_run,
 )
 from imagebuild.preflight.targets.sbatch import IMEX_CHANNELS, sbatch_script
@@ -97,6 +102,7 @@ __all__ = [
     "FIELD_PLACES",
     "IMEX_CHANNELS",
     "INSTANCE_TYPE_LABEL",
+    "KEY_MOUNT",
     "KEYS",
     "MNNVL_TYPES",
     "MPI_MCA",
@@ -106,6 +112,7 @@ __all__ = [
     "PYXIS_IMAGE",
     "RECIPES",
     "REPORT_MOUNT",
+    "RSH_ARGS",
     "SHARED_MARKER",
     "SHARED_WAIT",
     "SHM_SIZE",
@@ -130,6 +137,8 @@ __all__ = [
     "probe",
     "probe_argv",
     "render",
+    "run_dir",
+    "run_setup",
     "sbatch_script",
     "torch_only",
     "torchrun_script",

@@ -36,15 +36,23 @@ def _cluster(tmp_path, text):
 
 
 def test_mpirun_line_has_env_hostfile_and_runs_under_the_validator(tmp_path):
-    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhostfile: /shared/my hosts\n")
+    c = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhostfile: /shared/my hosts\noutput_dir: /fsx/pf\n"
+    )
     line = recipes.mpirun_line(LOCK, c)
     words = shlex.split(line)
     assert words[:4] == ["/usr/bin/python3", "-m", "efa_validators", "run"]
     mp = words[words.index("--") + 1 :]
     assert mp[:6] == ["mpirun", "--allow-run-as-root", "-np", "16", "-N", "8"]
-    assert "--hostfile" in mp and mp[mp.index("--hostfile") + 1] == "/shared/my hosts"
+    # the hostfile as the container sees it: copied into the run's shared folder (step 0 of the recipe)
+    assert "--hostfile" in mp and mp[mp.index("--hostfile") + 1] == "/fsx/pf/efa-preflight/hostfile"
     mca = [(mp[i + 1], mp[i + 2]) for i, w in enumerate(mp) if w == "--mca"]
-    assert mca == [("pml", "^cm,ucx"), ("btl", "tcp,self"), ("btl_tcp_if_exclude", "lo,docker0")]
+    assert mca == [
+        ("plm_rsh_args", recipes.RSH_ARGS),
+        ("pml", "^cm,ucx"),
+        ("btl", "tcp,self"),
+        ("btl_tcp_if_exclude", "lo,docker0"),
+    ]
     assert mp[mp.index("--bind-to") + 1] == "none"
     xs = [mp[i + 1] for i, w in enumerate(mp) if w == "-x"]
     assert xs == [
@@ -61,7 +69,9 @@ def test_mpirun_line_has_env_hostfile_and_runs_under_the_validator(tmp_path):
 
 def test_mpirun_is_the_images_own_and_root_is_a_choice(tmp_path):
     lock = dict(LOCK, components=dict(LOCK["components"], openmpi={"prefix": "/opt/amazon/openmpi"}))
-    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\nhosts: [a, b]\nrun_as_root: false\n")
+    c = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\nhosts: [a, b]\nrun_as_root: false\noutput_dir: /o\n"
+    )
     mp = shlex.split(recipes.mpirun_line(lock, c))
     mp = mp[mp.index("--") + 1 :]
     assert mp[0] == "/opt/amazon/openmpi/bin/mpirun" and "--allow-run-as-root" not in mp
@@ -184,7 +194,7 @@ def test_build_py_preflight_print_and_errors(tmp_path, project_root):
     lock = tmp_path / "variant.lock.json"
     lock.write_text(json.dumps(LOCK))
     cl = tmp_path / "c.yaml"
-    cl.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n")
+    cl.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\noutput_dir: /fsx/pf\n")
     image = "reg.example.com/img@sha256:" + "b" * 64
     ok = build_py_process(
         "preflight", "--print", "mpirun", "--cluster", cl, "--lock", lock, "--image", image, timeout=60
@@ -432,7 +442,8 @@ def test_an_image_without_nccl_tests_gets_the_torch_probe_under_every_launcher(t
     c = recipes.bind_image(
         _cluster(
             tmp_path,
-            "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\n" + REPORT,
+            "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\noutput_dir: /o\n"
+            + REPORT,
         ),
         "r/i@sha256:" + "f" * 64,
     )
@@ -639,7 +650,7 @@ def test_torchrun_refuses_to_start_a_node_on_a_folder_node_0_does_not_share(tmp_
 
 def test_print_mpirun_gives_each_hosts_docker_run(tmp_path):
     c = recipes.bind_image(
-        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n"),
+        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\noutput_dir: /fsx/pf\n"),
         "r.io/i@sha256:" + "e" * 64,
     )
     run = recipes.worker_docker_run(
@@ -649,10 +660,25 @@ def test_print_mpirun_gives_each_hosts_docker_run(tmp_path):
     assert run[run.index("--ulimit") + 1] == "memlock=-1:-1" and "--shm-size" in run
     devices = [run[i + 1] for i, w in enumerate(run) if w == "--device"]
     assert devices == ["/dev/infiniband/uverbs%d" % i for i in range(32)]  # p5: 32 EFA devices
-    assert run[-2:] == ["r.io/i@sha256:" + "e" * 64, "/usr/local/sbin/efa-sshd"]  # sshd on port 2222
+    # sshd on port 2222 trusting only this run's key, mounted read-only; the run folder where the host has it
+    assert run[-4:] == [
+        "r.io/i@sha256:" + "e" * 64,
+        "/usr/local/sbin/efa-sshd",
+        "-o",
+        "AuthorizedKeysFile=/etc/efa-preflight-ssh/authorized_keys",
+    ]
+    mounts = [run[i + 1] for i, w in enumerate(run) if w == "--mount"]
+    assert mounts == [
+        "type=bind,source=/fsx/pf/efa-preflight,target=/fsx/pf/efa-preflight",
+        "type=bind,source=/fsx/pf/efa-preflight/ssh,target=/etc/efa-preflight-ssh,readonly",
+    ]
     text = recipes.render("mpirun", LOCK, c)
     assert shlex.join(recipes.worker_docker_run(LOCK, c)) in text
-    assert text.splitlines()[-1] == recipes.mpirun_line(LOCK, c)
+    lines = text.splitlines()
+    assert lines[-1] == recipes.mpirun_line(LOCK, c)
+    assert (
+        "Afterwards, on that host: rm -rf /fsx/pf/efa-preflight/ssh" in lines[-2]
+    )  # the key goes with the run
 
 
 NODE_NAME = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
@@ -703,3 +729,45 @@ def test_every_documented_manifest_that_runs_node_check_gets_its_node_name():
         assert containers, (name, block)
         for container in containers:
             assert NODE_NAME in container.get("env", []), (name, container)
+
+
+def test_mpirun_recipe_makes_a_key_per_run_and_writes_every_file_under_its_shared_folder(tmp_path):
+    """The key is made by the recipe for this run (never in an image) and mounted read-only; mpirun's ssh
+    uses it on the tool's sshd port; the report and nccl-tests' JSON are absolute paths in the run folder
+    every host mounts (relative, they were lost with the --rm container); no output_dir is exit 2."""
+    c = recipes.bind_image(
+        _cluster(
+            tmp_path,
+            "nodes: 2\ninstance_type: p5.48xlarge\nhostfile: /home/me/hosts\noutput_dir: /fsx/pf/\n"
+            "name: r1\n",
+        ),
+        "r.io/i@sha256:" + "e" * 64,
+    )
+    lock = dict(LOCK, components=dict(LOCK["components"], nccl_tests={"version": "2.19.6"}))
+    text = recipes.render("mpirun", lock, c)
+    setup = recipes.run_setup(c)
+    assert all("#    " + shlex.join(step) in text.splitlines() for step in setup)  # printed as step 0
+    assert ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "efa-preflight", "-f"] == setup[2][:9]
+    assert setup[2][9] == "/fsx/pf/r1/ssh/id_ed25519"
+    assert setup[4] == ["cp", "/home/me/hosts", "/fsx/pf/r1/hostfile"]
+    words = shlex.split(text.splitlines()[-1])
+    assert words[words.index("--json") + 1] == "/fsx/pf/r1/preflight-report.json"
+    assert words[words.index("-J") + 1] == "/fsx/pf/r1/nccl-tests.json"
+    assert words[words.index("--hostfile") + 1] == "/fsx/pf/r1/hostfile"
+    rsh = words[words.index("plm_rsh_args") + 1]
+    assert "-p 2222 -i /etc/efa-preflight-ssh/id_ed25519 -o IdentitiesOnly=yes" in rsh
+    mine = recipes.render("mpirun", lock, dict(c, json_output="/elsewhere/x.json"))
+    assert "-J /elsewhere/x.json" in mine  # an absolute one asked for stays where asked
+    # a base's own sshd (the DLC's) gets the same key and port, its host keys made at start
+    run = recipes.worker_docker_run(lock, c)
+    assert run[-3:-1] == ["/bin/sh", "-c"]
+    assert run[-1].endswith(
+        "-p 2222 -o StrictModes=no -o AuthorizedKeysFile=/etc/efa-preflight-ssh/authorized_keys"
+    )
+    # the MPIJob keeps its own report path and the operator's ssh: no key of the recipe's
+    job = yaml.safe_load(recipes.mpijob_manifest(lock, dict(c, report_volume={"pvc": "r"})))
+    command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert "plm_rsh_args" not in command and command[command.index("--json") + 1].startswith("/efa-preflight")
+    with pytest.raises(UserError) as err:
+        recipes.render("mpirun", lock, dict(c, output_dir=None))
+    assert err.value.key == "output_dir"
