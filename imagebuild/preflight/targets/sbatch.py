@@ -21,6 +21,8 @@ from imagebuild.preflight.launch import (
     validator_argv,
 )
 
+JSON_MARK = "@PREFLIGHT_OUT@"  # where -J's folder goes: "$PREFLIGHT_OUT", expanded by the batch shell
+
 
 def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     """An sbatch script whose every step runs in the image (pyxis), never the image's Python on the host.
@@ -98,7 +100,12 @@ def sbatch_script(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         del rank_cmd[i : i + 2]
     inner = " ".join(q(w) for w in rank_cmd).replace("@LOG@", '"$PREFLIGHT_OUT/rank-$SLURM_PROCID.log"')
     step1 = ["srun", '"${CONTAINER[@]}"', "--mpi=pmix", "--cpu-bind=none", "-l", "sh", "-c"]
-    step1 += [q('exec %s "$@"' % inner), "rank"] + [q(a) for a in probe_argv(lock, cluster)]
+    # nccl-tests' -J (a relative name) in the job's shared folder, not rank 0's container working folder
+    probe_words = probe_argv(lock, dict(cluster, _json_dir=JSON_MARK))
+    step1 += [q('exec %s "$@"' % inner), "rank"] + [
+        '"$PREFLIGHT_OUT"/' + q(a[len(JSON_MARK) + 1 :]) if a.startswith(JSON_MARK + "/") else q(a)
+        for a in probe_words
+    ]
     parse = [q(python), "-m", "efa_validators", "parse", '"$PREFLIGHT_OUT"/rank-*.log']
     parse += [q(w) for w in image_args(cluster)]
     parse += ["--instance-type", q(cluster["instance_type"]), "--nodes", str(cluster["nodes"])]

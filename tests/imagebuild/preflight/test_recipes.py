@@ -771,3 +771,14 @@ def test_mpirun_recipe_makes_a_key_per_run_and_writes_every_file_under_its_share
     with pytest.raises(UserError) as err:
         recipes.render("mpirun", lock, dict(c, output_dir=None))
     assert err.value.key == "output_dir"
+
+
+def test_sbatch_puts_nccl_tests_json_in_the_jobs_shared_folder(tmp_path):
+    """-J was a relative name: rank 0's pyxis container wrote it in its working folder, not beside the logs
+    and the report. Now it is $PREFLIGHT_OUT/<name>, which every step mounts; an absolute one stays."""
+    lock = dict(LOCK, components=dict(LOCK["components"], nccl_tests={"version": "2.19.6"}))
+    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
+    step1 = next(line for line in recipes.sbatch_script(lock, c).splitlines() if line.startswith("srun"))
+    assert ' -J "$PREFLIGHT_OUT"/nccl-tests.json ' in step1
+    mine = recipes.sbatch_script(lock, dict(c, json_output="/fsx/x.json"))
+    assert " -J /fsx/x.json " in next(line for line in mine.splitlines() if line.startswith("srun"))
