@@ -1,16 +1,10 @@
 """GPU health beside EFA: what a node-health hook (NHC, DCGM) would drain a node for, read from the driver.
 
 Sources, by format (fixtures in tests/fixtures/gpuhealth/ are written by us from these formats):
-- `nvidia-smi -q -x`: the XML of NVIDIA's nvsmi_device DTD (shipped with the driver as nvsmi_device_v12.dtd);
-  elements read: persistence_mode, gpu_reset_status, pci/pci_gpu_link_info, clocks_event_reasons (older
-  drivers: clocks_throttle_reasons), ecc_mode, ecc_errors, retired_pages, remapped_rows, fabric.
-- `nvidia-smi nvlink -s` / `-e`: per GPU, `Link N: <speed>` or `Link N: <inactive>`, and
-  `Link N: Replay Errors: 0` lines (as printed in stas00/ml-engineering network/README.md, "how to check
-  NVLink error counters").
-- Xid lines in the kernel log, `NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, ...`; the meaning and NVIDIA's
-  resolution bucket of each code from the Xid catalog
-  (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) and dynamic page retirement
-  (docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html).
+- `nvidia-smi -q -x`: read in smi.py (its sources listed there); `smi_checks` and `parse_smi_xml` are
+  re-exported here.
+- `nvidia-smi nvlink -s` / `-e`: validators/node/nvlink.py (Blackwell's counters included).
+- Xid lines in the kernel log: validators/node/xid.py, by NVIDIA's Xid catalog as data (xid_catalog.json).
 - `dcgmi diag -r 1|2 -j`: `{"DCGM Diagnostic" (older: "DCGM GPU Diagnostic"): {"test_categories":
   [{"category", "tests": [{"name", "results": [{"status": "Pass|Fail|Warn|Skip"}]}]}]}}` (NVIDIA/DCGM).
 - `dcgmi health -c -j` (the watches a team's DCGM keeps on all GPUs, dcgmi's default group): `{"header":
@@ -21,482 +15,27 @@ Sources, by format (fixtures in tests/fixtures/gpuhealth/ are written by us from
   GenerateOutputFromResponse, dcgmi/DcgmiOutput.{h,cpp} for the JSON boxes; read at 72fa3fe).
 
 Fail closed, as the rest of node-check: a tool that is missing, unreadable output, or an element a GPU does
-not report makes its check unknown, never pass. Everything here is pure but `gpu_health_checks`.
+not report makes its check unknown, never pass. Everything here is pure but `gpu_health_checks` and
+`kernel_log_xids`.
 """
 
 import json
-import re
-import xml.etree.ElementTree as ET
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-Check = Dict[str, Any]
+# the `nvidia-smi -q -x` reader lives in smi.py, NVLink in nvlink.py, Xid in xid.py, the check shape in
+# verdict.py; all importable from here
+from efa_validators.node.nvlink import nvlink_check, parse_nvlink  # noqa: F401 (re-exported)
+from efa_validators.node.smi import SMI_CHECKS, SMI_XML, _counts, parse_smi_xml, smi_checks  # noqa: F401
+from efa_validators.node.verdict import REMEDIES, Check, check, ev  # noqa: F401
+from efa_validators.node.xid import XID_CATALOG, kernel_lines, parse_xids, xid_check  # noqa: F401 (re-exported)
+
 Tool = Callable[[Sequence[str]], Tuple[Optional[int], str]]
 
-SMI_XML = "nvidia-smi -q -x"
 # The kernel log may be larger than any other tool's output: the ring buffer is up to 32 MiB as built
 # (torvalds/linux init/Kconfig, LOG_BUF_SHIFT "range 12 25"). Past this cap it is not read at all (the
 # check is unknown), as is a log of the boot (journalctl -k -b) longer than it.
 KERNEL_LOG_MAX = 32 << 20
 KERNEL_LOG_TOOLS = ("dmesg", "journalctl")
-
-# Xid code -> (NVIDIA's meaning, what the node needs). "app": the application's fault (NVIDIA: restart
-# the app), the node stays; "reset": the GPU needs a reset before the next job; "drain": the node needs
-# a reboot or service. From the Xid catalog's "Resolution Bucket (Immediate Action)" and the
-# page-retirement guide.
-XID_CATALOG: Dict[int, Tuple[str, str]] = {
-    13: ("graphics engine exception", "app"),
-    31: ("GPU memory page fault", "app"),
-    43: ("GPU stopped processing", "app"),
-    45: ("preemptive cleanup, due to previous errors", "app"),
-    48: ("double bit ECC error", "reset"),
-    61: ("internal micro-controller breakpoint/warning", "reset"),
-    62: ("internal micro-controller halt", "reset"),
-    63: ("ECC page retirement or row remapping recording event (reset the GPU to activate)", "reset"),
-    64: ("ECC page retirement or row remapper recording failure", "drain"),
-    74: ("NVLink error", "reset"),
-    79: ("GPU has fallen off the bus", "drain"),
-    92: ("high single-bit ECC error rate", "reset"),
-    94: ("contained ECC error", "app"),
-    95: ("uncontained ECC error", "reset"),
-    119: ("GSP RPC timeout", "reset"),
-    120: ("GSP error", "reset"),
-    140: ("unrecovered ECC error", "reset"),
-    154: ("GPU recovery action changed (the line names the action)", "drain"),
-}
-_XID = re.compile(r"^.*?NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+).*$", re.M)
-# a kernel message: a line with text that is not one of journalctl's own notes ("-- No entries --")
-_MESSAGE = re.compile(r"^(?!-- .* --\s*$)[ \t]*\S.*$", re.M)
-# clock event reasons that mean the hardware or the driver is slowing the GPU for a fault (power brake,
-# thermal): idle, application clocks, sync boost and the software power cap are normal operation
-_FAULT_CLOCK_REASONS = (
-    "hw_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "sw_thermal_slowdown",
-)
-
-
-REMEDIES = ("configure", "reset-gpu", "reboot-node", "replace-hardware")  # nodecheck.REMEDIES, mildest first
-
-
-def check(
-    name: str,
-    status: str,
-    detail: str,
-    evidence: Optional[List[Dict[str, Any]]] = None,
-    remedy: Optional[str] = None,
-) -> Check:
-    """nodecheck.check's shape. Not imported from there: nodecheck imports this module, and is itself copied
-    alone into images under check, so it cannot lean on a shared one."""
-    assert status in ("pass", "fail", "unknown")
-    assert remedy is None or remedy in REMEDIES, remedy
-    return {
-        "name": name,
-        "status": status,
-        "detail": detail,
-        "evidence": evidence or [],
-        "remedy": remedy if status == "fail" else None,
-    }
-
-
-def ev(source: str, text: str) -> Dict[str, Any]:
-    return {"file": source, "line": None, "text": text[:500]}
-
-
-def _text(node: Optional[ET.Element], path: str) -> Optional[str]:
-    found = node.find(path) if node is not None else None
-    if found is None or found.text is None:
-        return None
-    value = found.text.strip()
-    return None if value in ("", "N/A") else value
-
-
-def _int(value: Optional[str]) -> Optional[int]:
-    match = re.match(r"\s*(\d+)", value or "")
-    return int(match.group(1)) if match else None
-
-
-def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
-    """One dict per <gpu> of `nvidia-smi -q -x`; a value the GPU reports as N/A (or not at all) is None.
-    Raises ValueError on text that is not that XML."""
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as err:
-        raise ValueError("not nvidia-smi XML: %s" % err) from None
-    if root.tag != "nvidia_smi_log":
-        raise ValueError("not nvidia-smi XML: root element <%s>" % root.tag)
-    listed = root.findall("gpu")
-    attached = _int(_text(root, "attached_gpus"))
-    if attached is not None and attached != len(listed):  # a cut or odd output: judge none of it
-        raise ValueError("nvidia-smi XML lists %d <gpu> of attached_gpus %d" % (len(listed), attached))
-    gpus = []
-    for i, gpu in enumerate(listed):
-        reasons = gpu.find("clocks_event_reasons")
-        prefix = "clocks_event_reason_"
-        if reasons is None:
-            reasons, prefix = gpu.find("clocks_throttle_reasons"), "clocks_throttle_reason_"
-        ecc = {}
-        for scope in ("volatile", "aggregate"):
-            counts = gpu.find("ecc_errors/" + scope)
-            for field in list(counts) if counts is not None else []:
-                if "uncorrectable" in field.tag:
-                    ecc["%s.%s" % (scope, field.tag)] = _int(_text(counts, field.tag))
-        link = "pci/pci_gpu_link_info/"
-        minor = _int(_text(gpu, "minor_number"))
-        gpus.append(
-            {
-                "index": i if minor is None else minor,
-                "bus": gpu.get("id", "?"),
-                "name": _text(gpu, "product_name") or "?",
-                "pstate": _text(gpu, "performance_state"),
-                "persistence": _text(gpu, "persistence_mode"),
-                "reset_required": _text(gpu, "gpu_reset_status/reset_required"),
-                "drain_and_reset": _text(gpu, "gpu_reset_status/drain_and_reset_recommended"),
-                "gen": (_int(_text(gpu, link + "pcie_gen/current_link_gen")),
-                        _int(_text(gpu, link + "pcie_gen/max_link_gen"))),
-                "width": (_int(_text(gpu, link + "link_widths/current_link_width")),
-                          _int(_text(gpu, link + "link_widths/max_link_width"))),
-                "clock_reasons": None if reasons is None else {
-                    r: _text(reasons, prefix + r) for r in _FAULT_CLOCK_REASONS
-                },
-                "ecc_mode": _text(gpu, "ecc_mode/current_ecc"),
-                "ecc_uncorrectable": ecc,
-                "sram_threshold_exceeded": _text(gpu, "ecc_errors/aggregate/sram_threshold_exceeded"),
-                "remap_pending": _text(gpu, "remapped_rows/remapped_row_pending"),
-                "remap_failure": _text(gpu, "remapped_rows/remapped_row_failure"),
-                "retirement_pending": _text(gpu, "retired_pages/pending_retirement"),
-                "fabric_state": _text(gpu, "fabric/state"),
-                "fabric_reported": gpu.find("fabric/state") is not None,  # N/A is an answer, absence none
-                "fabric_status": _text(gpu, "fabric/status"),
-            }
-        )  # fmt: skip
-    return gpus
-
-
-def _label(gpu: Dict[str, Any]) -> str:
-    return "GPU %s (%s)" % (gpu["index"], gpu["bus"])
-
-
-def _judge(
-    name: str, gpus: List[Dict[str, Any]], judge: Callable[[Dict[str, Any]], Tuple[str, str]]
-) -> Check:
-    """Fold one per-GPU judgement into one check: any fail fails, else any unknown is unknown."""
-    if not gpus:
-        return check(name, "unknown", "nvidia-smi -q -x lists no GPU")
-    results = [(gpu, *judge(gpu)) for gpu in gpus]
-    evidence = [ev(SMI_XML, "%s: %s" % (_label(g), why)) for g, status, why in results if status != "pass"]
-    for status in ("fail", "unknown"):
-        bad = [(g, why) for g, s, why in results if s == status]
-        if bad:
-            detail = "; ".join("%s: %s" % (_label(g), why) for g, why in bad[:4])
-            more = " (+%d more)" % (len(bad) - 4) if len(bad) > 4 else ""
-            return check(name, status, detail + more, evidence)
-    return check(name, "pass", "%d GPU(s): %s" % (len(gpus), results[0][2]), [ev(SMI_XML, results[0][2])])
-
-
-def _ecc(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    if gpu["ecc_mode"] is None:
-        return "unknown", "ECC mode not reported"
-    if gpu["ecc_mode"] != "Enabled":
-        return "fail", "ECC is %s (a training GPU runs with ECC on: `nvidia-smi -e 1`, then reset)" % gpu[
-            "ecc_mode"
-        ]
-    volatile = {k: v for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("volatile.") and v}
-    if volatile:
-        return "fail", "uncorrectable ECC errors since the driver loaded: %s" % _counts(volatile)
-    if gpu["sram_threshold_exceeded"] == "Yes":
-        return "fail", "aggregate SRAM uncorrectable errors over NVIDIA's threshold (RMA)"
-    if not any(v is not None for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("volatile.")):
-        return "unknown", "no volatile ECC counter reported as a number"  # all N/A: no count is no zero
-    lifetime = {k: v for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("aggregate.") and v}
-    return "pass", "no uncorrectable ECC error since the driver loaded" + (
-        " (lifetime: %s)" % _counts(lifetime) if lifetime else ""
-    )
-
-
-def _counts(counts: Dict[str, Any]) -> str:
-    return ", ".join("%s=%d" % (k, v) for k, v in sorted(counts.items()))
-
-
-def _remap(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    if gpu["remap_pending"] == "Yes":
-        return "fail", "a row remap is pending: drain, then reset the GPU to apply it"
-    if gpu["remap_failure"] == "Yes":
-        return "fail", "row remapping failed: the GPU needs service"
-    if gpu["remap_pending"] == "No" and gpu["remap_failure"] == "No":
-        return "pass", "no row remap pending or failed"
-    if gpu["retirement_pending"] == "Yes":  # GPUs before Ampere retire pages instead
-        return "fail", "a page retirement is pending: drain, then reset the GPU"
-    if gpu["retirement_pending"] == "No":
-        return "pass", "no page retirement pending"
-    return "unknown", "neither row remapping nor page retirement reported"
-
-
-def _pcie(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    (gen, max_gen), (width, max_width) = gpu["gen"], gpu["width"]
-    if None in (gen, max_gen, width, max_width):
-        return "unknown", "PCIe link generation or width not reported"
-    shown = "PCIe gen %d/%d x%d/x%d" % (gen, max_gen, width, max_width)
-    if width < max_width:
-        return "fail", shown + ": the link trained narrower than the slot (reseat or service)"
-    if gen < max_gen and gpu["pstate"] == "P0":
-        return "fail", shown + ": the link runs below its generation under load"
-    if gen < max_gen:  # the driver lowers the link speed of an idle GPU to save power
-        return "pass", shown + " (idle at %s: the driver slows an idle link)" % gpu["pstate"]
-    return "pass", shown
-
-
-def _clocks(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    reasons = gpu["clock_reasons"]
-    if reasons is None or all(v is None for v in reasons.values()):
-        return "unknown", "clock event reasons not reported"
-    active = sorted(r for r, v in reasons.items() if v == "Active")
-    if active:
-        return "fail", "clocks slowed by %s" % ", ".join(active)
-    unread = sorted(r for r, v in reasons.items() if v != "Not Active")  # N/A, absent, or another word
-    if unread:
-        return "unknown", "clock event reasons not reported as Active/Not Active: %s" % ", ".join(unread)
-    return "pass", "no hardware or thermal slowdown active"
-
-
-def _persistence(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    if gpu["persistence"] is None:
-        return "unknown", "persistence mode not reported"
-    if gpu["persistence"] != "Enabled":
-        return (
-            "fail",
-            "persistence mode %s: the driver state is torn down between jobs (`nvidia-smi -pm 1` or "
-            "nvidia-persistenced)" % gpu["persistence"],
-        )
-    return "pass", "persistence mode enabled"
-
-
-def _reset(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    if "Yes" in (gpu["reset_required"], gpu["drain_and_reset"]):
-        why = "the driver asks for a GPU reset (reset_required=%s, drain_and_reset_recommended=%s)"
-        return "fail", why % (gpu["reset_required"], gpu["drain_and_reset"])
-    if gpu["reset_required"] is None:
-        return "unknown", "reset status not reported"
-    if gpu["reset_required"] != "No" or gpu["drain_and_reset"] not in (None, "No"):  # another word: not read
-        why = "reset status not read (reset_required=%s, drain_and_reset_recommended=%s)"
-        return "unknown", why % (gpu["reset_required"], gpu["drain_and_reset"])
-    return "pass", "no reset required"
-
-
-def _fabric(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    state, status = gpu["fabric_state"], gpu["fabric_status"]
-    if not gpu["fabric_reported"]:  # a driver without the element: says nothing of fabric manager
-        return "unknown", "fabric state not reported"
-    if state is None:  # N/A: the driver has no NVSwitch fabric to register with on this GPU
-        return "pass", "no NVLink fabric on this GPU (fabric state N/A)"
-    if state == "Completed" and status == "Success":
-        return "pass", "fabric registration completed (fabric manager up)"
-    if state in ("In Progress", "Not Started"):
-        return (
-            "fail",
-            "fabric registration %s: fabric manager not up yet (NCCL over NVLink fails)" % state.lower(),
-        )
-    return "fail", "fabric state %s, status %s: check nvidia-fabricmanager" % (state, status)
-
-
-SMI_CHECKS = (
-    ("gpu-ecc", _ecc),
-    ("gpu-row-remap", _remap),
-    ("gpu-pcie-link", _pcie),
-    ("gpu-clocks", _clocks),
-    ("gpu-persistence", _persistence),
-    ("gpu-reset", _reset),
-    ("gpu-fabric", _fabric),
-)
-
-
-def smi_checks(rc: Optional[int], out: str) -> List[Check]:
-    """The checks read from `nvidia-smi -q -x` (rc None: the tool did not run; every check unknown)."""
-    if rc is None or rc != 0:
-        why = out if rc is None else "nvidia-smi -q -x exited %d" % rc
-        return [check(name, "unknown", why, [ev(SMI_XML, out[:200])]) for name, _ in SMI_CHECKS]
-    try:
-        gpus = parse_smi_xml(out)
-    except ValueError as err:
-        return [check(name, "unknown", str(err)) for name, _ in SMI_CHECKS]
-    return [_judge(name, gpus, judge) for name, judge in SMI_CHECKS]
-
-
-_GPU_HEAD = re.compile(r"^GPU (\d+): ")
-_LINK = re.compile(r"^\s*Link (\d+): (.*)$")
-
-
-def parse_nvlink(status: str, errors: str) -> Dict[int, Dict[int, Dict[str, Any]]]:
-    """{gpu: {link: {"state": "26.562 GB/s" | "<inactive>", "Replay Errors": 0, ...}}}, from `nvidia-smi
-    nvlink -s` and `-e`."""
-    links: Dict[int, Dict[int, Dict[str, Any]]] = {}
-    for text, is_errors in ((status, False), (errors, True)):
-        gpu = None
-        for line in text.splitlines():
-            head = _GPU_HEAD.match(line)
-            if head:
-                gpu = int(head.group(1))
-                continue
-            link = _LINK.match(line)
-            if link is None or gpu is None:
-                continue
-            entry = links.setdefault(gpu, {}).setdefault(int(link.group(1)), {})
-            if is_errors:
-                name, _, count = link.group(2).rpartition(":")
-                if count.strip().isdigit():
-                    entry[name.strip()] = int(count)
-            else:
-                entry["state"] = link.group(2).strip()
-    return links
-
-
-def nvlink_check(
-    status_rc: Optional[int],
-    status: str,
-    errors_rc: Optional[int],
-    errors: str,
-    expected: Optional[bool] = None,
-    profile: str = "",
-) -> Check:
-    """Down links and link recoveries fail; replay and CRC counts are shown (links retry those by design).
-
-    `expected` is the instance profile's word on NVLink (profile_data `nvlink`, `profile` its name): no
-    listed link is then a fact to judge, where without it (None) a node without NVLink is not told apart
-    from a tool that said nothing."""
-    source = "nvidia-smi nvlink -s/-e"
-    if status_rc is None or status_rc != 0:
-        why = status if status_rc is None else "nvidia-smi nvlink -s exited %d" % status_rc
-        return check("gpu-nvlink", "unknown", why, [ev(source, status[:200])])
-    links = parse_nvlink(status, errors if errors_rc == 0 else "")
-    if expected is False:
-        return _nvlink_none_expected(status, links, profile)
-    stated = {gpu for gpu, per in links.items() if any("state" in entry for entry in per.values())}
-    if not stated:
-        said = "nvidia-smi nvlink -s " + ("printed nothing" if not status.strip() else "lists no link")
-        if expected:
-            # fail, not unknown: nvidia-smi answered (exit 0) about GPUs whose NVLink is a documented fact of
-            # the instance type, and listed none. That is the driver's own word that the links are gone (a GPU
-            # off its NVSwitch, NVLink disabled), not the absence of an answer; intra-node traffic would fall
-            # back to PCIe. A tool that prints nothing where links exist is itself a fault worth draining for.
-            why = "%s: links expected (the %s profile's GPUs are NVLink-connected), none seen"
-            return check(
-                "gpu-nvlink", "fail", why % (said, profile), [ev(source, status[:200] or "(no output)")]
-            )
-        if not status.strip():  # a node without NVLink is not told apart from a tool that said nothing
-            return check(
-                "gpu-nvlink", "unknown", "nvidia-smi nvlink -s printed nothing", [ev(source, "(no output)")]
-            )
-        return check(
-            "gpu-nvlink", "unknown", "no link lines in nvidia-smi nvlink -s", [ev(source, status[:200])]
-        )
-    heads = sorted(int(m.group(1)) for m in map(_GPU_HEAD.match, status.splitlines()) if m)
-    bare = [gpu for gpu in heads if gpu not in stated]
-    down, recovered, odd, uncounted, counted = [], [], [], [], {}
-    for gpu, per in sorted(links.items()):
-        for link, entry in sorted(per.items()):
-            name, state = "GPU %d link %d" % (gpu, link), entry.get("state", "")
-            if "inactive" in state.lower():
-                down.append(name)
-            elif gpu in bare:  # named once, as a GPU that lists no link
-                pass
-            elif "GB/s" not in state:  # neither a speed nor <inactive>: not a state this reads
-                odd.append("%s: %s" % (name, state or "not in nvidia-smi nvlink -s"))
-            elif "Recovery Errors" not in entry:
-                uncounted.append(name)
-            if entry.get("Recovery Errors"):
-                recovered.append("%s: %d recoveries" % (name, entry["Recovery Errors"]))
-            for counter in ("Replay Errors", "CRC Errors"):
-                counted[counter] = counted.get(counter, 0) + entry.get(counter, 0)
-    total = sum(len(per) for per in links.values())
-    evidence = [ev(source, text) for text in (down + recovered + odd)[:16]]
-    if down:
-        shown = "%d of %d links down: %s" % (len(down), total, ", ".join(down[:4]))
-        return check("gpu-nvlink", "fail", shown, evidence)
-    if bare and expected:  # the profile's GPUs all have NVLink: one listing no link lost it (see above)
-        shown = "GPU %s list no link: links expected (the %s profile's GPUs are NVLink-connected)"
-        return check("gpu-nvlink", "fail", shown % (", ".join(map(str, bare)), profile), evidence)
-    if recovered:
-        return check("gpu-nvlink", "fail", "links retrained: %s" % ", ".join(recovered[:4]), evidence)
-    if errors_rc != 0:
-        why = errors.strip()[:200] if errors_rc is None else "nvidia-smi nvlink -e exited %d" % errors_rc
-        return check("gpu-nvlink", "unknown", "%d links up; error counters unreadable (%s)" % (total, why))
-    why = []  # a GPU without links beside GPUs with them, a link state not read, a link half reported
-    if bare:
-        why.append("GPU %s list no link" % ", ".join(map(str, bare)))
-    if odd:
-        why.append("link state not read: %s" % ", ".join(odd[:4]))
-    if uncounted:
-        why.append("no recovery counter for %d link(s): %s" % (len(uncounted), ", ".join(uncounted[:4])))
-    if why:
-        return check("gpu-nvlink", "unknown", "; ".join(why), evidence)
-    return check("gpu-nvlink", "pass", "%d links up, no recovery (%s)" % (total, _counts(counted)))
-
-
-def _nvlink_none_expected(status: str, links: Dict[int, Dict[int, Dict[str, Any]]], profile: str) -> Check:
-    """The profile says its GPUs have no NVLink: no output, or GPU headers without links, is that fact; a
-    listed link contradicts the profile (unknown, shown); any other text is not read (unknown)."""
-    source = "nvidia-smi nvlink -s/-e"
-    listed = ["GPU %d link %d" % (gpu, link) for gpu, per in sorted(links.items()) for link in sorted(per)]
-    if listed:
-        why = "the %s profile says its GPUs have no NVLink, but links are listed: %s" % (profile, listed[0])
-        more = " (+%d more)" % (len(listed) - 1) if len(listed) > 1 else ""
-        return check("gpu-nvlink", "unknown", why + more, [ev(source, status[:200])])
-    lines = [line.strip() for line in status.splitlines() if line.strip()]
-    unread = [line for line in lines if not _GPU_HEAD.match(line)]
-    if unread:
-        why = "nvidia-smi nvlink -s printed what this does not read: %s" % unread[0][:120]
-        return check("gpu-nvlink", "unknown", why, [ev(source, status[:200])])
-    said = (
-        "%d GPU(s) listed, none with a link" % len(lines) if lines else "nvidia-smi nvlink -s printed nothing"
-    )
-    why = "no NVLink, as the %s profile says (its GPUs have none): %s" % (profile, said)
-    return check("gpu-nvlink", "pass", why, [ev(source, status[:200] or "(no output)")])
-
-
-def parse_xids(text: str) -> List[Tuple[int, str, str]]:
-    """(code, PCI address, line) of every Xid line of a kernel log (matched in place: a log of many MB is
-    not split into a list of lines)."""
-    return [(int(m.group(2)), m.group(1), m.group(0).strip()) for m in _XID.finditer(text)]
-
-
-def kernel_lines(log: str) -> int:
-    """How many kernel messages a log holds: non-blank lines that are not journalctl's own notes."""
-    return sum(1 for _ in _MESSAGE.finditer(log))
-
-
-def xid_check(rc: Optional[int], log: str, source: str) -> Check:
-    """Xid lines judged by the catalog. A kernel log with no message is unknown, never "no Xid": a booted
-    kernel always has messages, so an empty one was cleared (dmesg -C) or is hidden from this user (a
-    journal this user may not read can leave `journalctl -k -q` with nothing to print, and exit 0)."""
-    if rc is None or rc != 0:
-        said = log.strip()[:200] or "no output"
-        why = "%s: %s" % (source, said) if rc is None else "%s exited %d: %s" % (source, rc, said)
-        return check("gpu-xid", "unknown", "kernel log not readable (%s)" % why, [ev(source, log[:200])])
-    xids = parse_xids(log)
-    needs = [(c, bus, line) for c, bus, line in xids if XID_CATALOG.get(c, ("", ""))[1] in ("reset", "drain")]
-    unknown = [(c, bus, line) for c, bus, line in xids if c not in XID_CATALOG]
-    evidence = [ev(source, line) for _c, _b, line in (needs + unknown)[:16]]
-    if needs:
-        shown = sorted(
-            {"Xid %d (%s, %s) on %s" % (c, XID_CATALOG[c][0], XID_CATALOG[c][1], bus) for c, bus, _ in needs}
-        )
-        return check("gpu-xid", "fail", "; ".join(shown[:4]), evidence)
-    if unknown:
-        return check("gpu-xid", "unknown", "Xid %s: not in the catalog this tool reads"
-                     % ", ".join(sorted({str(c) for c, _b, _l in unknown})), evidence)  # fmt: skip
-    if xids:
-        apps = sorted({"Xid %d (%s)" % (c, XID_CATALOG[c][0]) for c, _b, _l in xids})
-        return check("gpu-xid", "pass", "application faults only, the node is fine: %s" % ", ".join(apps[:4]),
-                     [ev(source, line) for _c, _b, line in xids[:8]])  # fmt: skip
-    lines = kernel_lines(log)
-    if not lines:
-        return check(
-            "gpu-xid",
-            "unknown",
-            "the kernel log is empty (cleared, or not visible to this user): no Xid proves nothing",
-            [ev(source, log.strip()[:200] or "(no output)")],
-        )
-    return check("gpu-xid", "pass", "no Xid in the kernel log", [ev(source, "%d lines read" % lines)])
 
 
 def parse_dcgm_diag(text: str) -> List[Tuple[str, str, str]]:
@@ -671,23 +210,35 @@ def gpu_health_checks(
     checks = smi_checks(smi_rc, smi_out)
     status, errors = run(["nvidia-smi", "nvlink", "-s"]), run(["nvidia-smi", "nvlink", "-e"])
     checks.append(nvlink_check(*status, *errors, expected=nvlink, profile=profile))
-    if smi_rc != 0:  # no driver answered: a kernel log without Xid lines says nothing about a GPU
-        checks.append(check("gpu-xid", "unknown", "no NVIDIA driver answered (nvidia-smi): Xid not judged"))
-    else:
-        rc, log = run(["dmesg"])
-        source = "dmesg"
-        if rc != 0 or not kernel_lines(log):
-            # dmesg needs CAP_SYSLOG where kernel.dmesg_restrict=1; the journal may be readable
-            first = (
-                log.strip()[:120] if rc is None else "dmesg exit %d" % rc if rc else "dmesg printed nothing"
-            )
-            rc, log = run(["journalctl", "-k", "-b", "--no-pager", "-q"])
-            source = "journalctl -k (after %s)" % first
-        checks.append(xid_check(rc, log, source))
+    checks.append(kernel_log_xids(run, smi_rc, smi_out))
     if dcgm_level:
         checks.append(dcgm_check(*run(["dcgmi", "diag", "-r", str(dcgm_level), "-j"]), dcgm_level))
         checks.append(dcgm_health_check(*run(list(DCGM_HEALTH))))
     return checks
+
+
+def kernel_log_xids(run: Tool, smi_rc: Optional[int], smi_out: str) -> Check:
+    """gpu-xid from the kernel log, read whether or not nvidia-smi answered: the GPUs that fell off the bus
+    (Xid 79) or whose GSP stopped answering (Xid 119) are the ones nvidia-smi cannot answer for. Without an
+    answer from the driver a fault still fails, but no Xid (or only harmless ones) is no evidence of a healthy
+    GPU: unknown."""
+    rc, log = run(["dmesg"])
+    source = "dmesg"
+    if rc != 0 or not kernel_lines(log):
+        # dmesg needs CAP_SYSLOG where kernel.dmesg_restrict=1; the journal may be readable
+        first = log.strip()[:120] if rc is None else "dmesg exit %d" % rc if rc else "dmesg printed nothing"
+        rc, log = run(["journalctl", "-k", "-b", "--no-pager", "-q"])
+        source = "journalctl -k (after %s)" % first
+    judged = xid_check(rc, log, source)
+    if smi_rc == 0 or judged["status"] != "pass":
+        return judged
+    said = smi_out.strip().splitlines()[0][:120] if smi_out.strip() else "no output"
+    why = "nvidia-smi -q -x %s (%s), and the kernel log names no fault: %s" % (
+        "did not run" if smi_rc is None else "exited %d" % smi_rc,
+        said,
+        judged["detail"],
+    )
+    return check("gpu-xid", "unknown", why, judged["evidence"] + [ev(SMI_XML, said)])
 
 
 def dcgm_level_for(asked: Optional[int], dcgmi_installed: bool) -> Optional[int]:

@@ -5,6 +5,7 @@ be read makes the check unknown, never pass: a node that could not be inspected 
 The readers of tool output (`parse_*`) are pure functions; `run_checks` does the I/O.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -17,7 +18,7 @@ import socket
 import stat
 import subprocess
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple  # noqa: F401 (type comments)
 
 SCHEMA = "efa-image-build/node-check/v1"
 # The lock every image carries (efa_validators.run.imagebind has the same two: this module is copied
@@ -66,6 +67,54 @@ def ev(source: str, text: str, line: Optional[int] = None) -> Dict[str, Any]:
     return {"file": source, "line": line, "text": text[:500]}
 
 
+# Set by `bounded` (the drop-in modes, node/dropin.py): every tool gets at most `tool` seconds and none runs
+# past `deadline` (time.monotonic()); the tools running now, so a signal handler can end their groups.
+_BOUND = {"deadline": None, "tool": None}  # type: Dict[str, Optional[float]]
+_RUNNING = set()  # type: Set[subprocess.Popen[bytes]]
+_HUNG = {}  # type: Dict[str, str]  # within `bounded`: a tool that did not answer in its time, and why
+
+
+@contextlib.contextmanager
+def bounded(total: float, per_tool: float) -> Iterator[None]:
+    """Within it, each tool gets min(its own limit, `per_tool`, what is left of `total` from now); a tool
+    asked for after the deadline is not started (unknown, saying so). Why: a scheduler's health hook is killed
+    at a fixed limit (slurmd: 60 s) and our tools run in their own sessions, out of reach of that kill."""
+    before = dict(_BOUND)
+    _BOUND.update(deadline=time.monotonic() + total, tool=per_tool)
+    _HUNG.clear()
+    try:
+        yield
+    finally:
+        _BOUND.update(before)
+        _HUNG.clear()
+
+
+def _time_for(timeout: float) -> float:
+    deadline, per_tool = _BOUND["deadline"], _BOUND["tool"]
+    if per_tool is not None:
+        timeout = min(timeout, per_tool)
+    if deadline is not None:
+        timeout = min(timeout, deadline - time.monotonic())
+    return timeout
+
+
+HOOK_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)  # what ends a health hook (node/dropin.py)
+
+
+def _unblock() -> None:
+    """In the tool, before exec: its signals as usual (a blocked mask would outlive exec)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HOOK_SIGNALS)
+
+
+def end_running() -> None:
+    """SIGKILL to the group of every tool running now (a signal handler's last act before it exits)."""
+    for proc in list(_RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def run_tool(
     argv: Sequence[str], timeout: float = TOOL_TIMEOUT, limit: int = TOOL_OUTPUT_MAX
 ) -> Tuple[Optional[int], str]:
@@ -75,6 +124,15 @@ def run_tool(
     was kept before, 1.2 GB for a 300 MB one), a truncated output is never judged."""
     if shutil.which(argv[0]) is None:
         return None, "%s not found on PATH" % argv[0]
+    timeout = _time_for(timeout)
+    if timeout <= 0:
+        return None, "%s not run: the node-check deadline had passed" % argv[0]
+    if (
+        argv[0] in _HUNG
+    ):  # bounded: a tool that hung once is not waited for again (nvidia-smi is asked 4 times)
+        return None, "%s not run again: %s" % (argv[0], _HUNG[argv[0]])
+    # bounded: the hook's signals wait while a tool starts, so its handler sees every tool it must end
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HOOK_SIGNALS) if _BOUND["deadline"] else None
     try:  # its own process group: a tool that hangs is ended with everything it started
         proc = subprocess.Popen(
             list(argv),
@@ -82,13 +140,30 @@ def run_tool(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_unblock if held is not None else None,
         )
+        _RUNNING.add(proc)
     except OSError as err:
         return None, "%s could not run: %s" % (argv[0], err)
+    finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    try:
+        rc, out = _read_tool(proc, argv, timeout, limit)
+    finally:
+        _RUNNING.discard(proc)
+    if rc is None and _BOUND["deadline"] is not None and "did not answer" in out:
+        _HUNG[argv[0]] = out
+    return rc, out
+
+
+def _read_tool(
+    proc: "subprocess.Popen[bytes]", argv: Sequence[str], timeout: float, limit: int
+) -> Tuple[Optional[int], str]:
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     chunks, size = [], 0  # type: List[bytes], int
-    late = "%s did not answer within %gs" % (argv[0], timeout)
+    late = "%s did not answer within %gs" % (argv[0], round(timeout, 1))
     while True:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
@@ -172,16 +247,25 @@ def parse_nvidia_smi(text: str) -> List[Dict[str, str]]:
     return gpus
 
 
-def check_gpus(rc: Optional[int], out: str, expected: Optional[int]) -> Check:
+def check_gpus(
+    rc: Optional[int], out: str, expected: Optional[int], seen: Optional[Dict[str, Optional[int]]] = None
+) -> Check:
+    """The GPUs nvidia-smi lists against the instance profile; `seen` (gpu_presence) decides what a
+    shortfall asks for (gpu_shortfall)."""
+    from efa_validators.node.presence import gpu_shortfall  # nodecheck alone (in images) never fails a GPU
+
     src = "nvidia-smi --query-gpu"
+    seen = seen if seen is not None else {}
     if rc is None:
         return check("gpus", "unknown", out, [ev(src, out)])
     gpus = parse_nvidia_smi(out)
     evidence = [ev(src, line) for line in out.splitlines()[:16] if line.strip()]
-    if rc != 0:
-        return check("gpus", "fail", "nvidia-smi exited %d: the driver does not answer" % rc, evidence)
-    if not gpus:
-        return check("gpus", "fail", "nvidia-smi lists no GPU", evidence)
+    if rc != 0 or not gpus:
+        remedy, why = gpu_shortfall(0, expected, seen)
+        if remedy == "reboot-node" and seen.get("dev") == 0 and seen.get("bus") is None:
+            remedy, why = "configure", "no /dev/nvidiaN in this container: its GPUs were not passed in"
+        said = "nvidia-smi exited %d: the driver does not answer" % rc if rc else "nvidia-smi lists no GPU"
+        return check("gpus", "fail", "%s; %s" % (said, why), evidence + [ev("node", why)], remedy)
     odd = [line for line in out.splitlines() if line.strip() and not parse_nvidia_smi(line)]
     if odd:  # a row cut or not of the asked format: the count would be judged on a part
         why = "%d line(s) of nvidia-smi not a GPU row: %s" % (len(odd), odd[0][:120])
@@ -189,7 +273,17 @@ def check_gpus(rc: Optional[int], out: str, expected: Optional[int]) -> Check:
     drivers = sorted({g["driver"] for g in gpus})
     detail = "%d GPU(s) (%s), driver %s" % (len(gpus), gpus[0]["name"], "/".join(drivers))
     if expected is not None and len(gpus) != expected:
-        return check("gpus", "fail", detail + "; the instance type has %d" % expected, evidence)
+        if len(gpus) > expected:  # more GPUs than the instance has: the profile or --instance-type is wrong
+            remedy, why = "configure", "more GPUs than the profile: is --instance-type this node's type?"
+        else:
+            remedy, why = gpu_shortfall(len(gpus), expected, seen)
+        return check(
+            "gpus",
+            "fail",
+            detail + "; the instance type has %d; %s" % (expected, why),
+            evidence + [ev("node", why)],
+            remedy,
+        )
     return check("gpus", "pass", detail, evidence)
 
 
@@ -227,6 +321,8 @@ def check_kernel_driver(
 ) -> Check:
     """Which NVIDIA kernel driver runs; its peer-memory modules are evidence, never a failure.
 
+    It never fails, so it carries no remedy: a driver or peer-memory module that is missing is judged where
+    it matters, by gdr-capability (configure) and by gpus (no driver loaded: configure).
     GPUDirect RDMA over EFA does not go through nvidia_peermem (the Mellanox/ib_core peer-memory client):
     the EFA kernel driver talks to the NVIDIA driver itself (amzn/amzn-drivers kernel/linux/efa
     RELEASENOTES.md r1.6.0 "Add NVIDIA GPUDirect RDMA support"), and with the open NVIDIA driver AWS's
@@ -280,6 +376,14 @@ def parse_fi_info(text: str) -> Dict[str, List[str]]:
 
 
 def check_efa_devices(rc: Optional[int], out: str, expected: Optional[int]) -> Check:
+    """The EFA devices libfabric's efa provider lists (EFA only: the provider opens no other device).
+
+    A fail is configure, never hardware: how many EFA devices a node has is set when it is launched (one
+    per EFA network interface given at launch: AWS EC2 user guide, "Maximize network bandwidth on Amazon EC2
+    instances with multiple network cards",
+    docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html), and how many a container sees is
+    set by its runtime (/dev/infiniband, the pod's vpc.amazonaws.com/efa); libfabric finding none in a
+    container without /dev/infiniband is a mount. A replaced node launched the same way shows the same."""
     src = "fi_info -p efa -t FI_EP_RDM"
     if rc is None:
         return check("efa-devices", "unknown", out, [ev(src, out)])
@@ -294,19 +398,43 @@ def check_efa_devices(rc: Optional[int], out: str, expected: Optional[int]) -> C
             "fail",
             "libfabric finds no efa device (exit %d): NCCL would fall back to sockets" % rc,
             [ev(src, first)],
+            "configure",
         )
     if rc != 0:  # devices listed, yet fi_info failed: the list may be cut short
         why = "fi_info exited %d after listing %d device(s)" % (rc, len(domains))
         return check("efa-devices", "unknown", why, evidence)
     detail = "%d EFA device(s)" % len(domains)
     if expected is not None and len(domains) != expected:
-        return check("efa-devices", "fail", detail + "; the instance type has %d" % expected, evidence)
+        why = "; the instance type has %d (the node's EFA interfaces, or those passed into the container)"
+        return check("efa-devices", "fail", detail + why % expected, evidence, "configure")
     if expected is None:
         detail += " (no instance type given: count not judged)"
     return check("efa-devices", "pass", detail, evidence)
 
 
+# The driver an RDMA device is bound to: its PCI device's `driver` link (Linux driver model,
+# /sys/class/infiniband/<dev>/device/driver -> .../bus/pci/drivers/<name>). The EFA driver registers as `efa`
+# (amzn/amzn-drivers@6fc63641 kernel/linux/efa/src/efa_main.c: DRV_MODULE_NAME, PCI ids 1d0f:efa0-efa2).
+# p6-b200/p6-b300 show ConnectX devices (driver mlx5_core, for NVLink subnet management, no device/p2p) beside
+# their EFA devices (../shared/FIELD-NOTES.md, "GPU health on today's drivers"): only `efa` devices are EFA.
+EFA_DRIVER = "efa"
+
+
+def rdma_driver(device_dir: str) -> Optional[str]:
+    """The driver name of `device_dir` (a sysfs RDMA or uverbs entry), or None where no link says."""
+    try:
+        return os.path.basename(os.readlink(os.path.join(device_dir, "device", "driver")))
+    except OSError:
+        return None
+
+
 def check_dev_infiniband(root: str = "/") -> Check:
+    """/dev/infiniband holds a uverbs node for an EFA device: the container was given the EFA devices.
+
+    Which device a uverbsN is comes from sysfs (/sys/class/infiniband_verbs/uverbsN/device/driver): a uverbs
+    of another driver (p6's ConnectX) is not an EFA device; one whose driver sysfs does not show is counted
+    and said so (efa-devices and gdr-capability judge EFA itself). A fail is configure: a device not mounted
+    into the container is a setting (`--device /dev/infiniband/uverbsN`, the EFA device plugin)."""
     path = os.path.join(root, "dev/infiniband")
     if not os.path.isdir(path):
         return check(
@@ -314,17 +442,36 @@ def check_dev_infiniband(root: str = "/") -> Check:
             "fail",
             "%s is missing: pass the EFA devices into the container" % path,
             [ev(path, "no such directory")],
+            "configure",
         )
     entries = sorted(os.listdir(path))
     uverbs = [e for e in entries if e.startswith("uverbs")]
     evidence = [ev(path, " ".join(entries) or "(empty)")]
-    if not uverbs:
-        return check("dev-infiniband", "fail", "%s has no uverbs device" % path, evidence)
-    return check("dev-infiniband", "pass", "%d uverbs device(s)" % len(uverbs), evidence)
+    efa, other, unseen = [], [], []
+    for name in uverbs:
+        driver = rdma_driver(os.path.join(root, "sys/class/infiniband_verbs", name))
+        (efa if driver == EFA_DRIVER else unseen if driver is None else other).append(name)
+        if driver is not None:
+            evidence.append(ev("/sys/class/infiniband_verbs/%s/device/driver" % name, driver))
+    if not efa and not unseen:
+        why = "%s has no uverbs device of an EFA device" % path
+        if other:
+            why += " (%s: another driver's, not EFA)" % ", ".join(other)
+        return check("dev-infiniband", "fail", why, evidence, "configure")
+    detail = "%d EFA uverbs device(s)" % len(efa)
+    if unseen:
+        detail = "%d uverbs device(s), %d whose driver sysfs does not show (counted)" % (
+            len(efa) + len(unseen),
+            len(unseen),
+        )
+    if other:
+        detail += "; %d of another driver not counted (%s)" % (len(other), ", ".join(other))
+    return check("dev-infiniband", "pass", detail, evidence)
 
 
 def check_memlock(limits: Optional[Tuple[int, int]] = None) -> Check:
-    """EFA registers large buffers; anything short of unlimited fails registration under load."""
+    """EFA registers large buffers; anything short of unlimited fails registration under load. A fail is
+    configure: a limit of the process (its launcher, container runtime or slurmd), never the hardware."""
     soft, hard = limits if limits is not None else resource.getrlimit(resource.RLIMIT_MEMLOCK)
     inf = resource.RLIM_INFINITY
 
@@ -339,6 +486,7 @@ def check_memlock(limits: Optional[Tuple[int, int]] = None) -> Check:
         "fail",
         "locked-memory limit is %s, not unlimited (ulimit -l unlimited / --ulimit memlock=-1)" % show(soft),
         evidence,
+        "configure",
     )
 
 
@@ -346,16 +494,31 @@ def check_gdr(root: str = "/", gdr_required: Optional[bool] = None) -> Check:
     """GDR capability as the EFA kernel driver exposes it: /sys/class/infiniband/<dev>/device/p2p holds
     the provider, `NVIDIA` (or `NVIDIA peermem` through efa_nv_peermem), `NEURON`, or nothing
     (amzn/amzn-drivers kernel/linux/efa src/efa_sysfs.c, src/efa_nvmem_impl.h; sysfs since r2.6.0).
-    Only an NVIDIA provider gives GPUDirect to GPUs."""
+    Only an NVIDIA provider gives GPUDirect to GPUs. Only EFA devices (driver `efa`, rdma_driver) are read:
+    p6's ConnectX devices have no p2p and are no part of it. A device whose driver sysfs does not show makes
+    the check unknown (it cannot be told EFA or not).
+
+    Remedy: the provider is the EFA driver's and its companion modules' (the NVIDIA driver, efa_nv_peermem
+    with the open driver), registered for the driver as a whole: none on every EFA device is configure
+    (install an EFA driver with GPUDirect, load the module); some devices with it and some without is a state
+    no setting explains, reboot-node (the drivers load again, in order)."""
     base = os.path.join(root, "sys/class/infiniband")
     devices = sorted(glob.glob(os.path.join(base, "*")))
     if not devices:
         return check("gdr-capability", "unknown", "no RDMA device under %s" % base)
     evidence = []
-    capable, missing = [], []
+    capable, missing, others, unseen = [], [], [], []
     for dev in devices:
-        p2p = read_text(os.path.join(dev, "device", "p2p"))
         name = os.path.basename(dev)
+        driver = rdma_driver(dev)
+        if driver != EFA_DRIVER:
+            (unseen if driver is None else others).append(name)
+            said = (
+                "no driver link" if driver is None else "driver %s: not an EFA device, not counted" % driver
+            )
+            evidence.append(ev(os.path.join(dev, "device/driver"), said))
+            continue
+        p2p = read_text(os.path.join(dev, "device", "p2p"))
         if p2p is None:
             missing.append(name)
             evidence.append(ev(os.path.join(dev, "device/p2p"), "missing"))
@@ -368,18 +531,33 @@ def check_gdr(root: str = "/", gdr_required: Optional[bool] = None) -> Check:
         else:
             missing.append(name)
             evidence.append(ev(os.path.join(dev, "device/p2p"), "(empty: no peer-memory provider)"))
+    if unseen:
+        why = "%d RDMA device(s) whose driver sysfs does not show (%s): EFA devices cannot be told apart" % (
+            len(unseen),
+            ", ".join(unseen),
+        )
+        return check("gdr-capability", "unknown", why, evidence)
+    efa = len(capable) + len(missing)
+    if not efa:
+        why = "no EFA device under %s (%d of another driver)" % (base, len(others))
+        return check("gdr-capability", "unknown", why, evidence)
+    not_counted = " (%d non-EFA device(s) not counted)" % len(others) if others else ""
     if missing:
         status = "fail" if gdr_required is not False else "unknown"
         return check(
             "gdr-capability",
             status,
-            "%d of %d device(s) without an NVIDIA p2p provider: %s (EFA driver without GPUDirect, or the "
-            "NVIDIA module not loaded; with the open driver, efa_nv_peermem)"
-            % (len(missing), len(devices), ", ".join(missing)),
+            "%d of %d EFA device(s) without an NVIDIA p2p provider: %s (EFA driver without GPUDirect, or the "
+            "NVIDIA module not loaded; with the open driver, efa_nv_peermem)%s"
+            % (len(missing), efa, ", ".join(missing), not_counted),
             evidence,
+            "reboot-node" if capable else "configure",
         )
     return check(
-        "gdr-capability", "pass", "all %d device(s) report an NVIDIA p2p provider" % len(devices), evidence
+        "gdr-capability",
+        "pass",
+        "all %d EFA device(s) report an NVIDIA p2p provider%s" % (efa, not_counted),
+        evidence,
     )
 
 
@@ -399,62 +577,6 @@ def load_lock(env: Dict[str, str]) -> Tuple[Optional[Dict[str, Any]], str]:
     except ValueError as err:
         return {"_error": "not JSON: %s" % err}, path
     return (lock if isinstance(lock, dict) else {"_error": "not a JSON object"}), path
-
-
-def _env_matches(want: Optional[str], have: Optional[str]) -> bool:
-    """A value like `/opt/x/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}` was expanded by the image's ENV:
-    it holds if every literal path of it is still in the list; a plain value must be equal."""
-    if want is None:
-        return have is None
-    if "$" not in want:
-        return have == want
-    if have is None:
-        return False
-    literal = re.sub(r"\$\{[^}]*\}+|\$[A-Za-z_][A-Za-z0-9_]*", ":", want)
-    parts = [p for p in literal.split(":") if p and p != "+"]
-    return all(p in have.split(":") for p in parts)
-
-
-def check_env_policy(lock: Optional[Dict[str, Any]], where: str, env: Dict[str, str]) -> Check:
-    """The env the image was built with (the lock's `env`, `env_forbidden`) must still hold at run time:
-    a launcher or job spec that drops or overrides one silently changes NCCL's behaviour."""
-    if lock is None:
-        return check("env-policy", "unknown", "no variant lock at %s (set %s)" % (where, LOCK_ENV))
-    if "_error" in lock:
-        return check("env-policy", "unknown", "variant lock %s unreadable: %s" % (where, lock["_error"]))
-    wrong, evidence = [], []
-    for item in lock.get("env") or []:
-        name, value = item.get("name"), item.get("value")
-        if not name:
-            continue
-        have = env.get(name)
-        if item.get("overridable") and not _env_matches(value, have):
-            # a site default (NCCL_SOCKET_IFNAME): the cluster's own interface names may replace it
-            evidence.append(
-                ev(where, "%s: image default %r, the job sets %r (a site setting)" % (name, value, have))
-            )
-            continue
-        if not _env_matches(value, have):
-            wrong.append(name)
-            evidence.append(
-                ev(where, "%s: image sets %r, now %r (%s)" % (name, value, have, item.get("reason", "")))
-            )
-    for item in lock.get("env_forbidden") or []:
-        name = item.get("name")
-        if name and name in env:
-            wrong.append(name)
-            evidence.append(
-                ev(where, "%s=%r is set but forbidden: %s" % (name, env[name], item.get("reason", "")))
-            )
-    count = len(lock.get("env") or []) + len(lock.get("env_forbidden") or [])
-    if wrong:
-        return check("env-policy", "fail", "differs from the image's policy: %s" % ", ".join(wrong), evidence)
-    return check(
-        "env-policy",
-        "pass",
-        "%d rule(s) of %s hold (variant %s)" % (count, where, lock.get("name")),
-        evidence,
-    )
 
 
 def parse_ldconfig(text: str, machine: Optional[str] = None) -> Dict[str, List[str]]:
@@ -536,99 +658,6 @@ def find_library(name: str, env: Dict[str, str], ldcache: Optional[Dict[str, Lis
     return out
 
 
-def ldd_resolves(lib: str) -> Tuple[Optional[Dict[str, Optional[str]]], str]:
-    """soname -> path (None = "not found") for a shared object, by `ldd`; (None, why) without ldd."""
-    rc, out = run_tool(["ldd", lib])
-    if rc is None:
-        return None, out
-    if rc != 0:  # not a dynamic object, or ldd itself failed: what it printed is no resolution
-        return None, "ldd exited %d: %s" % (rc, out.strip()[:200])
-    deps = {}  # type: Dict[str, Optional[str]]
-    for line in out.splitlines():
-        m = re.match(r"^\s*(\S+)\s+=>\s+(not found|\S+)", line)
-        if m:
-            deps[m.group(1)] = None if m.group(2) == "not found" else m.group(2)
-    return deps, out
-
-
-def check_plugin(env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]) -> Tuple[Check, Optional[str]]:
-    """Which net plugin NCCL will load; none means NCCL silently uses its socket transport."""
-    names = plugin_names(env)
-    if not names:
-        return check(
-            "nccl-net-plugin", "fail", "NCCL_NET_PLUGIN=none: NCCL will not load the EFA plugin"
-        ), None
-    evidence = []
-    for name in names:
-        hits = find_library(name, env, ldcache)
-        for h in hits:
-            evidence.append(ev("loader search", "%s -> %s (%s)" % (name, h, os.path.realpath(h))))
-        if hits:
-            others = []
-            if ldcache is not None:
-                others = sorted(k for k in ldcache if k.startswith("libnccl-net") and k != name)
-            detail = "NCCL will load %s" % hits[0]
-            if len(hits) > 1:
-                detail += " (%d copies on the search path; the first wins)" % len(hits)
-            if others:
-                detail += "; also installed: %s" % ", ".join(others)
-            return check("nccl-net-plugin", "pass", detail, evidence), hits[0]
-    where = "LD_LIBRARY_PATH=%s" % env.get("LD_LIBRARY_PATH", "")
-    if ldcache is None:
-        return (
-            check(
-                "nccl-net-plugin",
-                "unknown",
-                "%s not on %s and ldconfig unavailable" % (" or ".join(names), where),
-            ),
-            None,
-        )
-    return (
-        check(
-            "nccl-net-plugin",
-            "fail",
-            "%s not found on %s or in the ldconfig cache: NCCL would use sockets"
-            % (" or ".join(names), where),
-            [ev("ldconfig -p", "no %s" % n) for n in names],
-        ),
-        None,
-    )
-
-
-def check_libfabric(
-    plugin: Optional[str], env: Dict[str, str], ldcache: Optional[Dict[str, List[str]]]
-) -> Check:
-    """The libfabric the plugin binds to at run time; two libfabrics on the path is a known failure."""
-    copies = find_library("libfabric.so.1", env, ldcache)
-    evidence = [ev("loader search", "libfabric.so.1 -> %s (%s)" % (c, os.path.realpath(c))) for c in copies]
-    if plugin is not None:
-        deps, out = ldd_resolves(plugin)
-        if deps is None:
-            return check("libfabric", "unknown", "cannot run ldd on the plugin: %s" % out, evidence)
-        missing = sorted(k for k, v in deps.items() if v is None)
-        evidence += [
-            ev("ldd %s" % plugin, line.strip())
-            for line in out.splitlines()
-            if "fabric" in line or "not found" in line
-        ]
-        if missing:
-            return check(
-                "libfabric", "fail", "the plugin's libraries are not found: %s" % ", ".join(missing), evidence
-            )
-        bound = deps.get("libfabric.so.1")
-        if bound is None:
-            return check("libfabric", "unknown", "the plugin does not link libfabric.so.1 directly", evidence)
-        detail = "the plugin binds %s" % bound
-        if len(copies) > 1:
-            detail += "; other copies on the search path: %s" % ", ".join(c for c in copies if c != bound)
-        return check("libfabric", "pass", detail, evidence)
-    if not copies:
-        status = "fail" if ldcache is not None else "unknown"
-        return check("libfabric", status, "no libfabric.so.1 on the loader's path", evidence)
-    detail = "the loader would pick %s (plugin not found, so not confirmed by ldd)" % copies[0]
-    return check("libfabric", "unknown", detail, evidence)
-
-
 # ---- all together ----------------------------------------------------------------------------------
 
 
@@ -649,9 +678,15 @@ def run_checks(
     env: Optional[Dict[str, str]] = None,
     root: str = "/",
     dcgm_level: Optional[int] = None,
+    image_checks: Optional[Callable[[Dict[str, str]], List[Check]]] = None,
+    dcgm_diag: bool = True,
 ) -> Dict[str, Any]:
     """Every check on this node -> the node-check report. `dcgm_level` None: DCGM level 1 where dcgmi is
-    installed; 0: no DCGM."""
+    installed; 0: no DCGM. `image_checks`: the checks of the image (imagecheck.image_checks: env-policy,
+    nccl-net-plugin, libfabric), given by the caller (that module imports this one); the CLI gives them, a
+    scheduler's health hook does not (it runs on the host, outside any job's image). `dcgm_diag` False never
+    runs `dcgmi diag` (seconds to minutes, longer than a health hook is given) but still reads
+    `dcgmi health` where dcgmi is installed (unless `dcgm_level` is 0)."""
     env = dict(os.environ if env is None else env)
     profile = None
     if instance_type:
@@ -666,7 +701,9 @@ def run_checks(
     rc, out = run_tool(
         ["nvidia-smi", "--query-gpu=index,name,driver_version,pci.bus_id", "--format=csv,noheader"]
     )
-    checks.append(check_gpus(rc, out, gpus_expected))
+    from efa_validators.node.presence import gpu_presence
+
+    checks.append(check_gpus(rc, out, gpus_expected, gpu_presence(read_text, root)))
     # imported here: this module is also copied alone (without gpuhealth) into images under check
     from efa_validators.node import gpuhealth
 
@@ -679,8 +716,13 @@ def run_checks(
         return run_tool(argv, timeout, limit)
 
     checks += gpuhealth.gpu_health_checks(
-        tool, level, profile.nvlink if profile else None, profile.name if profile else ""
+        tool,
+        level if dcgm_diag else None,
+        profile.nvlink if profile else None,
+        profile.name if profile else "",
     )
+    if level and not dcgm_diag:  # the health watches only: a read of what DCGM saw, in the tools' time
+        checks.append(gpuhealth.dcgm_health_check(*tool(list(gpuhealth.DCGM_HEALTH))))
     mrc, mout = run_tool(["modinfo", "nvidia"])
     peermem = efa_nv = None  # type: Optional[bool]
     if os.path.isdir(os.path.join(root, "sys/module")):
@@ -700,12 +742,8 @@ def run_checks(
     checks.append(check_dev_infiniband(root))
     checks.append(check_memlock())
     checks.append(check_gdr(root, gdr_required))
-    lock, where = load_lock(env)
-    checks.append(check_env_policy(lock, where, env))
-    ldcache = ldconfig_cache()
-    plugin_check, plugin = check_plugin(env, ldcache)
-    checks.append(plugin_check)
-    checks.append(check_libfabric(plugin, env, ldcache))
+    if image_checks is not None:
+        checks += image_checks(env)
     if instance_type and profile is None:
         checks.append(check("instance-profile", "unknown", "no profile for instance type %r" % instance_type))
     return {

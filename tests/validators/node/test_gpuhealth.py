@@ -35,22 +35,26 @@ def test_a_healthy_p5_passes_every_check_read_from_nvidia_smi():
 
 def test_each_fault_fails_its_check_naming_the_gpu_with_evidence():
     checks = _by_name(gpuhealth.smi_checks(0, _read("smi-faults.xml")))
-    expected = {
-        "gpu-ecc": ("GPU 0 (00000000:53:00.0)", "volatile.dram_uncorrectable=2"),
-        "gpu-row-remap": ("GPU 1 (00000000:64:00.0)", "row remap is pending"),
-        "gpu-pcie-link": ("GPU 2 (00000000:75:00.0)", "x8/x16"),
-        "gpu-clocks": ("GPU 3 (00000000:86:00.0)", "hw_slowdown"),
-        "gpu-persistence": ("GPU 4 (00000000:97:00.0)", "Disabled"),
-        "gpu-fabric": ("GPU 5 (00000000:A8:00.0)", "in progress"),
-        "gpu-reset": ("GPU 6 (00000000:B9:00.0)", "reset_required=Yes"),
+    expected = {  # check: (GPU, what the detail says, the remedy it asks for)
+        "gpu-ecc": ("GPU 0 (00000000:53:00.0)", "volatile.dram_uncorrectable=2", "reset-gpu"),
+        "gpu-row-remap": ("GPU 1 (00000000:64:00.0)", "row remap is pending", "reset-gpu"),
+        "gpu-pcie-link": ("GPU 2 (00000000:75:00.0)", "x8/x16", "replace-hardware"),
+        "gpu-clocks": ("GPU 3 (00000000:86:00.0)", "hw_slowdown, hw_thermal_slowdown", "replace-hardware"),
+        "gpu-fabric": ("GPU 5 (00000000:A8:00.0)", "in progress", "configure"),
+        "gpu-reset": ("GPU 6 (00000000:B9:00.0)", "reset_required=Yes", "reset-gpu"),
     }
-    for name, (gpu, why) in expected.items():
+    for name, (gpu, why, remedy) in expected.items():
         c = checks[name]
-        assert c["status"] == "fail", c
+        assert c["status"] == "fail" and c["remedy"] == remedy, c
         assert gpu in c["detail"] and why in c["detail"], c
         assert any(gpu in e["text"] for e in c["evidence"]), c
     # GPU 7's link is at gen 1 of 5 in P0 (under load): a slow link, also named
     assert "GPU 7 (00000000:CA:00.0)" in checks["gpu-pcie-link"]["detail"]
+    # GPU 4's persistence mode is off: a setting, named with its fix, never a fail of the node (issue 39)
+    persistence = checks["gpu-persistence"]
+    assert persistence["status"] == "pass" and persistence["remedy"] is None, persistence
+    assert "persistence mode Disabled" in persistence["detail"], persistence
+    assert "nvidia-smi -pm 1" in persistence["detail"], persistence
 
 
 def test_an_idle_link_at_a_lower_generation_passes_and_an_older_drivers_missing_element_is_unknown():
@@ -121,14 +125,17 @@ def test_nvlink_down_link_and_recoveries_fail_crc_counts_are_shown():
 
 
 def test_xid_by_nvidias_resolution_bucket():
+    """issue 39 item 2: the catalog's immediate action decides, with its remedy (Xid 79: RESTART_BM, a node
+    reboot); Xid 63, which the catalog says to ignore (the remap is applied at the next reset, which the
+    row-remap check reads), no longer fails a node."""
     fallen = gpuhealth.xid_check(0, _read("dmesg-xid-79.txt"), "dmesg")
-    assert (
-        fallen["status"] == "fail"
-        and "Xid 79 (GPU has fallen off the bus, drain) on 0000:75:00" in fallen["detail"]
-    )
+    assert fallen["status"] == "fail" and fallen["remedy"] == "reboot-node", fallen
+    assert "Xid 79 (GPU has fallen off the bus: reboot-node) on 0000:75:00" in fallen["detail"], fallen
     assert any("fallen off the bus" in e["text"] for e in fallen["evidence"])
     remap = gpuhealth.xid_check(0, _read("dmesg-xid-63-pending.txt"), "dmesg")
-    assert remap["status"] == "fail" and "Xid 63" in remap["detail"]
+    assert (
+        remap["status"] == "pass" and "Xid 63 (GPU memory remapping event, informational)" in remap["detail"]
+    )
     apps = gpuhealth.xid_check(0, _read("dmesg-xid-app-only.txt"), "dmesg")
     assert apps["status"] == "pass" and "Xid 13" in apps["detail"] and "Xid 31" in apps["detail"]
     odd = gpuhealth.xid_check(0, "[ 1.0] NVRM: Xid (PCI:0000:10:00): 999, something new\n", "dmesg")
@@ -177,6 +184,7 @@ def test_the_whole_gpu_health_from_recorded_outputs_names_each_fault():
     checks = _by_name(gpuhealth.gpu_health_checks(run, dcgm_level=2))
     assert {n: c["status"] for n, c in checks.items()} == {
         **{n: "fail" for n in SMI_NAMES},
+        "gpu-persistence": "pass",  # a setting, never a fail (issue 39 item 2)
         "gpu-nvlink": "fail",
         "gpu-xid": "fail",
         "gpu-dcgm-diag": "fail",
@@ -372,11 +380,13 @@ def test_nvlink_on_a_profile_with_nvlink_no_link_fails_links_expected():
     for status in ("", _no_links(healthy)):
         bad = gpuhealth.nvlink_check(0, status, 0, "", expected=True, profile="p5.48xlarge")
         assert bad["status"] == "fail" and "links expected" in bad["detail"], bad
+        assert bad["remedy"] == "reset-gpu", bad
         assert "p5.48xlarge" in bad["detail"] and bad["evidence"], bad
         assert gpuhealth.nvlink_check(0, status, 0, "")["status"] == "unknown"
     bare = re.sub(r"(GPU 7: [^\n]*\n)(\s*Link [^\n]*\n)+", r"\1", healthy)
     one = gpuhealth.nvlink_check(0, bare, 0, errors, expected=True, profile="p5.48xlarge")
     assert one["status"] == "fail" and "GPU 7 list no link: links expected" in one["detail"], one
+    assert one["remedy"] == "reset-gpu", one
     ok = gpuhealth.nvlink_check(0, healthy, 0, errors, expected=True, profile="p5.48xlarge")
     assert ok["status"] == "pass", ok
     assert (

@@ -18,7 +18,7 @@ from conftest import needed
 from paths import ROOT
 from preflight_util import fake_tools, run_cli
 
-from efa_validators.node import nodecheck
+from efa_validators.node import imagecheck, nodecheck
 
 FI_INFO_TWICE = """provider: efa
     fabric: efa
@@ -76,9 +76,9 @@ def test_fi_info_that_fails_after_listing_devices_is_unknown():
 def test_ldd_that_fails_resolves_nothing(tmp_path):
     text = tmp_path / "libnccl-net.so"
     text.write_text("not an ELF object\n")
-    deps, why = nodecheck.ldd_resolves(str(text))  # the real ldd: "not a dynamic executable", exit 1
+    deps, why = imagecheck.ldd_resolves(str(text))  # the real ldd: "not a dynamic executable", exit 1
     assert deps is None and why.startswith("ldd exited"), why
-    assert nodecheck.check_libfabric(str(text), {}, {})["status"] == "unknown"
+    assert imagecheck.check_libfabric(str(text), {}, {})["status"] == "unknown"
 
 
 def test_nvidia_smi_rows_against_profile():
@@ -115,9 +115,30 @@ def _node_tree(root, proc_version, modules, p2p):
     for module in modules:
         (root / "sys/module" / module).mkdir(parents=True)
     for i, provider in enumerate(p2p):
-        d = root / "sys/class/infiniband" / ("rdmap%ds27" % (16 + i)) / "device"
-        d.mkdir(parents=True)
-        (d / "p2p").write_text(provider)
+        _rdma_device(root, "rdmap%ds27" % (16 + i), "efa", provider)
+
+
+def _rdma_device(root, name, driver, p2p=None, uverbs=None):
+    """One RDMA device as sysfs lays it out: /sys/class/infiniband/<name>/device is its PCI device, whose
+    `driver` links to /sys/bus/pci/drivers/<driver>; `p2p` (the EFA driver's) where given; `uverbs` N: its
+    /sys/class/infiniband_verbs/uverbsN (device -> the same PCI device) and /dev/infiniband/uverbsN."""
+    drivers = root / "sys/bus/pci/drivers" / driver
+    drivers.mkdir(parents=True, exist_ok=True)
+    pci = root / "sys/devices/pci0000:00" / ("0000:%s" % name)
+    pci.mkdir(parents=True)
+    (pci / "driver").symlink_to(os.path.relpath(drivers, pci))
+    if p2p is not None:
+        (pci / "p2p").write_text(p2p)
+    ib = root / "sys/class/infiniband" / name
+    ib.mkdir(parents=True)
+    (ib / "device").symlink_to(os.path.relpath(pci, ib))
+    if uverbs is not None:
+        verbs = root / "sys/class/infiniband_verbs" / ("uverbs%d" % uverbs)
+        verbs.mkdir(parents=True)
+        (verbs / "device").symlink_to(os.path.relpath(pci, verbs))
+        (verbs / "ibdev").write_text(name + "\n")
+        (root / "dev/infiniband").mkdir(parents=True, exist_ok=True)
+        (root / "dev/infiniband" / ("uverbs%d" % uverbs)).write_text("")
 
 
 @pytest.mark.parametrize(
@@ -147,15 +168,14 @@ def test_healthy_p5_node_without_nvidia_peermem_passes_the_driver_and_gdr_checks
     assert by["nvidia-kernel-driver"]["status"] == "pass", by["nvidia-kernel-driver"]
     shown = {(e["file"], e["text"]) for e in by["nvidia-kernel-driver"]["evidence"]}
     assert ("/sys/module/nvidia_peermem", "not loaded") in shown
-    assert by["gdr-capability"]["status"] == "pass" and "32 device(s)" in by["gdr-capability"]["detail"]
+    assert by["gdr-capability"]["status"] == "pass" and "32 EFA device(s)" in by["gdr-capability"]["detail"]
 
 
 def test_gdr_fails_on_a_device_without_an_nvidia_provider(tmp_path):
     _node_tree(
         tmp_path, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08", ["nvidia"], ["NVIDIA\n", "\n"]
     )
-    (tmp_path / "sys/class/infiniband/rdmap18s27/device").mkdir(parents=True)
-    (tmp_path / "sys/class/infiniband/rdmap18s27/device/p2p").write_text("NEURON\n")
+    _rdma_device(tmp_path, "rdmap18s27", "efa", "NEURON\n")
     res = nodecheck.check_gdr(str(tmp_path), gdr_required=True)
     assert res["status"] == "fail" and "rdmap17s27, rdmap18s27" in res["detail"]
     assert any("not an NVIDIA provider" in e["text"] for e in res["evidence"])
@@ -164,9 +184,7 @@ def test_gdr_fails_on_a_device_without_an_nvidia_provider(tmp_path):
 def test_gdr_and_dev_infiniband_from_a_sysfs_tree(tmp_path):
     """The EFA sysfs cannot exist on this machine: the readers are checked on a tree laid out like it."""
     for dev, p2p in (("rdmap16s27", "NVIDIA\n"), ("rdmap32s27", "")):
-        d = tmp_path / "sys/class/infiniband" / dev / "device"
-        d.mkdir(parents=True)
-        (d / "p2p").write_text(p2p)
+        _rdma_device(tmp_path, dev, "efa", p2p)
     res = nodecheck.check_gdr(str(tmp_path), gdr_required=True)
     assert res["status"] == "fail" and "rdmap32s27" in res["detail"]
     (tmp_path / "sys/class/infiniband/rdmap32s27/device/p2p").write_text("NVIDIA\n")
@@ -193,11 +211,11 @@ def test_env_policy_from_lock():
         "env_forbidden": [{"name": "NCCL_ALGO", "reason": "leave unset"}],
     }
     good = {"FI_PROVIDER": "efa", "LD_LIBRARY_PATH": "/opt/a/lib:/usr/lib"}
-    assert nodecheck.check_env_policy(lock, "L", good)["status"] == "pass"
+    assert imagecheck.check_env_policy(lock, "L", good)["status"] == "pass"
     bad = dict(good, NCCL_ALGO="Ring", FI_PROVIDER="tcp")
-    res = nodecheck.check_env_policy(lock, "L", bad)
+    res = imagecheck.check_env_policy(lock, "L", bad)
     assert res["status"] == "fail" and "FI_PROVIDER" in res["detail"] and "NCCL_ALGO" in res["detail"]
-    assert nodecheck.check_env_policy(None, "L", good)["status"] == "unknown"
+    assert imagecheck.check_env_policy(None, "L", good)["status"] == "unknown"
 
 
 def test_env_policy_accepts_a_site_value_for_an_overridable_default():
@@ -209,9 +227,9 @@ def test_env_policy_accepts_a_site_value_for_an_overridable_default():
             {"name": "FI_PROVIDER", "value": "efa"},
         ],
     }
-    res = nodecheck.check_env_policy(lock, "L", {"NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "efa"})
+    res = imagecheck.check_env_policy(lock, "L", {"NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "efa"})
     assert res["status"] == "pass" and "site setting" in json.dumps(res["evidence"])
-    res = nodecheck.check_env_policy(lock, "L", {"NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "tcp"})
+    res = imagecheck.check_env_policy(lock, "L", {"NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "tcp"})
     assert res["status"] == "fail" and "FI_PROVIDER" in res["detail"] and "SOCKET" not in res["detail"]
 
 
@@ -227,11 +245,11 @@ def test_plugin_and_libfabric_found_the_way_the_loader_does(tmp_path):
     env = {"LD_LIBRARY_PATH": str(tmp_path)}
     rc, out = nodecheck.run_tool(["ldconfig", "-p"])
     cache = nodecheck.parse_ldconfig(out) if rc == 0 else None
-    plugin, path = nodecheck.check_plugin(env, cache)
+    plugin, path = imagecheck.check_plugin(env, cache)
     assert plugin["status"] == "pass" and path == str(lib)
-    fab = nodecheck.check_libfabric(path, env, cache)
+    fab = imagecheck.check_libfabric(path, env, cache)
     assert fab["status"] == "pass" and "libfabric.so.1" in json.dumps(fab["evidence"])
-    named = nodecheck.check_plugin({"NCCL_NET_PLUGIN": "ofi", "LD_LIBRARY_PATH": str(tmp_path)}, cache)[0]
+    named = imagecheck.check_plugin({"NCCL_NET_PLUGIN": "ofi", "LD_LIBRARY_PATH": str(tmp_path)}, cache)[0]
     assert named["status"] == "fail" and "libnccl-net-ofi.so" in named["detail"]
 
 
@@ -354,7 +372,7 @@ def test_a_lock_path_that_is_a_fifo_or_a_device_is_unknown_never_a_hang(tmp_path
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     for lock, where in json.loads(proc.stdout):
-        checked = nodecheck.check_env_policy(lock, where, {})
+        checked = imagecheck.check_env_policy(lock, where, {})
         assert checked["status"] == "unknown" and "not a regular file" in checked["detail"], checked
     assert nodecheck.read_text(str(fifo)) is None and nodecheck.read_text("/dev/zero") is None
     big = tmp_path / "big.json"
