@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from imagebuild.components import openssh
+from imagebuild.errors import UserError
 from imagebuild.preflight import quoting
 from imagebuild.preflight.launch import (
     MPI_MCA,
@@ -110,6 +111,13 @@ def run_dir(cluster: Dict[str, Any]) -> str:
         "output_dir",
         "mpirun (a folder every host sees: the run's ssh key, the hostfile, nccl-tests' JSON and the report)",
     )
+    if '"' in out:  # docker reads --mount as one CSV record: a quote there is refused or misread
+        raise UserError(
+            "holds '\"', which docker's --mount (a CSV record) cannot take in a path",
+            file=cluster.get("_file"),
+            line=(cluster.get("_lines") or {}).get("output_dir"),
+            key="output_dir",
+        )
     return out.rstrip("/") + "/" + cluster["name"]
 
 

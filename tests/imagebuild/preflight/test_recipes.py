@@ -771,6 +771,9 @@ def test_mpirun_recipe_makes_a_key_per_run_and_writes_every_file_under_its_share
     with pytest.raises(UserError) as err:
         recipes.render("mpirun", lock, dict(c, output_dir=None))
     assert err.value.key == "output_dir"
+    with pytest.raises(UserError) as err:  # docker's --mount is a CSV record: a quote cannot pass
+        recipes.render("mpirun", lock, dict(c, output_dir='/fsx/a"b'))
+    assert err.value.key == "output_dir" and err.value.line == 4
 
 
 def test_sbatch_puts_nccl_tests_json_in_the_jobs_shared_folder(tmp_path):
