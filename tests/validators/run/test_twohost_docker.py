@@ -13,7 +13,8 @@ printed `docker run` line with only these edits, each named where it is made:
   prefix for nccl_tests: the image has no nccl-tests), and the recorded log it replays mounted read-only.
 Step 0 (the run's key) runs as printed on this host, in a folder both containers mount: a real shared
 folder. The launch line then runs as printed in the first container, and the report is read from where the
-recipe says it is. A second run that leaves out the key's mount fails: ssh to the second host is refused."""
+recipe says it is. Runs that leave out the key's mount, mpirun's ssh options or the run folder's mount fail:
+ssh to the second host is refused, or the report is not where the recipe says."""
 
 from __future__ import annotations
 
@@ -109,6 +110,11 @@ def _edit(run: list, image: str, name: str, host: str, net: str, stand_in: Path)
     return out
 
 
+def _run_folder(run: list) -> str:
+    mount = next(run[i + 1] for i, w in enumerate(run) if w == "--mount" and "readonly" not in run[i + 1])
+    return mount.split("target=")[1]
+
+
 def _wait_sshd(name: str) -> None:
     for _ in range(30):  # bounded: sshd is up within seconds
         scan = _docker("exec", name, "ssh-keyscan", "-T", "2", "-p", "2222", "127.0.0.1", check=False)
@@ -120,7 +126,7 @@ def _wait_sshd(name: str) -> None:
     )
 
 
-def _two_hosts(text: str, image: str, tmp_path: Path, drop_key: bool = False):
+def _two_hosts(text: str, image: str, tmp_path: Path, drop: str = ""):
     tag = uuid.uuid4().hex[:8]
     net = "h-twohost-net-%s" % tag
     names = ["h-twohost-%s-%s" % (h, tag) for h in ("h1", "h2")]
@@ -131,9 +137,16 @@ def _two_hosts(text: str, image: str, tmp_path: Path, drop_key: bool = False):
     )
     stand_in.chmod(0o755)
     run = _run_line(text)
-    if drop_key:  # the key's read-only mount left out: the test that shows it is needed
-        at = next(i for i, w in enumerate(run) if w == "--mount" and "/etc/efa-preflight-ssh" in run[i + 1])
+    if drop in ("key-mount", "run-mount"):  # one mount of the printed docker run left out
+        want = "/etc/efa-preflight-ssh" if drop == "key-mount" else ",target=%s" % _run_folder(run)
+        at = next(i for i, w in enumerate(run) if w == "--mount" and want in run[i + 1])
         del run[at : at + 2]
+    if drop == "rsh-args":  # the launch line's ssh options (the run's key, the sshd port) left out
+        *head, line = text.rstrip("\n").split("\n")
+        words = shlex.split(line)
+        at = words.index("plm_rsh_args")
+        del words[at - 1 : at + 2]
+        text = "\n".join(head + [shlex.join(words)]) + "\n"
     _docker("network", "create", net)
     try:
         for name, host in zip(names, ("h1", "h2")):
@@ -182,14 +195,20 @@ def test_the_printed_mpirun_recipe_runs_across_two_containers_of_the_projects_im
     assert proc.returncode == 0
 
 
-def test_without_the_runs_key_mount_the_launch_fails(image, tmp_path):
+@pytest.mark.parametrize("drop", ["key-mount", "rsh-args", "run-mount"])
+def test_a_printed_line_without_its_key_mount_ssh_options_or_run_folder_fails(image, tmp_path, drop):
+    """Each piece is needed: without the key's mount or mpirun's ssh options the launcher cannot reach the
+    second host's sshd; without the run folder's mount the report is not where the recipe says."""
     out = tmp_path / "shared"
     text = _recipe(tmp_path, image, out)
     _step0(text)
-    proc = _two_hosts(text, image, tmp_path, drop_key=True)
-    assert proc.returncode != 0
-    assert "Permission denied" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[
-        -3000:
-    ]  # ssh refused
+    proc = _two_hosts(text, image, tmp_path, drop=drop)
     report = out / "efa-preflight" / "preflight-report.json"
+    if drop == "run-mount":
+        assert not report.exists(), proc.stdout[-2000:]
+        return
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and ("Permission denied" in said or "Connection refused" in said), said[
+        -3000:
+    ]
     assert not report.exists() or json.loads(report.read_text())["verdict"] != "pass"
