@@ -572,9 +572,14 @@ def analyze(
     instance_type: Optional[str] = None,
     nodes: Optional[int] = None,
     source: str = "<stream>",
+    named_json: bool = False,
 ) -> dict:
     """Report for lines of text (str or bytes, with or without newlines), e.g. live launcher output: filtered
-    as a file's lines are (`_filtered`), then read through the same `prepare`."""
+    as a file's lines are (`_filtered`), then read through the same `prepare`.
+
+    named_json: also read the `-J` JSON the table names (read_named_json), as `parse` does: for `run`, whose
+    lines end when the command has, so rank 0's file is written by then (the recipes put it at an absolute
+    path in their shared folder). Off for lines read away from the node (SageMaker's log, read back)."""
     a = Analysis()
     a.begin(source)
     counted = [0]
@@ -582,6 +587,8 @@ def analyze(
     for item in prepare(_filtered(lines, counted)):
         apply(0, item)
     a.end(counted[0], None)
+    if named_json:
+        read_named_json(a, [])
     return a.report(instance_type, nodes)
 
 

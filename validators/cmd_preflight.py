@@ -419,7 +419,12 @@ def run_once(
 
     # source: the evidence names the kept log, with its line numbers
     parser = StreamingParser(
-        analyze, nice=BACKGROUND_NICE, instance_type=args.instance_type, nodes=nodes, source=log_path
+        analyze,
+        nice=BACKGROUND_NICE,
+        instance_type=args.instance_type,
+        nodes=nodes,
+        source=log_path,
+        named_json=True,  # the -J JSON the table names, checked against it (the recipes put it beside)
     )
     rank_logs = getattr(args, "rank_logs", None)
     if rank_logs:

@@ -16,6 +16,12 @@ a0f1504b37bd0293bb2c195ba0ba8b8906ed1a85):
   a wrapper adding --allow-run-as-root, two mca params appended (as the Ubuntu DLC: catalog dlc_openmpi).
   Here: Debian's libfabric moved to /opt/amazon/efa/lib64, Debian's Open MPI linked in at
   /opt/amazon/openmpi/{bin,lib64,etc}; no plugin (none is reachable, and nothing pretends to be one).
+- sshd as install_efa_amzn2023.sh leaves it (aws/deep-learning-containers scripts/docker/common/
+  install_efa_amzn2023.sh, commit 0ba696c3: dnf installs openssh-clients and openssh-server, makes
+  /var/run/sshd, appends `StrictHostKeyChecking no` to /etc/ssh/ssh_config, makes pam_loginuid optional,
+  and nothing runs `ssh-keygen -A`): NO host keys. Here: Debian's openssh-server and -client (the pins
+  matrix.local.yaml uses), the keys Debian's install makes removed, the same client line and pam change. The
+  script's baked user key (/root/.ssh/id_rsa) is not copied: a private key in an image is a credential.
 - PATH and LD_LIBRARY_PATH in the DLC's order (its runtime stage's ENV), the venv's NCCL directory first.
 - /etc/os-release says ID=amzn, VERSION_ID=2023 (what `inspect-base` reads to name the OS) and, in NAME,
   PRETTY_NAME and VARIANT_ID, that this is efa-image-build's stand-in on Debian; Debian's own stays in
@@ -29,11 +35,16 @@ import shlex
 from imagebuild.build import dlcbase
 from imagebuild.variant import LAYOUT_LABEL, Artifact
 
-DEFAULT_NAME = "localbase/al2023-dlc-layout:standin-bookworm"
+# `-sshd`: the layout with the DLC's sshd and no host keys (an engine may hold the older one without sshd)
+DEFAULT_NAME = "localbase/al2023-dlc-layout:standin-bookworm-sshd"
 LAYOUT = "al2023-dlc-standin"
 VENV = "/opt/venv"
 SITE_PACKAGES = f"{VENV}/lib/python3.11/site-packages"  # Debian bookworm's Python 3.11 (the DLC's: 3.12)
-CUDA_MAJOR = 13  # the AL2023 DLCs are cu13x (nvidia/cuda:13.x-runtime-amzn2023)
+CUDA_MAJOR = 13
+SSH_PACKAGES = (
+    "openssh-server=1:9.2p1-2+deb12u10",
+    "openssh-client=1:9.2p1-2+deb12u10",
+)  # the AL2023 DLCs are cu13x (nvidia/cuda:13.x-runtime-amzn2023)
 OS_RELEASE = (
     'NAME="efa-image-build AL2023-layout stand-in (Debian 12 underneath)"',
     'ID="amzn"',
@@ -69,6 +80,16 @@ RUN python3 -m venv {VENV} \\
 # image), Debian's Open MPI linked in at /opt/amazon/openmpi (lib64, etc, orted), mpirun wrapped and the mca
 # params appended as install_efa_amzn2023.sh does. No aws-ofi-nccl: nothing stands in for it.
 {dlcbase.efa_layout_run("lib64")}\
+# sshd as the AL2023 DLC's EFA script leaves it: installed, its client trusting the cluster's hosts, and NO
+# host key (nothing there runs ssh-keygen -A; Debian's install makes some, removed here). No user key either.
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends {" ".join(SSH_PACKAGES)} \\
+ && rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_* \\
+ && mkdir -p /var/run/sshd \\
+ && grep -v StrictHostKeyChecking /etc/ssh/ssh_config > /tmp/ssh_config.new \\
+ && echo "    StrictHostKeyChecking no" >> /tmp/ssh_config.new \\
+ && mv /tmp/ssh_config.new /etc/ssh/ssh_config \\
+ && sed -i 's@session\\s*required\\s*pam_loginuid.so@session optional pam_loginuid.so@g' /etc/pam.d/sshd
 # What inspect-base reads to name the OS, saying what this is; Debian's own stays in /usr/lib/os-release.
 RUN rm -f /etc/os-release && printf '%s\\n' {os_release} > /etc/os-release
 ENV PATH="{DLC_PATH}" \\

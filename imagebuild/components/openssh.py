@@ -6,7 +6,9 @@ Dockerfile; awsome-distributed-training micro-benchmarks/nccl-tests/nccl-tests.D
   (EKS with EFA, Slurm) port 22 is the host's own sshd;
 - `StrictModes no`: mpi-operator mounts its key Secret on ~/.ssh, whose modes fail sshd's checks; also for
   a base's own sshd (`source: base`, a DLC's), whose setup is otherwise kept: the line goes first in its
-  sshd_config (the first value sshd reads wins);
+  sshd_config (the first value sshd reads wins), and the workers pass `-o StrictModes=no` too;
+- a base's own sshd may have no host keys (the AL2023 DLC's has none): its workers run base_sshd_command,
+  `ssh-keygen -A` (each missing type) then `sshd -De -p BASE_PORT`, so keys are made in the container;
 - no host keys in the image (the package's install makes some; they are removed): every container of an image
   would share them. START makes this container's keys and runs `sshd -De`; the printed MPIJob's workers run
   it (mpi-operator's default worker command, `/usr/sbin/sshd -De`, would find no keys);
@@ -46,6 +48,16 @@ SERVER_CONF = "/etc/ssh/sshd_config.d/efa-image-build.conf"
 SERVER_MAIN = "/etc/ssh/sshd_config"  # a base's own sshd's config: StrictModes goes first there
 PORT = 2222  # mpi-operator's, on both sides (kubeflow/mpi-operator build/base Dockerfile)
 START = "/usr/local/sbin/efa-sshd"
+# A base's own sshd (a DLC's): its setup's port, the client's default (install_efa.sh sets no other)
+BASE_PORT = 22
+
+
+def base_sshd_command(port: int, options: Tuple[str, ...] = ()) -> str:
+    """The shell line that starts a base's own sshd in a container, host keys made first where absent
+    (efa_validators.run.sm_mpi.base_sshd_line: the SageMaker MPI fallback runs the same in the image)."""
+    from efa_validators.run.sm_mpi import base_sshd_line
+
+    return base_sshd_line(port, options)
 
 
 class Openssh(Block):
@@ -107,12 +119,16 @@ class Openssh(Block):
 
     def sshd_check(self, lock: Mapping[str, Any], ssh: Mapping[str, Any]) -> Expectation:
         """sshd starts: ours as START runs it (keys made, port and StrictModes from the drop-in); a base's own
-        as its image has it (config and keys valid)."""
+        as its image has it (config valid; host keys are made at start where it has none)."""
         if ssh.get("method") == "base":
+            # a throwaway host key: a base may have none (the AL2023 DLC's), and the workers make theirs at
+            # start (base_sshd_command), so the check proves the config, not keys nobody uses
+            key = "/tmp/efa-image-build-sshd-check"
             command, why = (
-                f"test -d /var/run/sshd && {SSHD} -t && {SSHD} -T | grep -x 'strictmodes no'",
-                "the base's sshd: config and host keys valid, no StrictModes (the key Secret mpi-operator "
-                "mounts on .ssh fails its checks)",
+                f"test -d /var/run/sshd && ssh-keygen -q -t ed25519 -N '' -f {key} && {SSHD} -t -h {key} "
+                f"&& {SSHD} -T -h {key} | grep -x 'strictmodes no'",
+                "the base's sshd: config valid, no StrictModes (the key Secret mpi-operator mounts on .ssh "
+                "fails its checks); host keys are made by each container at start where the base has none",
             )
         else:
             # a throwaway host key, never /etc/ssh's: the image has none, and ssh-host-keys-not-baked says so
@@ -143,8 +159,9 @@ class Openssh(Block):
         return exp
 
 
-# The base's own sshd is configured there (a DLC's install_efa.sh: port 22, keys at build).
-BASE_SSHD = "the base's own sshd, configured there (port, host keys): not set up by this tool"
+# The base's own sshd is configured there (a DLC's install_efa.sh: port 22; keys at build on Ubuntu, none on
+# AL2023, so the workers make missing ones at start: base_sshd_command).
+BASE_SSHD = "the base's own sshd, configured there (port; host keys a base may have): not set up by this tool"
 
 
 BLOCK = Openssh()

@@ -117,5 +117,6 @@ def args(lock: Dict[str, Any], cluster: Dict[str, Any]) -> List[str]:
                     hint="json_output: false",
                 )
         else:
-            words += ["-J", out]
+            where = cluster.get("_json_dir")  # a recipe's shared folder: rank 0's host writes the file
+            words += ["-J", where.rstrip("/") + "/" + out if where and not out.startswith("/") else out]
     return words

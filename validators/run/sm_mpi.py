@@ -18,12 +18,13 @@ the daemon ended, 1 when none came within --wait, 2 for bad input.
 
 import argparse
 import os
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from efa_validators.run import sagemaker_env
 
@@ -69,12 +70,33 @@ def accepts(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def base_sshd_line(port: int, options: Sequence[str] = ()) -> str:
+    """The shell line that starts a base's own sshd (no START in the image) in a container: host keys made
+    first where absent (`ssh-keygen -A` makes each missing type: the Amazon Linux 2023 DLC's EFA script
+    installs openssh-server and nothing makes its keys, aws/deep-learning-containers@e0ecedea), then
+    `sshd -De` on `port` with StrictModes off (kubeflow/mpi-operator build/base/Dockerfile caa3c47). The keys
+    live in this container, never in an image layer. The printed MPIJob and mpirun recipes run the same
+    line (imagebuild/components/openssh.py); `options` are more `-o` settings (a recipe's key file)."""
+    extra = "".join(" -o " + shlex.quote(o) for o in options)
+    return "mkdir -p /var/run/sshd && ssh-keygen -A >/dev/null && exec %s -De -p %d -o StrictModes=no%s" % (
+        SSHD,
+        int(port),
+        extra,
+    )
+
+
+def sshd_argv(port: int, start_ok: bool) -> List[str]:
+    """This host's sshd: the image's START where it has one (on its port), else a base's sshd (pure)."""
+    if start_ok:
+        return [START] + ([] if port == PORT else ["-p", str(port)])
+    return ["/bin/sh", "-c", base_sshd_line(port)]
+
+
 def start_sshd(port: int) -> Optional[subprocess.Popen]:
     """This host's sshd, unless one already listens on the port (a base that starts its own)."""
     if accepts("127.0.0.1", port):
         return None
-    argv = [START] if os.access(START, os.X_OK) and port == PORT else [SSHD, "-D", "-p", str(port)]
-    return subprocess.Popen(argv)
+    return subprocess.Popen(sshd_argv(port, os.access(START, os.X_OK)))
 
 
 def daemons_running(proc: str = "/proc") -> bool:

@@ -12,10 +12,14 @@ training code, env, labels) and run every static check on the image.
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 from cli import build_py
 from localbuild import build_variant, static_checks
 from paths import ROOT
@@ -23,6 +27,7 @@ from paths import ROOT
 from imagebuild.build import al2023base
 from imagebuild.build.inspect_base import facts, matrix_lines, os_name
 from imagebuild.matrix import load as matrix
+from imagebuild.preflight import recipes
 from imagebuild.variant import LAYOUT_LABEL
 
 VARIANT = "local-al2023-standin-extend"
@@ -141,8 +146,9 @@ def test_inspect_base_reads_the_standin_as_an_al2023_dlc_layout(standin, docker_
     v = _loads(f["matrix"], tmp_path)  # the printed lines declare the stand-in as matrix.local.yaml does
     assert (v.base.os, v.base.registry_arg, v.python) == ("amzn2023", None, "/opt/venv/bin/python")
     (local,) = matrix.load(str(ROOT / "matrix.local.yaml"), only=[VARIANT])
+    # inspect-base reads the NCCL/EFA stack, not sshd: the matrix declares the base's sshd itself
     assert {c.name: (c.version, c.prefix) for c in v.components} == {
-        c.name: (c.version, c.prefix) for c in local.components
+        c.name: (c.version, c.prefix) for c in local.components if c.name != "openssh"
     }
 
 
@@ -174,3 +180,53 @@ def test_extending_the_standin_builds_and_passes_every_static_check(extended, tm
 def test_the_standin_is_made_for_amd64_only():
     res = build_py("base", "--layout", "al2023-standin", "--platform", "linux/arm64")
     assert res.rc == 2 and "--layout al2023-standin is made for linux/amd64 only" in res.err, res
+
+
+def _docker(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=120)
+    assert not check or proc.returncode == 0, (argv, proc.stderr[-2000:])
+    return proc
+
+
+@pytest.mark.docker
+def test_the_printed_mpijob_worker_starts_sshd_on_an_image_with_no_host_key_in_any_layer(extended, tmp_path):
+    """The AL2023 DLC's sshd has no host keys (its EFA script never runs ssh-keygen -A), so mpi-operator's
+    default `/usr/sbin/sshd -De` exits with 'no hostkeys available'. The printed worker command makes them in
+    the container and sshd answers on the port the worker's readiness probe names; no layer holds a key."""
+    # no key in the image, read without starting sshd; no layer's command makes one
+    keys = _docker("run", "--rm", "--entrypoint", "/bin/sh", extended, "-c", "ls /etc/ssh/ssh_host_* || true")
+    assert keys.stdout.strip() == "", keys.stdout
+    history = _docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", extended).stdout
+    assert "ssh-keygen -A" not in history and "ssh_host_" in history  # the stand-in removes Debian's keys
+    # the worker the printed MPIJob starts, from the lock the image carries
+    labels = json.loads(_docker("inspect", "--format", "{{json .Config.Labels}}", extended).stdout)
+    lock = json.loads(labels["org.efa-image-build.lock"])
+    assert lock["components"]["openssh"]["method"] == "base"
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r.io/i@sha256:%s\n"
+        "report_volume: {pvc: reports}\n" % ("a" * 64)
+    )
+    # the one edit: the real AL2023 DLC has torch (the launcher's probe), the stand-in has none; a worker's
+    # command and probe depend only on the image's sshd, which is the lock's own
+    as_dlc = dict(lock, components=dict(lock["components"], torch={"version": "2.13.0", "method": "base"}))
+    doc = yaml.safe_load(recipes.mpijob_manifest(as_dlc, recipes.load_cluster(str(cluster))))
+    worker = doc["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    command, port = worker["command"], worker["readinessProbe"]["tcpSocket"]["port"]
+    name = "h-recipes-al2023-sshd-" + uuid.uuid4().hex[:8]
+    try:
+        _docker("run", "--detach", "--name", name, "--entrypoint", command[0], extended, *command[1:])
+        scan = None
+        for _ in range(60):  # bounded: sshd is up in a second or two
+            scan = _docker("exec", name, "ssh-keyscan", "-T", "2", "-p", str(port), "127.0.0.1", check=False)
+            if "ssh-ed25519" in scan.stdout:
+                break
+            state = _docker("inspect", "--format", "{{.State.Running}}", name).stdout.strip()
+            assert state == "true", _docker("logs", name, check=False).stderr[-2000:]
+            time.sleep(1)
+        assert scan is not None and "ssh-ed25519" in scan.stdout, (scan.stderr, _docker("logs", name).stderr)
+        # the key was made in this container at start (its own layer), not in the image
+        made = _docker("exec", name, "sh", "-c", "ls /etc/ssh/ssh_host_*_key").stdout.split()
+        assert "/etc/ssh/ssh_host_ed25519_key" in made
+    finally:
+        _docker("rm", "--force", name, check=False)

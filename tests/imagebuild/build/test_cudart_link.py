@@ -23,7 +23,7 @@ from imagebuild.components import aws_ofi_nccl
 
 pytestmark = pytest.mark.docker
 
-VARIANT = "cuda12.8-efa1.50-nccl2.27.7-ofi1.21"
+VARIANT = "cuda12.8-efa1.51-nccl2.27.7-ofi1.22"
 LIB64 = "/usr/local/cuda/lib64"
 
 

@@ -210,7 +210,7 @@ def test_version_decisions_compare_numbers_not_strings():
 
 
 def test_homes_and_dirs_come_from_the_blocks():
-    v = next(v for v in VARIANTS if v.name.startswith("cuda12.8-efa1.50-nccl2.27.7"))
+    v = next(v for v in VARIANTS if v.name.startswith("cuda12.8-efa1.51-nccl2.27.7"))
     p = render.plan(v)
     assert p.libfabric_home == "/opt/amazon/efa" and p.mpi_home == "/opt/amazon/openmpi"
     assert p.nccl_home == "/opt/nvidia/nccl" and p.cuda_home == "/usr/local/cuda"

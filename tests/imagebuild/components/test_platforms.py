@@ -40,7 +40,7 @@ def test_arm64_render_has_no_x86_path_or_wheel(name):
 def test_default_platform_is_amd64_and_the_matrix_has_a_gb200_variant():
     variants = {v.name: v for v in load(str(ROOT / "matrix.yaml"))}
     assert {v.platform for n, v in variants.items() if not n.endswith("-arm64")} == {"linux/amd64"}
-    gb200 = variants["cuda12.8-efa1.50-nccl2.27.7-ofi1.21-arm64"]
+    gb200 = variants["cuda12.8-efa1.51-nccl2.27.7-ofi1.22-arm64"]
     assert gb200.platform == "linux/arm64" and gb200.instance_types == ("p6e-gb200.36xlarge",)
     assert gb200.option("cuda_arch") == "100" and gb200.has("efa_installer")
     assert "x86_64" not in dockerfile(gb200)

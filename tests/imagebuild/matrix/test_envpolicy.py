@@ -144,7 +144,7 @@ def test_render_refuses_an_error_finding_and_accepts_it_when_ignored(tmp_path):
     "variant,present,absent",
     [
         ("cuda12.1-efa1.22-ofi1.5-legacy", SEED, {"NCCL_ALGO"}),
-        ("cuda12.8-efa1.50-nccl2.27.7-ofi1.21", set(), SEED),
+        ("cuda12.8-efa1.51-nccl2.27.7-ofi1.22", set(), SEED),
         ("dlc-pt2.7-efa1.41.0", set(), SEED),
     ],
 )
@@ -263,7 +263,7 @@ def test_socket_ifname_in_lock_dockerfile_and_explain_env(tmp_path):
 
 @pytest.mark.parametrize(
     "variant",
-    ["cuda12.8-efa1.50-nccl2.27.7-ofi1.21", "dlc-pt2.7-efa1.41.0", "cuda12.1-efa1.22-ofi1.5-legacy"],
+    ["cuda12.8-efa1.51-nccl2.27.7-ofi1.22", "dlc-pt2.7-efa1.41.0", "cuda12.1-efa1.22-ofi1.5-legacy"],
 )
 def test_every_nccl_variant_of_the_matrix_sets_socket_ifname(variant):
     info = json.loads(build_py("explain-env", "--matrix", str(ROOT / "matrix.yaml"), variant, "--json").out)

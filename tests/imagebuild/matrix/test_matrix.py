@@ -53,7 +53,7 @@ def test_local_matrix_uses_only_local_sources():
         assert (v.base.image, v.base.kind) in (
             ("localbase/debian:bookworm-minbase", "local"),
             ("localbase/dlc-layout:bookworm-2nccl", "dlc"),
-            ("localbase/al2023-dlc-layout:standin-bookworm", "dlc"),
+            ("localbase/al2023-dlc-layout:standin-bookworm-sshd", "dlc"),
         )
         for c in v.components:
             assert c.source in ("apt", "pypi", "git", "base"), (v.name, c.name, c.source)

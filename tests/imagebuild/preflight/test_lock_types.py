@@ -23,7 +23,9 @@ IMAGE = "reg.example.com/img@sha256:" + "b" * 64
 
 def _run(tmp_path, lock, recipe="mpirun"):
     (tmp_path / "lock.json").write_text(json.dumps(lock))
-    (tmp_path / "cluster.yaml").write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\n")
+    (tmp_path / "cluster.yaml").write_text(
+        "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\noutput_dir: /fsx/pf\n"
+    )
     return build_py("preflight", "--lock", tmp_path / "lock.json", "--cluster", tmp_path / "cluster.yaml",
                     "--print", recipe, "--image", IMAGE)  # fmt: skip
 

@@ -102,16 +102,19 @@ def test_the_printed_recipe_carries_them_and_a_bad_one_is_exit_2_with_nothing_pr
     lock.write_text(json.dumps(_lock()))
     image = "localhost:5000/x@sha256:" + "a" * 64
     good = tmp_path / "good.yaml"
-    good.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\niters: 20\nregister: 1\n")
+    good.write_text(
+        "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\niters: 20\nregister: 1\noutput_dir: /fsx/pf\n"
+    )
     res = build_py_process(
         "preflight", "--print", "mpirun", "--cluster", good, "--lock", lock, "--image", image
     )
     assert res.returncode == 0, res.stderr
     words = shlex.split(res.stdout)
     at = words.index(BINARY)
-    assert words[at + 1 :] == BASE + ["-n", "20", "-R", "1", "-J", "nccl-tests.json"]
+    # -J under the mpirun recipe's shared run folder, an absolute path (rank 0's host writes it)
+    assert words[at + 1 :] == BASE + ["-n", "20", "-R", "1", "-J", "/fsx/pf/efa-preflight/nccl-tests.json"]
     bad = tmp_path / "bad.yaml"
-    bad.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\nregister: 2\n")
+    bad.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\nregister: 2\noutput_dir: /fsx/pf\n")
     lock.write_text(json.dumps(_lock(nccl="2.26.2")))
     res = build_py_process(
         "preflight", "--print", "mpirun", "--cluster", bad, "--lock", lock, "--image", image

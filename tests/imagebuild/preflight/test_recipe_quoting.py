@@ -36,6 +36,7 @@ BASE = {
     "master_addr": "n1",
     "test_args": "-b 8 -e 1M",
     "report_volume": {"pvc": "reports"},
+    "output_dir": "/fsx/preflight",  # the mpirun recipe's shared folder (its key, -J and report)
 }
 
 

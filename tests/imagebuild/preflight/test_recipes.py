@@ -36,15 +36,23 @@ def _cluster(tmp_path, text):
 
 
 def test_mpirun_line_has_env_hostfile_and_runs_under_the_validator(tmp_path):
-    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhostfile: /shared/my hosts\n")
+    c = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhostfile: /shared/my hosts\noutput_dir: /fsx/pf\n"
+    )
     line = recipes.mpirun_line(LOCK, c)
     words = shlex.split(line)
     assert words[:4] == ["/usr/bin/python3", "-m", "efa_validators", "run"]
     mp = words[words.index("--") + 1 :]
     assert mp[:6] == ["mpirun", "--allow-run-as-root", "-np", "16", "-N", "8"]
-    assert "--hostfile" in mp and mp[mp.index("--hostfile") + 1] == "/shared/my hosts"
+    # the hostfile as the container sees it: copied into the run's shared folder (step 0 of the recipe)
+    assert "--hostfile" in mp and mp[mp.index("--hostfile") + 1] == "/fsx/pf/efa-preflight/hostfile"
     mca = [(mp[i + 1], mp[i + 2]) for i, w in enumerate(mp) if w == "--mca"]
-    assert mca == [("pml", "^cm,ucx"), ("btl", "tcp,self"), ("btl_tcp_if_exclude", "lo,docker0")]
+    assert mca == [
+        ("plm_rsh_args", recipes.RSH_ARGS),
+        ("pml", "^cm,ucx"),
+        ("btl", "tcp,self"),
+        ("btl_tcp_if_exclude", "lo,docker0"),
+    ]
     assert mp[mp.index("--bind-to") + 1] == "none"
     xs = [mp[i + 1] for i, w in enumerate(mp) if w == "-x"]
     assert xs == [
@@ -61,7 +69,9 @@ def test_mpirun_line_has_env_hostfile_and_runs_under_the_validator(tmp_path):
 
 def test_mpirun_is_the_images_own_and_root_is_a_choice(tmp_path):
     lock = dict(LOCK, components=dict(LOCK["components"], openmpi={"prefix": "/opt/amazon/openmpi"}))
-    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\nhosts: [a, b]\nrun_as_root: false\n")
+    c = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p4d.24xlarge\nhosts: [a, b]\nrun_as_root: false\noutput_dir: /o\n"
+    )
     mp = shlex.split(recipes.mpirun_line(lock, c))
     mp = mp[mp.index("--") + 1 :]
     assert mp[0] == "/opt/amazon/openmpi/bin/mpirun" and "--allow-run-as-root" not in mp
@@ -125,7 +135,15 @@ def test_mpijob_requests_efa_gpus_hugepages_and_shm(tmp_path):
     worker = doc["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
     spec = worker["template"]["spec"]["containers"][0]
-    assert spec["command"] == ["/usr/sbin/sshd", "-De"]
+    # a base's own sshd (LOCK has no openssh of ours): host keys made at start, never in a layer (the AL2023
+    # DLC has none), StrictModes off and port 22 on the command line
+    assert spec["command"] == [
+        "/bin/sh",
+        "-c",
+        "mkdir -p /var/run/sshd && ssh-keygen -A >/dev/null"
+        " && exec /usr/sbin/sshd -De -p 22 -o StrictModes=no",
+    ]
+    assert spec["readinessProbe"] == {"tcpSocket": {"port": 22}, "periodSeconds": 5}
     res = spec["resources"]["limits"]
     assert res["vpc.amazonaws.com/efa"] == 4 and res["nvidia.com/gpu"] == 8
     assert "hugepages-2Mi" not in res  # only where the cluster file asks: absent ones keep pods Pending
@@ -176,7 +194,7 @@ def test_build_py_preflight_print_and_errors(tmp_path, project_root):
     lock = tmp_path / "variant.lock.json"
     lock.write_text(json.dumps(LOCK))
     cl = tmp_path / "c.yaml"
-    cl.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n")
+    cl.write_text("nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\noutput_dir: /fsx/pf\n")
     image = "reg.example.com/img@sha256:" + "b" * 64
     ok = build_py_process(
         "preflight", "--print", "mpirun", "--cluster", cl, "--lock", lock, "--image", image, timeout=60
@@ -274,12 +292,12 @@ def test_a_cluster_the_image_was_not_built_for_is_refused_naming_both_sides(tmp_
     "variant, cluster, words",
     [
         (
-            "cuda12.8-efa1.50-nccl2.27.7-ofi1.21",
+            "cuda12.8-efa1.51-nccl2.27.7-ofi1.22",
             "instance_type: p4d.24xlarge",
             ["p4d.24xlarge", "p5.48xlarge"],
         ),
-        ("cuda12.8-efa1.50-nccl2.27.7-ofi1.21-arm64", "instance_type: p5.48xlarge", ["p5.48xlarge"]),
-        ("cuda12.8-efa1.50-nccl2.27.7-ofi1.21-arm64", "instance_type: p6e-gb200.36xlarge", ["efa_devices"]),
+        ("cuda12.8-efa1.51-nccl2.27.7-ofi1.22-arm64", "instance_type: p5.48xlarge", ["p5.48xlarge"]),
+        ("cuda12.8-efa1.51-nccl2.27.7-ofi1.22-arm64", "instance_type: p6e-gb200.36xlarge", ["efa_devices"]),
     ],
 )
 def test_build_py_preflight_refuses_mismatches_with_exit_2(tmp_path, project_root, variant, cluster, words):
@@ -424,7 +442,8 @@ def test_an_image_without_nccl_tests_gets_the_torch_probe_under_every_launcher(t
     c = recipes.bind_image(
         _cluster(
             tmp_path,
-            "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\n" + REPORT,
+            "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [n1, n2]\ncontainer_image: r/i:1\noutput_dir: /o\n"
+            + REPORT,
         ),
         "r/i@sha256:" + "f" * 64,
     )
@@ -534,7 +553,8 @@ def test_mpijob_survives_a_slow_start_and_keeps_its_report(tmp_path):
     wctr = ours["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert wctr["command"] == ["/usr/local/sbin/efa-sshd"]  # Ready only once its sshd accepts on 2222
     assert wctr["readinessProbe"] == {"tcpSocket": {"port": 2222}, "periodSeconds": 5}
-    assert "readinessProbe" not in worker["template"]["spec"]["containers"][0]  # a base's sshd: no guess
+    # a base's sshd: Ready too, on the port its command line names
+    assert worker["template"]["spec"]["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": 22}
     assert _conform(ours, MPIJOB) == []
     lost = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
     with pytest.raises(UserError) as err:  # a report lost with the pod clears no release: refused
@@ -551,7 +571,9 @@ def test_gb200_on_slurm_takes_the_jobs_imex_channel_or_is_refused_with_why(tmp_p
     with pytest.raises(UserError) as err:
         recipes.sbatch_script(lock, without)
     assert err.value.key == "imex" and "IMEX" in err.value.message and "switch/nvidia_imex" in err.value.hint
-    script = recipes.sbatch_script(lock, _cluster(tmp_path, GB200_SLURM + "imex: true\n"))
+    script = recipes.sbatch_script(
+        lock, _cluster(tmp_path, GB200_SLURM + "imex: true\nnvlink_domain_nodes: 18\n")
+    )
     assert "/dev/nvidia-caps-imex-channels:/dev/nvidia-caps-imex-channels" in script
     assert "export NCCL_MNNVL_ENABLE=1" in script
     # the header refuses (exit 2, before any step) on a node where Slurm gave the job no channel
@@ -565,6 +587,34 @@ def test_gb200_on_slurm_takes_the_jobs_imex_channel_or_is_refused_with_why(tmp_p
         LOCK, _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
     )
     assert "imex" not in p5.lower()
+
+
+def test_gb200_on_slurm_stays_in_one_nvlink_domain_by_segment_or_is_refused(tmp_path):
+    """Without --segment a GB200 job could straddle NVLink domains; the cluster file says how many nodes a
+    domain (a topology/block base block) holds, and the script asks Slurm for segments no larger."""
+    lock = dict(LOCK, platform="linux/arm64")
+    gb200 = GB200_SLURM + "imex: true\n"
+    with pytest.raises(UserError) as err:  # no way to keep it in one domain: refused, naming file and line
+        recipes.sbatch_script(lock, _cluster(tmp_path, gb200))
+    assert err.value.key == "nvlink_domain_nodes" and err.value.line == 2  # the instance_type line
+    assert "topology/block" in err.value.hint and str(tmp_path) in str(err.value.file)
+    one = recipes.sbatch_script(lock, _cluster(tmp_path, gb200 + "nvlink_domain_nodes: 18\n"))
+    assert "#SBATCH --segment=2" in one.splitlines()  # the whole job one segment: one base block
+    two = _cluster(tmp_path, gb200.replace("nodes: 2", "nodes: 36") + "nvlink_domain_nodes: 18\n")
+    assert "#SBATCH --segment=18" in recipes.sbatch_script(lock, two).splitlines()  # one domain each
+    odd = _cluster(tmp_path, gb200.replace("nodes: 2", "nodes: 20") + "nvlink_domain_nodes: 18\n")
+    with pytest.raises(UserError) as err:  # Slurm's --segment needs nodes divisible by it
+        recipes.sbatch_script(lock, odd)
+    assert err.value.key == "nodes" and err.value.line == 1 and "divisible" in err.value.message
+    p5 = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\nnvlink_domain_nodes: 2\n"
+    )
+    with pytest.raises(UserError) as err:  # no NVLink domain across p5 nodes: a misplaced key
+        recipes.sbatch_script(LOCK, p5)
+    assert err.value.key == "nvlink_domain_nodes" and err.value.line == 4
+    with pytest.raises(UserError) as err:
+        _cluster(tmp_path, gb200 + "nvlink_domain_nodes: 0\n")
+    assert err.value.key == "nvlink_domain_nodes"
 
 
 @pytest.mark.parametrize(
@@ -600,7 +650,7 @@ def test_torchrun_refuses_to_start_a_node_on_a_folder_node_0_does_not_share(tmp_
 
 def test_print_mpirun_gives_each_hosts_docker_run(tmp_path):
     c = recipes.bind_image(
-        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\n"),
+        _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\nhosts: [a, b]\noutput_dir: /fsx/pf\n"),
         "r.io/i@sha256:" + "e" * 64,
     )
     run = recipes.worker_docker_run(
@@ -610,10 +660,25 @@ def test_print_mpirun_gives_each_hosts_docker_run(tmp_path):
     assert run[run.index("--ulimit") + 1] == "memlock=-1:-1" and "--shm-size" in run
     devices = [run[i + 1] for i, w in enumerate(run) if w == "--device"]
     assert devices == ["/dev/infiniband/uverbs%d" % i for i in range(32)]  # p5: 32 EFA devices
-    assert run[-2:] == ["r.io/i@sha256:" + "e" * 64, "/usr/local/sbin/efa-sshd"]  # sshd on port 2222
+    # sshd on port 2222 trusting only this run's key, mounted read-only; the run folder where the host has it
+    assert run[-4:] == [
+        "r.io/i@sha256:" + "e" * 64,
+        "/usr/local/sbin/efa-sshd",
+        "-o",
+        "AuthorizedKeysFile=/etc/efa-preflight-ssh/authorized_keys",
+    ]
+    mounts = [run[i + 1] for i, w in enumerate(run) if w == "--mount"]
+    assert mounts == [
+        "type=bind,source=/fsx/pf/efa-preflight,target=/fsx/pf/efa-preflight",
+        "type=bind,source=/fsx/pf/efa-preflight/ssh,target=/etc/efa-preflight-ssh,readonly",
+    ]
     text = recipes.render("mpirun", LOCK, c)
     assert shlex.join(recipes.worker_docker_run(LOCK, c)) in text
-    assert text.splitlines()[-1] == recipes.mpirun_line(LOCK, c)
+    lines = text.splitlines()
+    assert lines[-1] == recipes.mpirun_line(LOCK, c)
+    assert (
+        "Afterwards, on that host: rm -rf /fsx/pf/efa-preflight/ssh" in lines[-2]
+    )  # the key goes with the run
 
 
 NODE_NAME = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
@@ -664,3 +729,59 @@ def test_every_documented_manifest_that_runs_node_check_gets_its_node_name():
         assert containers, (name, block)
         for container in containers:
             assert NODE_NAME in container.get("env", []), (name, container)
+
+
+def test_mpirun_recipe_makes_a_key_per_run_and_writes_every_file_under_its_shared_folder(tmp_path):
+    """The key is made by the recipe for this run (never in an image) and mounted read-only; mpirun's ssh
+    uses it on the tool's sshd port; the report and nccl-tests' JSON are absolute paths in the run folder
+    every host mounts (relative, they were lost with the --rm container); no output_dir is exit 2."""
+    c = recipes.bind_image(
+        _cluster(
+            tmp_path,
+            "nodes: 2\ninstance_type: p5.48xlarge\nhostfile: /home/me/hosts\noutput_dir: /fsx/pf/\n"
+            "name: r1\n",
+        ),
+        "r.io/i@sha256:" + "e" * 64,
+    )
+    lock = dict(LOCK, components=dict(LOCK["components"], nccl_tests={"version": "2.19.6"}))
+    text = recipes.render("mpirun", lock, c)
+    setup = recipes.run_setup(c)
+    assert all("#    " + shlex.join(step) in text.splitlines() for step in setup)  # printed as step 0
+    assert ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "efa-preflight", "-f"] == setup[2][:9]
+    assert setup[2][9] == "/fsx/pf/r1/ssh/id_ed25519"
+    assert setup[4] == ["cp", "/home/me/hosts", "/fsx/pf/r1/hostfile"]
+    words = shlex.split(text.splitlines()[-1])
+    assert words[words.index("--json") + 1] == "/fsx/pf/r1/preflight-report.json"
+    assert words[words.index("-J") + 1] == "/fsx/pf/r1/nccl-tests.json"
+    assert words[words.index("--hostfile") + 1] == "/fsx/pf/r1/hostfile"
+    rsh = words[words.index("plm_rsh_args") + 1]
+    assert "-p 2222 -i /etc/efa-preflight-ssh/id_ed25519 -o IdentitiesOnly=yes" in rsh
+    mine = recipes.render("mpirun", lock, dict(c, json_output="/elsewhere/x.json"))
+    assert "-J /elsewhere/x.json" in mine  # an absolute one asked for stays where asked
+    # a base's own sshd (the DLC's) gets the same key and port, its host keys made at start
+    run = recipes.worker_docker_run(lock, c)
+    assert run[-3:-1] == ["/bin/sh", "-c"]
+    assert run[-1].endswith(
+        "-p 2222 -o StrictModes=no -o AuthorizedKeysFile=/etc/efa-preflight-ssh/authorized_keys"
+    )
+    # the MPIJob keeps its own report path and the operator's ssh: no key of the recipe's
+    job = yaml.safe_load(recipes.mpijob_manifest(lock, dict(c, report_volume={"pvc": "r"})))
+    command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert "plm_rsh_args" not in command and command[command.index("--json") + 1].startswith("/efa-preflight")
+    with pytest.raises(UserError) as err:
+        recipes.render("mpirun", lock, dict(c, output_dir=None))
+    assert err.value.key == "output_dir"
+    with pytest.raises(UserError) as err:  # docker's --mount is a CSV record: a quote cannot pass
+        recipes.render("mpirun", lock, dict(c, output_dir='/fsx/a"b'))
+    assert err.value.key == "output_dir" and err.value.line == 4
+
+
+def test_sbatch_puts_nccl_tests_json_in_the_jobs_shared_folder(tmp_path):
+    """-J was a relative name: rank 0's pyxis container wrote it in its working folder, not beside the logs
+    and the report. Now it is $PREFLIGHT_OUT/<name>, which every step mounts; an absolute one stays."""
+    lock = dict(LOCK, components=dict(LOCK["components"], nccl_tests={"version": "2.19.6"}))
+    c = _cluster(tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\n")
+    step1 = next(line for line in recipes.sbatch_script(lock, c).splitlines() if line.startswith("srun"))
+    assert ' -J "$PREFLIGHT_OUT"/nccl-tests.json ' in step1
+    mine = recipes.sbatch_script(lock, dict(c, json_output="/fsx/x.json"))
+    assert " -J /fsx/x.json " in next(line for line in mine.splitlines() if line.startswith("srun"))

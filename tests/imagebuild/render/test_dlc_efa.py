@@ -93,7 +93,7 @@ def test_a_run_over_the_dlc_keeps_its_mpirun_wrapper_and_mca_params(tmp_path):
 
 
 def test_on_other_bases_the_installer_run_has_no_dlc_lines():
-    for name in ("cuda12.8-efa1.50-nccl2.27.7-ofi1.21", "dlc-pt2.7-efa1.41.0"):
+    for name in ("cuda12.8-efa1.51-nccl2.27.7-ofi1.22", "dlc-pt2.7-efa1.41.0"):
         (v,) = load(str(ROOT / "matrix.yaml"), only=[name])
         assert ("kept=/tmp/efa-image-build-dlc-kept" in dockerfile(v)) == (v.base.kind == "dlc")
 

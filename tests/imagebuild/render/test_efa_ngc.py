@@ -107,7 +107,7 @@ def test_a_source_plugin_purges_the_ngc_package_and_place_too():
 
 
 def test_the_installers_plugin_on_a_runtime_image_gets_the_libcudart_link_once():
-    v = next(v for v in VARIANTS if v.name == "cuda12.8-efa1.50-nccl2.27.7-ofi1.21")
+    v = next(v for v in VARIANTS if v.name == "cuda12.8-efa1.51-nccl2.27.7-ofi1.22")
     assert v.base.split and v.component(aws_ofi_nccl.NAME).bundled_by == efa_installer.NAME
     assert EFA.cudart_link(v) == "/usr/local/cuda/lib64/libcudart.so"
     golden = (GOLDEN / f"{v.name}.Dockerfile").read_text()
@@ -176,7 +176,7 @@ def test_the_old_pairing_in_a_matrix_is_exit_2_naming_file_line_and_key(tmp_path
 
     text = (ROOT / "matrix.yaml").read_text()
     old = text.replace(
-        'efa_installer: {version: "1.50.0"}\n      aws_ofi_nccl: {source: {installer: efa_installer}}',
+        'efa_installer: {version: "1.51.0"}\n      aws_ofi_nccl: {source: {installer: efa_installer}}',
         'efa_installer: {version: "1.49.0"}\n      aws_ofi_nccl: {version: "1.21.1", method: source}',
         1,
     )

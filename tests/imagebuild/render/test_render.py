@@ -115,7 +115,7 @@ def test_every_artifact_is_copied_and_checked_before_use(name):
 
 
 def test_runtime_stage_keeps_compilers_and_archives_out():
-    v = BY_NAME["cuda12.8-efa1.50-nccl2.27.7-ofi1.21"]
+    v = BY_NAME["cuda12.8-efa1.51-nccl2.27.7-ofi1.22"]
     st = stages(dockerfile(v))
     # the runtime starts from the -runtime twin of the -devel base; the builder from the -devel base itself,
     # with the same OS packages and the same installer run (build-system, efa-build)
@@ -385,14 +385,14 @@ def test_build_picks_the_variants_of_the_last_render_even_when_unchanged(tmp_pat
 def test_nccl_from_source_builds_and_installs_with_its_prefix():
     """NCCL's src.build writes lib/pkgconfig/nccl.pc with $(PREFIX) (default /usr/local) and src.install
     copies it as is: PREFIX must reach the build, not only the install [NVIDIA/nccl src/Makefile]."""
-    v = BY_NAME["cuda12.8-efa1.50-nccl2.27.7-ofi1.21"]
+    v = BY_NAME["cuda12.8-efa1.51-nccl2.27.7-ofi1.22"]
     (nccl,) = [c for c in v.components if c.name == "nccl"]
     text = dockerfile(v)
     assert f"src.build PREFIX={nccl.prefix} " in text and f"src.install PREFIX={nccl.prefix}" in text
 
 
 def test_apt_pins_by_upstream_version_are_resolved_checked_and_recorded():
-    text = dockerfile(BY_NAME["cuda12.8-efa1.50-nccl2.27.7-ofi1.21"])
+    text = dockerfile(BY_NAME["cuda12.8-efa1.51-nccl2.27.7-ofi1.22"])
     body = stages(text)["system"]
     assert "pin_openssh_server=\"$(apt_pick openssh-server 1:8.9p1- 'openssh-server=1:8.9p1-*')\"" in body
     assert 'openssh-server="$pin_openssh_server"' in body and "openssh-server=1:8.9p1-*  " not in body

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -80,6 +81,60 @@ def _read(container, path: str) -> str:
     return proc.stdout
 
 
+RUN_DIR = "/tmp/h5-out"  # output_dir of the mpirun clusters below: the run folder is RUN_DIR/efa-preflight
+
+
+def _host_side(text: str, pair) -> str:
+    """Do what the printed mpirun recipe's comments say happens outside the image, with the edits this machine
+    forces, each named: step 0 (the run's key and the hostfile copy) runs as printed in the first container;
+    the shared file system is a copy of the run folder into the second (no shared mount between these
+    already-running containers); the read-only key mount is a symlink at the mount point; the worker's
+    command is the printed `docker run`'s, after the image, started with `docker exec -d` (the containers
+    exist already). Returns the run folder."""
+    a, b = pair
+    lines = text.splitlines()
+    step0 = lines[
+        lines.index(next(x for x in lines if x.startswith("# 0."))) + 2 : lines.index(
+            next(x for x in lines if x.startswith("# 1."))
+        )
+    ]
+    for line in step0:
+        words = shlex.split(line.lstrip("#").strip())
+        proc = _exec(a, words)
+        assert proc.returncode == 0, (words, proc.stderr)
+    run_line = shlex.split(
+        lines[lines.index(next(x for x in lines if x.startswith("# 1."))) + 1].lstrip("# ")
+    )
+    mounts = [run_line[i + 1] for i, w in enumerate(run_line) if w == "--mount"]
+    run = mounts[0].split("source=")[1].split(",")[0]
+    key_dir = mounts[1].split("target=")[1].split(",")[0]
+    copy = subprocess.run(
+        "docker exec %s tar -C / -cf - %s | docker exec -i %s tar -C / -xf -"
+        % (a.name, run.lstrip("/"), b.name),
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert copy.returncode == 0, copy.stderr
+    sshd = run_line[run_line.index(IMAGE) + 1 :]
+    for c in pair:
+        link = _exec(c, ["sh", "-c", "rm -rf %s && ln -s %s/ssh %s" % (key_dir, run, key_dir)])
+        assert link.returncode == 0, link.stderr
+        started = subprocess.run(
+            ["docker", "exec", "-d", c.name] + sshd, capture_output=True, text=True, timeout=30
+        )
+        assert started.returncode == 0, started.stderr
+    for c in pair:  # bounded: each sshd answers on the recipe's port within seconds
+        for _ in range(30):
+            if "ssh-" in _exec(c, ["ssh-keyscan", "-T", "2", "-p", "2222", "127.0.0.1"]).stdout:
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError("no sshd on port 2222 in %s" % c.name)
+    return run
+
+
 @pytest.fixture(scope="module")
 def slurm_two_nodes(docker_client, launcher_image):  # noqa: F811 - the fixture imported above
     c = _start(docker_client, launcher_image, "h5-sbatch-%s" % uuid.uuid4().hex[:8])
@@ -100,20 +155,21 @@ def test_printed_mpirun_line_runs_across_two_containers(tmp_path, ssh_pair):  # 
         tmp_path,
         "mpirun",
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\n"
-        "timeout: 120\nidle_timeout: 60\n" % (a.name, b.name),
+        "timeout: 120\nidle_timeout: 60\noutput_dir: %s\n" % (a.name, b.name, RUN_DIR),
     )
-    # the worker side first, as comments (it runs on each host, outside the image), then the launch line
+    # the host side first, as comments (it runs on each host, outside the image), then the launch line
     *workers, line = text.strip().split("\n")
-    run = shlex.split(workers[1].lstrip("# "))
+    run = shlex.split(next(w for w in workers if w.startswith("#    docker run")).lstrip("# "))
     assert run[:2] == ["docker", "run"] and run[run.index("--network") + 1] == "host" and IMAGE in run
     assert "--allow-run-as-root" in line and "--mca btl tcp,self" in line
+    folder = _host_side(text, ssh_pair)  # the run's key, and sshd on 2222 trusting it alone, in both
     proc = subprocess.run(  # the printed text as a whole: the comments are inert, the line launches
-        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", text],
+        ["docker", "exec", "-w", "/", a.name, "sh", "-c", text],
         capture_output=True,
         text=True,
         timeout=180,
     )
-    report = json.loads(_read(a, "/tmp/preflight-report.json"))
+    report = json.loads(_read(a, folder + "/preflight-report.json"))  # where the recipe says, not the cwd
     assert report["run"]["exit_code"] == 0, proc.stderr[-3000:]
     # bound to the digest; a replay proves nothing about any image, so it names none and clears no gate
     from imagebuild.release import record as rel
@@ -154,19 +210,21 @@ def test_printed_mpirun_line_runs_the_torch_probe_across_two_containers(tmp_path
     text = _print_recipe(
         tmp_path,
         "mpirun",
-        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\n"
-        "timeout: 120\nidle_timeout: 60\ntest_args: '--max-bytes 64K --iters 2'\n" % (a.name, b.name),
+        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [%s, %s]\noutput_dir: %s\n"
+        "timeout: 120\nidle_timeout: 60\ntest_args: '--max-bytes 64K --iters 2'\n"
+        % (a.name, b.name, RUN_DIR),
         lock,
     )
+    folder = _host_side(text, ssh_pair)
     words = shlex.split(text.strip().split("\n")[-1])
     assert "MASTER_ADDR=%s" % a.name in words and words[-8:-6] == ["-m", "efa_validators.probe_torch"]
     proc = subprocess.run(
-        ["docker", "exec", "-w", "/tmp", a.name, "sh", "-c", text],
+        ["docker", "exec", "-w", "/", a.name, "sh", "-c", text],
         capture_output=True,
         text=True,
         timeout=240,
     )
-    report = json.loads(_read(a, "/tmp/preflight-report.json"))
+    report = json.loads(_read(a, folder + "/preflight-report.json"))
     assert report["run"]["exit_code"] == 0, proc.stderr[-3000:]
     assert {r["rank"] for r in report["run"]["rank_output"]} >= {0, 1, 2, 3}  # ranks 2, 3 started on b
     rows = report["nccl_tests"]["rows"]
@@ -312,6 +370,7 @@ def _submit(container, job: str, text: str) -> tuple:
     assert put.returncode == 0, put.stderr
     run = _exec(container, ["sbatch", "--wait", "--parsable", "--chdir", job, job + "/p.sbatch"], 240)
     job_id = run.stdout.strip().split(";")[0]
+    assert job_id, run.stderr[-2000:]  # sbatch refused the script
     return run, job_id, _read(container, "%s/efa-preflight-gb200-%s.out" % (job, job_id))
 
 
@@ -324,9 +383,13 @@ def test_printed_gb200_sbatch_script_needs_the_jobs_imex_channel_on_a_real_slurm
         "sbatch",
         "nodes: 2\ninstance_type: p6e-gb200.36xlarge\nefa_devices: 4\ngpus_per_node: 2\nimex: true\n"
         "name: efa-preflight-gb200\ncontainer_image: localhost:5000/h5/img:1\n"
-        "timeout: 120\nidle_timeout: 60\n",
+        "timeout: 120\nidle_timeout: 60\nnvlink_domain_nodes: 18\n",
     )
     assert "/dev/nvidia-caps-imex-channels:/dev/nvidia-caps-imex-channels" in text
+    assert "#SBATCH --segment=2" in text.splitlines()  # one NVLink domain: the whole job one segment
+    # the second named substitution: the test Slurm (Debian's 22.05) predates --segment (sbatch.1 has it from
+    # slurm-24-05-0-1; switch/nvidia_imex, which imex: true names, needs 24.11), so that line goes here
+    text = "\n".join(x for x in text.splitlines() if not x.startswith("#SBATCH --segment=")) + "\n"
     c = slurm_two_nodes
     run, job_id, out = _submit(c, "/tmp/h5-imex-none", text)
     assert run.returncode != 0 and "no IMEX channel" in out and "ranks exit" not in out

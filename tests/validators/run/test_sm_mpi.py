@@ -47,3 +47,14 @@ def test_a_missing_channel_or_config_is_exit_2_not_a_traceback(tmp_path):
             capture_output=True, text=True, timeout=30, env=env,
         )  # fmt: skip
         assert proc.returncode == 2 and proc.stderr.startswith("sm_mpi: ") and "Traceback" not in proc.stderr
+
+
+def test_a_base_sshd_gets_host_keys_made_at_start_strictmodes_off_on_the_jobs_port():
+    """An image without the tool's START (an AL2023 DLC: sshd and no host keys) gets its keys made first; it
+    ran `sshd -D -p PORT`, which exits with 'no hostkeys available' there."""
+    argv = sm_mpi.sshd_argv(2222, start_ok=False)
+    assert argv[:2] == ["/bin/sh", "-c"]
+    line = argv[2]
+    assert line.index("ssh-keygen -A") < line.index("exec /usr/sbin/sshd -De -p 2222 -o StrictModes=no")
+    assert sm_mpi.sshd_argv(2222, start_ok=True) == [sm_mpi.START]  # START makes its keys itself
+    assert sm_mpi.sshd_argv(2200, start_ok=True) == [sm_mpi.START, "-p", "2200"]
