@@ -642,15 +642,17 @@ def load_json_output(path: str) -> Dict[str, Any]:
     except OSError as err:
         raise NcclTestsJsonError(f"cannot read: {err.strerror}", path) from None
     try:
-        doc = json.loads(raw)
-    except ValueError:
         try:
+            doc = json.loads(raw)
+        except ValueError:
             doc = json.loads(_unbare(raw))
-        except ValueError as err:
-            line = getattr(err, "lineno", None)
-            raise NcclTestsJsonError(
-                "not valid JSON ({})".format(getattr(err, "msg", err)), path, line=line
-            ) from None
+    except RecursionError:  # arrays nested deeper than Python's stack (a hostile file): no nccl-tests JSON
+        raise NcclTestsJsonError("not an nccl-tests JSON report (nested too deep to read)", path) from None
+    except ValueError as err:
+        line = getattr(err, "lineno", None)
+        raise NcclTestsJsonError(
+            "not valid JSON ({})".format(getattr(err, "msg", err)), path, line=line
+        ) from None
     return from_json_document(doc, path)
 
 

@@ -112,3 +112,18 @@ def test_a_named_json_that_is_not_a_small_regular_file_is_never_read(tmp_path):
         named = [i for i in report["inputs"] if i.get("named_by")]
         assert len(named) == 1 and named[0]["unread"], named
         assert r.rc == 0 and report["verdict"] == "pass"
+
+
+def test_a_json_nested_deeper_than_the_stack_is_refused_not_a_traceback(tmp_path):
+    """Attack on issue 41's -J reader: a JSON of 100 000 nested arrays was a RecursionError traceback (exit 1)
+    from json.loads, given as an input and named inside a log alike; given, it is bad input (exit 2 naming
+    the file); named, it is listed as unread and the log is still judged."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"results": ' + "[" * 100000 + "]" * 100000 + "}")
+    r = validators("parse", deep, *P5)
+    assert r.rc == 2 and "deep.json" in r.err and "Traceback" not in r.err, r.err
+    log = _log_naming(tmp_path, str(deep))
+    r, report = _parse(tmp_path, GOOD, log)
+    named = [i for i in report["inputs"] if i.get("named_by")]
+    assert len(named) == 1 and "nested" in named[0]["unread"], named
+    assert r.rc == 0 and report["verdict"] == "pass"
