@@ -340,7 +340,8 @@ _ACTION_WORDS = {
 
 def plan_lines(found: Dict[str, Any], scheduler: str) -> List[str]:
     """The plan, one comment line per node and one per configure finding, printed before any command:
-    what is done to each node and why, and each setting to fix with its detail."""
+    what is done to each node and why, and each setting to fix with its detail. Every field a report gave is
+    `_clean`: a newline in a check's name printed a line of its own among the commands (`| sh` ran it)."""
     lines = []
     for node in found["nodes"]:
         first = node["reasons"][0]
@@ -353,7 +354,8 @@ def plan_lines(found: Dict[str, Any], scheduler: str) -> List[str]:
             if reason["remedy"] == CONFIGURE:
                 lines.append(
                     "# %s: configure: %s: %s: a setting to fix, then rerun node-check (never drained, "
-                    "rebooted or replaced for it)" % (node["host"], reason["check"], reason["detail"])
+                    "rebooted or replaced for it)"
+                    % (node["host"], _clean(reason["check"], 80), reason["detail"])
                 )
     return lines
 
