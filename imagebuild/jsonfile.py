@@ -34,6 +34,9 @@ def read_json(
         doc = json.loads(read_text(str(path), limit, key=flag))  # a FIFO or a device is refused, not read
     except ValueError as err:
         raise UserError(f"{what} is not JSON: {err}", file=str(path), key=flag) from None
+    except RecursionError:  # arrays or objects nested deeper than Python's stack: a traceback before
+        raise UserError(f"{what} is not a JSON object this tool reads (nested too deep)", file=str(path),
+                        key=flag) from None  # fmt: skip
     if not isinstance(doc, dict):
         raise UserError(f"{what} must be a JSON object", file=str(path), key=flag)
     if model is not None:
