@@ -60,6 +60,10 @@ def get_json(s3: Any, bucket: str, key: str, what: str) -> Tuple[Optional[Dict[s
         doc = json.loads(got["Body"].read())
     except ValueError as err:
         raise UserError(f"{what} is not JSON: {err}", file=f"s3://{bucket}/{key}") from None
+    except RecursionError:  # nested deeper than Python's stack: a traceback before
+        raise UserError(
+            f"{what} is not a JSON object (nested too deep)", file=f"s3://{bucket}/{key}"
+        ) from None
     if not isinstance(doc, dict):
         raise UserError(f"{what} is not a JSON object", file=f"s3://{bucket}/{key}")
     return doc, got.get("ETag")
@@ -129,7 +133,7 @@ def get_lock(
         raise UserError(f"cannot read the release lock s3://{bucket}/{key}: {err}", key="--records") from err
     try:
         doc = json.loads(got["Body"].read(64 * 1024))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
         doc = None
     if not isinstance(doc, dict):
         doc = {}  # not a lock this tool wrote: judged by its age alone
