@@ -215,3 +215,16 @@ def test_the_alarm_during_a_scheduler_command_leaves_no_process(tmp_path):
     for pid in left:  # this test's own children: never left running
         os.kill(pid, signal.SIGKILL)
     assert left == [], "the hung sinfo's processes %s outlived the health check" % left
+
+
+def test_a_deadline_or_timeout_that_is_no_finite_number_is_exit_2():
+    """Attack on the health hook's bound: --deadline nan passed the '> 0' and '<= 45' tests (every comparison
+    with NaN is false) and ended in a ValueError traceback at signal.alarm; `run --timeout nan` was taken
+    as a limit no run ever reaches. A duration is a finite number > 0, else exit 2 naming the flag."""
+    for args, flag in (
+        (["node-check", "--slurm-health-check", "--plan", "--deadline", "nan"], "--deadline"),
+        (["run", "--timeout", "nan", "--", "true"], "--timeout"),
+        (["run", "--grace", "inf", "--", "true"], "--grace"),
+    ):
+        proc, _ = run_cli(args)
+        assert proc.returncode == 2 and flag in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
