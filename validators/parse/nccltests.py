@@ -638,9 +638,15 @@ def load_json_output(path: str) -> Dict[str, Any]:
     """
     try:
         with open(path, "rb") as fh:
-            raw = fh.read().decode("utf-8", errors="replace")
+            data = fh.read()
     except OSError as err:
         raise NcclTestsJsonError(f"cannot read: {err.strerror}", path) from None
+    return json_output_of(data, path)
+
+
+def json_output_of(data: bytes, path: str) -> Dict[str, Any]:
+    """`load_json_output` of bytes already read (a file named inside a log is read by its descriptor)."""
+    raw = data.decode("utf-8", errors="replace")
     try:
         try:
             doc = json.loads(raw)
