@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Type
 
@@ -34,6 +35,9 @@ def read_json(
         doc = json.loads(read_text(str(path), limit, key=flag))  # a FIFO or a device is refused, not read
     except ValueError as err:
         raise UserError(f"{what} is not JSON: {err}", file=str(path), key=flag) from None
+    except RecursionError:  # arrays or objects nested deeper than Python's stack: a traceback before
+        raise UserError(f"{what} is not a JSON object this tool reads (nested too deep)", file=str(path),
+                        key=flag) from None  # fmt: skip
     if not isinstance(doc, dict):
         raise UserError(f"{what} must be a JSON object", file=str(path), key=flag)
     if model is not None:
@@ -64,6 +68,15 @@ def dotted(loc: Sequence[Any]) -> str:
     return out
 
 
+def _no_regular_file(path: Path) -> bool:
+    """`path` exists and is neither a regular file nor a folder once links are followed (a device, a FIFO)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def write_json_atomic(path: Path, doc: Any) -> None:
     """Keys sorted, indented, newline-terminated; written whole to a new temporary file beside `path`
     (safefile.atomic_file: a unique name made exclusively, never a link planted at a name known in advance),
@@ -71,6 +84,10 @@ def write_json_atomic(path: Path, doc: Any) -> None:
     path = Path(path)
     text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     try:
+        if _no_regular_file(path):  # /dev/null, a FIFO: written through as `>` does (a rename replaced it)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
         with atomic_file(path, published=True) as tmp:
             fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

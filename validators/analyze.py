@@ -715,7 +715,8 @@ def read_named_json(a: "Analysis", given: Sequence[str]) -> None:
     that is missing is left out (the log is often read away from the node); one that is there but is not a
     regular file, is too big or is not nccl-tests JSON is listed in `inputs` with the reason, never read.
     """
-    from efa_validators.parse.nccltests import NcclTestsJsonError, load_json_output
+    from efa_validators.parse.nccltests import NcclTestsJsonError, json_output_of
+    from efa_validators.run.smallfile import NotAFile, read_small
 
     seen = set()
     for p in given:
@@ -744,12 +745,15 @@ def read_named_json(a: "Analysis", given: Sequence[str]) -> None:
                 entry["unread"] = "not a regular file with content"
             elif size > NAMED_JSON_MAX_BYTES:
                 entry["unread"] = "%d bytes, over the %d read for a named file" % (size, NAMED_JSON_MAX_BYTES)
-            else:
-                obj = load_json_output(found)
-                entry["bytes"] = size
+            else:  # judged again on the open descriptor: the path may name another file by now (a FIFO)
+                data = read_small(found, NAMED_JSON_MAX_BYTES)
+                obj = json_output_of(data, found)
+                entry["bytes"] = len(data)
                 a.inputs.append(entry)
                 a.tests.append(obj)
                 continue
+        except NotAFile as err:
+            entry["unread"] = str(err).replace(found + ": ", "", 1)
         except (OSError, NcclTestsJsonError) as err:
             entry["unread"] = str(err)
         a.inputs.append(entry)

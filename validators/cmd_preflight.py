@@ -8,6 +8,7 @@ Exit codes as `parse`: 0 pass, 1 fail (a hang is a fail), 2 usage (a launcher th
 import argparse
 import datetime
 import functools
+import math
 import os
 import re
 import sys
@@ -41,8 +42,8 @@ def _positive(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError("not a number: %r" % text) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be > 0: %r" % text)
+    if not math.isfinite(value) or value <= 0:  # nan passed `<= 0` (every comparison with NaN is false)
+        raise argparse.ArgumentTypeError("must be a finite number > 0: %r" % text)
     return value
 
 

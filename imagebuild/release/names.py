@@ -94,6 +94,8 @@ def parse_record(data: bytes, where: str, intent: bool = False) -> Dict[str, Any
         doc = json.loads(data)
     except ValueError as err:
         raise UserError(f"not JSON: {err}", file=where, key="--records") from None
+    except RecursionError:  # nested deeper than Python's stack: a traceback before
+        raise UserError("not a release record (nested too deep)", file=where, key="--records") from None
     return typed_record(doc, where, intent)
 
 

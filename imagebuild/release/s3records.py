@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from imagebuild.adapters.aws import aws_call
 from imagebuild.errors import UserError
+from imagebuild.safefile import MAX_INPUT_BYTES
 
 LOCK_SCHEMA = "efa-image-build/release-lock/v1"
 LOCK_TTL_S = 900.0  # a release checks and writes a few tags and records: minutes; a dead runner's lock ends
@@ -56,10 +57,17 @@ def get_json(s3: Any, bucket: str, key: str, what: str) -> Tuple[Optional[Dict[s
         if error_code(err) in ("NoSuchKey", "404"):
             return None, None
         raise UserError(f"cannot read {what} s3://{bucket}/{key}: {err}", key="--records") from err
+    data = got["Body"].read(MAX_INPUT_BYTES + 1)  # bounded as every record is (names.read_s3_records)
+    if len(data) > MAX_INPUT_BYTES:
+        raise UserError(f"{what} is over {MAX_INPUT_BYTES} bytes: not read", file=f"s3://{bucket}/{key}")
     try:
-        doc = json.loads(got["Body"].read())
+        doc = json.loads(data)
     except ValueError as err:
         raise UserError(f"{what} is not JSON: {err}", file=f"s3://{bucket}/{key}") from None
+    except RecursionError:  # nested deeper than Python's stack: a traceback before
+        raise UserError(
+            f"{what} is not a JSON object (nested too deep)", file=f"s3://{bucket}/{key}"
+        ) from None
     if not isinstance(doc, dict):
         raise UserError(f"{what} is not a JSON object", file=f"s3://{bucket}/{key}")
     return doc, got.get("ETag")
@@ -129,7 +137,7 @@ def get_lock(
         raise UserError(f"cannot read the release lock s3://{bucket}/{key}: {err}", key="--records") from err
     try:
         doc = json.loads(got["Body"].read(64 * 1024))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
         doc = None
     if not isinstance(doc, dict):
         doc = {}  # not a lock this tool wrote: judged by its age alone

@@ -92,11 +92,18 @@ def _bounded_bytes(path: Path) -> Optional[bytes]:
             hint="a pyproject.toml in this folder or a parent is looked at for [tool.efa-image-build]: "
             "remove or move this one, or run from a folder outside it",
         )
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)  # the file may have grown since its stat
+    try:  # the descriptor judged again: the path may name another file by now (a FIFO blocks open())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_BYTES + 1)  # the file may have grown since its stat
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if len(data) > MAX_BYTES:
         raise UserError(f"not read: over the {MAX_BYTES} bytes a project config may be", file=str(path))
     return data

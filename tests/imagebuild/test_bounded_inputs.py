@@ -133,3 +133,13 @@ def test_prune_of_an_age_past_any_date_and_records_that_are_no_folder_are_exit_2
         proc.returncode == 2
         and f"{fifo}: key '--records': the release records folder is not a folder" in proc.stderr
     )
+
+
+def test_a_json_input_nested_deeper_than_the_stack_is_exit_2_naming_it(tmp_path):
+    """Attack on the JSON every verb reads (imagebuild/jsonfile.read_json): 100 000 nested arrays (200 KB)
+    were a RecursionError traceback from json.loads (exit 1) for a --summary, a --checks report, a lock."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    res = build_py("release", "--summary", deep, "--tag", "r1", "--dry-run", "--registry", "127.0.0.1:9")
+    assert res.rc == 2 and "Traceback" not in res.err and str(deep) in res.err, res.err
+    assert "nested too deep" in res.err

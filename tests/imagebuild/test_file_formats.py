@@ -115,3 +115,23 @@ def test_resolve_does_not_import_matrix():
     tree = ast.parse((ROOT / "imagebuild" / "matrix" / "resolve.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "imagebuild.matrix.load" not in imported
+
+
+def test_a_json_target_that_is_no_regular_file_is_written_through_never_replaced(tmp_path):
+    """Attack on every JSON file build.py writes (write_json_atomic: a summary, a check report): the temp file
+    was renamed over the target whatever it was, so a target of /dev/null (a CI job that discards the
+    report, often as root) replaced /dev/null with a regular file for the whole machine. A target that exists
+    and is not a regular file once links are followed is written through, as a shell's `>` does; a folder
+    is still exit 2. Shown on a FIFO."""
+    from imagebuild.jsonfile import write_json_atomic
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the write end opens at once
+    try:
+        write_json_atomic(fifo, {"a": 1})
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced by a regular file"
+        assert os.read(reader, 1000) == b'{\n  "a": 1\n}\n'
+    finally:
+        os.close(reader)
+    assert [p.name for p in tmp_path.iterdir()] == ["out.fifo"]  # no temp file left beside it

@@ -89,3 +89,33 @@ def test_a_fifo_or_a_device_named_pyproject_is_never_opened(tmp_path):
 
     os.mkfifo(tmp_path / "pyproject.toml")  # opening it for reading would block for ever
     assert project.find(tmp_path, home=tmp_path) is None
+
+
+def test_a_candidate_swapped_for_a_fifo_after_its_checks_is_not_read(tmp_path, monkeypatch):
+    """Attack on issue 41 item 2's bounded lookup: a candidate was judged by its path (type, owner, size) and
+    then opened by its path again, so a FIFO put in its place between the two (a parent such as /tmp is
+    anyone's) blocked every run under it for ever in open(). The open, non-blocking descriptor is judged
+    now. The swap is simulated: the path checks see a regular file."""
+    import os
+    import threading
+
+    regular = tmp_path / "regular.toml"
+    regular.write_text("[tool.efa-image-build]\n")
+    regular.chmod(0o644)
+    fifo = tmp_path / "pyproject.toml"
+    os.mkfifo(fifo)
+    real_stat = Path.stat
+
+    def as_if_a_file(self, *a, **kw):
+        return real_stat(regular if str(self) == str(fifo) else self, *a, **kw)
+
+    monkeypatch.setattr(Path, "stat", as_if_a_file)
+    done = {}
+    worker = threading.Thread(target=lambda: done.update(got=project._bounded_bytes(fifo)), daemon=True)
+    worker.start()
+    worker.join(30)
+    if worker.is_alive():  # blocked in open(): give it a writer so the thread ends, then fail
+        os.close(os.open(fifo, os.O_WRONLY))
+        worker.join(30)
+        raise AssertionError("the lookup blocked opening a FIFO in a parent folder")
+    assert done["got"] is None  # not a regular file: not read, not ours to judge

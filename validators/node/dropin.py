@@ -156,6 +156,13 @@ def npd_line(report: Dict[str, Any]) -> Tuple[int, str]:
     return code, flat if len(flat) <= NPD_MAX else flat[: NPD_MAX - 3] + "..."
 
 
+def run_sched(argvs: List[List[str]], timeout: float) -> List[Tuple[List[str], Optional[int], str]]:
+    """drain.apply's shape, each command run as a tool is (nodecheck.run_tool): in a group of its own that
+    the signal handler ends. Why: drain.apply's children were not among the tools the handler ends, so the
+    alarm (or a SIGTERM to this process alone) while sinfo or scontrol hung left it running."""
+    return [(argv, *nodecheck.run_tool(argv, timeout)) for argv in argvs]
+
+
 def _bounded_exit(signum: int, _frame: Any) -> None:
     """End every tool's process group, then this process: nothing is left running when the hook is done."""
     nodecheck.end_running()
@@ -188,13 +195,16 @@ def main(
             print(line)
             return code
         names = node_names(dict(os.environ), socket.gethostname())
-        code, lines, argv = slurm_plan(report, names, drain.apply)
-        if argv is not None and plan_only:
-            lines.append("plan (--plan, not run): " + drain.shell_lines([argv]).strip())
-        elif argv is not None:
-            ((_, rc, out),) = drain.apply([argv], SCHED_TIME)
-            said = printable(out.strip()[:200])
-            lines.append("drained: %s -> exit %s%s" % (argv[2], rc, ": " + said if said else ""))
+        # the scheduler's commands: every one inside the alarm's budget (2 x SCHED_TIME in all, however
+        # many names sinfo is asked for), each ended by the handler
+        with nodecheck.bounded(2 * SCHED_TIME, SCHED_TIME):
+            code, lines, argv = slurm_plan(report, names, run_sched)
+            if argv is not None and plan_only:
+                lines.append("plan (--plan, not run): " + drain.shell_lines([argv]).strip())
+            elif argv is not None:
+                ((_, rc, out),) = run_sched([argv], SCHED_TIME)
+                said = printable(out.strip()[:200])
+                lines.append("drained: %s -> exit %s%s" % (argv[2], rc, ": " + said if said else ""))
         print("\n".join(lines))
         return code
     finally:

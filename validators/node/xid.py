@@ -64,7 +64,9 @@ _EVENT = re.compile(
 )
 RESET_LINE = "efa-image-build: gpu-reset PCI:%s ok"  # what the reset step writes to /dev/kmsg
 _XID = re.compile(r"^.*?NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+).*$", re.M)
-_NEW_ACTION = re.compile(r"recovery action changed from .*? to 0x[0-9A-Fa-f]+ \(([^)]*)\)")
+# the old action is short (`0x1 (GPU Reset Required)`): bounded, as `.*?` searched from every repeat of the
+# phrase to the line's end (quadratic: 1.1 s a 58 KB line)
+_NEW_ACTION = re.compile(r"recovery action changed from .{0,120}? to 0x[0-9A-Fa-f]{1,16} \(([^)]{0,120})\)")
 _NVLINK5_SEVERITY = re.compile(r"\): \d+, (?:pid=[^,]*, name=[^,]*, )?\S+ (Fatal|Nonfatal) ")
 # a kernel message: a line with text that is not one of journalctl's own notes ("-- No entries --")
 _MESSAGE = re.compile(r"^(?!-- .* --\s*$)[ \t]*\S.*$", re.M)

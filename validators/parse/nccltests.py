@@ -638,19 +638,27 @@ def load_json_output(path: str) -> Dict[str, Any]:
     """
     try:
         with open(path, "rb") as fh:
-            raw = fh.read().decode("utf-8", errors="replace")
+            data = fh.read()
     except OSError as err:
         raise NcclTestsJsonError(f"cannot read: {err.strerror}", path) from None
+    return json_output_of(data, path)
+
+
+def json_output_of(data: bytes, path: str) -> Dict[str, Any]:
+    """`load_json_output` of bytes already read (a file named inside a log is read by its descriptor)."""
+    raw = data.decode("utf-8", errors="replace")
     try:
-        doc = json.loads(raw)
-    except ValueError:
         try:
+            doc = json.loads(raw)
+        except ValueError:
             doc = json.loads(_unbare(raw))
-        except ValueError as err:
-            line = getattr(err, "lineno", None)
-            raise NcclTestsJsonError(
-                "not valid JSON ({})".format(getattr(err, "msg", err)), path, line=line
-            ) from None
+    except RecursionError:  # arrays nested deeper than Python's stack (a hostile file): no nccl-tests JSON
+        raise NcclTestsJsonError("not an nccl-tests JSON report (nested too deep to read)", path) from None
+    except ValueError as err:
+        line = getattr(err, "lineno", None)
+        raise NcclTestsJsonError(
+            "not valid JSON ({})".format(getattr(err, "msg", err)), path, line=line
+        ) from None
     return from_json_document(doc, path)
 
 

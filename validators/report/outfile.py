@@ -7,6 +7,7 @@ ranks is never one string).
 """
 
 import os
+import stat
 import sys
 import tempfile
 from typing import Any, Callable, Union
@@ -18,8 +19,22 @@ def _emitter(text: Text) -> Callable[[Callable[[str], Any]], None]:
     return text if callable(text) else (lambda write: write(text))
 
 
+def _no_regular_file(target: str) -> bool:
+    """`target` exists and is not a regular file once links are followed: a device, a FIFO, /dev/stdout."""
+    try:
+        return not stat.S_ISREG(os.stat(target).st_mode)
+    except OSError:
+        return False
+
+
 def write_whole(target: str, text: Text) -> None:
-    """Write `text` to the file `target`, all of it or nothing (an error removes the temp file)."""
+    """Write `text` to the file `target`, all of it or nothing (an error removes the temp file). A target
+    that is no regular file (`--json /dev/null`, /dev/stdout, a FIFO) is written through, as a shell's `>`
+    does: the rename replaced /dev/null itself with a regular file (as root, for the whole machine)."""
+    if _no_regular_file(target):
+        with open(target, "w", encoding="utf-8") as fh:
+            _emitter(text)(fh.write)
+        return
     parent = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(prefix=".report-", dir=parent)
     try:

@@ -116,3 +116,38 @@ def test_an_intent_of_the_wrong_shape_is_exit_2(aws):
     with pytest.raises(UserError) as err:
         store.pending("v")
     assert err.value.file == f"s3://{bucket}/p/.intents/v.json" and err.value.key == "writes[0].tag"
+
+
+def test_objects_nested_deeper_than_the_stack_are_exit_2_or_no_lock_of_ours_never_a_traceback(aws):
+    """Attack on issue 41 item 3's readers: a record, latest.json or a lock of 100 000 nested arrays (200 KB,
+    under every size bound) was a RecursionError traceback from json.loads. A record or latest.json is now
+    exit 2 naming the object; a lock is one this tool did not write, judged by its age alone."""
+    s3, bucket = _s3(aws)
+    deep = ("[" * 100000 + "]" * 100000).encode()
+    key = "p/v/20261205T070000Z-abababababab.json"
+    s3.put_object(Bucket=bucket, Key=key, Body=deep)
+    with pytest.raises(UserError) as err:
+        read_s3_records(s3, bucket, "p")
+    assert err.value.file == f"s3://{bucket}/{key}" and "nested too deep" in str(err.value)
+    with pytest.raises(UserError) as err:
+        s3records.get_json(s3, bucket, key, "the latest record")
+    assert err.value.file == f"s3://{bucket}/{key}" and "nested too deep" in str(err.value)
+    s3.put_object(Bucket=bucket, Key="p/.locks/v.lock", Body=deep[:60000])  # read 64 KiB at most
+    held, etag, age = s3records.get_lock(s3, bucket, "p/.locks/v.lock")
+    assert held == {} and etag and age is not None
+
+
+def test_latest_and_an_intent_are_read_bounded_as_records_are(aws, monkeypatch):
+    """Attack on issue 41 item 3's readers: records were read at most MAX_INPUT_BYTES, but latest.json and an
+    intent (s3records.get_json) were read whole, so one object of gigabytes under the prefix was read into
+    memory by every later release. Now each is read at most the same bound, and a bigger one is exit 2
+    naming it (the bound is lowered here so the object stays small)."""
+    s3, bucket = _s3(aws)
+    monkeypatch.setattr(s3records, "MAX_INPUT_BYTES", 1000, raising=False)
+    key = "p/v/latest.json"
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(dict(RECORD, notes="x" * 2000)).encode())
+    with pytest.raises(UserError) as err:
+        s3records.get_json(s3, bucket, key, "the latest record")
+    assert err.value.file == f"s3://{bucket}/{key}" and "over 1000 bytes" in str(err.value)
+    _put(s3, bucket, key, RECORD)
+    assert s3records.get_json(s3, bucket, key, "the latest record")[0] == RECORD

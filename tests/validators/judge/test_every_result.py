@@ -112,3 +112,65 @@ def test_a_named_json_that_is_not_a_small_regular_file_is_never_read(tmp_path):
         named = [i for i in report["inputs"] if i.get("named_by")]
         assert len(named) == 1 and named[0]["unread"], named
         assert r.rc == 0 and report["verdict"] == "pass"
+
+
+def test_a_json_nested_deeper_than_the_stack_is_refused_not_a_traceback(tmp_path):
+    """Attack on issue 41's -J reader: a JSON of 100 000 nested arrays was a RecursionError traceback (exit 1)
+    from json.loads, given as an input and named inside a log alike; given, it is bad input (exit 2 naming
+    the file); named, it is listed as unread and the log is still judged."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"results": ' + "[" * 100000 + "]" * 100000 + "}")
+    r = validators("parse", deep, *P5)
+    assert r.rc == 2 and "deep.json" in r.err and "Traceback" not in r.err, r.err
+    log = _log_naming(tmp_path, str(deep))
+    r, report = _parse(tmp_path, GOOD, log)
+    named = [i for i in report["inputs"] if i.get("named_by")]
+    assert len(named) == 1 and "nested" in named[0]["unread"], named
+    assert r.rc == 0 and report["verdict"] == "pass"
+
+
+def test_a_named_json_swapped_for_a_fifo_after_its_checks_is_not_read(tmp_path, monkeypatch):
+    """Attack on issue 41 item 1's -J reader: the named file was judged by its path (stat, isfile) and then
+    opened by its path again, so a FIFO put in its place between the two (the log's folder is the log
+    writer's) blocked the parse for ever in open(). The checks stood on a file that was no longer there: the
+    open descriptor is what is judged now. The swap is simulated: the path checks are told it is a file."""
+    import threading
+
+    from efa_validators import analyze
+
+    fifo = tmp_path / "swapped.json"
+    os.mkfifo(fifo)
+    real_os = os
+
+    class PathAsIfAFile:
+        def __getattr__(self, name):
+            return getattr(real_os.path, name)
+
+        def isfile(self, p):
+            return True if str(p) == str(fifo) else real_os.path.isfile(p)
+
+    class OsAsIfAFile:
+        path = PathAsIfAFile()
+
+        def __getattr__(self, name):
+            return getattr(real_os, name)
+
+        def stat(self, p, *a, **kw):
+            if str(p) == str(fifo):
+                return real_os.stat(PAIR_JSON)  # the regular file the checks saw
+            return real_os.stat(p, *a, **kw)
+
+    monkeypatch.setattr(analyze, "os", OsAsIfAFile())
+    log = _log_naming(tmp_path, str(fifo))
+    done = {}
+    worker = threading.Thread(target=lambda: done.update(r=_parse(tmp_path, GOOD, log)), daemon=True)
+    worker.start()
+    worker.join(30)
+    if worker.is_alive():  # blocked in open(): give it a writer so the thread ends, then fail
+        real_os.close(real_os.open(fifo, real_os.O_WRONLY))
+        worker.join(30)
+        raise AssertionError("the parse blocked opening the FIFO a log named")
+    r, report = done["r"]
+    named = [i for i in report["inputs"] if i.get("named_by")]
+    assert len(named) == 1 and "not a regular file" in named[0]["unread"], named
+    assert r.rc == 0 and report["verdict"] == "pass"

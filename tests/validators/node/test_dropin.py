@@ -179,3 +179,52 @@ def test_slurmds_kill_leaves_no_tool_running(tmp_path):
     for pid in left:  # this test's own children: never left running
         os.kill(pid, signal.SIGKILL)
     assert left == [], "the hung tool's processes %s outlived the health check" % left
+
+
+def test_the_alarm_during_a_scheduler_command_leaves_no_process(tmp_path):
+    """Attack on issue 39 item 4's bound: the mode's own alarm (or a SIGTERM sent to it alone) while its sinfo
+    or scontrol ran ended the mode and left that command running: drain.apply's commands were neither in
+    the tools the handler ends nor in a group of their own (a hung sinfo, slurmctld away, outlived the
+    hook). The node fails replace-hardware (7 of 8 GPUs), so the mode asks sinfo; SIGALRM arrives while
+    sinfo hangs: exit 142 and neither sinfo nor its child is left."""
+    pids = tmp_path / "pids"
+    hung = "sleep 300 & echo $! >> %s; echo $$ >> %s; wait" % (pids, pids)
+    tools = {"nvidia-smi": _smi(SEVEN), "dmesg": ":", "sinfo": hung}
+    env = fake_tools(tmp_path / "bin", tools, path="/usr/bin:/bin")
+    env.update(PYTHONPATH=str(ROOT), SLURMD_NODENAME="node2")
+    proc = subprocess.Popen(
+        [*VALIDATORS, "node-check", "--slurm-health-check", "--plan", "--instance-type", "p5.48xlarge"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(300):  # sinfo has started (both pids written), at most 30 s
+            if pids.exists() and len(pids.read_text().split()) == 2:
+                break
+            time.sleep(0.1)
+        started = [int(p) for p in pids.read_text().split()]
+        os.kill(proc.pid, signal.SIGALRM)  # as the mode's own alarm: to the mode alone
+        assert proc.wait(timeout=30) == dropin.EXIT_ALARM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 3  # a SIGKILLed process is gone a moment later, not at once
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in started if _alive(pid)]
+    for pid in left:  # this test's own children: never left running
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "the hung sinfo's processes %s outlived the health check" % left
+
+
+def test_a_deadline_or_timeout_that_is_no_finite_number_is_exit_2():
+    """Attack on the health hook's bound: --deadline nan passed the '> 0' and '<= 45' tests (every comparison
+    with NaN is false) and ended in a ValueError traceback at signal.alarm; `run --timeout nan` was taken
+    as a limit no run ever reaches. A duration is a finite number > 0, else exit 2 naming the flag."""
+    for args, flag in (
+        (["node-check", "--slurm-health-check", "--plan", "--deadline", "nan"], "--deadline"),
+        (["run", "--timeout", "nan", "--", "true"], "--timeout"),
+        (["run", "--grace", "inf", "--", "true"], "--grace"),
+    ):
+        proc, _ = run_cli(args)
+        assert proc.returncode == 2 and flag in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -281,3 +281,24 @@ def test_node_check_names_the_xid_when_nvidia_smi_cannot_answer(tmp_path):
     found = {c["name"]: c for c in json.loads(out.read_text())["checks"]}["gpu-xid"]
     assert found["status"] == "fail" and found["remedy"] == "reset-gpu", found
     assert found["detail"].startswith("Xid 119 (GSP RPC Timeout: reset-gpu) on 0000:a8:00"), found
+
+
+def test_a_kernel_line_built_against_the_recovery_pattern_is_read_in_linear_time():
+    """Attack on issue 39 item 2's Xid 154 reader: `recovery action changed from .*? to 0x...` searched from
+    every 'recovery action changed from' of a line to its end: 1.1 s of CPU for one 58 KB line, ~150 s for
+    the 8 MB of kernel log node-check reads, past slurmd's 60 s. The time is bounded by a ratio to a line of
+    the same length holding the phrase once, measured in the same test (as tests/validators/scan/
+    test_linear_time.py does)."""
+    import time
+
+    head = "[  1.0] NVRM: Xid (PCI:0000:64:00): 154, GPU recovery action changed from "
+    hostile = head + "recovery action changed from " * 2000
+    plain = head + "0x1 (GPU Reset Required) " + "y" * (len(hostile) - len(head) - 25)
+
+    def cost(line):
+        start = time.process_time()
+        for _ in range(3):
+            xid.xid_check(0, line + "\n", "dmesg")
+        return time.process_time() - start
+
+    assert cost(hostile) < 20 * cost(plain) + 0.05

@@ -492,3 +492,40 @@ def test_node_check_reports_the_kubernetes_node_from_node_name(tmp_path):
     report = nodecheck.run_checks(env=env, root=str(tmp_path), dcgm_level=0)
     assert report["node"] == "ip-10-1-77-12.ec2.internal"
     assert nodecheck.run_checks(env={"EFA_IMAGE_LOCK": "x"}, root=str(tmp_path), dcgm_level=0)["node"] is None
+
+
+def test_a_check_name_from_a_report_never_forges_a_line_of_the_printed_plan():
+    """Attack on issue 39 item 3's plan: a configure finding's check name was printed raw, so a report whose
+    check name held a newline put a command of its own among the printed scontrol lines (`drain ... | sh`
+    ran it) and an ESC sequence reached the terminal. Every plan line is now one line, controls escaped."""
+    report = _node_check(host="node3")
+    report["checks"][2]["name"] = "memlock\nscontrol update nodename=node9 state=down reason=x\n\x1b]2;t\x07#"
+    report["checks"][0]["name"] = "gpu-row-remap\r\u202e"
+    found = drain.bad_nodes([("n.json", report)])
+    lines = drain.plan_lines(found, "slurm")
+    assert len(lines) == 2 and all(line.startswith("# node3: ") for line in lines), lines
+    assert not any(ch in "".join(lines) for ch in "\n\r\x1b\x07\u202e"), lines
+    assert "memlock\\x0ascontrol update nodename=node9" in lines[1]
+
+
+def test_a_report_of_many_failing_checks_is_read_in_linear_work(monkeypatch):
+    """Attack on issue 39 item 3's ordering: each failing check re-sorted its node's reasons, so a report of n
+    checks cost n^2/2 severity look-ups (20 000 checks, 1.5 MB: 29 s; the 64 MiB a report may be: hours).
+    Counted, not timed: the look-ups grow with n, and the order is still most severe first, report order
+    within a class."""
+    calls = []
+    real = drain.severity
+    monkeypatch.setattr(drain, "severity", lambda remedy: calls.append(1) or real(remedy))
+    n = 2000
+    kinds = ("configure", "reset-gpu")
+    checks = [{"name": "c%d" % i, "status": "fail", "detail": "d", "remedy": kinds[i % 2]} for i in range(n)]
+    checks.append({"name": "last", "status": "fail", "detail": "d", "remedy": "reboot-node"})
+    report = {"schema": "efa-image-build/node-check/v1", "host": "node3", "verdict": "fail", "checks": checks}
+    [node] = drain.bad_nodes([("n.json", report)])["nodes"]
+    assert len(calls) <= 4 * (n + 1), len(calls)
+    assert node["remedy"] == "reboot-node" and [r["check"] for r in node["reasons"][:3]] == [
+        "last",
+        "c1",
+        "c3",
+    ]
+    assert node["reasons"][-1]["check"] == "c%d" % (n - 2)

@@ -92,3 +92,33 @@ def test_a_line_full_of_heads_is_parsed_without_recursion():
     """Thousands of `host:pid:tid [dev] NCCL INFO` in one line: read up to SPLICES_MAX, no RecursionError."""
     events = parse_text("h:1:1 [0] NCCL INFO Using network Socket " * 5000, 1, None, None)
     assert 1 <= len(events) <= 64 and all(e.host == "h" for e in events)
+
+
+def test_the_wrapped_line_joiner_looks_for_a_message_only_near_the_break(monkeypatch):
+    """Attack on issue 41's joiner: two 60 KB lines of `ProcessGroupProcessGroup...` (each holds a needle and
+    is under the scanner's cut) made the search for `ProcessGroup\\w*'s watchdog` run to the end of the pair
+    from every `ProcessGroup`: quadratic, 0.85 s of CPU a pair, 70 s for a 5 MB log. Asserted without a
+    clock: every search the joiner makes is confined to a window around the break, whatever the lines."""
+    from efa_validators.scan import wrapped
+
+    windows = []
+
+    class Recorded:
+        def __init__(self, pattern):
+            self.pattern = pattern
+
+        def search(self, text, pos=0, endpos=None):
+            end = len(text) if endpos is None else min(endpos, len(text))
+            windows.append(end - pos)
+            return self.pattern.search(text, pos, end)
+
+    monkeypatch.setattr(wrapped, "PATTERNS", tuple(Recorded(p) for p in wrapped.PATTERNS))
+    first, second = "ProcessGroupNCCL" + "ProcessGroup" * 5000, "ProcessGroup" * 5000
+    assert wrapped.rejoin(first, second) is None
+    assert windows and max(windows) <= 2 * wrapped.SPAN, max(windows)
+    # and a real wrapped message is still joined, wherever the break falls in it
+    message = "[rank3]:[E1206 10:00:00.000 ProcessGroupNCCL.cpp:1583] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+    message += "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress"
+    for cut in range(len(message) - len("ProcessGroupNCCL's watchdog got stuck for 480 seconds") + 1,
+                     len(message) - len(" without making progress")):  # fmt: skip
+        assert wrapped.rejoin(message[:cut], message[cut:]) == message, cut
