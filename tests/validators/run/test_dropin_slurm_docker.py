@@ -2,9 +2,10 @@
 three slurmd nodes in one container (tests/fixtures/launchers/slurm-start.sh 3), slurm.conf given
 HealthCheckProgram and HealthCheckInterval, and a wrapper that puts recorded tools first on PATH by the node
 slurmd names (SLURMD_NODENAME): node2's nvidia-smi lists 7 of a p5's 8 GPUs (none on this bus:
-replace-hardware), node1's all 8 (its other findings here are settings of this container: configure, never
-drained); node3 has no nvidia-smi at all (unknown: no evidence, never drained). node2 is drained with the
-finding as its reason, node1 and node3 stay idle, and no node-check process is left running."""
+replace-hardware), node1's all 8 and a healthy p5's NVLink (its other findings here are settings of this
+container: configure, never drained); node3 has no nvidia-smi at all (unknown: no evidence, never drained).
+node2 is drained with the finding as its reason, node1 and node3 stay idle, and no node-check process is
+left running."""
 
 from __future__ import annotations
 
@@ -18,6 +19,21 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROWS = "".join(
     "%d, NVIDIA H100 80GB HBM3, 570.86.15, 00000000:%02X:00.0\\n" % (i, 0x10 + i) for i in range(8)
+)
+# node1's NVLink as a healthy p5 prints it (18 links a GPU up, no recovery): `nvidia-smi nvlink -s` and `-e`
+# (formats in validators/node/nvlink.py); the p5 profile expects links, so a silent nvlink would be a finding
+NVLINK_S = "".join(
+    "GPU %d: NVIDIA H100 80GB HBM3\\n" % g + "".join("\\t Link %d: 26.562 GB/s\\n" % k for k in range(18))
+    for g in range(8)
+)
+NVLINK_E = "".join(
+    "GPU %d: NVIDIA H100 80GB HBM3\\n" % g
+    + "".join(
+        "\\t Link %d: Replay Errors: 0\\n\\t Link %d: Recovery Errors: 0\\n\\t Link %d: CRC Errors: 0\\n"
+        % (k, k, k)
+        for k in range(18)
+    )
+    for g in range(8)
 )
 WRAPPER = """#!/bin/sh
 # HealthCheckProgram takes no arguments: this wrapper gives node-check its mode and the node's recorded tools
@@ -38,9 +54,10 @@ def _tool(c, path, body):
 def test_health_check_program_drains_the_failing_node_and_leaves_the_healthy_one(slurm_three_nodes):  # noqa: F811
     c = slurm_three_nodes
     for node, rows in (("node1", ROWS), ("node2", ROWS.rsplit("7, ", 1)[0])):
-        _tool(
-            c, "/tmp/hc/%s/nvidia-smi" % node, 'case "$1" in --query-gpu*) printf "%s";; esac; exit 0' % rows
-        )
+        answers = '--query-gpu*) printf "%s";; '
+        answers += 'nvlink) case "$2" in -s) printf "%s";; -e) printf "%s";; esac;;'
+        body = 'case "$1" in %s esac; exit 0' % (answers % (rows, NVLINK_S, NVLINK_E))
+        _tool(c, "/tmp/hc/%s/nvidia-smi" % node, body)
         _tool(c, "/tmp/hc/%s/dmesg" % node, ":")
     _tool(c, "/tmp/hc/health.sh", WRAPPER.strip().split("\n", 1)[1])
     conf = "HealthCheckProgram=/tmp/hc/health.sh\nHealthCheckInterval=5\n"
