@@ -246,7 +246,7 @@ def read_lock(variant_dir: Path) -> dict:
         return json.loads(path.read_text())
     except OSError as err:
         raise UserError(
-            f"no rendered lock: {err.strerror}", file=str(path), hint="run `build.py render`"
+            f"no rendered lock: {err.strerror}", file=str(path), hint="run `efa-image-build render`"
         ) from None
     except ValueError as err:
         raise UserError(f"not JSON: {err}", file=str(path)) from None

@@ -45,7 +45,7 @@ def bootstrap_problem(debootstrap_path: Optional[str], euid: int) -> Optional[Us
         return UserError(
             "debootstrap must run as root (it creates device nodes and chroots)",
             key="debootstrap",
-            hint="run `sudo python build.py base`",
+            hint='run `sudo "$(command -v efa-image-build)" base` (sudo resets PATH)',
         )
     return None
 

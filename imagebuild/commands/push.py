@@ -86,7 +86,7 @@ def register(sub) -> None:
         "--fan-out",
         action="store_true",
         help="this CI job pushes part of a fanned-out matrix: each tag but the content tag goes under "
-        "TAG-ARCH; `build.py fan-in` then writes the shared tags (an index for twins)",
+        "TAG-ARCH; `efa-image-build fan-in` then writes the shared tags (an index for twins)",
     )
     add_sign_args(p, required=False)  # with --sign-key: `build.py attest` over what was just pushed
     p.set_defaults(func=run)

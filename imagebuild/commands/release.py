@@ -34,7 +34,7 @@ def register(sub) -> None:
         "--checks",
         action="append",
         default=[],
-        help="static check report of build.py test (repeatable; default build/test-report.json)",
+        help="static check report of efa-image-build test (repeatable; default build/test-report.json)",
     )
     p.add_argument(
         "--tag",

@@ -259,7 +259,9 @@ class BaseSpec(Strict):
     )
     python: Optional[AbsPath] = Field(None, description="python interpreter in the image")
     local: Optional[bool] = Field(
-        None, description="the image is made on this machine (`build.py base`), never pulled: no registry_arg"
+        None,
+        description="the image is made on this machine (`efa-image-build base`), never pulled: "
+        "no registry_arg",
     )
     runtime_image: Optional[ImageRef] = Field(
         None,
@@ -427,7 +429,8 @@ class VariantBody(Strict):
     tags: Optional[List[Tag]] = None
     channels: Optional[List[Channel]] = Field(
         None,
-        description="moving tags (dev, staging): `build.py release` moves them to each promoted digest; "
+        description="moving tags (dev, staging): `efa-image-build release` moves them to each promoted "
+        "digest; "
         "push never writes them",
     )
     instance_types: Optional[List[InstanceType]] = None
@@ -447,7 +450,8 @@ class VariantBody(Strict):
     )
     checks: Optional[Checks] = Field(
         None,
-        description="your own checks (command, file, metadata), run by `build.py test` as custom:<name>; "
+        description="your own checks (command, file, metadata), run by `efa-image-build test` as "
+        "custom:<name>; "
         "null drops an inherited one",
     )
     checks_file: Optional[RelPath] = Field(
