@@ -227,7 +227,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _unknown_command(command)
     parser = make_parser(command or "")
     try:
-        if command is not None and not {"-h", "--help", "--version"} & set(argv):
+        # completion takes no setting, and a shell runs it on TAB: a bad pyproject.toml is not its to report
+        if command not in (None, "completion") and not {"-h", "--help", "--version"} & set(argv):
             setup(_level_of(argv))  # before the config, so -v shows where each setting came from
             used = apply_config(parser, command)
         else:

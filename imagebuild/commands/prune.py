@@ -1,4 +1,4 @@
-"""`build.py prune`: remove the tool's own content-tagged images that nothing names, older than an age.
+"""`efa-image-build prune`: remove the tool's own content-tagged images that nothing names, older than an age.
 
 Only content tags (`repo:<versions>-<hash12>` on an image carrying the tool's hash label) in the repositories
 the build summary and the release records name are considered, in the local engine and in the registries the

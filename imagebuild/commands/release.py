@@ -1,4 +1,5 @@
-"""`build.py release`: promote pushed digests to release tags, only if their checks passed for that image.
+"""`efa-image-build release`: promote pushed digests to release tags, only if their checks passed for that
+image.
 
 All or nothing: every selected variant must clear the gate
 (imagebuild/release/record.py) and every release tag
