@@ -46,13 +46,24 @@ def register(sub) -> None:
         help="make every local base this matrix's variants build FROM, by the names it gives them (the "
         "project config's matrix is the default; without either: the one base --layout names)",
     )
-    add_variant_arg(p, help="with a matrix: only the bases of this variant (repeatable; default: all)")
+    p.add_argument(
+        "--from-matrix",
+        action="store_true",
+        help="make the local bases of the matrix (the config's, else matrix.yaml) even where none is given",
+    )
+    add_variant_arg(
+        p,
+        help="only the bases of this matrix variant (repeatable; the matrix: --matrix, the config's, "
+        "else matrix.yaml)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from imagebuild.adapters.docker_engine import connect
 
+    if args.matrix is None and (args.variant or args.from_matrix):
+        args.matrix = "matrix.yaml"  # a variant is a matrix's: the default matrix, as the other verbs read
     if args.matrix is not None:
         wanted = matrix_bases(args.matrix, args.variant)  # the matrix is read before the engine is asked
         client, say = connect(), lambda line: print(line, flush=True)
