@@ -48,7 +48,8 @@ def register(sub) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="channel to move to the promoted digest (repeatable; beside the matrix's channels:)",
+        help="channel to move to the promoted digest (repeatable; beside the matrix's channels:); {variant} "
+        "is the variant's name: dev-{variant} gives variants that share a repository a channel each",
     )
     p.add_argument(
         "--require-preflight",

@@ -90,7 +90,8 @@ def plan(
         )
         gate.reasons += _assembly_refusals(entry, list(all_entries) or entries, registries)
         tags = [check_tag(rel.expand_tag(t, gate.variant, when), key="--tag") for t in tag_templates]
-        chans = variant_channels(entry, channel_names, tags)
+        given = [rel.expand_tag(c, gate.variant, when) for c in channel_names]  # `dev-{variant}`
+        chans = variant_channels(entry, given, tags)
         roles = [
             why
             for name in rel.unique_repositories(entry)
@@ -192,7 +193,12 @@ def refuse_conflicts(plans: List[Plan]) -> None:
         log("release: REFUSED (the plan writes one tag twice)")
         for line in why:
             log(f"  - {line}")
-        raise ChecksFailed("release refused: its plan writes one tag two ways; nothing was promoted")
+        raise ChecksFailed(
+            "release refused: its plan writes one tag two ways; nothing was promoted"
+            "\n  hint: variants whose tags share a repository need channels and release tags of their own "
+            "there: `channels: [dev-{name}]` in the matrix, `--channel dev-{variant}` and `--tag "
+            "{variant}-...` on release (docs/in-your-repository.md, 'Repository layouts')"
+        )
 
 
 def _assembly_refusals(

@@ -199,3 +199,66 @@ def test_a_real_build_carries_the_locks_channels_to_push_which_leaves_them_alone
     finally:
         for image in docker_client.images.list(name=repo):
             docker_client.images.remove(image.id, force=True)
+
+
+SHARED = """\
+variants:
+  - name: "v{n}"
+    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
+    cuda: "12.8"
+    axes: {n: {"1": {}, "2": {}}}
+    tags: ["team/app:{name}-{content_hash}", "team/app:dev-{name}"]
+    channels: ["dev-{name}", "nightly-{n}"]
+    components:
+      nccl: {version: "2.27.7", method: wheel}
+"""
+
+
+def test_a_channel_carries_the_variant_name_so_variants_can_share_a_repository(tmp_path):
+    """Issue 42 item 3: `{name}` and the axis keys in `channels:` are filled per variant; a tag naming the
+    filled channel is that channel (not a write-once tag)."""
+    path = tmp_path / "m.yaml"
+    path.write_text(SHARED)
+    res = build_py("list", "--matrix", str(path), "--json")
+    assert res.rc == 0, res.err
+    locks = {lock["name"]: lock for lock in json.loads(res.out)}
+    assert locks["v1"]["channels"] == ["dev-v1", "nightly-1"]
+    assert locks["v2"]["channels"] == ["dev-v2", "nightly-2"]
+    assert "team/app:dev-v2" in locks["v2"]["tags"]
+    path.write_text(SHARED.replace("nightly-{n}", "nightly-{cuda}"))
+    res = build_py("list", "--matrix", str(path))
+    assert res.rc == 2 and "m.yaml:7: key 'channels[1]'" in res.err and "'{cuda}' is not an axis" in res.err
+
+
+@pytest.mark.docker
+def test_two_variants_in_one_repository_release_together_with_channels_of_their_own(
+    registry, small_images, tmp_path
+):
+    """Issue 42 item 3: two variants whose tags share one repository take a channel each in one release
+    (`dev-{name}` from the matrix, `--channel stage-{variant}` given) and release tags `{variant}-r1`. One
+    `dev` for both is one tag written two ways: refused, with the hint that names the pattern."""
+    repo = f"chan-{uuid.uuid4().hex[:10]}/app"
+    api = RegistryAPI(registry.host)
+    entries = []
+    for name, key in (("va", "a"), ("vb", "b")):
+        entry = summary_entry(name, small_images[key], tags=[f"{repo}:{name}-content"])
+        entry["channels"] = [f"dev-{name}"]  # what `channels: [dev-{name}]` gives each variant's lock
+        entries.append(entry)
+    summary = write_summary(tmp_path / "summary.json", entries)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    digests = {e["variant"]: e["digest"] for e in json.loads(summary.read_text())["variants"]}
+    checks = write_check_report(
+        tmp_path / "checks.json", [("va", small_images["a"].id, True), ("vb", small_images["b"].id, True)]
+    )
+    argv = ["release", "--summary", str(summary), "--checks", str(checks), "--records", str(tmp_path / "rec"),
+            "--registry", registry.host]  # fmt: skip
+
+    res = build_py(*argv, "--channel", "dev")
+    assert res.rc == 1 and "writes one tag two ways" in res.err and "dev-{variant}" in res.err, res.err
+    assert api.manifest(repo, "dev") is None
+
+    res = build_py(*argv, "--tag", "{variant}-r1", "--channel", "stage-{variant}")
+    assert res.rc == 0, res.err
+    for name in ("va", "vb"):
+        for tag in (f"{name}-r1", f"dev-{name}", f"stage-{name}"):
+            assert api.manifest(repo, tag).digest == digests[name], tag
