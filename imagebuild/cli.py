@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from efa_validators.cli import flushed, quiet_broken_pipe
-from imagebuild import progname
+from imagebuild import errors
 from imagebuild.errors import ChecksFailed, UserError, did_you_mean, for_terminal
 from imagebuild.settings.logs import LEVELS, detail, setup
 
@@ -105,7 +105,7 @@ COMMANDS = [
 COMMAND_NAMES = [name for name, _module, _help in COMMANDS]
 # The name in every usage line, --help and hint, whichever way the CLI was started: the console script is
 # what a team installs and types; `python build.py` in this checkout is the same program (docs/build.md).
-PROG = progname.PROG
+PROG = errors.PROG
 # The top-level --help's description: what the tool does, for a user (the module docstring above is for
 # whoever edits this file, and its first line alone is half a sentence).
 DESCRIPTION = (

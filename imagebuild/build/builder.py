@@ -34,8 +34,7 @@ from imagebuild.build import buildkit, lifeline, steplog
 from imagebuild.build.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
 from imagebuild.build.summary import write_summary as write_summary
 from imagebuild.components import REGISTRY
-from imagebuild.errors import UserError
-from imagebuild.progname import PROG, command
+from imagebuild.errors import PROG, UserError, command
 from imagebuild.render.dockerfile import ca_stages, with_build_ca
 from imagebuild.safefile import atomic_file
 from imagebuild.variant import BASE_DIGEST_LABEL, BASE_ID_LABEL, HASH_LABEL, LOCK_LABEL, VARIANT_LABEL

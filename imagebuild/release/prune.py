@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from imagebuild.build.builder import HASH_LABEL
-from imagebuild.errors import ChecksFailed, UserError
-from imagebuild.progname import command
+from imagebuild.errors import ChecksFailed, UserError, command
 
 _AGE = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
