@@ -31,6 +31,7 @@ records the call and checks it installs this version of the tool).
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import json
 import os
@@ -77,7 +78,11 @@ def _expr(text: str, values: dict) -> str:
 
 
 def _condition(cond: str, pull_request: bool) -> bool:
-    known = {"github.event_name != 'pull_request'": not pull_request, "always()": True}
+    known = {
+        "github.event_name != 'pull_request'": not pull_request,
+        "always()": True,
+        "vars.RUN_PREFLIGHT == 'true'": False,  # the SageMaker pre-flight is not asked for here
+    }
     assert cond.strip() in known, f"unknown step condition {cond!r}"
     return known[cond.strip()]
 
@@ -170,8 +175,11 @@ def _github_values(pull_request: bool, image_registry: str = "", signing_key: st
     }
 
 
-def _github_job(doc: dict, job: str, values: dict, work: Path, env: dict, pull_request: bool) -> tuple:
-    """Every step of `job` whose condition holds, in order: (names of the `run:` steps, actions checked)."""
+def _github_job(
+    doc: dict, job: str, values: dict, work: Path, env: dict, pull_request: bool, artifacts: dict = None
+) -> tuple:
+    """Every step of `job` whose condition holds, in order: (names of the `run:` steps, actions checked).
+    `artifacts`: name -> folder of what the earlier jobs uploaded, which download-artifact copies in."""
     env = dict(env)
     env.update({k: _expr(str(v), values) for k, v in (doc.get("env") or {}).items()})
     env.update({k: _expr(str(v), values) for k, v in (doc["jobs"][job].get("env") or {}).items()})
@@ -189,6 +197,12 @@ def _github_job(doc: dict, job: str, values: dict, work: Path, env: dict, pull_r
             if action == "actions/upload-artifact":
                 for pattern in args["path"].split():
                     assert glob.glob(str(work / pattern)), f"upload-artifact: nothing matches {pattern}"
+            elif action == "actions/download-artifact":  # the artifacts of the earlier jobs, copied in
+                pattern = args.get("pattern") or args["name"]
+                found = {n: f for n, f in (artifacts or {}).items() if fnmatch.fnmatch(n, pattern)}
+                assert found, f"download-artifact: no artifact {pattern}"
+                for name, folder in found.items():
+                    shutil.copytree(folder, work / args["path"] / name)
             elif action == "mikepenz/action-junit-report":
                 assert (work / args["report_paths"]).is_file()
             else:
@@ -334,6 +348,25 @@ def test_github_build_job_runs_as_written_against_a_registry(
         wheel_venv.bin, "verify", image, "--key", public, env=wheel_venv.env(), timeout=300
     )
     assert verify.returncode == 0, f"{verify.stdout[-2000:]}\n{verify.stderr[-2000:]}"
+
+    # the release job, on a runner of its own: the build job's artifact is all it has
+    uploaded = tmp_path / "artifact"
+    for rel in ("summary.json", "test-report.json", "test-report.xml"):
+        (uploaded / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(work / "build" / rel, uploaded / rel)
+    release_work = _team_repo(tmp_path / "release-repo", wheel_venv, "config")
+    sha = "0" * 40
+    values.update(
+        {"vars.SIGNING_PUBLIC_KEY": public.read_text(), "vars.RELEASE_S3": "", "vars.RUN_PREFLIGHT": ""}
+    )
+    env.update(GITHUB_REF_TYPE="branch", GITHUB_SHA=sha, GITHUB_STEP_SUMMARY=str(tmp_path / "step-summary"))
+    artifacts = {f"build-{VARIANT}": uploaded}
+    ran, checked = _github_job(doc, "release", values, release_work, env, False, artifacts)
+    assert len(ran) == 3 and "actions/download-artifact" in checked, ran  # pip, release, notes
+    tag = f"{VARIANT}-{sha}"
+    api = RegistryAPI(registry.host)
+    assert api.manifest(f"efa-ci-example-{RUN}/{TEAM_REPO}", tag).digest == entry["digest"]
+    assert tag in (tmp_path / "step-summary").read_text()
 
 
 # -- AWS CodeBuild ------------------------------------------------------------------------------------------
