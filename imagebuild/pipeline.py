@@ -543,7 +543,7 @@ def _push_indexes(
             continue
         for n in names:
             by_name[n]["index"] = f"{ref}@{digest}"
-            print(f"{n}\t{ref}\t{digest}")
+            _print_fields(n, ref, digest)
         write_json_atomic(summary_path, summary)
     return refused
 
@@ -619,7 +619,7 @@ def push(req: PushRequest) -> List[Any]:
                 record_pushes(summary, variant, results)
                 write_json_atomic(summary_path, summary)
         for res in results:
-            print(f"{variant}\t{res.ref}\t{res.digest}")
+            _print_fields(variant, res.ref, res.digest)
         pushed += results
     movable = {key for key in twins if key not in fixed} if req.force else set()
     failures += _push_indexes(dest, twins, entries, done, summary, summary_path, movable, fixed)
@@ -862,16 +862,23 @@ def fan_in(req: FanInRequest) -> Path:
                 raise Refused(f"{err} (did each job push with --fan-out?)") from None
             for n in names:
                 by_name[n]["index"] = f"{ref}@{digest}"
-            print(f"index\t{ref}\t{digest}\t{','.join(names)}")
+            _print_fields("index", ref, digest, ",".join(names))
         else:
             entry = by_name[names[0]]
             fanin.single_tag(api, ref.repository, tag_t, entry["digest"], entry["image_id"], log)
             pushed = f"{ref}@{entry['digest']}"
             entry["pushed"] = [p for p in entry.get("pushed") or [] if p != pushed] + [pushed]
-            print(f"tag\t{ref}\t{entry['digest']}\t{names[0]}")
+            _print_fields("tag", ref, entry["digest"], names[0])
     fanin.write_outputs(out, entries, checks, jobs)
     log(f"fan-in: {len(entries)} variant(s) of {len(jobs)} job(s); release --summary {out / 'summary.json'}")
     return out / "summary.json"
+
+
+def _print_fields(*fields: object) -> None:
+    """One tab-separated stdout line a script reads (push, fan-in), each field `printable` (and its tab
+    written `\\t`, as printable leaves tabs): a value from a job's files (a variant name in its summary.json)
+    cannot put a control byte, a field or a line of its own there."""
+    print("\t".join(printable(f).replace("\t", "\\t") for f in fields))
 
 
 def _all_records(req: ReleaseRequest, store: Any) -> List[Dict[str, Any]]:

@@ -17,6 +17,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Seque
 from efa_validators.judge import signatures
 from efa_validators.parse.facts import EVIDENCE_PER_KIND, Facts, NetRun
 from efa_validators.parse.nccllog import (
+    CHAIN_NEEDLES,
     NEEDLES,
     NET_CHANNEL_CLEAN,
     Event,
@@ -27,6 +28,7 @@ from efa_validators.parse.nccllog import (
     parse_text,
 )
 from efa_validators.report.assemble import build_report
+from efa_validators.scan import wrapped
 from efa_validators.scan.linescan import MAX_LINE, Region, scan
 from efa_validators.scan.parscan import default_workers, scan_prepared
 from efa_validators.scan.prefix import COLLECTOR_ENDS, strip_prefix
@@ -72,11 +74,18 @@ def _table_stop(header: bytes, line: bytes) -> bool:
     return not match_line(text)
 
 
-NCCL, SIGNATURE, TESTS, REPLAY = 1, 2, 4, 8
+# WRAP: may be a half of a wrapped message (scan/wrapped.py); CHAIN: may be a line of NCCL's return chain
+NCCL, SIGNATURE, TESTS, REPLAY, WRAP, CHAIN = 1, 2, 4, 8, 16, 32
 
 
 def needles() -> List[str]:
-    return sorted(set(NEEDLES) | set(signatures.needles()) | set(NCCLTESTS_NEEDLES))
+    return sorted(
+        set(NEEDLES)
+        | set(signatures.needles())
+        | set(NCCLTESTS_NEEDLES)
+        | set(wrapped.NEEDLES)
+        | set(CHAIN_NEEDLES)
+    )
 
 
 def needle_groups() -> List[tuple]:
@@ -85,12 +94,18 @@ def needle_groups() -> List[tuple]:
     The replay stand-in's mark (efa_validators.replay.REPLAY_MARK, as `validators run` detects it) is
     looked for too, so a saved replay log parsed later is marked REPLAY as the run's report was.
     """
-    return (
+    pairs = (
         [(n, NCCL) for n in NEEDLES]
         + [(n, SIGNATURE) for n in signatures.needles()]
         + [(n, TESTS) for n in NCCLTESTS_NEEDLES]
+        + [(n, NCCL | SIGNATURE | WRAP) for n in wrapped.NEEDLES]
+        + [(n, CHAIN) for n in CHAIN_NEEDLES]
         + [(_replay_mark(), REPLAY)]
     )
+    merged = {}  # type: dict  # a needle named twice is looked for once, with both flags
+    for n, f in pairs:
+        merged[n] = merged.get(n, 0) | f
+    return list(merged.items())
 
 
 def _replay_mark() -> str:
@@ -110,6 +125,10 @@ def prep_line(lineno: int, raw: str, cut: bool, flags: int) -> Optional[tuple]:
     """The part of a line's work that depends on the line alone, as plain data (a worker can do it):
     (lineno, cut, flags, source, text, events as (kind, head, text, data, cut, spliced), signature ids,
     replay mark seen); None when the line yields nothing."""
+    if flags & CHAIN:  # a return-chain needle: NCCL's line only where it returns (` -> `), else nothing
+        flags = (flags & ~CHAIN) | (NCCL if " -> " in raw else 0)
+        if not flags:
+            return None
     if flags & NCCL and raw[-1:] not in _EOL and not raw.endswith(COLLECTOR_ENDS):
         h = _headed(raw)
         if h is not None:  # one INFO head: what _prep_general reads of it, without its search for heads
@@ -312,7 +331,8 @@ _MEMO_LINES, _MEMO_LINE = 4096, 512
 
 def prepare(lines: Iterable) -> Iterator[tuple]:
     """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
-    whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them).
+    whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them), and a
+    message hard-wrapped over two lines is read as one (scan/wrapped.py: one line held).
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
     run = {}  # type: dict  # the run's lines by tail (facts.NetRun: the first KEEP as (lineno, text))
@@ -322,7 +342,25 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
     fast_head, net_msg, tails = _FAST_HEAD.match, _NET_MSG, _TAILS
     keep = EVIDENCE_PER_KIND
     memo = {}  # type: dict  # a line read before -> (its flags, its item less the line number), bounded
+    held = None  # type: Optional[tuple]  # a line that may begin a wrapped message (scan/wrapped.py)
     for lineno, raw, cut, flags in lines:
+        if flags == CHAIN and " -> " not in raw:  # `.cc:` in another program's line (glog's `file.cc:142]`)
+            continue
+        if held is not None:  # joined to this line and read in its place, or read as it is (one line held)
+            first, held = held, None
+            both = None if cut or lineno != first[0] + 1 else wrapped.rejoin(first[1], raw)
+            if both is not None:
+                lineno, raw, flags = first[0], both, (first[3] | flags) & ~WRAP
+            else:
+                item = prep_line(*first)
+                if item is not None:
+                    yield item
+        if flags & WRAP and not cut:
+            if run:
+                yield key, NetRun(run, peer=top)
+                key, run, top = None, {}, None
+            held = (lineno, raw, cut, flags)
+            continue
         if not cut and not flags & REPLAY and "via NET/" in raw:
             # a head is read so whatever follows it (each of its fields ends at a character it cannot hold):
             # a line that starts with the last head read has that head
@@ -385,6 +423,10 @@ def prepare(lines: Iterable) -> Iterator[tuple]:
             if len(memo) >= _MEMO_LINES:
                 memo.clear()
             memo[raw] = flags, None if item is None else item[1:]
+        if item is not None:
+            yield item
+    if held is not None:
+        item = prep_line(*held)
         if item is not None:
             yield item
     if run:
@@ -531,9 +573,21 @@ def analyze(
     nodes: Optional[int] = None,
     source: str = "<stream>",
 ) -> dict:
-    """Report for lines of text (str or bytes, with or without newlines), e.g. live launcher output."""
+    """Report for lines of text (str or bytes, with or without newlines), e.g. live launcher output: filtered
+    as a file's lines are (`_filtered`), then read through the same `prepare`."""
     a = Analysis()
     a.begin(source)
+    counted = [0]
+    apply = a.apply
+    for item in prepare(_filtered(lines, counted)):
+        apply(0, item)
+    a.end(counted[0], None)
+    return a.report(instance_type, nodes)
+
+
+def _filtered(lines: Iterable, counted: List[int]) -> Iterator[tuple]:
+    """(line number, raw, cut, flags) of the lines that hold a needle (or an nccl-tests table row), as
+    linescan.scan gives a file's; the number of lines read is left in counted[0]."""
     groups = needle_groups()
     table_left = 0  # rows still to pass after an nccl-tests table header (see linescan.Region)
     table_head = b""
@@ -565,9 +619,8 @@ def analyze(
             table_left = TABLE_MAX_ROWS
             table_head = raw.encode("utf-8", "replace")
         if flags:
-            a.line(count, raw, cut, flags)
-    a.end(count, None)
-    return a.report(instance_type, nodes)
+            yield count, raw, cut, flags
+    counted[0] = count
 
 
 def _table_region() -> Region:
@@ -608,7 +661,9 @@ def analyze_file(
     # serial: the lines are parsed and folded as they are scanned
     kept = Kept()  # sent with each range submitted (pickled then): set once the parent keeps no more
     fold = functools.partial(fold_range, path, kept=kept)
-    items = scan_prepared(path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare)
+    items = scan_prepared(
+        path, _scan_needles(), _table_region, workers, stats, fold, range_size, prepare, wrapped.ends_no_range
+    )
     with closing(items):  # on an error too, the workers end now
         for base, item in items:
             if type(item) is Partial:
@@ -637,6 +692,60 @@ def looks_like_json(path: str) -> bool:
     except OSError:
         return False
     return head[:1] == b"{"
+
+
+# a `-J` file named inside a log is read only when it is a regular file this size or smaller: the log is
+# not the user's word, and its path may name anything (a device, a huge file)
+NAMED_JSON_MAX_BYTES = 64 << 20
+_KERNEL_FILES = ("/proc/", "/sys/", "/dev/")
+
+
+def read_named_json(a: "Analysis", given: Sequence[str]) -> None:
+    """Read the `-J` JSON each table said it writes ("# Writing JSON output to PATH"), where it exists and
+    was not given, so the judge checks the table against it (efa_validators.judge.agree).
+
+    PATH is taken as written, then relative to the log's folder (the run's folder is not known here). One
+    that is missing is left out (the log is often read away from the node); one that is there but is not a
+    regular file, is too big or is not nccl-tests JSON is listed in `inputs` with the reason, never read.
+    """
+    from efa_validators.parse.nccltests import NcclTestsJsonError, load_json_output
+
+    seen = set()
+    for p in given:
+        try:
+            seen.add(os.path.realpath(p))
+        except (OSError, ValueError):
+            pass
+    for test in list(a.tests):
+        named = (test.get("evidence") or {}).get("json_output")
+        if not named:
+            continue
+        path = named["path"]
+        log_dir = os.path.dirname(named.get("file") or "")
+        tries = [path] if os.path.isabs(path) else [path, os.path.join(log_dir, path)]
+        found = next((t for t in tries if os.path.lexists(t)), None)
+        if found is None or os.path.realpath(found) in seen:
+            continue
+        seen.add(os.path.realpath(found))
+        entry = {"file": found, "kind": "nccl-tests-json", "lines": None, "bytes": None}
+        entry["named_by"] = "{}:{}".format(named.get("file"), named.get("line"))
+        try:
+            size = os.stat(found).st_size
+            real = os.path.realpath(found)
+            if not os.path.isfile(found) or size == 0 or real.startswith(_KERNEL_FILES):
+                # /proc and /sys files are "regular" with size 0, and some block when read (/proc/kmsg)
+                entry["unread"] = "not a regular file with content"
+            elif size > NAMED_JSON_MAX_BYTES:
+                entry["unread"] = "%d bytes, over the %d read for a named file" % (size, NAMED_JSON_MAX_BYTES)
+            else:
+                obj = load_json_output(found)
+                entry["bytes"] = size
+                a.inputs.append(entry)
+                a.tests.append(obj)
+                continue
+        except (OSError, NcclTestsJsonError) as err:
+            entry["unread"] = str(err)
+        a.inputs.append(entry)
 
 
 def analyze_paths(
@@ -700,6 +809,7 @@ def _analyze_paths(
                 analyze_stream(a, fh, path)
             continue
         analyze_file(a, path, workers, progress=progress)
+    read_named_json(a, paths)
     report = a.report(instance_type, nodes, fabric)
     if a.replay:  # as `validators run` marks a replay's report (efa_validators.run.report)
         from efa_validators.run.report import replay_finding

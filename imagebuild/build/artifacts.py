@@ -83,7 +83,7 @@ def _artifact(component: str, entry: dict, where: str, key: str) -> Artifact:
     if kind == "url":
         if not url or not str(url).startswith("https://"):
             raise UserError(f"url must be https: {url!r}", file=where, key=f"{key}.url")
-        if not (sha and _HEX64.match(sha)) and not (fpr and not sha):
+        if not (sha and _HEX64.fullmatch(sha)) and not (fpr and not sha):
             raise UserError(
                 "url artifact needs a sha256 of 64 hex digits (or a gpg_fingerprint)",
                 file=where,
@@ -95,7 +95,7 @@ def _artifact(component: str, entry: dict, where: str, key: str) -> Artifact:
         commit = (entry.get("commit") or "").lower()
         if not url:
             raise UserError("git artifact needs a url", file=where, key=f"{key}.url")
-        if not _HEX40.match(commit):
+        if not _HEX40.fullmatch(commit):
             raise UserError(
                 f"git artifact needs a 40-hex commit, not {commit!r}",
                 file=where,
@@ -113,13 +113,13 @@ def _artifact(component: str, entry: dict, where: str, key: str) -> Artifact:
                 file=where,
                 key=f"{key}.requirement",
             )
-        if not sha or not _HEX64.match(sha):
+        if not sha or not _HEX64.fullmatch(sha):
             raise UserError("pypi artifact needs the wheel's sha256", file=where, key=f"{key}.sha256")
         name = given_name or ""
         commit = None
     else:
         raise UserError(f"unknown artifact kind {kind!r} (url, git, pypi)", file=where, key=f"{key}.kind")
-    if name and not _SAFE_FILE.match(name):
+    if name and not _SAFE_FILE.fullmatch(name):
         raise UserError(f"artifact file name not allowed: {name!r}", file=where, key=f"{key}.file")
     pip_args = tuple(str(a) for a in entry.get("pip_args") or ())
     return Artifact(
@@ -140,7 +140,7 @@ def _artifact(component: str, entry: dict, where: str, key: str) -> Artifact:
 
 
 def _safe_name(name: Optional[str], where: str, key: str) -> Optional[str]:
-    if name is not None and not _SAFE_FILE.match(str(name)):
+    if name is not None and not _SAFE_FILE.fullmatch(str(name)):
         raise UserError(f"artifact file name not allowed: {name!r}", file=where, key=key)
     return name
 

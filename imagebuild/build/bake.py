@@ -145,7 +145,7 @@ def validate(doc: Any) -> List[str]:
     if not isinstance(targets, dict) or not targets:
         return problems + ["no `target` object"]
     for name, target in targets.items():
-        if not TARGET_NAME.match(name):
+        if not TARGET_NAME.fullmatch(name):
             problems.append(f"target {name!r}: name must match {TARGET_NAME.pattern}")
         if not isinstance(target, dict):
             problems.append(f"target {name!r}: not an object")

@@ -38,16 +38,32 @@ class LockEnv(Loose):
     overridable: bool = False
 
 
+class LockComponent(Loose):
+    """A component block's fields the readers use as text (a recipe's `prefix`/bin path, `method` source or
+    base, `version` gates): `prefix: 5` is exit 2 naming `components.NAME.prefix`, not a traceback."""
+
+    prefix: Optional[str] = None
+    method: Optional[str] = None
+    version: Optional[str] = None
+
+
+class LockOptions(Loose):
+    cuda_arch: Optional[str] = None
+
+
 class VariantLock(Loose):
     """What the readers of a lock use (recipes, checks, release); the writer is imagebuild.variant."""
 
     name: Optional[str] = None
     env: List[LockEnv]
-    components: Dict[str, Dict[str, Any]] = {}
+    components: Dict[str, LockComponent] = {}
     checks: Dict[str, Dict[str, Any]] = {}
     channels: List[str] = []
     python: Optional[str] = None
     base: Optional[Dict[str, Any]] = None
+    platform: Optional[str] = None
+    instance_types: List[str] = []
+    options: Optional[LockOptions] = None
 
 
 class RecordRepository(Loose):
@@ -82,3 +98,19 @@ class ReleaseRecord(Loose):
     repositories: List[RecordRepository] = []
     channels: List[RecordChannel] = []
     index: Optional[RecordIndex] = None
+
+
+class IntentWrite(Loose):
+    repository: Optional[str] = None
+    tag: Optional[str] = None
+    digest: Optional[str] = None
+
+
+class ReleaseIntent(Loose):
+    """An interrupted release's intent (imagebuild/release/transaction.py `intent` writes it) as release and
+    prune read it: `transaction.intent_refusal` judges its schema and digest; the writes are typed here."""
+
+    variant: Optional[str] = None
+    digest: Optional[str] = None
+    started_at: Optional[str] = None
+    writes: List[IntentWrite] = []

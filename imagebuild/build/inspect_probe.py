@@ -54,7 +54,7 @@ def nccl_files(roots):
     for root in roots:
         for top, _dirs, files in os.walk(root):
             for name in files:
-                if NCCL_NAME.match(name):
+                if NCCL_NAME.fullmatch(name):
                     path = os.path.join(top, name)
                     seen.setdefault(os.path.realpath(path), path)
     return sorted(seen.items())

@@ -6,6 +6,8 @@ the line), pyxis' `--container-mounts=SRC:DST,...` list, mpirun's `-H a:8,b:8` l
 those places quoting cannot help: a newline ends the comment and bash runs the next line, a comma adds a
 host or a mount. So a value that cannot be expressed where it lands is refused when the cluster file is
 read (exit 2 with file, line and key), and the renderers only ever call `word()` / `words()` / `comment()`.
+Every pattern is applied with `fullmatch`: `$` also matches before a final newline, so `match` let
+"efa-preflight\n" pass as a Kubernetes name.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _no_control(text: str) -> Optional[str]:
 
 
 def _host(text: str) -> Optional[str]:
-    if len(text) > 253 or not _HOST.match(text):
+    if len(text) > 253 or not _HOST.fullmatch(text):
         return "is not a host name (letters, digits, '-' and '.'; no ',', ':', blanks or quotes)"
     return None
 
@@ -76,7 +78,7 @@ def _path(text: str) -> Optional[str]:
 
 def _pattern(regex: re.Pattern, what: str) -> Callable[[str], Optional[str]]:
     def check(text: str) -> Optional[str]:
-        return None if regex.match(text) else "is not %s" % what
+        return None if regex.fullmatch(text) else "is not %s" % what
 
     return check
 
@@ -94,7 +96,9 @@ def _shell_words(text: str) -> Optional[str]:
 
 def _instance_type(text: str) -> Optional[str]:
     """A word in every recipe and the value of the EKS node label node.kubernetes.io/instance-type."""
-    return _host(text) or (None if _LABEL_VALUE.match(text) else "is not an instance type (a label value)")
+    if _LABEL_VALUE.fullmatch(text):
+        return _host(text)
+    return _host(text) or "is not an instance type (a label value)"
 
 
 # Each place a value lands, and the check that says why a value cannot land there (None: it can).

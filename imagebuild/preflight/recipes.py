@@ -361,7 +361,7 @@ def enroot_image(ref: str) -> str:
         uri = f"{name}:{parsed.digest}"  # the tag is dropped: the digest names the image
     else:
         uri = f"{name}:{parsed.tag}" if parsed.tag else name
-    if not PYXIS_IMAGE.match(uri):
+    if not PYXIS_IMAGE.fullmatch(uri):
         raise UserError(f"image reference {ref!r} has no pyxis form ({uri!r})", key="container_image")
     return uri
 

@@ -151,7 +151,7 @@ def build_request(opts: SageMakerOptions, now: Optional[datetime] = None) -> Dic
     if not opts.image:
         raise UserError("required", key="--image", hint="the pushed image URI, best repo@sha256:...")
     itype = (opts.instance_type or "").strip()
-    if not itype or not _INSTANCE_RE.match(itype):
+    if not itype or not _INSTANCE_RE.fullmatch(itype):
         raise UserError(f"not an instance type: {itype!r}", key="--instance-type", hint="e.g. p5.48xlarge")
     bare = itype[3:] if itype.startswith("ml.") else itype
     from efa_validators.judge.profiles import unknown_instance_type
@@ -166,12 +166,12 @@ def build_request(opts: SageMakerOptions, now: Optional[datetime] = None) -> Dic
     if not 1 <= max_run <= MAX_RUN_LIMIT:
         raise UserError(f"must be 1..{MAX_RUN_LIMIT} seconds (28 days), got {max_run}", key="--max-run")
     role = opts.role_arn or ""
-    if not _ROLE_RE.match(role):
+    if not _ROLE_RE.fullmatch(role):
         raise UserError(
             f"not an IAM role ARN: {role!r}", key="--role-arn", hint="arn:aws:iam::<account>:role/<name>"
         )
     name = opts.job_name or default_job_name(now)
-    if not _JOB_RE.match(name):
+    if not _JOB_RE.fullmatch(name):
         raise UserError(
             f"bad training job name {name!r}", key="--job-name", hint="1-63 of letters, digits, -"
         )

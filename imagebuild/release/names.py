@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
@@ -64,6 +65,50 @@ def role_refusals(
     return out
 
 
+# S3 keys under the records prefix: `<variant>/<name>.json` are records (a variant name starts with a letter
+# or a digit: imagebuild/matrix/load.py); what is not a record lives under a folder no variant can be named
+LOCKS = ".locks"  # `<prefix>/.locks/<hash of host/repo>.json`: release locks (s3records.py)
+INTENTS = ".intents"  # `<prefix>/.intents/<variant>.json`: an interrupted release's intent (transaction.py)
+PENDING = "pending.json"  # the intent's name in a local variant folder (and in S3 before .intents/)
+_VARIANT = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
+
+
+def typed_record(doc: Any, where: str, intent: bool = False) -> Dict[str, Any]:
+    """The one check every release record (`intent`: a pending release intent) passes, wherever it was read
+    (a folder, S3, `latest.json`): a JSON object whose fields the readers use have their types, else exit 2
+    naming where and the key. Why: `{"repositories": 5}` under the prefix was a TypeError in every later
+    release, dry run included."""
+    from imagebuild.build.documents import ReleaseIntent, ReleaseRecord
+    from imagebuild.jsonfile import check_model
+
+    what = "release intent" if intent else "release record"
+    if not isinstance(doc, dict):
+        raise UserError(f"not a {what}: expected a JSON object", file=where, key="--records")
+    check_model(doc, ReleaseIntent if intent else ReleaseRecord, what, where)
+    return doc
+
+
+def parse_record(data: bytes, where: str, intent: bool = False) -> Dict[str, Any]:
+    """`typed_record` of the bytes of one object (S3): not JSON is exit 2 naming it."""
+    try:
+        doc = json.loads(data)
+    except ValueError as err:
+        raise UserError(f"not JSON: {err}", file=where, key="--records") from None
+    return typed_record(doc, where, intent)
+
+
+def s3_record_key(key: str, base: str) -> bool:
+    """Whether S3 `key` is a release record: `<base><variant>/<name>.json`, never a lock, an intent (theirs
+    are folders no variant can be named, and a `pending.json` of before them) or a deeper object."""
+    parts = key[len(base) :].split("/") if key.startswith(base) else []
+    return (
+        len(parts) == 2
+        and bool(_VARIANT.fullmatch(parts[0]))
+        and parts[1].endswith(".json")
+        and parts[1] != PENDING
+    )
+
+
 def read_local_records(root: Path, must_exist: bool) -> List[Dict[str, Any]]:
     """Every release record under `root` (`<variant>/*.json`). A record that cannot be read is bad input
     (exit 2): a name's role, or what a release names, would be guessed. With `must_exist`, so is a folder
@@ -88,24 +133,23 @@ def read_local_records(root: Path, must_exist: bool) -> List[Dict[str, Any]]:
             raise UserError(
                 f"cannot list these release records: {err.strerror}", file=str(folder), key="--records"
             ) from None
-    from imagebuild.build.documents import ReleaseRecord
     from imagebuild.jsonfile import read_json
 
     for path in paths:
         # bounded and typed: a FIFO, a huge file, or a digest, channels or index of the wrong type is exit 2
         # naming the file and key (an interrupted release's intent, pending.json, has its own shape)
-        model = None if path.name == "pending.json" else ReleaseRecord
-        doc = read_json(path, "release record", model=model, flag="--records")
-        if not isinstance(doc, dict):
-            raise UserError("not a release record", file=str(path), key="--records")
-        records.append(doc)
+        doc = read_json(path, "release record", flag="--records")
+        records.append(typed_record(doc, str(path), intent=path.name == PENDING))
     return records
 
 
 def read_s3_records(s3: Any, bucket: str, prefix: str) -> List[Dict[str, Any]]:
-    """Every release record under `s3://bucket/prefix/<variant>/*.json`: on a runner whose local folder is
-    fresh, the records a team shares. Anything unreadable is exit 2, as for the local folder."""
+    """Every release record under `s3://bucket/prefix/<variant>/*.json` (`s3_record_key`): on a runner whose
+    local folder is fresh, the records a team shares. Each is read bounded and typed (`parse_record`); one
+    deleted between the listing and its read is gone, not an error; anything else unreadable is exit 2."""
     from imagebuild.adapters.aws import aws_call
+    from imagebuild.release.s3records import error_code
+    from imagebuild.safefile import MAX_INPUT_BYTES
 
     base = f"{prefix}/" if prefix else ""
     where = f"s3://{bucket}/{base}"
@@ -116,15 +160,24 @@ def read_s3_records(s3: Any, bucket: str, prefix: str) -> List[Dict[str, Any]]:
             page = aws_call(s3.list_objects_v2, Bucket=bucket, Prefix=base, **token)
             for item in page.get("Contents") or []:
                 key = str(item.get("Key"))
-                if key.endswith(".json") and key[len(base) :].count("/") == 1:
-                    doc = json.loads(aws_call(s3.get_object, Bucket=bucket, Key=key)["Body"].read())
-                    if not isinstance(doc, dict):
-                        raise ValueError(f"s3://{bucket}/{key} is not a release record")
-                    records.append(doc)
+                if not s3_record_key(key, base):
+                    continue
+                name = f"s3://{bucket}/{key}"
+                if int(item.get("Size") or 0) > MAX_INPUT_BYTES:
+                    raise UserError(f"over {MAX_INPUT_BYTES} bytes: not a release record", file=name)
+                try:
+                    body = aws_call(s3.get_object, Bucket=bucket, Key=key)["Body"].read(MAX_INPUT_BYTES + 1)
+                except UserError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - botocore ClientError
+                    if error_code(err) in ("NoSuchKey", "404"):
+                        continue  # deleted since the listing: not there
+                    raise
+                records.append(parse_record(body, name))
             if not page.get("IsTruncated"):
                 return records
             token = {"ContinuationToken": str(page.get("NextContinuationToken"))}
     except UserError:
         raise
-    except Exception as err:  # noqa: BLE001 - botocore ClientError, a body that is not JSON
+    except Exception as err:  # noqa: BLE001 - botocore ClientError
         raise UserError(f"cannot read the release records: {err}", file=where, key="--s3") from None

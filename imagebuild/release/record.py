@@ -33,6 +33,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from imagebuild.check.report import gather_check_reports as gather_check_reports
 from imagebuild.errors import UserError
 from imagebuild.jsonfile import read_json as read_json
+from imagebuild.release.names import INTENTS, LOCKS, PENDING, typed_record
 from imagebuild.release.push import pushed_refs
 from imagebuild.variant import lock_from_labels as lock_from_labels
 
@@ -460,12 +461,11 @@ def parse_s3_uri(uri: str, key: str = "--s3") -> Tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-PENDING = "pending.json"  # a variant's release intent, from before its first tag write until its record
-
-
 class RecordStore:
     """Release records per variant: `<root>/<variant>/<name>.json`, `.md`, `latest.json`, and while a
-    release is under way its intent `pending.json`; locally (`root`), in S3 (`s3_uri`), or both. With S3
+    release is under way its intent (`<variant>/pending.json` locally, `.intents/<variant>.json` in S3,
+    beside the locks' `.locks/`: folders no variant is named, so the record reader never matches them);
+    locally (`root`), in S3 (`s3_uri`), or both. With S3
     the writes are conditional (imagebuild/release/s3records.py), so runners sharing a bucket never
     overwrite each other's records."""
 
@@ -504,17 +504,30 @@ class RecordStore:
         except Exception as err:  # noqa: BLE001 - botocore ClientError
             raise UserError(f"S3 bucket {self.bucket!r} not usable: {err}", key="--s3") from err
 
+    def _s3_key(self, variant: str, fname: str) -> str:
+        """Where `fname` of `variant` lives in S3: a record under the variant's folder, its intent under
+        `.intents/` (names.INTENTS: a namespace the record reader never matches)."""
+        if fname == PENDING:
+            return self._key(INTENTS, f"{variant}.json")
+        return self._key(variant, fname)
+
     def _read(self, variant: str, fname: str, what: str) -> Optional[Dict[str, Any]]:
+        """A record or intent of `variant`, typed by the one reader (names.typed_record) wherever it lives."""
+        intent = fname == PENDING
         if self.s3 is not None:
             from imagebuild.release import s3records
 
-            doc, etag = s3records.get_json(self.s3, str(self.bucket), self._key(variant, fname), what)
+            key = self._s3_key(variant, fname)
+            doc, etag = s3records.get_json(self.s3, str(self.bucket), key, what)
+            if doc is None and intent:  # written before intents had their own folder
+                key = self._key(variant, PENDING)
+                doc, etag = s3records.get_json(self.s3, str(self.bucket), key, what)
             if fname == "latest.json":
                 self._etags[variant] = etag
-            return doc
+            return None if doc is None else typed_record(doc, f"s3://{self.bucket}/{key}", intent)
         assert self.root is not None
         path = self.root / variant / fname
-        return read_json(path, what) if path.exists() else None
+        return typed_record(read_json(path, what), str(path), intent) if path.exists() else None
 
     def latest(self, variant: str) -> Optional[Dict[str, Any]]:
         return self._read(variant, "latest.json", "the previous release record")
@@ -531,18 +544,19 @@ class RecordStore:
         if self.s3 is not None:
             from imagebuild.adapters.aws import aws_call
 
-            key = self._key(variant, PENDING)
+            key = self._s3_key(variant, PENDING)
             aws_call(self.s3.put_object, Bucket=self.bucket, Key=key, Body=text.encode(),
                      ContentType="application/json")  # fmt: skip
 
     def clear_pending(self, variant: str) -> None:
-        """After the record is written: the intent is done."""
+        """After the record is written: the intent is done (an intent of before `.intents/` too)."""
         if self.root is not None:
             with contextlib.suppress(FileNotFoundError):
                 (self.root / variant / PENDING).unlink()
         if self.s3 is not None:
             from imagebuild.release import s3records
 
+            s3records.delete(self.s3, str(self.bucket), self._s3_key(variant, PENDING))
             s3records.delete(self.s3, str(self.bucket), self._key(variant, PENDING))
 
     def _write_local(self, folder: Path, fname: str, data: str, replace: bool) -> str:
@@ -598,7 +612,7 @@ class RecordStore:
     def lock_keys(self, repositories: List[str]) -> List[str]:
         """The S3 lock objects of `host/repo`s, sorted (two releases taking several never deadlock)."""
         names = sorted(set(repositories))
-        return [self._key("locks", f"{hashlib.sha256(n.encode()).hexdigest()[:16]}.json") for n in names]
+        return [self._key(LOCKS, f"{hashlib.sha256(n.encode()).hexdigest()[:16]}.json") for n in names]
 
 
 def unique_repositories(entry: Dict[str, Any]) -> List[str]:

@@ -1,7 +1,7 @@
 """The project config: `[tool.efa-image-build]` in the pyproject.toml of the current folder or a parent (up to
-the git root), so a team's repository names its matrix, registry, artifact cache and output folder once
-instead of in every command. Flags win over it, it wins over the built-in defaults; `$IMAGE_REGISTRY` (a CI
-setting) wins over its `registry`.
+the git root, the home directory or a mount point, whichever comes first: `find`), so a team's repository
+names its matrix, registry, artifact cache and output folder once instead of in every command. Flags win
+over it, it wins over the built-in defaults; `$IMAGE_REGISTRY` (a CI setting) wins over its `registry`.
 
     [tool.efa-image-build]
     matrix = "images/matrix.yaml"   # paths are relative to the pyproject.toml's folder
@@ -31,16 +31,75 @@ KEY_MAX = 256  # a key is looked for in a line's first characters (each `=` ther
 _REGISTRY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?(?:/[a-z0-9._-]+)*")
 
 
-def find(start: Path) -> Optional[Path]:
-    """The nearest pyproject.toml with a `[tool.efa-image-build]` table, from `start` up to the folder holding
-    `.git` (a repository's config does not leak into the repositories inside it), else up to the root."""
+# A pyproject.toml is a few kilobytes; a candidate bigger than this is never read (its size is checked first):
+# a parent folder may hold anyone's file (/tmp/pyproject.toml, 2 GB sparse, cost every run under /tmp 4 GB).
+MAX_BYTES = 1 << 20
+
+
+def find(start: Path, home: Optional[Path] = None) -> Optional[Path]:
+    """The nearest pyproject.toml with a `[tool.efa-image-build]` table, from `start` up to the first boundary
+    a user would expect, that folder included: the folder holding `.git` (a repository's config does not leak
+    into the repositories inside it), the home directory (`home`, default `~`: a config above it is not
+    this user's project), or a filesystem's mount point (a parent on another filesystem is another tree).
+
+    Each candidate is judged by its metadata first (a regular file, its owner and mode: `trusted`, its size:
+    MAX_BYTES) and read, at most MAX_BYTES, only then; one over the cap or untrusted that names the table is
+    exit 2 naming it (`UserError`), never read whole."""
+    home = Path(os.path.expanduser("~")) if home is None else home
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and _has_table(candidate):
+        if _has_table(candidate):
             return candidate
-        if (folder / ".git").exists():
+        if (folder / ".git").exists() or _same(folder, home) or _mount_point(folder):
             return None
     return None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _mount_point(folder: Path) -> bool:
+    """`folder` is where a filesystem is mounted (its parent's device differs), or unreadable: stop there."""
+    try:
+        return folder.stat().st_dev != folder.parent.stat().st_dev
+    except OSError:
+        return True
+
+
+def _bounded_bytes(path: Path) -> Optional[bytes]:
+    """The file's bytes when it is a regular file of at most MAX_BYTES, None when it is not a regular file
+    or cannot be read; UserError when it is bigger. Its metadata is judged before any byte is read: the
+    type, then the owner and mode (`trusted`, named in the error), then the size."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        why = trusted(path)
+    except OSError:
+        return None
+    if st.st_size > MAX_BYTES:
+        raise UserError(
+            f"not read: {st.st_size} bytes, over the {MAX_BYTES} a project config may be"
+            + (f"; and {why}" if why else ""),
+            file=str(path),
+            hint="a pyproject.toml in this folder or a parent is looked at for [tool.efa-image-build]: "
+            "remove or move this one, or run from a folder outside it",
+        )
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)  # the file may have grown since its stat
+    except OSError:
+        return None
+    if len(data) > MAX_BYTES:
+        raise UserError(f"not read: over the {MAX_BYTES} bytes a project config may be", file=str(path))
+    return data
 
 
 def _has_table(path: Path) -> bool:
@@ -48,11 +107,11 @@ def _has_table(path: Path) -> bool:
     same (`[tool.efa-image-build]`, `[tool."efa-image-build"]`, dotted `tool.efa-image-build.x = ...`, an
     inline table, `[[tool.efa-image-build]]` too: `load` refuses that one by name). A pyproject.toml without
     the table is not ours to judge; one that is not valid TOML is, where it names the table (`load` says
-    where it breaks)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    where it breaks). Read bounded (`_bounded_bytes`)."""
+    data = _bounded_bytes(path)
+    if data is None:
         return False
+    text = data.decode("utf-8", errors="replace")
     toml = _toml()
     try:
         return _names_table(toml.loads(text).get("tool"))
@@ -156,7 +215,10 @@ def trusted(path: Path, uid: Optional[int] = None) -> Optional[str]:
 def load(path: Path) -> Dict[str, str]:
     """The table, checked: bad TOML, an unknown key or a bad value is exit 2 naming the file, line and key."""
     file = str(path)
-    why = trusted(path)
+    try:
+        why = trusted(path)
+    except OSError as err:
+        raise UserError(f"cannot read: {err.strerror or err}", file=file) from None
     if why is not None:
         raise UserError(
             f"not read: {why}",
@@ -164,9 +226,12 @@ def load(path: Path) -> Dict[str, str]:
             key=f"tool.{TABLE}",
             hint="chown/chmod go-w it, or run from a folder outside it and give the flags",
         )
+    data = _bounded_bytes(path)
+    if data is None:
+        raise UserError("cannot read: not a readable regular file", file=file)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
         raise UserError(f"cannot read: {err}", file=file) from None
     toml = _toml()
     try:

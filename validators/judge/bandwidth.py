@@ -13,6 +13,7 @@ import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from efa_validators.judge import profiles
+from efa_validators.judge.agree import json_table_check
 from efa_validators.judge.shortlist import few
 from efa_validators.parse.nccltests import PLATEAU_MIN_BYTES
 
@@ -65,6 +66,10 @@ def judge(
         checks[1] = _merge(checks[1], _wrong_check(extra, findings), label)
         checks[2] = _merge(checks[2], _oob_check(extra, findings), label)
         _general_findings(extra, findings)
+    agreement = json_table_check([nt] + list(nt.get("additional_tables") or []))
+    if agreement is not None:
+        checks.append(agreement[0])
+        findings.extend(agreement[1])
     return checks, findings
 
 

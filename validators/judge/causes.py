@@ -32,6 +32,8 @@ SYMPTOMS = frozenset(
         "crash",
         "hang",
         "watchdog-timeout",
+        "watchdog-hang",
+        "python-exception",
         "rank-exit",
         "launcher-exit",
         "nccl-tests-no-results",
@@ -141,6 +143,10 @@ LINKS = (
         "ll-corruption",
         "nccl-tests counted values out of bounds because the results were corrupted",
     ),
+    ("gin-init-failed", "gdrcopy-unavailable", "NCCL initialised no GIN plugin because GDRCopy was unusable"),
+    ("gin-unavailable", "gin-init-failed", "NCCL has no GIN because no GIN plugin initialised"),
+    ("gin-unavailable", "gdrcopy-unavailable", "NCCL has no GIN because aws-ofi-nccl could not use GDRCopy"),
+    ("crash", "gin-unavailable", "a rank failed because the program asked for GIN and NCCL has none"),
     ("crash", "env-value-refused", "a rank failed because NCCL refused a value in the environment"),
     ("crash", "completion-error", "a rank failed after a network completion error"),
     (
@@ -158,6 +164,13 @@ LINKS = (
     ("crash", "mr-registration-failed", "a rank failed after memory registration failed"),
     ("crash", "cuda-driver-too-old", "a rank failed because the CUDA driver is older than the runtime"),
     ("crash", "ofi-init-failed", "a rank failed after the net plugin failed to initialise"),
+    ("crash", "launcher-start-failed", "a rank failed after the launcher could not start the ranks"),
+    ("hang", "launcher-start-failed", "the run stalled because the launcher could not start every rank"),
+    (
+        "nccl-tests-no-results",
+        "launcher-start-failed",
+        "nccl-tests printed no result because the launcher could not start the ranks",
+    ),
     ("hang", "completion-error", "the run stalled after a network completion error"),
     ("hang", "bootstrap-interface", "the run stalled after NCCL's bootstrap could not connect"),
     ("hang", "rank-topology-mismatch", "the run stalled after the ranks disagreed on their network topology"),
@@ -165,6 +178,9 @@ LINKS = (
     ("watchdog-timeout", "completion-error", "PyTorch's watchdog timed out after a network completion error"),
     ("watchdog-timeout", "crash", "PyTorch's watchdog timed out after a rank died"),
     ("watchdog-timeout", "hang", "PyTorch's watchdog timed out on the stalled run"),
+    ("watchdog-hang", "completion-error", "PyTorch's watchdog got stuck after a network completion error"),
+    ("watchdog-hang", "crash", "PyTorch's watchdog got stuck after a rank died"),
+    ("watchdog-hang", "hang", "PyTorch's watchdog got stuck on the stalled run"),
     ("busbw-below-expected", "socket-fallback", "the bandwidth is low because NCCL runs over TCP sockets"),
     ("busbw-below-expected", "gdr-disabled", "the bandwidth is low because GPUDirect RDMA is off"),
     (
@@ -186,6 +202,13 @@ LINKS = (
     ),
 )
 
+# a Python exception follows from what a crash follows from (PyTorch raises NCCL's and CUDA's errors)
+LINKS += tuple(
+    ("python-exception", cause, said.replace("a rank failed", "a Python process raised an exception", 1))
+    for effect, cause, said in LINKS
+    if effect == "crash"
+)
+
 # What `validators run` itself saw (validators/run/report.py, `later` to `order`): a rank or the launcher
 # exiting non-zero is the end of what its output shows, a consequence of the first of these that fired (a
 # failure the output names, then a stall, then a root cause). The runner's `hang` (ended by its idle or total
@@ -193,7 +216,9 @@ LINKS = (
 # own; `leftover-processes`, `long-lines`, `output-cut`, `no-output` are warnings: each by its severity.
 EXIT_CAUSES = (
     ("crash", "because it failed"),
+    ("launcher-start-failed", "because it could not start the ranks"),
     ("watchdog-timeout", "after PyTorch's watchdog timed out"),
+    ("watchdog-hang", "after PyTorch's watchdog got stuck"),
     ("hang", "after the run lost its peers"),
     ("completion-error", "after a network completion error"),
     ("bootstrap-interface", "after NCCL's bootstrap could not use its network interface"),
@@ -226,7 +251,7 @@ def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
     cause_of = _links(fired, fired)
     after = _links({f["id"] for f in later}, fired)
     errors = {f["id"] for f in list(findings) + list(later) if f.get("severity") == "error"}
-    leading = {c for e, (c, _) in list(cause_of.items()) + list(after.items()) if e in errors}
+    leading = _leading(errors, list(cause_of.items()) + list(after.items()))
     depth = {fid: _depth(fid, cause_of) for fid in fired}
     keyed = []
     for i, f in enumerate(list(findings) + list(later)):
@@ -245,6 +270,20 @@ def order(findings: List[dict], later: Sequence[dict] = ()) -> List[dict]:
     floor = min(ranked) if ranked else 0
     keyed[len(findings) :] = [(max(t, floor), d, i, f) for t, d, i, f in keyed[len(findings) :]]
     return [f for _, _, _, f in sorted(keyed, key=lambda k: k[:3])]
+
+
+def _leading(errors: Set[str], links: list) -> Set[str]:
+    """The findings a fired error follows from, directly or through other causes (a warning that causes a
+    warning that causes an error leads too): bounded by the links that fired."""
+    leading = set()  # type: Set[str]
+    grew = True
+    while grew:
+        grew = False
+        for effect, (cause, _) in links:
+            if (effect in errors or effect in leading) and cause not in leading:
+                leading.add(cause)
+                grew = True
+    return leading
 
 
 def _links(effects: Set[str], fired: Set[str]) -> Dict[str, Tuple[str, str]]:
@@ -301,7 +340,16 @@ def root_cause(findings: List[dict]) -> Optional[dict]:
 
 
 def _named_causes(findings: List[dict]) -> Set[str]:
-    return {f["caused_by"] for f in findings if f.get("severity") == "error" and f.get("caused_by")}
+    """The causes an error names, and theirs in turn (a chain of warnings that ends in an error)."""
+    named = {f["caused_by"] for f in findings if f.get("severity") == "error" and f.get("caused_by")}
+    grew = True
+    while grew:
+        grew = False
+        for f in findings:
+            if f["id"] in named and f.get("caused_by") and f["caused_by"] not in named:
+                named.add(f["caused_by"])
+                grew = True
+    return named
 
 
 def kind(finding: dict, findings: List[dict]) -> str:

@@ -4,7 +4,7 @@ Why data: field knowledge changes faster than code (a new aws-ofi-nccl message, 
 remedy); each entry is reviewed on its own, carries its source, and `explain` prints it
 as written. An entry fires on its text patterns (`lines`: a cheap `needle` substring, then
 a regex) or on a named fact predicate (`when`, evaluated over the folded facts), or both.
-Facts from the fold are in validators/parse/facts.py; predicates are at the bottom of this file.
+Facts from the fold are in validators/parse/facts.py; the predicates are in validators/judge/predicates.py.
 """
 
 import functools
@@ -12,8 +12,7 @@ import re
 from typing import List, Optional
 
 from efa_validators.judge import envcheck
-from efa_validators.judge.shortlist import few, ranges
-from efa_validators.parse.facts import is_efa_provider
+from efa_validators.judge.predicates import PREDICATES, crash_kind
 
 # sources: files in public repositories (owner/name path); the commits read are in docs/validators.md
 _NCCL_PLUGIN = (
@@ -205,6 +204,11 @@ CATALOG = [
                 "regex": r"Unexpected status (?:returned by responder|\(-?\d+\) for message)",
                 "scan": True,
             },
+            # libfabric's efa provider reports a failed operation as `err: N, message: <status text> My EFA
+            # addr: ... Peer EFA addr: ... Peer host id: ...` (<info> for the user's operation, <warn> for
+            # its own): any status, not only those named above. The scan passes it by `<warn>`
+            # (libfabric-warn): an <info> one is followed by aws-ofi-nccl's own `completed with error` WARN
+            {"needle": ", message", "regex": r"\berr: -?\d+, message: .*(?:Peer EFA addr|Peer host id)"},
             {
                 "needle": "Got completion",
                 "regex": r"NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status)",
@@ -231,7 +235,8 @@ CATALOG = [
         "(%d) for message'), src/nccl_ofi_sendrecv.c before d04444ec ('Request %p completed with error. RC "
         "... Error: %d (%s)'); ofiwg/libfabric prov/efa/src/efa_errno.h (status texts: 'Unresponsive "
         "receiver', 'Unreachable remote', 'Unexpected status returned by responder'), "
-        "prov/efa/src/rdm/efa_rdm_error.h ('Peer EFA addr', 'Peer host id'); NVIDIA/nccl "
+        "prov/efa/src/rdm/efa_rdm_error.h ('Peer EFA addr', 'Peer host id'), prov/efa/src/rdm/efa_rdm_ope.c "
+        "('err: %d, message: %s (%d)' at af8ddbe9); NVIDIA/nccl "
         "src/transport/net_ib.cc ('Got completion from peer'); torvalds/linux "
         "drivers/net/ethernet/mellanox/mlx5/core/eq.c ('CQ error on CQN 0x%x, syndrome 0x%x')",
     },
@@ -358,6 +363,88 @@ CATALOG = [
         "pkg/scheduler/framework/plugins/noderesources/fit.go ('Insufficient %v')",
     },
     {
+        "id": "launcher-start-failed",
+        "severity": "error",
+        "title": "the launcher could not start the ranks",
+        "lines": [
+            # one needle for both (each scan needle is one more pass over the log)
+            {"needle": "failed on ", "regex": r"\bstart failed on [^\s:]+", "scan": True},
+            {"needle": "failed on ", "regex": r"CXI alloc failed on cxi\d+", "scan": True},
+        ],
+        "when": "launch_failed",
+        "remedy_by": [
+            (
+                r"CXI alloc failed|exceeds ACs",
+                "The Slingshot NIC had no room for the job's CXI service (its ACs, VNIs or queues): list "
+                "the services left on that node (`cxi_service list`) and remove stale ones, or ask for fewer "
+                "ranks per node; a launcher or prolog must ask for resources within the device's limits.",
+            ),
+        ],
+        "remedy": "Read the reason after the host: the node is down or unreachable, the launcher's daemon "
+        "(slurmd, prted) is not running there, or a resource the launch needs is exhausted; fix that node "
+        "or leave it out, then launch again.",
+        "source": "The launcher's own text as issue 41 reports it from real logs "
+        "('start failed on HOST: ...'; "
+        "HPE Slingshot's 'CXI alloc failed on cxi0: request exceeds ACs limits'): no public source file "
+        "was found for either line; flux-framework/flux-coral2 issue 407 and PR 408 (a CXI service "
+        "allocation refused past the device's limits)",
+    },
+    {
+        "id": "gdrcopy-unavailable",
+        "severity": "warning",
+        "title": "aws-ofi-nccl's GIN could not use GDRCopy",
+        # a warning: NCCL then tries its other GIN plugins, and a program that uses no GIN runs on; where GIN
+        # was needed, the failure names this as its cause (judge/causes.py LINKS)
+        "lines": [
+            {"needle": "initialize GDRCopy", "regex": r"Failed to initialize GDRCopy"},
+            {"needle": "requires GDRCopy", "regex": r"GIN requires GDRCopy [\d.]+"},
+        ],
+        "when": "gdrcopy_failed",
+        "remedy": "Install GDRCopy >= 2.5 in the image (libgdrapi.so on the library path) and load its "
+        "gdrdrv kernel module on the host with /dev/gdrdrv passed into the container; or, where the program "
+        "needs no GIN, set NCCL_GIN_ENABLE=0.",
+        "source": "aws/aws-ofi-nccl src/rdma/gin/nccl_ofi_gin_api.cpp ('Failed to initialize GDRCopy: %s', "
+        "'GIN requires GDRCopy 2.5+ for forced PCIe copy support'), src/nccl_ofi_gdrcopy.cpp ('Could not "
+        "load libgdrapi.so', 'Failed to open gdr handle') at 2daf7d30",
+    },
+    {
+        "id": "gin-init-failed",
+        "severity": "warning",
+        "title": "NCCL initialised no GIN plugin",
+        "lines": [
+            {
+                "needle": "any GIN plugin",
+                "regex": r"GIN/Plugin: Failed to initialize any GIN plugin",
+                "scan": True,
+            },
+        ],
+        "remedy": "Read the WARN lines before it: aws-ofi-nccl's GIN needs its net plugin in use (not "
+        "NCCL_NET=Socket), the RDMA protocol and GDRCopy >= 2.5; a program that uses no GIN runs on "
+        "without.",
+        "source": "NVIDIA/nccl src/plugin/gin.cc ('GIN/Plugin: Failed to initialize any GIN plugin') at "
+        "5067397c",
+    },
+    {
+        "id": "gin-unavailable",
+        "severity": "error",
+        "title": "the program asked for GIN (GPU-initiated networking) and NCCL has none",
+        "lines": [
+            {"needle": "GIN not supported", "regex": r"NCCL WARN GIN not supported"},
+            {"needle": "requested GIN", "regex": r"NCCL WARN User requested GIN but not all ranks"},
+            {"needle": "GIN-capable", "regex": r"NCCL WARN No GIN-capable devices found"},
+            {"needle": "WARN GIN is disabled", "regex": r"NCCL WARN GIN is disabled"},
+        ],
+        "remedy_by": [
+            (r"GIN is disabled", "NCCL_GIN_ENABLE=0 turns GIN off: unset it for a program that uses GIN."),
+        ],
+        "remedy": "Make a GIN plugin initialise on every rank (the lines before it say why it did not: "
+        "GDRCopy, the net plugin, the protocol), or run the program without its GIN (device API) "
+        "path.",
+        "source": "NVIDIA/nccl src/gin/gin_host.cc ('GIN is disabled.', 'GIN not supported.', "
+        "'No GIN-capable devices found.'), src/dev_runtime.cc ('User requested GIN but not all ranks in "
+        "the communicator support GIN') at 5067397c",
+    },
+    {
         "id": "ll-corruption",
         "severity": "error",
         "title": "nccl-tests found wrong results (LL/LL128 over an unordered transport)",
@@ -409,6 +496,25 @@ CATALOG = [
         "source": _WATCHDOG,
     },
     {
+        "id": "watchdog-hang",
+        "severity": "error",
+        "title": "PyTorch's heartbeat monitor found the NCCL watchdog stuck",
+        # distinctive words that match alone too: a message hard-wrapped at a fixed column is joined first
+        # (validators/parse/wrapped.py), and a half that holds these still names its line
+        "lines": [
+            # the scan passes these lines by scan/wrapped.py's needles (its words, and c10d's log prefix)
+            {"needle": "got stuck for", "regex": r"watchdog got stuck for \d+ seconds"},
+            {"needle": "eartbeat monitor timed out", "regex": r"Heartbeat monitor timed out"},
+        ],
+        "when": "watchdog_stuck",
+        "remedy": "A NCCL or CUDA call hung under the watchdog: find the rank that stopped first (its log's "
+        "first error), check that node's GPUs and EFA (pairwise nccl-tests); raising "
+        "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC or disabling the monitor only hides it.",
+        "source": "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp at cf1380df "
+        "(HeartbeatMonitor: \"ProcessGroupNCCL's watchdog got stuck for %d seconds without making progress "
+        "in monitoring enqueued collectives\", 'Heartbeat monitor timed out!')",
+    },
+    {
         "id": "cuda-driver-too-old",
         "severity": "error",
         "title": "the CUDA driver is older than the CUDA runtime in the image",
@@ -420,6 +526,48 @@ CATALOG = [
         "remedy": "Use an image whose CUDA runtime the host driver supports, or install the CUDA forward "
         "compatibility package (cuda-compat) in the image.",
         "source": "NVIDIA CUDA compatibility guide",
+    },
+    {
+        "id": "libfabric-warn",
+        "severity": "warning",
+        "title": "libfabric printed warning lines",
+        # libfabric's own log line (FI_LOG_LEVEL=warn or finer):
+        # `libfabric:PID:TIME:PREFIX:PROVIDER:SUBSYSTEM:function():LINE<warn> message`, alone or indented in a
+        # pasted log; the signatures above name the warnings they know, this one keeps any other in view
+        "lines": [
+            {
+                "needle": "<warn>",
+                "regex": r"libfabric:\d+:\d+:[^:\s]*:[^:\s]+:[^:\s]+:\S+\(\):\d+<warn> ",
+                "scan": True,
+            }
+        ],
+        "remedy": "Read the provider and function each line names: a warning before a failure usually says "
+        "what the provider could not do (a device, an address, a memory registration).",
+        "source": "ofiwg/libfabric src/log.c (ofi_log: '%s:%d:%ld:%s:%s:%s:%s():%d<%s> %s' at af8ddbe9)",
+    },
+    {
+        "id": "python-exception",
+        "severity": "error",
+        "title": "a Python process raised an exception",
+        # a traceback, and the exception line that ends it (kept apart: `as`), which says what was raised
+        "lines": [
+            {
+                "needle": "Traceback (most recent",
+                "regex": r"Traceback \(most recent call last\)",
+                "scan": True,
+            },
+            {
+                "needle": "Error",
+                "regex": r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*Error(?:: |$)",
+                "as": "exception-line",
+                "scan": True,
+            },
+        ],
+        "when": "python_exception",
+        "remedy": "Read the exception line and the frames above it: an NCCL or CUDA error in it names the "
+        "failure the lines before the traceback show; fix that first rank's cause.",
+        "source": "python/cpython Lib/traceback.py ('Traceback (most recent call last):', then "
+        "'<type>: <message>' as format_exception_only writes it)",
     },
     {
         "id": "nccl-warn",
@@ -534,354 +682,6 @@ def _word_before(needle: str, words: frozenset, text: str) -> bool:
 _GROUPS = _groups()
 
 
-# ------------------------------------------------------------------ fact predicates
-# Each takes the folded Facts (and the nccl-tests report object) and returns None when
-# the signature does not fire, else (message, evidence list).
-
-
-def _plugin_missing(facts, tests):
-    procs = [p for p in _procs_and_headless(facts) if p.plugin_missing()]
-    if not procs:
-        return None
-    return "%d process(es) on %s found no net plugin" % (len(procs), _hosts(procs)), facts.evidence_of(
-        "plugin_load_failed"
-    ) + facts.evidence_of("network")
-
-
-def _plugin_dep_missing(facts, tests):
-    procs = [p for p in _procs_and_headless(facts) if p.plugin_deps_missing]
-    if not procs:
-        return None
-    libs = sorted({lib for p in procs for lib in p.plugin_deps_missing})
-    where = _hosts([p for p in procs if p.host]) or "a line without NCCL head"
-    return "the net plugin could not be loaded: %s not found (on %s)" % (", ".join(libs), where), (
-        facts.evidence_of("plugin_dep_missing")
-    )
-
-
-def _procs_and_headless(facts) -> list:
-    """The processes, or, when no line had an NCCL head, the lines without one (a pasted snippet)."""
-    return list(facts.procs.values()) or [facts.headless]
-
-
-def _plugin_init_failed(facts, tests):
-    procs = [p for p in _procs_and_headless(facts) if p.plugin_init_failed or p.plugin_net_init_failed]
-    if not procs:
-        return None
-    return "aws-ofi-nccl failed to initialise in %d process(es) on %s" % (
-        len(procs),
-        _hosts(procs),
-    ), facts.evidence_of("plugin_init_failed") + facts.evidence_of("warn")
-
-
-def _socket_fallback(facts, tests):
-    procs = [p for p in _procs_and_headless(facts) if _on_sockets(p)]
-    if not procs:
-        return None
-    return "NCCL uses TCP sockets in %d process(es) on %s" % (len(procs), _hosts(procs)), facts.evidence_of(
-        "network_socket"
-    ) + facts.evidence_of("internal_net")[:2]
-
-
-def _on_sockets(p) -> bool:
-    """Socket is its network: named so, or (NCCL < 2.7 prints no 'Using network') no plugin, and Socket the
-    only transport NCCL set up for itself ('NET/Socket : Using' after 'NET/IB : No device found')."""
-    if any(_is_socket(n) for n in p.networks()):
-        return True
-    return not p.networks() and p.plugin_missing() and set(p.internal_nets) == {"Socket"}
-
-
-def _network_ib(facts, tests):
-    procs = [p for p in facts.procs.values() if any(n.strip().upper() == "IB" for n in p.networks())]
-    if not procs:
-        return None
-    said = "NCCL uses NET/IB in %d process(es) on %s" % (len(procs), _hosts(procs))
-    return said, facts.evidence_of("network") + facts.evidence_of("channel_nogdr")[:2] + facts.evidence_of(
-        "channel_gdr"
-    )[:2]
-
-
-def _provider_not_efa(facts, tests):
-    procs = [p for p in facts.procs.values() if any(not is_efa_provider(v) for v in p.providers)]
-    if not procs:
-        return None
-    names = sorted({v for p in procs for v in p.providers if not is_efa_provider(v)})
-    return "provider {} on {}".format(", ".join(names), _hosts(procs)), facts.evidence_of("provider_other")
-
-
-def _gdr_off(facts, tests):
-    if facts.gdr_verdict() is not False:
-        return None
-    disabled = any(p.gdr_disabled for p in facts.procs.values())
-    on_rdma_net = any(
-        r.gdr(p.gdr_read0) is False and any(not _is_socket(n) for n in r.net_names)
-        for p in facts.procs.values()
-        for r in p.ranks.values()
-    )
-    if not disabled and not on_rdma_net:
-        return None  # only socket channels lack GDR: socket-fallback says what is wrong
-    return facts.gdr_reason(), facts.evidence_of("gdr_disabled") + facts.evidence_of("channel_nogdr")
-
-
-def _row_evidence(rows, bad) -> List[dict]:
-    out = []
-    for row in rows:
-        if bad(row):
-            out.append({"file": row.get("file"), "line": row.get("line"), "text": row.get("text")})
-            if len(out) >= 5:
-                break
-    return out
-
-
-def _cells(row):
-    return [c for c in (row.get("out_of_place"), row.get("in_place")) if c]
-
-
-def _tests_wrong(facts, tests):
-    if not tests:
-        return None
-    wrong = tests.get("wrong") or 0
-    nonfinite = tests.get("nonfinite") or 0
-    if wrong <= 0 and nonfinite <= 0:
-        return None
-    ev = _row_evidence(
-        tests.get("rows") or [],
-        lambda r: r.get("nonfinite") or any((c.get("wrong") or 0) > 0 for c in _cells(r)),
-    )
-    return "nccl-tests reports %d wrong value(s) and %d Inf/NaN cell(s)" % (wrong, nonfinite), ev
-
-
-def _tests_no_results(facts, tests):
-    if not tests or tests.get("rows") or _crash_kind(facts, "crash"):
-        return None  # a crash explains a missing table: it is not a hang
-    if not tests.get("ranks") and not tests.get("nthread"):
-        return None
-    if tests.get("out_of_bounds") is not None or tests.get("avg_busbw") is not None:
-        return None  # its footer was printed: the run ended (the table was lost or pasted apart)
-    ev = [e for e in (tests.get("evidence") or {}).values() if isinstance(e, dict)]
-    return "nccl-tests printed its header but no result row (stalled or killed)", [
-        {"file": e.get("file"), "line": e.get("line"), "text": e.get("text")} for e in ev[:3]
-    ]
-
-
-def _crash_kind(facts, kind: str) -> List[dict]:
-    return [c for c in facts.crashes if c["kind"] == kind]
-
-
-def _describe(crashes) -> str:
-    parts = []
-    for c in crashes:
-        who = "rank %s" % c["rank"] if c.get("rank") is not None else "a process"
-        text = "{}{}: {}".format(who, f" on {c['host']}" if c.get("host") else "", c["what"])
-        if text not in parts:
-            parts.append(text)
-    more = f" (and {len(parts) - 4} more)" if len(parts) > 4 else ""
-    return "; ".join(parts[:4]) + more
-
-
-_SRUN_EXIT = re.compile(r"srun: error: (\S+): (tasks? [\d,-]+): Exited with exit code (\d+)")
-
-
-def _crashed(facts, tests):
-    crashes = _crash_kind(facts, "crash")
-    if not crashes:
-        said = []  # type: List[str]  # srun's own line for a task that exited non-zero
-        for e in facts.signature_evidence.get("crash") or ():
-            m = _SRUN_EXIT.search(e.get("text") or "")
-            if m and "%s on %s: exited with code %s" % (m.group(2), m.group(1), m.group(3)) not in said:
-                said.append("%s on %s: exited with code %s" % (m.group(2), m.group(1), m.group(3)))
-        return ("; ".join(said[:4]), []) if said else None
-    relayed = _crash_kind(facts, "relay")
-    text, ev = _describe(crashes), [c["evidence"] for c in crashes + relayed]
-    before = _warn_before(facts, crashes)
-    if before is not None:  # "internal error" says nothing: the WARN printed before it says what failed
-        text += "; the WARN before it: %s" % _message_of(before["text"])
-        ev.insert(0, before)
-    return text, ev
-
-
-def _warn_before(facts, crashes) -> Optional[dict]:
-    """The last WARN kept before the first crash whose only text is NCCL's 'internal error', on its host."""
-    for c in crashes:
-        if "internal error" not in (c.get("error") or c["what"]):
-            continue
-        at = c["evidence"]
-        warns = [
-            w
-            for w in facts.evidence_of("warn")
-            if w.get("file") == at.get("file")
-            and (w.get("line") or 0) < (at.get("line") or 0)
-            and (not c.get("host") or c["host"] in (w.get("text") or ""))
-            and "internal error" not in (w.get("text") or "")
-        ]
-        if warns:
-            return warns[-1]
-    return None
-
-
-def _message_of(text: str) -> str:
-    """A line's message: what follows its NCCL level, else the line."""
-    for level in (" NCCL WARN ", " NCCL INFO "):
-        i = text.find(level)
-        if i >= 0:
-            return text[i + len(level) :].strip()
-    return text.strip()
-
-
-_HEAD_HOST = re.compile(r"([^\s:\[\]|]+):\d+:\d+ \[[^\]\s]*\]")
-_OFI_ERROR = re.compile(
-    r"strerror: (.*?)(?:, len: -?\d+|$)|Error: -?\d+ \((.*?)\)?(?:\. Completed length|$)"
-    r"|Error: ([A-Za-z][^.]*)"
-)
-_PEER = re.compile(r"Peer host id: ([^\s,]+)|Peer EFA addr: ([^\s,]+)|from peer ([^\s,]+)")
-_STATUS = re.compile(
-    r"Unresponsive (?:receiver|remote) \([^)]*\)|Unreachable remote \([^)]*\)|Unexpected status[^.,;]*"
-    r"|Got completion[^,;]*"
-)
-
-
-def completion_detail(text: str) -> str:
-    """`on HOST: <the provider's error text> (peer <host id or address>)` of a completion error line."""
-    head = _HEAD_HOST.search(text)
-    m = _OFI_ERROR.search(text)
-    what = next((g for g in m.groups() if g), None) if m else None
-    if what:
-        what = what.split(" My EFA addr", 1)[0].strip()
-    else:
-        st = _STATUS.search(text)
-        what = st.group(0).strip() if st else _message_of(text)[:160]
-    found = [None, None, None]  # type: List[Optional[str]]  # host id, EFA address, IB peer: the first given
-    for p in _PEER.finditer(text):
-        for i, value in enumerate(p.groups()):
-            if value and value not in ("N/A", "(null)") and found[i] is None:
-                found[i] = value
-    peer = next((v for v in found if v), None)
-    where = " on %s" % head.group(1) if head else ""
-    return "completion error%s: %s%s" % (where, what, " (peer %s)" % peer if peer else "")
-
-
-def _completion_errors(facts, tests):
-    ev = facts.signature_evidence.get("completion-error") or []
-    if not ev:
-        return None
-    said = []
-    own = [e for e in ev if " Test NCCL failure " not in (e.get("text") or "")]  # not nccl-tests' relay of it
-    for e in own or ev:
-        d = completion_detail(e.get("text") or "")
-        if d not in said:
-            said.append(d)
-    return "; ".join(said[:3]) + (" (and more)" if len(said) > 3 else ""), []
-
-
-def _ranks_disagree(facts, tests):
-    """Processes of one host that found different NIC counts (between hosts: hosts-differ says it)."""
-    by_host = {}  # type: Dict[str, Dict[int, list]]
-    for p in facts.procs.values():
-        if len(p.nics) == 1:
-            by_host.setdefault(p.host, {}).setdefault(next(iter(p.nics)), []).append(p)
-    parts, ev = [], []
-    for host in sorted(by_host):
-        sides = by_host[host]
-        if len(sides) < 2:
-            continue
-        said = ["%d nics in %d process(es)" % (n, len(sides[n])) for n in sorted(sides, reverse=True)]
-        parts.append("on %s the plugin found %s" % (host, " and ".join(said)))
-        for n in sorted(sides):
-            line = next(
-                (
-                    e
-                    for e in facts.evidence_of("provider")
-                    if host in e["text"] and "found %d nic" % n in e["text"]
-                ),
-                None,
-            )
-            if line is not None:
-                ev.append(line)
-    if not parts:
-        return None
-    return "; ".join(parts[:3]), ev
-
-
-def _stalled(facts, tests):
-    """A connection that broke or timed out (named by rank and host), or a header with no result row."""
-    broken = _crash_kind(facts, "network")
-    parts, ev = [], []
-    if broken:
-        parts.append(_describe(broken))
-        ev = [c["evidence"] for c in broken]
-    no_rows = _tests_no_results(facts, tests)
-    if no_rows is not None:
-        parts.append(no_rows[0])
-        ev += no_rows[1]
-    if not parts:
-        return None
-    return "; ".join(parts), ev
-
-
-def _watchdog(facts, tests):
-    """Which ranks timed out, and (the world size known) which no timeout line names: where to look."""
-    ev = facts.evidence_of("watchdog")
-    if not facts.counts.get("watchdog"):
-        return None
-    text = "%d watchdog timeout line(s)" % facts.counts["watchdog"]
-    timed_out, cap = facts.timed_out_ranks()
-    if timed_out is None:
-        return text + " from %d or more ranks" % cap, ev
-    if timed_out:
-        text += " from rank(s) %s" % ranges(timed_out)
-        world = facts.world_nranks
-        if world is not None and world <= cap and max(timed_out) < world:
-            quiet = [r for r in range(world) if r not in timed_out]
-            # said as the log says it: a rank number in a timeout line may be a subgroup's rank
-            if quiet:
-                text += "; no timeout line names rank(s) %s" % ranges(quiet)
-            else:
-                text += "; every rank of %d is named" % world
-    return text, ev
-
-
-def _driver_older_than_runtime(facts, tests):
-    bad = []
-    for p in facts.procs.values():
-        for drv, rt in p.driver_runtime:
-            if rt and drv and _vkey(drv) < _vkey(rt):
-                bad.append((p, drv, rt))
-    if not bad:
-        return None
-    p, drv, rt = bad[0]
-    return f"CUDA driver {drv} is older than runtime {rt} on {_hosts([b[0] for b in bad])}", (
-        facts.evidence_of("cuda_driver")
-    )
-
-
-def _warn_lines(facts, tests):
-    n = facts.counts.get("warn", 0)
-    if not n:
-        return None
-    return "%d NCCL WARN line(s)" % n, facts.evidence_of("warn")
-
-
-PREDICATES = {
-    "plugin_missing": _plugin_missing,
-    "plugin_dep_missing": _plugin_dep_missing,
-    "plugin_init_failed": _plugin_init_failed,
-    "socket_fallback": _socket_fallback,
-    "network_ib": _network_ib,
-    "provider_not_efa": _provider_not_efa,
-    "gdr_off": _gdr_off,
-    "tests_wrong": _tests_wrong,
-    "tests_no_results": _tests_no_results,
-    "watchdog": _watchdog,
-    "crashed": _crashed,
-    "completion_errors": _completion_errors,
-    "ranks_disagree": _ranks_disagree,
-    "stalled": _stalled,
-    "driver_older_than_runtime": _driver_older_than_runtime,
-    "warn_lines": _warn_lines,
-}  # type: Dict[str, Callable]
-PREDICATES.update(envcheck.PREDICATES)
-
-
 def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
     """Findings for every catalog entry that fires, in catalog order."""
     findings = []
@@ -900,7 +700,7 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
                 severity = res[2] if len(res) > 2 else severity  # the predicate weighed the facts
             elif entry.get("gate"):
                 continue  # its lines only gather evidence: the predicate decides
-        crashes = _crash_kind(facts, "crash")
+        crashes = crash_kind(facts, "crash")
         if entry["id"] == "hang" and crashes and message is not None:
             # an `unhandled system error` line after a crash is the crash's echo, not a stall
             crash_lines = {(c["evidence"]["file"], c["evidence"]["line"]) for c in crashes}
@@ -927,24 +727,6 @@ def evaluate(facts, tests: Optional[dict] = None) -> List[dict]:
             }
         )
     return findings
-
-
-def _is_socket(name: str) -> bool:
-    return name.strip().lower() == "socket"
-
-
-def _hosts(procs) -> str:
-    return few(sorted({p.host or "(no NCCL head)" for p in procs}))
-
-
-def _vkey(v: str):
-    out = []
-    for part in v.split("."):
-        try:
-            out.append(int(part))
-        except ValueError:
-            out.append(0)
-    return tuple(out)
 
 
 def _dedupe(evidence: List[dict]) -> List[dict]:

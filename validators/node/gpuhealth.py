@@ -1,9 +1,8 @@
 """GPU health beside EFA: what a node-health hook (NHC, DCGM) would drain a node for, read from the driver.
 
 Sources, by format (fixtures in tests/fixtures/gpuhealth/ are written by us from these formats):
-- `nvidia-smi -q -x`: the XML of NVIDIA's nvsmi_device DTD (shipped with the driver as nvsmi_device_v12.dtd);
-  elements read: persistence_mode, gpu_reset_status, pci/pci_gpu_link_info, clocks_event_reasons (older
-  drivers: clocks_throttle_reasons), ecc_mode, ecc_errors, retired_pages, remapped_rows, fabric.
+- `nvidia-smi -q -x`: read in smi.py (its sources listed there); `smi_checks` and `parse_smi_xml` are
+  re-exported here.
 - `nvidia-smi nvlink -s` / `-e`: validators/node/nvlink.py (Blackwell's counters included).
 - Xid lines in the kernel log: validators/node/xid.py, by NVIDIA's Xid catalog as data (xid_catalog.json).
 - `dcgmi diag -r 1|2 -j`: `{"DCGM Diagnostic" (older: "DCGM GPU Diagnostic"): {"test_categories":
@@ -21,250 +20,22 @@ not report makes its check unknown, never pass. Everything here is pure but `gpu
 """
 
 import json
-import re
-import xml.etree.ElementTree as ET
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+# the `nvidia-smi -q -x` reader lives in smi.py, NVLink in nvlink.py, Xid in xid.py, the check shape in
+# verdict.py; all importable from here
 from efa_validators.node.nvlink import nvlink_check, parse_nvlink  # noqa: F401 (re-exported)
+from efa_validators.node.smi import SMI_CHECKS, SMI_XML, _counts, parse_smi_xml, smi_checks  # noqa: F401
 from efa_validators.node.verdict import REMEDIES, Check, check, ev  # noqa: F401
 from efa_validators.node.xid import XID_CATALOG, kernel_lines, parse_xids, xid_check  # noqa: F401 (re-exported)
 
 Tool = Callable[[Sequence[str]], Tuple[Optional[int], str]]
 
-SMI_XML = "nvidia-smi -q -x"
 # The kernel log may be larger than any other tool's output: the ring buffer is up to 32 MiB as built
 # (torvalds/linux init/Kconfig, LOG_BUF_SHIFT "range 12 25"). Past this cap it is not read at all (the
 # check is unknown), as is a log of the boot (journalctl -k -b) longer than it.
 KERNEL_LOG_MAX = 32 << 20
 KERNEL_LOG_TOOLS = ("dmesg", "journalctl")
-
-# clock event reasons that mean the hardware or the driver is slowing the GPU for a fault (power brake,
-# thermal): idle, application clocks, sync boost and the software power cap are normal operation
-_FAULT_CLOCK_REASONS = (
-    "hw_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "sw_thermal_slowdown",
-)
-
-
-def _text(node: Optional[ET.Element], path: str) -> Optional[str]:
-    found = node.find(path) if node is not None else None
-    if found is None or found.text is None:
-        return None
-    value = found.text.strip()
-    return None if value in ("", "N/A") else value
-
-
-def _int(value: Optional[str]) -> Optional[int]:
-    match = re.match(r"\s*(\d+)", value or "")
-    return int(match.group(1)) if match else None
-
-
-def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
-    """One dict per <gpu> of `nvidia-smi -q -x`; a value the GPU reports as N/A (or not at all) is None.
-    Raises ValueError on text that is not that XML."""
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as err:
-        raise ValueError("not nvidia-smi XML: %s" % err) from None
-    if root.tag != "nvidia_smi_log":
-        raise ValueError("not nvidia-smi XML: root element <%s>" % root.tag)
-    listed = root.findall("gpu")
-    attached = _int(_text(root, "attached_gpus"))
-    if attached is not None and attached != len(listed):  # a cut or odd output: judge none of it
-        raise ValueError("nvidia-smi XML lists %d <gpu> of attached_gpus %d" % (len(listed), attached))
-    gpus = []
-    for i, gpu in enumerate(listed):
-        reasons = gpu.find("clocks_event_reasons")
-        prefix = "clocks_event_reason_"
-        if reasons is None:
-            reasons, prefix = gpu.find("clocks_throttle_reasons"), "clocks_throttle_reason_"
-        ecc = {}
-        for scope in ("volatile", "aggregate"):
-            counts = gpu.find("ecc_errors/" + scope)
-            for field in list(counts) if counts is not None else []:
-                if "uncorrectable" in field.tag:
-                    ecc["%s.%s" % (scope, field.tag)] = _int(_text(counts, field.tag))
-        link = "pci/pci_gpu_link_info/"
-        minor = _int(_text(gpu, "minor_number"))
-        gpus.append(
-            {
-                "index": i if minor is None else minor,
-                "bus": gpu.get("id", "?"),
-                "name": _text(gpu, "product_name") or "?",
-                "pstate": _text(gpu, "performance_state"),
-                "persistence": _text(gpu, "persistence_mode"),
-                "reset_required": _text(gpu, "gpu_reset_status/reset_required"),
-                "drain_and_reset": _text(gpu, "gpu_reset_status/drain_and_reset_recommended"),
-                "gen": (_int(_text(gpu, link + "pcie_gen/current_link_gen")),
-                        _int(_text(gpu, link + "pcie_gen/max_link_gen"))),
-                "width": (_int(_text(gpu, link + "link_widths/current_link_width")),
-                          _int(_text(gpu, link + "link_widths/max_link_width"))),
-                "clock_reasons": None if reasons is None else {
-                    r: _text(reasons, prefix + r) for r in _FAULT_CLOCK_REASONS
-                },
-                "ecc_mode": _text(gpu, "ecc_mode/current_ecc"),
-                "ecc_uncorrectable": ecc,
-                "sram_threshold_exceeded": _text(gpu, "ecc_errors/aggregate/sram_threshold_exceeded"),
-                "remap_pending": _text(gpu, "remapped_rows/remapped_row_pending"),
-                "remap_failure": _text(gpu, "remapped_rows/remapped_row_failure"),
-                "retirement_pending": _text(gpu, "retired_pages/pending_retirement"),
-                "fabric_state": _text(gpu, "fabric/state"),
-                "fabric_reported": gpu.find("fabric/state") is not None,  # N/A is an answer, absence none
-                "fabric_status": _text(gpu, "fabric/status"),
-            }
-        )  # fmt: skip
-    return gpus
-
-
-def _label(gpu: Dict[str, Any]) -> str:
-    return "GPU %s (%s)" % (gpu["index"], gpu["bus"])
-
-
-def _judge(
-    name: str, gpus: List[Dict[str, Any]], judge: Callable[[Dict[str, Any]], Tuple[str, str]]
-) -> Check:
-    """Fold one per-GPU judgement into one check: any fail fails, else any unknown is unknown."""
-    if not gpus:
-        return check(name, "unknown", "nvidia-smi -q -x lists no GPU")
-    results = [(gpu, *judge(gpu)) for gpu in gpus]
-    evidence = [ev(SMI_XML, "%s: %s" % (_label(g), why)) for g, status, why in results if status != "pass"]
-    for status in ("fail", "unknown"):
-        bad = [(g, why) for g, s, why in results if s == status]
-        if bad:
-            detail = "; ".join("%s: %s" % (_label(g), why) for g, why in bad[:4])
-            more = " (+%d more)" % (len(bad) - 4) if len(bad) > 4 else ""
-            return check(name, status, detail + more, evidence)
-    return check(name, "pass", "%d GPU(s): %s" % (len(gpus), results[0][2]), [ev(SMI_XML, results[0][2])])
-
-
-def _ecc(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    if gpu["ecc_mode"] is None:
-        return "unknown", "ECC mode not reported"
-    if gpu["ecc_mode"] != "Enabled":
-        return "fail", "ECC is %s (a training GPU runs with ECC on: `nvidia-smi -e 1`, then reset)" % gpu[
-            "ecc_mode"
-        ]
-    volatile = {k: v for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("volatile.") and v}
-    if volatile:
-        return "fail", "uncorrectable ECC errors since the driver loaded: %s" % _counts(volatile)
-    if gpu["sram_threshold_exceeded"] == "Yes":
-        return "fail", "aggregate SRAM uncorrectable errors over NVIDIA's threshold (RMA)"
-    if not any(v is not None for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("volatile.")):
-        return "unknown", "no volatile ECC counter reported as a number"  # all N/A: no count is no zero
-    lifetime = {k: v for k, v in gpu["ecc_uncorrectable"].items() if k.startswith("aggregate.") and v}
-    return "pass", "no uncorrectable ECC error since the driver loaded" + (
-        " (lifetime: %s)" % _counts(lifetime) if lifetime else ""
-    )
-
-
-def _counts(counts: Dict[str, Any]) -> str:
-    return ", ".join("%s=%d" % (k, v) for k, v in sorted(counts.items()))
-
-
-def _remap(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    if gpu["remap_pending"] == "Yes":
-        return "fail", "a row remap is pending: drain, then reset the GPU to apply it"
-    if gpu["remap_failure"] == "Yes":
-        return "fail", "row remapping failed: the GPU needs service"
-    if gpu["remap_pending"] == "No" and gpu["remap_failure"] == "No":
-        return "pass", "no row remap pending or failed"
-    if gpu["retirement_pending"] == "Yes":  # GPUs before Ampere retire pages instead
-        return "fail", "a page retirement is pending: drain, then reset the GPU"
-    if gpu["retirement_pending"] == "No":
-        return "pass", "no page retirement pending"
-    return "unknown", "neither row remapping nor page retirement reported"
-
-
-def _pcie(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    (gen, max_gen), (width, max_width) = gpu["gen"], gpu["width"]
-    if None in (gen, max_gen, width, max_width):
-        return "unknown", "PCIe link generation or width not reported"
-    shown = "PCIe gen %d/%d x%d/x%d" % (gen, max_gen, width, max_width)
-    if width < max_width:
-        return "fail", shown + ": the link trained narrower than the slot (reseat or service)"
-    if gen < max_gen and gpu["pstate"] == "P0":
-        return "fail", shown + ": the link runs below its generation under load"
-    if gen < max_gen:  # the driver lowers the link speed of an idle GPU to save power
-        return "pass", shown + " (idle at %s: the driver slows an idle link)" % gpu["pstate"]
-    return "pass", shown
-
-
-def _clocks(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    reasons = gpu["clock_reasons"]
-    if reasons is None or all(v is None for v in reasons.values()):
-        return "unknown", "clock event reasons not reported"
-    active = sorted(r for r, v in reasons.items() if v == "Active")
-    if active:
-        return "fail", "clocks slowed by %s" % ", ".join(active)
-    unread = sorted(r for r, v in reasons.items() if v != "Not Active")  # N/A, absent, or another word
-    if unread:
-        return "unknown", "clock event reasons not reported as Active/Not Active: %s" % ", ".join(unread)
-    return "pass", "no hardware or thermal slowdown active"
-
-
-def _persistence(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    if gpu["persistence"] is None:
-        return "unknown", "persistence mode not reported"
-    if gpu["persistence"] != "Enabled":
-        return (
-            "fail",
-            "persistence mode %s: the driver state is torn down between jobs (`nvidia-smi -pm 1` or "
-            "nvidia-persistenced)" % gpu["persistence"],
-        )
-    return "pass", "persistence mode enabled"
-
-
-def _reset(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    if "Yes" in (gpu["reset_required"], gpu["drain_and_reset"]):
-        why = "the driver asks for a GPU reset (reset_required=%s, drain_and_reset_recommended=%s)"
-        return "fail", why % (gpu["reset_required"], gpu["drain_and_reset"])
-    if gpu["reset_required"] is None:
-        return "unknown", "reset status not reported"
-    if gpu["reset_required"] != "No" or gpu["drain_and_reset"] not in (None, "No"):  # another word: not read
-        why = "reset status not read (reset_required=%s, drain_and_reset_recommended=%s)"
-        return "unknown", why % (gpu["reset_required"], gpu["drain_and_reset"])
-    return "pass", "no reset required"
-
-
-def _fabric(gpu: Dict[str, Any]) -> Tuple[str, str]:
-    state, status = gpu["fabric_state"], gpu["fabric_status"]
-    if not gpu["fabric_reported"]:  # a driver without the element: says nothing of fabric manager
-        return "unknown", "fabric state not reported"
-    if state is None:  # N/A: the driver has no NVSwitch fabric to register with on this GPU
-        return "pass", "no NVLink fabric on this GPU (fabric state N/A)"
-    if state == "Completed" and status == "Success":
-        return "pass", "fabric registration completed (fabric manager up)"
-    if state in ("In Progress", "Not Started"):
-        return (
-            "fail",
-            "fabric registration %s: fabric manager not up yet (NCCL over NVLink fails)" % state.lower(),
-        )
-    return "fail", "fabric state %s, status %s: check nvidia-fabricmanager" % (state, status)
-
-
-SMI_CHECKS = (
-    ("gpu-ecc", _ecc),
-    ("gpu-row-remap", _remap),
-    ("gpu-pcie-link", _pcie),
-    ("gpu-clocks", _clocks),
-    ("gpu-persistence", _persistence),
-    ("gpu-reset", _reset),
-    ("gpu-fabric", _fabric),
-)
-
-
-def smi_checks(rc: Optional[int], out: str) -> List[Check]:
-    """The checks read from `nvidia-smi -q -x` (rc None: the tool did not run; every check unknown)."""
-    if rc is None or rc != 0:
-        why = out if rc is None else "nvidia-smi -q -x exited %d" % rc
-        return [check(name, "unknown", why, [ev(SMI_XML, out[:200])]) for name, _ in SMI_CHECKS]
-    try:
-        gpus = parse_smi_xml(out)
-    except ValueError as err:
-        return [check(name, "unknown", str(err)) for name, _ in SMI_CHECKS]
-    return [_judge(name, gpus, judge) for name, judge in SMI_CHECKS]
 
 
 def parse_dcgm_diag(text: str) -> List[Tuple[str, str, str]]:

@@ -699,7 +699,7 @@ class Facts:
         elif kind == "env":
             if len(p.env) < ENV_MAX:
                 p.env.setdefault(d["name"], d["value"])
-        elif kind in ("warn", "error"):
+        elif kind in ("warn", "error", "return_chain"):
             self._keep(kind, event)
         elif kind == "socket_if":
             self.counts["socket_if"] = self.counts.get("socket_if", 0) + 1

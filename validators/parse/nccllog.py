@@ -88,6 +88,9 @@ _IB_USING = re.compile(r"NET/IB ?: ?Using \[\d")
 # NCCL version <major>.<minor>.<patch>" with the version of the NCCL it loaded
 _QUOTED_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _WATCHDOG = re.compile(r"[Ww]atchdog caught collective operation timeout: (WorkNCCL\([^)]*\))?")
+# NCCL's return chain, one line per caller as an error passes up: `%s:%d -> %d` (NCCLCHECK,
+# src/include/checks.h at v2.18.3-1), `%s:%d (%s) -> %d` (INFO_LOC, src/include/debug.h at 5067397c)
+_RETURN = re.compile(r"[\w./-]+\.(?:cc|cu|h):\d+(?: \(\w+\))? -> (\d+)\s*$")
 _TORCH_RANK = re.compile(r"\[[Rr]ank ?(\d+)\]")
 # nccl-tests src/common.h: printf("%s: Test NCCL failure %s:%d '%s / %s'\n", hostname, __FILE__,
 # __LINE__, ...) (NCCL < 2.13: '%s' alone), "Test CUDA failure" likewise, and the relay
@@ -130,6 +133,11 @@ NEEDLES = (
     "Direct RDMA",
     "Bootstrap",
 )
+# NCCL's return chain (`init.cc:1390 -> 3`, see _RETURN): looked for apart, as other programs' logs hold
+# `.cc:` too (glog's `file.cc:142]`); such a line is read only where it also holds " -> " (analyze.prep_line).
+# One needle, not `.h:` too: a short needle that starts with '.' costs the scan ~15 % each (issue 41, measured
+# on the real logs); a chain that begins in a header is read from its first `.cc` line
+CHAIN_NEEDLES = (".cc:",)
 
 
 class Event:
@@ -353,6 +361,10 @@ def _classify_msg(msg: str, head) -> Optional[List[tuple]]:
         return None
     if msg.startswith("NET/OFI "):
         return _ofi(msg)
+    if " -> " in msg:
+        m = _RETURN.match(msg)
+        if m:
+            return [("return_chain", {"rc": int(m.group(1))})]
     if msg.startswith("Bootstrap"):  # names its process's host, nothing more
         return [("bootstrap", {})]
     if msg.startswith("NET/Plugin") or msg.startswith("Successfully loaded external"):

@@ -58,6 +58,9 @@ _STEP_RE = re.compile(r"\bstep:\s*(\d+)\s*\((factor|bytes)\)")
 # ncclGetVersion: the library the test actually ran with)
 _VERSION_RE = re.compile(r"^#?\s*nccl-tests version\s+(\S+)")
 _LIBRARY_RE = re.compile(r"\bnccl-library=(\d+)")
+# `-J FILE`: nccl-tests says where the JSON goes before anything else (NVIDIA/nccl-tests
+# a0b82b2260cf5152b9f8c061bbf7eaf0ba096432:src/util.cu jsonOutputInit, "# Writing JSON output to %s")
+_JSON_OUT_RE = re.compile(r"^#\s*Writing JSON output to (\S.*)$")
 _STARTING_RE = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)")
 # `#  Rank  0 Group  0 Pid  4242 on  node-a device  0 [0000:53:00] NVIDIA H100 80GB HBM3` (new) and
 # `#   Rank  0 Pid  4242 on node-a device  0 [0x53] Tesla V100-SXM2-32GB` (before groups).
@@ -261,6 +264,7 @@ class NcclTestsParser:
         self._seen = False
         self._library: Optional[str] = None  # NCCL version from the header's nccl-library=
         self._footer_only: Optional[_Table] = None  # footer lines seen with no table open
+        self._json_out: Optional[Dict[str, Any]] = None  # the `-J` file this run said it writes
 
     def _orphan(self) -> "_Table":
         """Where a footer with no open table goes: an empty table of its own (no columns, no rows)."""
@@ -351,6 +355,11 @@ class NcclTestsParser:
                 if lib and int(lib.group(1)) > 0:
                     self._library = _nccl_version_string(int(lib.group(1)))
                 return
+        if "Writing JSON" in stripped:
+            m = _JSON_OUT_RE.match(stripped)
+            if m:
+                self._json_out = dict(where, text=stripped, path=m.group(1).strip())
+                return
         if "Collective test" in stripped:
             m = _STARTING_RE.match(stripped)
             if m:
@@ -413,6 +422,8 @@ class NcclTestsParser:
         main = objs[0]
         main["additional_tables"] = objs[1:]
         main["tables_dropped"] = self._dropped_tables
+        if self._json_out is not None:
+            main["evidence"]["json_output"] = self._json_out
         return main
 
     def _table_object(self, table: Optional[_Table]) -> Dict[str, Any]:

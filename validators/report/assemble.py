@@ -39,8 +39,7 @@ def _build(
     fabric: Optional[str] = None,
     replay: bool = False,
 ) -> dict:
-    with_rows = [t for t in tests if t.get("rows")]
-    nccl_tests = (with_rows or tests or [None])[0]
+    nccl_tests = judged_tests(tests)
     decided = decide(
         facts, nccl_tests, instance_type, nodes, get_profile, judge, fabric=fabric, replay=replay
     )
@@ -50,9 +49,10 @@ def _build(
                 "id": "several-nccl-tests-runs",
                 "severity": "info",
                 "title": "more than one nccl-tests result",
-                "message": "%d nccl-tests results; the first is reported and judged" % len(tests),
+                "message": "%d nccl-tests results: bandwidth is judged on the first with rows; the data "
+                "checks (#wrong, out of bounds) of every one are judged" % len(tests),
                 "evidence": [],
-                "remedy": "Give one run per invocation to have each judged.",
+                "remedy": "Give one run per invocation to have each one's bandwidth judged.",
                 "source": "validators/report/assemble.py",
             }
         )
@@ -99,6 +99,25 @@ def _build(
         },
     }
     return report
+
+
+def judged_tests(tests: List[dict]) -> Optional[dict]:
+    """One nccl-tests object for the judge: the first result with rows, every other result (each input's,
+    and the further tables of each) listed under its `additional_tables`.
+
+    Why: the judge merges the data checks of every additional table (bandwidth.judge), so corruption in
+    any input fails the verdict; `parse A B` once judged only A's result and passed over B's wrong values.
+    The objects read are not changed (a copy of the first is returned)."""
+    if not tests:
+        return None
+    with_rows = [t for t in tests if t.get("rows")]
+    main = (with_rows or tests)[0]
+    extra = list(main.get("additional_tables") or [])
+    for other in tests:
+        if other is not main:
+            extra.append(dict(other, additional_tables=[]))
+            extra.extend(other.get("additional_tables") or [])
+    return dict(main, additional_tables=extra)
 
 
 def _hosts(facts: Facts) -> List[dict]:

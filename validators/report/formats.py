@@ -152,8 +152,11 @@ def metric_lines(report: dict) -> List[str]:
             out.append("busbw_plateau={} GB/s".format(_num(nt["plateau_busbw"])))
         if nt.get("avg_busbw") is not None:
             out.append("busbw_avg={} GB/s".format(_num(nt["avg_busbw"])))
-        if nt.get("wrong") is not None:
-            out.append("wrong={}".format(nt["wrong"]))
+        counts = [
+            t["wrong"] for t in [nt] + list(nt.get("additional_tables") or []) if t.get("wrong") is not None
+        ]
+        if counts:  # every result judged (the inputs' and each log's further tables), as wrong-zero judges
+            out.append(f"wrong={sum(counts)}")
     return out
 
 

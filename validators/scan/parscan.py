@@ -90,24 +90,44 @@ def can_split(size: int, workers: int, range_size: int = RANGE) -> bool:
     return workers > 1 and size >= 2 * range_size and threading.active_count() == 1
 
 
-def boundaries(fh, size: int, range_size: int) -> List[int]:
-    """Range starts: 0, then the start of the first line at or after each multiple of range_size."""
+def boundaries(
+    fh, size: int, range_size: int, ends_no_range: Optional[Callable[[bytes], bool]] = None
+) -> List[int]:
+    """Range starts: 0, then the start of the first line at or after each multiple of range_size.
+
+    `ends_no_range(line)`: a line after which no range may start (the first half of a message wrapped over
+    two lines, scan/wrapped.py): the range then starts after the next line that is not one."""
     starts = [0]
     for nominal in range(range_size, size, range_size):
         pos = max(nominal - 1, starts[-1])
+        line_at = None  # where the line that ends at the next newline starts, when known
         while pos < min(size, nominal + range_size):  # no newline within a range: no boundary here
             fh.seek(pos)
             block = fh.read(1 << 16)
             if not block:
                 break
             nl = block.find(b"\n")
-            if nl >= 0:
-                start = pos + nl + 1
-                if starts[-1] < start < size:
-                    starts.append(start)
-                break
-            pos += len(block)
+            if nl < 0:
+                pos += len(block)
+                continue
+            start = pos + nl + 1
+            if ends_no_range is not None and ends_no_range(_line_ending(fh, line_at, start)):
+                line_at, pos = start, start
+                continue
+            if starts[-1] < start < size:
+                starts.append(start)
+            break
     return starts
+
+
+def _line_ending(fh, at: Optional[int], end: int) -> bytes:
+    """The line that ends at byte `end` (after its newline), its first 64 KiB (from `at` when known)."""
+    begin = at if at is not None else max(0, end - (1 << 16))
+    fh.seek(begin)
+    text = fh.read(end - begin)
+    if at is None:
+        text = text[text.rfind(b"\n", 0, len(text) - 1) + 1 :]
+    return text[: 1 << 16]
 
 
 class _Slice:
@@ -232,19 +252,23 @@ def scan_prepared(
     prep: Callable[[Iterable[Line]], Iterable],
     range_size: Optional[int] = None,
     serial: Optional[Callable[[Iterable[Line]], Iterable]] = None,
+    ends_no_range: Optional[Callable[[bytes], bool]] = None,
 ) -> Iterator[Tuple[int, object]]:
     """(line number base, item) for each item `prep` makes of the scan's lines, in order: with workers,
     each range's lines are prepared in its worker (the per-line parse leaves the parent; issue 15).
     `prep` must be a module-level function (or a functools.partial of one), must keep the lines' order and
     may number items only by the lines' own numbers, which count from the range's start: add `base`.
-    `serial`: what prepares the lines where the file is not split (default `prep`)."""
-    for base, items in _ranges(path, needles, make_region, workers, stats, range_size, prep, serial):
+    `serial`: what prepares the lines where the file is not split (default `prep`). `ends_no_range`: see
+    `boundaries`."""
+    for base, items in _ranges(
+        path, needles, make_region, workers, stats, range_size, prep, serial, ends_no_range
+    ):
         for item in items:
             yield base, item
 
 
 def _ranges(
-    path, needles, make_region, workers, stats, range_size, prep, serial=None
+    path, needles, make_region, workers, stats, range_size, prep, serial=None, ends_no_range=None
 ) -> Iterator[Tuple[int, Iterable]]:
     """(line number base, the lines or prepared items of one range) in order; serial: (0, everything),
     prepared by `serial` if given."""
@@ -259,7 +283,7 @@ def _ranges(
             yield 0, (lines if prep is None else prep(lines))
         return
     with open(path, "rb") as fh:
-        starts = boundaries(fh, size, range_size)
+        starts = boundaries(fh, size, range_size, ends_no_range)
     ends = starts[1:] + [None]  # type: List[Optional[int]]
     tasks = [(path, s, e, needles, make_region, prep) for s, e in zip(starts, ends)]
     # here, not at import: multiprocessing costs ~20 ms to import, and most parses never split

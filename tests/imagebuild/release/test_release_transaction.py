@@ -184,7 +184,7 @@ def test_two_runners_releasing_one_tag_share_the_s3_lock_and_records(registry, s
     assert RegistryAPI(registry.host).manifest(repo, "rel-1").digest == winner
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
     records = [k for k in keys if k.endswith(".json") and not k.endswith(("latest.json", "pending.json"))]
-    assert len(records) == 1 and [k for k in keys if "/locks/" in k] == [], keys
+    assert len(records) == 1 and [k for k in keys if "/.locks/" in k or "/.intents/" in k] == [], keys
     record = json.loads(s3.get_object(Bucket=bucket, Key=records[0])["Body"].read())
     assert record["digest"] == winner and record["repositories"][0]["moved"] == ["rel-1"]
     assert record["repositories"][0]["repository"] == f"{registry.host}/{repo}"
@@ -230,9 +230,10 @@ def test_the_s3_lock_waits_for_a_live_holder_and_takes_an_expired_one(aws):
                 pass
         assert time.monotonic() - start >= 1 and any("waiting" in s for s in said)
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)  # released
-    # a runner that died: its lock expired an hour ago
-    dead = s3records.lock_body("dead-owner", time.time() - 3600, 60)
+    # a runner that died: its lock (a lease of 1 s) has not changed for longer than that, by S3's clock
+    dead = s3records.lock_body("dead-owner", time.time(), 1)
     s3.put_object(Bucket=bucket, Key="locks/x.json", Body=dead)
+    time.sleep(2.1)
     with s3records.hold_lock(s3, bucket, "locks/x.json", 5, said.append):
         held = json.loads(s3.get_object(Bucket=bucket, Key="locks/x.json")["Body"].read())
         assert held["owner"] != "dead-owner" and held["expires_at"] > time.time()
@@ -334,12 +335,12 @@ def test_a_release_terminated_at_a_write_gives_the_s3_lock_back_and_the_rerun_co
             time.sleep(0.1)  # t-1 written: the run is now in t-2's write, which the proxy holds
         time.sleep(0.5)
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-        assert any("/locks/" in k for k in keys) and "rel/term/pending.json" in keys, keys
+        assert any("/.locks/" in k for k in keys) and "rel/.intents/term.json" in keys, keys
         proc.terminate()
         _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130 and "Traceback" not in err, err
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-        assert keys == ["rel/term/pending.json"], keys  # the lock is given back; the intent names t-1, t-2
+        assert keys == ["rel/.intents/term.json"], keys  # the lock is given back; the intent names t-1, t-2
         proxy.faults.clear()
         res = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and "waiting" not in res.stderr, res.stderr
@@ -347,6 +348,6 @@ def test_a_release_terminated_at_a_write_gives_the_s3_lock_back_and_the_rerun_co
         proxy.stop()
     assert [api.manifest(repo, t).digest for t in ("t-1", "t-2")] == [digest, digest]
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-    (name,) = [k for k in keys if k.endswith(".json") and not k.endswith(("latest.json", "pending.json"))]
+    (name,) = [k for k in keys if k.endswith(".json") and not k.endswith("latest.json")]
     record = json.loads(s3.get_object(Bucket=bucket, Key=name)["Body"].read())
-    assert record["repositories"][0]["tags"] == ["t-1", "t-2"] and "rel/term/pending.json" not in keys
+    assert record["repositories"][0]["tags"] == ["t-1", "t-2"] and "rel/.intents/term.json" not in keys

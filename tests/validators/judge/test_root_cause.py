@@ -44,6 +44,20 @@ CLASSES = {
     "socket-fallback-nccl2.4.log": ("plugin-missing", [("socket-fallback", "plugin-missing")]),
     "ofi-test-optimal-provider.log": ("efa-devices-missing", [("ofi-init-failed", "efa-devices-missing")]),
     "cxi-slingshot-hang.log": ("hang", []),
+    # issue 41: the classes that ended 'unknown' with no finding
+    "libfabric-efa-peer-reset.log": ("completion-error", []),
+    "torch-watchdog-wrapped.log": ("watchdog-hang", []),
+    "launcher-start-failed-cxi.log": ("launcher-start-failed", []),
+    "nccl-tests-return-chain.log": ("crash", []),
+    "gin-gdrcopy-missing.log": (
+        "gdrcopy-unavailable",
+        [
+            ("gin-init-failed", "gdrcopy-unavailable"),
+            ("gin-unavailable", "gin-init-failed"),
+            ("crash", "gin-unavailable"),
+        ],
+    ),
+    "torch-traceback.log": ("python-exception", []),
 }
 
 

@@ -35,22 +35,26 @@ def test_a_healthy_p5_passes_every_check_read_from_nvidia_smi():
 
 def test_each_fault_fails_its_check_naming_the_gpu_with_evidence():
     checks = _by_name(gpuhealth.smi_checks(0, _read("smi-faults.xml")))
-    expected = {
-        "gpu-ecc": ("GPU 0 (00000000:53:00.0)", "volatile.dram_uncorrectable=2"),
-        "gpu-row-remap": ("GPU 1 (00000000:64:00.0)", "row remap is pending"),
-        "gpu-pcie-link": ("GPU 2 (00000000:75:00.0)", "x8/x16"),
-        "gpu-clocks": ("GPU 3 (00000000:86:00.0)", "hw_slowdown"),
-        "gpu-persistence": ("GPU 4 (00000000:97:00.0)", "Disabled"),
-        "gpu-fabric": ("GPU 5 (00000000:A8:00.0)", "in progress"),
-        "gpu-reset": ("GPU 6 (00000000:B9:00.0)", "reset_required=Yes"),
+    expected = {  # check: (GPU, what the detail says, the remedy it asks for)
+        "gpu-ecc": ("GPU 0 (00000000:53:00.0)", "volatile.dram_uncorrectable=2", "reset-gpu"),
+        "gpu-row-remap": ("GPU 1 (00000000:64:00.0)", "row remap is pending", "reset-gpu"),
+        "gpu-pcie-link": ("GPU 2 (00000000:75:00.0)", "x8/x16", "replace-hardware"),
+        "gpu-clocks": ("GPU 3 (00000000:86:00.0)", "hw_slowdown, hw_thermal_slowdown", "replace-hardware"),
+        "gpu-fabric": ("GPU 5 (00000000:A8:00.0)", "in progress", "configure"),
+        "gpu-reset": ("GPU 6 (00000000:B9:00.0)", "reset_required=Yes", "reset-gpu"),
     }
-    for name, (gpu, why) in expected.items():
+    for name, (gpu, why, remedy) in expected.items():
         c = checks[name]
-        assert c["status"] == "fail", c
+        assert c["status"] == "fail" and c["remedy"] == remedy, c
         assert gpu in c["detail"] and why in c["detail"], c
         assert any(gpu in e["text"] for e in c["evidence"]), c
     # GPU 7's link is at gen 1 of 5 in P0 (under load): a slow link, also named
     assert "GPU 7 (00000000:CA:00.0)" in checks["gpu-pcie-link"]["detail"]
+    # GPU 4's persistence mode is off: a setting, named with its fix, never a fail of the node (issue 39)
+    persistence = checks["gpu-persistence"]
+    assert persistence["status"] == "pass" and persistence["remedy"] is None, persistence
+    assert "persistence mode Disabled" in persistence["detail"], persistence
+    assert "nvidia-smi -pm 1" in persistence["detail"], persistence
 
 
 def test_an_idle_link_at_a_lower_generation_passes_and_an_older_drivers_missing_element_is_unknown():
@@ -180,6 +184,7 @@ def test_the_whole_gpu_health_from_recorded_outputs_names_each_fault():
     checks = _by_name(gpuhealth.gpu_health_checks(run, dcgm_level=2))
     assert {n: c["status"] for n, c in checks.items()} == {
         **{n: "fail" for n in SMI_NAMES},
+        "gpu-persistence": "pass",  # a setting, never a fail (issue 39 item 2)
         "gpu-nvlink": "fail",
         "gpu-xid": "fail",
         "gpu-dcgm-diag": "fail",

@@ -34,6 +34,7 @@ from efa_validators.analyze import (
 )
 from efa_validators.parse.facts import Facts
 from efa_validators.scan.linescan import scan
+from efa_validators.scan.wrapped import ends_no_range
 
 FIXTURES = sorted((ROOT / "tests" / "fixtures").rglob("*.log"))
 
@@ -106,7 +107,10 @@ def _merged(path: Path, lines: list, stats: dict, cuts: list) -> tuple:
     """Each piece between cuts folded alone (its lines numbered from the line before it), then merged."""
     a = Analysis()
     a.begin(str(path))
-    bounds = sorted(set(c for c in cuts if 0 < c < len(lines)))
+    # as parscan.boundaries cuts: never right after a line that may begin a wrapped message (scan/wrapped.py)
+    bounds = sorted(
+        set(c for c in cuts if 0 < c < len(lines) and not ends_no_range(lines[c - 1][1].encode()))
+    )
     for start, end in zip([0] + bounds, bounds + [len(lines)]):
         base = lines[start - 1][0] if start else 0
         piece = [(n - base, raw, cut, flags) for n, raw, cut, flags in lines[start:end]]

@@ -313,3 +313,22 @@ def test_packed_lines_come_back_as_they_were():
     ]
     assert list(parscan.Packed(lines)) == lines
     assert list(parscan.Packed([])) == []
+
+
+def test_no_range_starts_after_the_first_half_of_a_wrapped_message(tmp_path):
+    """A range never starts right after a line that may begin a wrapped message (scan/wrapped.py): the two
+    halves are joined by one worker's `prepare`, so the split report equals the serial one."""
+    from efa_validators.scan.wrapped import ends_no_range
+
+    lines = []
+    for i in range(3000):
+        lines.append(b"step %d loss 2.0" % i if i % 3 else b"[E12] ProcessGroupNCCL's watch")
+    data = b"\n".join(lines) + b"\n"
+    log = tmp_path / "w.log"
+    log.write_bytes(data)
+    with open(log, "rb") as fh:
+        plain = parscan.boundaries(fh, len(data), 5000)
+        starts = parscan.boundaries(fh, len(data), 5000, ends_no_range)
+    assert any(data[: s - 1].rsplit(b"\n", 1)[-1].startswith(b"[E12]") for s in plain[1:])  # can fail
+    assert len(starts) > 10 and all(data[s - 1 : s] == b"\n" for s in starts[1:])
+    assert not any(data[: s - 1].rsplit(b"\n", 1)[-1].startswith(b"[E12]") for s in starts[1:])

@@ -1,0 +1,91 @@
+"""The project config lookup is bounded (issue 41, hostile input round five, item 2).
+
+Outside a git repository the lookup walked every parent to `/` and read each pyproject.toml whole before
+judging its owner: a 2 GB sparse /tmp/pyproject.toml cost every run under /tmp 4 GB. Now a candidate's
+metadata (type, owner and mode, size) is judged before a byte is read, at most MAX_BYTES are read, and the
+walk stops at the first boundary: a folder with .git, the home directory, a mount point."""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+from cli import build_py, build_py_process
+
+from imagebuild.errors import UserError
+from imagebuild.settings import project
+
+MEMORY_LIMIT = 1 << 30  # the child's address space: a whole read of the sparse file cannot fit
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def _sparse(path: Path, size: int) -> Path:
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+    return path
+
+
+def test_a_huge_sparse_pyproject_in_a_parent_fails_fast_naming_it(tmp_path):
+    """2 GiB of holes in a parent folder, no repository around: exit 2 naming the file, in bounded memory
+    (main read it whole: a MemoryError traceback under this limit)."""
+    big = _sparse(tmp_path / "pyproject.toml", 2 << 30)
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    got = build_py_process("list", cwd=str(work), preexec_fn=_limit_memory, timeout=60)
+    assert got.returncode == 2, got.stderr[-2000:]
+    assert f"{big}: not read: {2 << 30} bytes, over the {project.MAX_BYTES}" in got.stderr
+    assert "Traceback" not in got.stderr
+
+
+def test_the_size_is_judged_before_a_byte_is_read(tmp_path, monkeypatch):
+    big = _sparse(tmp_path / "pyproject.toml", project.MAX_BYTES + 1)
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: opened.append(str(f)) or real_open(f, *a, **k))
+    try:
+        project.find(tmp_path, home=tmp_path)
+    except UserError as err:
+        assert err.file == str(big) and "over the" in str(err)
+    else:
+        raise AssertionError("a file over the cap was not refused")
+    assert str(big) not in opened
+
+
+def test_no_config_above_the_home_directory(tmp_path, monkeypatch):
+    """A config above the user's home is not this user's project: the walk stops at home."""
+    (tmp_path / "pyproject.toml").write_text('[tool.efa-image-build]\nout = "o"\n')
+    home = tmp_path / "home"
+    (home / "work").mkdir(parents=True)
+    assert project.find(home / "work", home=home) is None
+    assert project.find(tmp_path / "home", home=tmp_path / "elsewhere") == tmp_path / "pyproject.toml"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home / "work")
+    got = build_py("-v", "list")
+    assert "config: no pyproject.toml with [tool.efa-image-build]" in got.err, got.err
+    (home / "pyproject.toml").write_text('[tool.efa-image-build]\nout = "o"\n')  # home itself still counts
+    got = build_py("-v", "list")
+    assert f"config: {home / 'pyproject.toml'}" in got.err, got.err
+
+
+def test_no_config_beyond_a_mount_point(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.efa-image-build]\nout = "o"\n')
+    mount = tmp_path / "mnt"
+    (mount / "work").mkdir(parents=True)
+    assert project.find(mount / "work", home=tmp_path / "elsewhere") == tmp_path / "pyproject.toml"
+    monkeypatch.setattr(project, "_mount_point", lambda folder: folder == mount)
+    assert project.find(mount / "work", home=tmp_path / "elsewhere") is None
+
+
+def test_a_mount_point_is_seen():
+    assert project._mount_point(Path("/proc")) is True  # procfs, mounted on the root filesystem
+    assert project._mount_point(Path("/proc/self").resolve()) is False
+
+
+def test_a_fifo_or_a_device_named_pyproject_is_never_opened(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pyproject.toml")  # opening it for reading would block for ever
+    assert project.find(tmp_path, home=tmp_path) is None
