@@ -722,6 +722,7 @@ class ReleaseRequest:
     previous: Optional[str] = None  # previous release record (default: the latest)
     dry_run: bool = False
     require_signed: Optional[str] = None  # a public key: every digest's SBOM and provenance must verify
+    adopt_channels: Sequence[str] = ()  # CHANNEL@DIGEST: a channel no record knows, adopted at that digest
 
 
 def release(req: ReleaseRequest) -> None:
@@ -732,6 +733,7 @@ def release(req: ReleaseRequest) -> None:
     from imagebuild.release import record as rel
 
     policy = req.target.policy()
+    adopted = channels.parse_adopted(req.adopt_channels)
     signed_by = None
     if req.require_signed:
         from imagebuild.release.attest import load_public_key
@@ -784,6 +786,7 @@ def release(req: ReleaseRequest) -> None:
             entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries,
             store.pending,
             _all_records(req, store),
+            adopted,
         )  # fmt: skip
         store.check_reachable()
         if req.dry_run:

@@ -52,6 +52,14 @@ def register(sub) -> None:
         "is the variant's name: dev-{variant} gives variants that share a repository a channel each",
     )
     p.add_argument(
+        "--adopt-channel",
+        action="append",
+        default=[],
+        metavar="CHANNEL@DIGEST",
+        help="a channel that exists in the registry but that no release record knows (records kept "
+        "elsewhere): moved from DIGEST only if it names DIGEST now, and recorded from then on (repeatable)",
+    )
+    p.add_argument(
         "--require-preflight",
         action="append",
         default=[],
@@ -92,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         previous=args.previous,
         dry_run=args.dry_run,
         require_signed=args.require_signed,
+        adopt_channels=tuple(args.adopt_channel),
     )
     pipeline.release(request)  # refused: ChecksFailed, exit 1
     return 0

@@ -71,6 +71,7 @@ def plan(
     all_entries: Sequence[Dict[str, Any]] = (),
     pending_of: Callable[[str], Optional[Dict[str, Any]]] = lambda _v: None,
     records: Sequence[Dict[str, Any]] = (),
+    adopted: Optional[Dict[str, str]] = None,
 ) -> List[Plan]:
     """Gate each variant and look at every release tag and channel (`channel_names` and the variant's
     own); ChecksFailed (nothing promoted) if any is refused. A variant pushed into an image index is
@@ -131,7 +132,9 @@ def plan(
                 for tag in chans:
                     current = registries.manifest(ref.registry, ref.repository, tag)
                     now = current.digest if current is not None else None
-                    why = channels.move_refusal(name, tag, now, target, previous_of(gate.variant))
+                    why = channels.move_refusal(
+                        name, tag, now, target, previous_of(gate.variant), (adopted or {}).get(tag)
+                    )
                     if why and index is not None and target == index.manifest.digest:
                         twins = _twin_variants(index, list(all_entries) or entries, gate.variant)
                         why = _twin_channel(name, tag, now, target, why, [previous_of(v) for v in twins])
