@@ -181,7 +181,8 @@ def temporary_tag(
     The engine pushes only a tag it holds, so a push adds `HOST/REPO:TAG`; left behind, every push added
     registry-qualified tags the user never made, and `docker images` filled with them (issue 42). A tag the
     user had already is kept (re-pointed to the image it named, if that was another one); only a tag added
-    here is removed, and only the tag (noprune: the image and its other tags stay)."""
+    here is removed, and only the tag (noprune: the image and its other tags stay). An image with no tag of
+    its own keeps the added one: the engine deletes an image with its last tag."""
     import docker.errors
 
     ref = f"{name}:{tag}"
@@ -195,7 +196,9 @@ def temporary_tag(
     finally:
         try:
             if before is None:
-                client.images.remove(ref, noprune=True)
+                others = [t for t in client.images.get(image_id).tags if t != ref]
+                if others:  # an image's last tag stays: untagged, the engine would delete it
+                    client.images.remove(ref, noprune=True)
             elif before != image_id:
                 client.images.get(before).tag(name, tag)
         except docker.errors.APIError as err:  # what was pushed stands; a tag left over is said, not fatal
