@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from efa_validators.cli import flushed, quiet_broken_pipe
+from imagebuild import errors
 from imagebuild.errors import ChecksFailed, UserError, did_you_mean, for_terminal
 from imagebuild.settings.logs import LEVELS, detail, setup
 
@@ -102,9 +103,15 @@ COMMANDS = [
     ),
 ]
 COMMAND_NAMES = [name for name, _module, _help in COMMANDS]
-# The name in every usage line and --help, whichever way the CLI was started: the console script is what a
-# team installs and types; `python build.py` in this checkout is the same program (docs/build.md).
-PROG = "efa-image-build"
+# The name in every usage line, --help and hint, whichever way the CLI was started: the console script is
+# what a team installs and types; `python build.py` in this checkout is the same program (docs/build.md).
+PROG = errors.PROG
+# The top-level --help's description: what the tool does, for a user (the module docstring above is for
+# whoever edits this file, and its first line alone is half a sentence).
+DESCRIPTION = (
+    "Build, check, release and validate GPU training images for AWS (EFA, NCCL) from a matrix: "
+    "one verb per stage, from `init` to `preflight`."
+)
 DIST = "efa-image-build"  # the distribution whose metadata --version reads (pyproject.toml [project].name)
 COMMAND_MODULES = list(dict.fromkeys(module for _name, module, _help in COMMANDS))
 
@@ -140,7 +147,7 @@ def add_global_args(p: argparse.ArgumentParser, top: bool) -> None:
 def make_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     """Every command's parser; with `command`, only the module of that command is imported and the other
     commands are listed by their help line (enough for --help and for argparse's choice check)."""
-    parser = _Parser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = _Parser(prog=PROG, description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     add_global_args(parser, top=True)
     parser.set_defaults(log_level="info")
@@ -220,7 +227,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _unknown_command(command)
     parser = make_parser(command or "")
     try:
-        if command is not None and not {"-h", "--help", "--version"} & set(argv):
+        # completion takes no setting, and a shell runs it on TAB: a bad pyproject.toml is not its to report
+        if command not in (None, "completion") and not {"-h", "--help", "--version"} & set(argv):
             setup(_level_of(argv))  # before the config, so -v shows where each setting came from
             used = apply_config(parser, command)
         else:

@@ -160,8 +160,8 @@ def _print_not_built(matrix: str, left: Dict[str, str]) -> None:
         print(f"  NOT BUILT  {name}: {why}")
         print(
             f"             to build it: put those files in {DEFAULT_CACHE} (docs/build.md, 'artifact cache')"
-            f" or give a mirror: python build.py demo --mirror BASE_URL"
-            f" (or python build.py build --mirror BASE_URL --matrix {matrix} --variant {name})"
+            f" or give a mirror: efa-image-build demo --mirror BASE_URL"
+            f" (or efa-image-build build --mirror BASE_URL --matrix {matrix} --variant {name})"
         )
 
 

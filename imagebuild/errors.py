@@ -8,6 +8,16 @@ from typing import Iterable, Optional
 from efa_validators.report.printable import printable
 from efa_validators.scan.redact import redact_text
 
+# The program's name, as a user types it: every usage line, --help and hint that says what to run next names
+# `efa-image-build VERB`. A team installs the wheel and has that console script, never this checkout's
+# `build.py` (the same program: docs/build.md), so a hint naming `build.py` names a command the user lacks.
+PROG = "efa-image-build"
+
+
+def command(*words: str) -> str:
+    """`efa-image-build WORDS...`: the command line a hint tells the user to run."""
+    return " ".join((PROG,) + words)
+
 
 def redact(text: str) -> str:
     """`scheme://user:secret@host` -> `scheme://***@host`, `TOKEN=...`, `Authorization: ...` and every

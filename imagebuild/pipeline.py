@@ -81,7 +81,9 @@ def rendered_dirs(out: Path, names: Sequence[str]) -> List[Path]:
     last = rendered_names(str(out))  # the last render's variants: an older matrix's folders are not built
     found = sorted(p.parent for p in out.glob("*/variant.lock.json") if last is None or p.parent.name in last)
     if not found:
-        raise UserError(f"no rendered variants in {out}", file=str(out), hint="run `build.py render` first")
+        raise UserError(
+            f"no rendered variants in {out}", file=str(out), hint="run `efa-image-build render` first"
+        )
     return found
 
 
@@ -240,7 +242,7 @@ def _without_channels(variant: str, tags: List[str], channels: Sequence[str]) ->
     kept = []
     for ref in tags:
         if names_channel(ref, channels):
-            print(f"bake: {variant}: {ref} is a channel; left out (`build.py release` moves it)")
+            print(f"bake: {variant}: {ref} is a channel; left out (`efa-image-build release` moves it)")
         else:
             kept.append(ref)
     return kept
@@ -451,7 +453,7 @@ def _select_built(summary: Dict[str, Any], names: Sequence[str], path: str) -> L
             continue
         built.append(e)
     if not built:
-        raise UserError("no built variant to push", file=path, hint="run `build.py build` first")
+        raise UserError("no built variant to push", file=path, hint="run `efa-image-build build` first")
     return built
 
 
@@ -486,7 +488,9 @@ def _push_targets(entry: Dict[str, Any], req: PushRequest) -> List[Tuple[str, st
     for t in tags:
         repo_t, tag_t = _target_repository(t, req.repository_prefix)
         if names_channel(t, channels):  # a channel names a gated digest: only release moves it
-            log(f"  {repo_t}:{tag_t}: a channel of {variant}; not pushed (`build.py release` moves it)")
+            log(
+                f"  {repo_t}:{tag_t}: a channel of {variant}; not pushed (`efa-image-build release` moves it)"
+            )
             continue
         wanted.append((repo_t, tag_t or "latest"))
     for t in req.tags:
@@ -495,7 +499,8 @@ def _push_targets(entry: Dict[str, Any], req: PushRequest) -> List[Tuple[str, st
             raise UserError(
                 f"{extra!r} is a channel of variant {variant!r}; push never moves a channel",
                 key="--tag",
-                hint=f"`build.py release --variant {variant}` moves it to a digest whose checks passed",
+                hint=f"`efa-image-build release --variant {variant}` moves it to a digest whose checks "
+                "passed",
             )
         wanted.append((repository, extra))
     return list(dict.fromkeys(wanted))
@@ -662,7 +667,9 @@ def attest(req: AttestRequest) -> List[str]:
     entries = _select_built(summary, req.variants, str(req.summary))
     pushed = [e for e in entries if e.get("pushed")]
     if not pushed:
-        raise UserError("nothing pushed to attest", file=str(req.summary), hint="run `build.py push` first")
+        raise UserError(
+            "nothing pushed to attest", file=str(req.summary), hint="run `efa-image-build push` first"
+        )
     apis = Registries(req.target, policy)  # each host's v2 API; ECR's with its token
     return attach_for_entries(connect(), apis.api, pushed, signer, matrix, log, apis.fixed_tags)
 
@@ -715,6 +722,7 @@ class ReleaseRequest:
     previous: Optional[str] = None  # previous release record (default: the latest)
     dry_run: bool = False
     require_signed: Optional[str] = None  # a public key: every digest's SBOM and provenance must verify
+    adopt_channels: Sequence[str] = ()  # CHANNEL@DIGEST: a channel no record knows, adopted at that digest
 
 
 def release(req: ReleaseRequest) -> None:
@@ -725,6 +733,7 @@ def release(req: ReleaseRequest) -> None:
     from imagebuild.release import record as rel
 
     policy = req.target.policy()
+    adopted = channels.parse_adopted(req.adopt_channels)
     signed_by = None
     if req.require_signed:
         from imagebuild.release.attest import load_public_key
@@ -777,6 +786,7 @@ def release(req: ReleaseRequest) -> None:
             entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries,
             store.pending,
             _all_records(req, store),
+            adopted,
         )  # fmt: skip
         store.check_reachable()
         if req.dry_run:

@@ -46,7 +46,7 @@ def register(sub) -> None:
     p.add_argument(
         "--image",
         metavar="REF@sha256:D",
-        help="the image the logs come from (recorded, with the lock it carries, for `build.py release "
+        help="the image the logs come from (recorded, with the lock it carries, for `efa-image-build release "
         "--require-preflight`)",
     )
     p.add_argument("--nodes", type=_positive_int, metavar="N", help="number of nodes in the run")

@@ -249,7 +249,7 @@ def register(sub: Any) -> None:
         "--image",
         type=image_ref,
         metavar="REF@sha256:D",
-        help="the image this ran in (recorded for `build.py release --require-preflight`)",
+        help="the image this ran in (recorded for `efa-image-build release --require-preflight`)",
     )
     run.add_argument(
         "--resource-config",

@@ -6,10 +6,11 @@ containers and imports go through the client `connect` returns."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from imagebuild.errors import UserError
 
@@ -169,3 +170,36 @@ def classify_push_error(message: str) -> str:
 # -- the base's current digest (adapters.docker_engine.current_digest asks the registry) -----------------
 class BaseUnconfirmed(Exception):
     """The registry could not say what a base tag names now; the message is the reason (no credential)."""
+
+
+@contextlib.contextmanager
+def temporary_tag(
+    client: Any, image_id: str, name: str, tag: str, log: Callable[[str], None]
+) -> Iterator[None]:
+    """`name:tag` on image `image_id` while the block runs, and the engine's tags as they were after it.
+
+    The engine pushes only a tag it holds, so a push adds `HOST/REPO:TAG`; left behind, every push added
+    registry-qualified tags the user never made, and `docker images` filled with them (issue 42). A tag the
+    user had already is kept (re-pointed to the image it named, if that was another one); only a tag added
+    here is removed, and only the tag (noprune: the image and its other tags stay). An image with no tag of
+    its own keeps the added one: the engine deletes an image with its last tag."""
+    import docker.errors
+
+    ref = f"{name}:{tag}"
+    try:
+        before: Optional[str] = str(client.images.get(ref).id)
+    except docker.errors.ImageNotFound:
+        before = None
+    client.images.get(image_id).tag(name, tag)
+    try:
+        yield
+    finally:
+        try:
+            if before is None:
+                others = [t for t in client.images.get(image_id).tags if t != ref]
+                if others:  # an image's last tag stays: untagged, the engine would delete it
+                    client.images.remove(ref, noprune=True)
+            elif before != image_id:
+                client.images.get(before).tag(name, tag)
+        except docker.errors.APIError as err:  # what was pushed stands; a tag left over is said, not fatal
+            log(f"  {ref}: the engine tag added for the push was not removed ({err})")

@@ -10,6 +10,7 @@ runner skips what another runner already built and pushed. imagebuild.build.buil
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -33,7 +34,7 @@ from imagebuild.build import buildkit, lifeline, steplog
 from imagebuild.build.artifacts import ArtifactCache, ArtifactError, artifacts_from_lock, stage
 from imagebuild.build.summary import write_summary as write_summary
 from imagebuild.components import REGISTRY
-from imagebuild.errors import UserError
+from imagebuild.errors import PROG, UserError, command
 from imagebuild.render.dockerfile import ca_stages, with_build_ca
 from imagebuild.safefile import atomic_file
 from imagebuild.variant import BASE_DIGEST_LABEL, BASE_ID_LABEL, HASH_LABEL, LOCK_LABEL, VARIANT_LABEL
@@ -201,7 +202,10 @@ class BuildOptions:
             return base_without_ref(lock)
         with self.bases_lock:
             if ref not in self.bases:
-                self.bases[ref] = resolve_base(client, ref, self.trust_local_base)
+                found = resolve_base(client, ref, self.trust_local_base)
+                base = lock.get("base") or {}
+                local = base.get("kind") == "local" or bool(base.get("local"))
+                self.bases[ref] = dataclasses.replace(found, local=local) if local else found
             return self.bases[ref]
 
 
@@ -246,7 +250,7 @@ def read_lock(variant_dir: Path) -> dict:
         return json.loads(path.read_text())
     except OSError as err:
         raise UserError(
-            f"no rendered lock: {err.strerror}", file=str(path), hint="run `build.py render`"
+            f"no rendered lock: {err.strerror}", file=str(path), hint="run `efa-image-build render`"
         ) from None
     except ValueError as err:
         raise UserError(f"not JSON: {err}", file=str(path)) from None
@@ -291,6 +295,7 @@ class BaseIdentity:
     source: Optional[str]
     problem: Optional[str] = None
     note: Optional[str] = None
+    local: bool = False  # the matrix says it is made on this machine (`efa-image-build base`), never pulled
 
     @property
     def digest(self) -> Optional[str]:
@@ -377,7 +382,15 @@ def base_labels(digest: Optional[str], image_id: Optional[str]) -> Dict[str, str
 
 def unconfirmed_message(base: BaseIdentity, outcome: str = "Not skipped and not built") -> str:
     """Why a variant is neither skipped nor built (or baked): names the base and the reason (never a
-    credential)."""
+    credential). A local base no engine holds is made, not pulled: the hint names the verb that makes it (on
+    a fresh CI runner no base exists yet)."""
+    if base.local:
+        return (
+            f"base {base.ref}: its current identity could not be confirmed: {base.problem}. {outcome}: it is "
+            "made on this machine, never pulled"
+            f"\n  hint: make it: `{command('base')}` makes every local base the matrix names (debootstrap "
+            f'runs as root: `sudo "$(command -v {PROG})" base`), then run this again'
+        )
     return (
         f"base {base.ref}: its current identity could not be confirmed: {base.problem}. {outcome}: a "
         "content tag must name the base it was built from"

@@ -190,7 +190,7 @@ def make_dlc_base(
     Dockerfile from (base, wheel file name): this module's, or the AL2023 stand-in's (al2023base.py), with
     `wheel` its NCCL pin (default: this layout's)."""
     if find_image(client, base) is None:
-        raise UserError(f"base image {base} not found", key="--base", hint="make it: `build.py base`")
+        raise UserError(f"base image {base} not found", key="--base", hint="make it: `efa-image-build base`")
     cache = cache or ArtifactCache(say=say)
     wheel = wheel or nccl_wheel()
     with tempfile.TemporaryDirectory(prefix="efa-dlc-layout-") as tmp:

@@ -262,7 +262,9 @@ def matrix_lines(f: Dict[str, Any]) -> str:
     image = f["image"]
     kind = f["kind"]
     repo, host = _strip_host(image)
-    lines = [f"# build.py inspect-base {repo} ({f.get('arch') or 'unknown arch'}): paste into a variant"]
+    lines = [
+        f"# efa-image-build inspect-base {repo} ({f.get('arch') or 'unknown arch'}): paste into a variant"
+    ]
     lines += ["base:", f"  image: {repo}", f"  kind: {kind}"]
     if f.get("local"):
         lines.append("  local: true   # only in this engine (no registry digest): made here, never pulled")

@@ -20,11 +20,11 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from imagebuild.adapters.docker_engine import find_image
 from imagebuild.catalog import platforms
-from imagebuild.errors import UserError
+from imagebuild.errors import UserError, did_you_mean
 
 DEFAULT_NAME = "localbase/debian:bookworm-minbase"
 SUITE = "bookworm"
@@ -45,7 +45,7 @@ def bootstrap_problem(debootstrap_path: Optional[str], euid: int) -> Optional[Us
         return UserError(
             "debootstrap must run as root (it creates device nodes and chroots)",
             key="debootstrap",
-            hint="run `sudo python build.py base`",
+            hint='run `sudo "$(command -v efa-image-build)" base` (sudo resets PATH)',
         )
     return None
 
@@ -176,3 +176,30 @@ def _add_from_scratch(client, root: str, tmp: str, name: str, platform: str) -> 
         raise UserError(f"tar of the debootstrap tree failed (exit {done.returncode})", key="tar")
     (context / "Dockerfile").write_text("FROM scratch\nADD rootfs.tar /\n")
     client.images.build(path=str(context), tag=name, platform=platform, rm=True, forcerm=True)
+
+
+def matrix_bases(matrix: str, only: Sequence[str] = ()) -> List[Tuple[str, str, str]]:
+    """(name, layout, platform) of each local base the matrix's variants (or those in `only`) build FROM,
+    once each, in matrix order: a `kind: local` base is the Debian debootstrap base for the variant's
+    platform; a `local: true` DLC is the DLC-layout base (the AL2023 stand-in for os amzn2023). What CI runs
+    on a fresh runner, where no base exists yet (issue 42)."""
+    from imagebuild.matrix.load import expand
+
+    found: Dict[Tuple[str, str, str], None] = {}
+    variants = expand(matrix)
+    names = [r.name for r in variants]
+    for want in only:
+        if want not in names:
+            raise UserError(
+                f"no variant {want!r} in {matrix}", key="--variant", hint=did_you_mean(want, names)
+            )
+    for r in variants:
+        base = r.spec.base
+        if (only and r.name not in only) or base is None or base.image is None:
+            continue
+        platform = r.spec.platform or platforms.DEFAULT
+        if base.kind == "local":
+            found[(str(base.image), "debian", platform)] = None
+        elif base.local:
+            found[(str(base.image), "al2023-standin" if base.os == "amzn2023" else "dlc", platform)] = None
+    return list(found)

@@ -16,7 +16,7 @@ SUMMARY_SCHEMA = "efa-image-build/build-summary/v1"
 
 
 def load_summary(path: Path) -> Dict[str, Any]:
-    doc = read_json(path, "build summary", missing_hint="run `build.py build` first")
+    doc = read_json(path, "build summary", missing_hint="run `efa-image-build build` first")
     if doc.get("schema") != SUMMARY_SCHEMA or not isinstance(doc.get("variants"), list):
         raise UserError(f"not a build summary (schema {SUMMARY_SCHEMA})", file=str(path), key="schema")
     check_model(doc, BuildSummary, "build summary", str(path))  # each entry's fields, typed

@@ -172,7 +172,8 @@ UNTRUSTED = "custom_untrusted"
 
 def custom_untrusted(t: Target, p: dict) -> Outcome:
     return UNKNOWN, (
-        "not run: this check comes from the image's own lock label, and an image handed to `build.py test "
+        "not run: this check comes from the image's own lock label, and an image handed to "
+        "`efa-image-build test "
         "--image` may carry any command; run it with --trust-image-checks if you trust the image's builder"
     )
 

@@ -119,7 +119,7 @@ def check_image(
     started = time.monotonic()
     image = find_image(client, ref)
     if image is None:
-        raise UserError(f"no such image: {ref}", key="--image", hint="build it with `build.py build`")
+        raise UserError(f"no such image: {ref}", key="--image", hint="build it with `efa-image-build build`")
     labels = image.labels or {}
     label_lock = lock_from_labels(labels)
     if lock is None and label_lock is None:

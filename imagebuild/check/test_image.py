@@ -22,7 +22,9 @@ from imagebuild.check.probes import PROBES, Target
 def _plan() -> dict:
     path = os.environ.get("EFA_IMAGE_CHECK_PLAN")
     if not path:
-        pytest.skip("EFA_IMAGE_CHECK_PLAN not set: run through `build.py test`", allow_module_level=True)
+        pytest.skip(
+            "EFA_IMAGE_CHECK_PLAN not set: run through `efa-image-build test`", allow_module_level=True
+        )
     with open(path) as f:
         return json.load(f)
 

@@ -1,11 +1,12 @@
-"""`build.py attest`: attach a CycloneDX SBOM and a signed in-toto/SLSA provenance to every pushed digest.
+"""`efa-image-build attest`: attach a CycloneDX SBOM and a signed in-toto/SLSA provenance to every pushed
+digest.
 
-Reads build/summary.json (what `build.py push` recorded), reads each image's OS packages (dpkg status) and
-Python packages in a container of the image, and signs the provenance (matrix, lock, base digest, builder,
+Reads build/summary.json (what `efa-image-build push` recorded), reads each image's OS packages (dpkg status)
+and Python packages in a container of the image, and signs the provenance (matrix, lock, base digest, builder,
 the SBOM's sha256) in a DSSE envelope with the team's key. Both go to the registry as OCI artifacts of the
 digest: through the referrers API where the registry has it, else under the tag `sha256-<hex>.<kind>`.
-`build.py push --sign-key KEY` does the same right after pushing. Exit 0 attached, 1 an image that cannot
-be described, 2 bad input (a key file that is not a PEM private key, a missing matrix).
+`efa-image-build push --sign-key KEY` does the same right after pushing. Exit 0 attached, 1 an image that
+cannot be described, 2 bad input (a key file that is not a PEM private key, a missing matrix).
 """
 
 from __future__ import annotations

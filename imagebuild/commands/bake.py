@@ -1,4 +1,4 @@
-"""`build.py bake`: write a docker-bake JSON file of the rendered variants, for `docker buildx bake`.
+"""`efa-image-build bake`: write a docker-bake JSON file of the rendered variants, for `docker buildx bake`.
 
 Each target is a variant's staged context (artifacts fetched and verified, as `build` does) with its
 Dockerfile, the same content-hash tags `build` gives (the base's identity asked of the engine the same

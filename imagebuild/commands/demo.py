@@ -1,5 +1,5 @@
-"""`build.py demo`: the main job on the embedded default, end to end on a machine with nothing but docker
-(imagebuild/demo.py says how)."""
+"""`efa-image-build demo`: the main job on the embedded default, end to end on a machine with nothing but
+docker (imagebuild/demo.py says how)."""
 
 from __future__ import annotations
 

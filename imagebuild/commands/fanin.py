@@ -1,8 +1,8 @@
-"""`build.py fan-in`: make the outputs of separate CI jobs (one variant each) one, gated as a whole.
+"""`efa-image-build fan-in`: make the outputs of separate CI jobs (one variant each) one, gated as a whole.
 
 Each job builds, tests and pushes its variants with `push --fan-out` (shared tags under TAG-ARCH) and hands
 on its output folder. fan-in gates every variant with every job's evidence, then writes each shared tag: an
-image index of twins pushed by different runners, or the one image. Then `build.py release --summary
+image index of twins pushed by different runners, or the one image. Then `efa-image-build release --summary
 OUT/summary.json --checks OUT/test-report.json`. Exit 0 written, 1 refused (a gate, a tag held by another
 image), 2 bad input or unreachable registry.
 """

@@ -67,6 +67,9 @@ defaults:
   #   requirements: requirements.txt
   # Images are tagged efa-image-build/<variant>:<versions>-<content hash> unless you name repositories:
   # tags: ["my-team/training:{name}-{content_hash}"]
+  # One repository per variant (the default) takes plain channels (channels: [dev]); variants sharing one
+  # repository, as in the line above, need the variant in every moving tag: channels: ["dev-{name}"] and
+  # `release --tag "{variant}-..."` (docs/in-your-repository.md, "Repository layouts").
 
 variants:
   - name: debian-nccl{nccl}

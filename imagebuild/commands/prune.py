@@ -1,14 +1,19 @@
-"""`build.py prune`: remove the tool's own content-tagged images that nothing names, older than an age.
+"""`efa-image-build prune`: remove the tool's own content-tagged images that nothing names, older than an age.
 
 Only content tags (`repo:<versions>-<hash12>` on an image carrying the tool's hash label) in the repositories
 the build summary and the release records name are considered, in the local engine and in the registries the
-summary's pushed refs name. One is kept when the latest build, a release record, a channel or any other tag
-names its image. `--dry-run` lists them and removes nothing. `--registry HOST` limits the registries asked
-to that one; ECR is not pruned here (its lifecycle policies do that). Release tags are never removed; the
-`sha256-<hex>.sbom`/`.att` tags of a removed manifest are removed with it. `--records` must be a readable
-folder (a missing one is exit 2, before anything is removed: it would hide what the releases name).
-Exit 0 done, 1 a local tag could not be removed (a container uses it), 2 bad input or an unreachable or
-refusing registry (`--engine-only`, or `--registry HOST` for one registry, leaves the others alone).
+summary's pushed refs name, and each `--repository` given. One is kept when the latest build, a release
+record, a channel or any other tag names its image. `--dry-run` lists them and removes nothing. `--registry
+HOST` limits the registries asked to that one; ECR is not pruned here (its lifecycle policies do that).
+Release tags are never removed; the `sha256-<hex>.sbom`/`.att` tags of a removed manifest are removed with it.
+`--records` must be a readable folder (a missing one is exit 2, before anything is removed: it would hide what
+the releases name). Exit 0 done, 1 a local tag could not be removed (a container uses it), 2 bad input or an
+unreachable or refusing registry (`--engine-only`, or `--registry HOST` for one registry, leaves the others
+alone). A repository the matrix no longer names (a variant renamed, a registry moved) is not looked at by
+itself: the engine may hold other projects' images of this tool. prune names each repository of the tool's
+local images (its hash label, the digests it was pushed as) that the summary and records do not name, on
+stderr; `--repository REPO --dry-run` lists what would go there, and `--repository REPO` removes it by the
+same rules.
 """
 
 from __future__ import annotations
@@ -40,6 +45,14 @@ def register(sub) -> None:
     p.add_argument(
         "--engine-only", action="store_true", help="the local engine only; do not ask the registries"
     )
+    p.add_argument(
+        "--repository",
+        action="append",
+        default=[],
+        metavar="[HOST/]REPO",
+        help="also prune this repository, which the build summary and the release records no longer name "
+        "(prune names each one that holds the tool's images; repeatable; --dry-run first)",
+    )
     add_registry_args(p)
     p.set_defaults(func=run)
 
@@ -70,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         older_than=age,
         dry_run=args.dry_run,
         registry_api=None if args.engine_only else registry_api,
+        repositories=tuple(args.repository),
     )
     found = run_prune(request, connect, log, now_utc())
     log(f"{'would remove' if args.dry_run else 'removed'} {len(found)} content tag(s)")

@@ -1,4 +1,4 @@
-"""`build.py push`: push the built images of build/summary.json to an OCI registry or ECR, by digest.
+"""`efa-image-build push`: push the built images of build/summary.json to an OCI registry or ECR, by digest.
 
 Each pushed ref and its registry digest go back into the summary (`digest`, `pushed`), which `release` reads.
 A tag that already holds another image is refused (exit 1); the same image is a no-op. The matrix's own tags
@@ -86,9 +86,9 @@ def register(sub) -> None:
         "--fan-out",
         action="store_true",
         help="this CI job pushes part of a fanned-out matrix: each tag but the content tag goes under "
-        "TAG-ARCH; `build.py fan-in` then writes the shared tags (an index for twins)",
+        "TAG-ARCH; `efa-image-build fan-in` then writes the shared tags (an index for twins)",
     )
-    add_sign_args(p, required=False)  # with --sign-key: `build.py attest` over what was just pushed
+    add_sign_args(p, required=False)  # with --sign-key: `efa-image-build attest` over what was just pushed
     p.set_defaults(func=run)
 
 

@@ -1,4 +1,5 @@
-"""`build.py release`: promote pushed digests to release tags, only if their checks passed for that image.
+"""`efa-image-build release`: promote pushed digests to release tags, only if their checks passed for that
+image.
 
 All or nothing: every selected variant must clear the gate
 (imagebuild/release/record.py) and every release tag
@@ -34,7 +35,7 @@ def register(sub) -> None:
         "--checks",
         action="append",
         default=[],
-        help="static check report of build.py test (repeatable; default build/test-report.json)",
+        help="static check report of efa-image-build test (repeatable; default build/test-report.json)",
     )
     p.add_argument(
         "--tag",
@@ -47,7 +48,16 @@ def register(sub) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="channel to move to the promoted digest (repeatable; beside the matrix's channels:)",
+        help="channel to move to the promoted digest (repeatable; beside the matrix's channels:); {variant} "
+        "is the variant's name: dev-{variant} gives variants that share a repository a channel each",
+    )
+    p.add_argument(
+        "--adopt-channel",
+        action="append",
+        default=[],
+        metavar="CHANNEL@DIGEST",
+        help="a channel that exists in the registry but that no release record knows (records kept "
+        "elsewhere): moved from DIGEST only if it names DIGEST now, and recorded from then on (repeatable)",
     )
     p.add_argument(
         "--require-preflight",
@@ -90,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         previous=args.previous,
         dry_run=args.dry_run,
         require_signed=args.require_signed,
+        adopt_channels=tuple(args.adopt_channel),
     )
     pipeline.release(request)  # refused: ChecksFailed, exit 1
     return 0

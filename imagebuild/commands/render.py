@@ -64,7 +64,7 @@ def run_explain(args: argparse.Namespace) -> int:
         raise UserError(
             "explain-env needs exactly one variant",
             key="VARIANT",
-            hint="build.py explain-env NAME (see build.py list)",
+            hint="efa-image-build explain-env NAME (see efa-image-build list)",
         )
     (v,) = load(args.matrix, names)
     facts = envpolicy.StackFacts(tuple((c.name, c.version) for c in v.components), v.instance_types)

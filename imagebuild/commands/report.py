@@ -1,4 +1,4 @@
-"""Plot and summarise a validator report: `build.py report REPORT.json [--plot PNG] [--markdown MD]`.
+"""Plot and summarise a validator report: `efa-image-build report REPORT.json [--plot PNG] [--markdown MD]`.
 
 The validator (inside the image, standard library only) writes JSON; what needs libraries -- the busbw
 plot -- is made here on the host. Bad input is a UserError (exit 2) and nothing is written: every output

@@ -1,4 +1,5 @@
-"""`build.py verify IMAGE --key PUB`: check the SBOM and the signed provenance attached to an image's digest.
+"""`efa-image-build verify IMAGE --key PUB`: check the SBOM and the signed provenance attached to an image's
+digest.
 
 Passes (exit 0) only when the provenance's DSSE signature verifies with the team's public key, the signed
 statement names this digest as its subject, and the SBOM is the one the statement names and describes this

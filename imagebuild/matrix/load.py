@@ -322,6 +322,28 @@ def content_tag_or_channel(
     )
 
 
+def _filled_channels(body: MDict, values: Dict[str, str], file: str) -> MDict:
+    """The body with each channel's `{name}` and axis keys filled: `dev-{name}` is the variant's own channel,
+    so two variants whose tags share a repository can each take one in the same release (one `dev` there
+    would be one tag written two ways)."""
+    chans = body.get("channels")
+    if not isinstance(chans, MList) or not any("{" in str(c) for c in chans):
+        return body
+    filled = MList()
+    filled.file, filled.line = chans.file, chans.line
+    for ci, chan in enumerate(chans):
+        at = chans.item_lines[ci] if ci < len(chans.item_lines) else chans.line
+        text = _fill(str(chan), values, file, at, f"channels[{ci}]")
+        if len(text) > 128:
+            raise UserError("the channel is longer than 128 characters once filled", file=file, line=at,
+                            key=f"channels[{ci}]")  # fmt: skip
+        filled.append(text)
+        filled.item_lines.append(at)
+    body = merge(body, copy_dict(body, []))
+    body["channels"] = filled
+    return body
+
+
 def _merged(parts: Sequence[MDict], file: str, line: Optional[int]) -> MDict:
     body = MDict()
     body.file, body.line = file, line
@@ -386,6 +408,7 @@ def expand(path: str, display: Optional[str] = None, platform: Optional[str] = N
                     hint="add an axis placeholder to the name, e.g. name: cuda{cuda}",
                 )
             names[name] = (file, _at(group, "name"))
+            body = _filled_channels(body, dict(values, name=name), file)
             # tags may use {name}, the axis keys and {content_hash} (kept for the build to fill)
             if "tags" in body:
                 tags = MList()

@@ -419,7 +419,7 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         raise ctx.error(
             "a DLC base lives on a private registry: set base.registry_arg (e.g. BASE_REGISTRY)",
             "base.registry_arg",
-            hint="an image made on this machine (`build.py base --layout dlc`): set base.local: true",
+            hint="an image made on this machine (`efa-image-build base --layout dlc`): set base.local: true",
         )
     base = BaseImage(
         spec.base.image, spec.base.kind, spec.base.os, spec.base.registry_arg, _runtime_image(ctx, spec.base)

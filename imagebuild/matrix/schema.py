@@ -124,9 +124,15 @@ Tag = Annotated[
     ),
 ]
 # A channel is a tag name alone (`dev`): it moves on each promotion, in every repository of the variant.
+# `{name}` and the axis keys are filled per variant (`dev-{name}`), so variants that share a repository each
+# have their own channel there (issue 42).
 Channel = Annotated[
     str,
-    _pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", "channel: a tag name like dev (no repo, no host)", 128),
+    _pattern(
+        r"[A-Za-z0-9_{][A-Za-z0-9_.{}-]{0,127}",
+        "channel: a tag name like dev or dev-{name} (no repo, no host)",
+        128,
+    ),
 ]
 InstanceType = Annotated[str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "instance type like p5.48xlarge", 40)]
 ParamValue = Annotated[str, _pattern(r"[A-Za-z0-9_./:,=+@%-]*", "parameter value", 300)]
@@ -259,7 +265,9 @@ class BaseSpec(Strict):
     )
     python: Optional[AbsPath] = Field(None, description="python interpreter in the image")
     local: Optional[bool] = Field(
-        None, description="the image is made on this machine (`build.py base`), never pulled: no registry_arg"
+        None,
+        description="the image is made on this machine (`efa-image-build base`), never pulled: "
+        "no registry_arg",
     )
     runtime_image: Optional[ImageRef] = Field(
         None,
@@ -427,8 +435,8 @@ class VariantBody(Strict):
     tags: Optional[List[Tag]] = None
     channels: Optional[List[Channel]] = Field(
         None,
-        description="moving tags (dev, staging): `build.py release` moves them to each promoted digest; "
-        "push never writes them",
+        description="moving tags (dev, staging; dev-{name} where variants share a repository): "
+        "`efa-image-build release` moves them to each promoted digest; push never writes them",
     )
     instance_types: Optional[List[InstanceType]] = None
     training: Optional[TrainingSpec] = None
@@ -447,7 +455,8 @@ class VariantBody(Strict):
     )
     checks: Optional[Checks] = Field(
         None,
-        description="your own checks (command, file, metadata), run by `build.py test` as custom:<name>; "
+        description="your own checks (command, file, metadata), run by `efa-image-build test` as "
+        "custom:<name>; "
         "null drops an inherited one",
     )
     checks_file: Optional[RelPath] = Field(

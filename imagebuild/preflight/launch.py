@@ -72,7 +72,8 @@ def probe(lock: Dict[str, Any]) -> str:
         f"variant {lock.get('name')!r} has neither nccl_tests nor torch: the pre-flight has nothing to run "
         f"({nccl_tests_binary(lock)} is not in its image)",
         key="components.nccl_tests",
-        hint="choose a variant with nccl_tests or torch (`build.py list` shows the components), or add "
+        hint="choose a variant with nccl_tests or torch (`efa-image-build list` shows the components), "
+        "or add "
         "nccl_tests to this variant in the matrix",
     )
 

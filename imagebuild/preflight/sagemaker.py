@@ -581,7 +581,7 @@ def run_sagemaker_preflight(opts: SageMakerOptions, clients: Optional[Clients] =
     if report["image"]["digest"] is None:
         log(
             "warning: --image has no @sha256 digest; this report cannot clear "
-            "`build.py release --require-preflight`"
+            "`efa-image-build release --require-preflight`"
         )
     for path in write_reports(report, Path(opts.out), name):
         log(f"wrote {path}")

@@ -330,12 +330,12 @@ def check(
         problems.append(f"no provenance attached to {digest}")
     if not sboms:
         problems.append(f"no SBOM attached to {digest}")
-    named: List[str] = []  # the SBOM digests the verified provenance names
+    named: Optional[List[str]] = None  # the SBOM digests a provenance whose signature verified names
     for art in atts:
         found, statement = _check_provenance(digest, art, key, key_path)
         problems += found
         if statement is not None:
-            named += _sbom_digests(statement)
+            named = (named or []) + _sbom_digests(statement)
     for art in sboms:
         problems += _check_sbom(digest, art, named)
     return problems
@@ -386,13 +386,16 @@ def _sbom_digests(statement: Mapping[str, Any]) -> List[str]:
         return []
 
 
-def _check_sbom(digest: str, art: Artifact, named: Sequence[str]) -> List[str]:
+def _check_sbom(digest: str, art: Artifact, named: Optional[Sequence[str]]) -> List[str]:
+    """What is wrong with one SBOM. `named`: the SBOMs a verified provenance names; None when no provenance
+    verified (none attached, or a signature this key does not verify): the SBOM cannot be matched then, and
+    saying it is not the one named would add a second cause to the one the provenance's line gives."""
     where = f"SBOM {art.where}"
     problems = []
     if art.subject != digest:
         problems.append(f"{where} is attached to {art.subject}, not {digest}")
     actual = sha256_bytes(art.payload)
-    if actual not in named:
+    if named is not None and actual not in named:
         problems.append(f"{where} ({actual}) is not the SBOM the signed provenance names")
     try:
         doc = json.loads(art.payload)

@@ -180,8 +180,8 @@ def require_signed(api_for: ApiFor, entries: Sequence[Dict[str, Any]], key: Any,
         raise ChecksFailed(
             "release refused: not signed as --require-signed asks:\n  "
             + "\n  ".join(problems)
-            + "\n  (`build.py attest --sign-key KEY` attaches them; "
-            + f"`build.py verify IMAGE --key {key_path}` checks one)"
+            + "\n  (`efa-image-build attest --sign-key KEY` attaches them; "
+            + f"`efa-image-build verify IMAGE --key {key_path}` checks one)"
         )
 
 

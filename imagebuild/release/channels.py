@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from imagebuild.errors import command
+
 
 def entry_channels(entry: Dict[str, Any]) -> List[str]:
     """The channels of a build summary entry: its `channels`, else its lock file's (older summaries)."""
@@ -60,14 +62,42 @@ def released_tags(previous: Optional[Dict[str, Any]], repository: str) -> List[s
     return tags
 
 
+def parse_adopted(given: Sequence[str]) -> Dict[str, str]:
+    """`--adopt-channel TAG@sha256:HEX` (repeatable) -> {tag: digest}; bad input is exit 2."""
+    import re
+
+    from imagebuild.errors import UserError
+
+    out: Dict[str, str] = {}
+    for text in given:
+        tag, _, digest = text.partition("@")
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag) or not re.fullmatch(
+            r"sha256:[0-9a-f]{64}", digest
+        ):
+            raise UserError(
+                f"{text!r} is not CHANNEL@sha256:<64 hex>",
+                key="--adopt-channel",
+                hint="the channel's tag and the digest it names now (the refusal of the release says both)",
+            )
+        out[tag] = digest
+    return out
+
+
 def move_refusal(
-    repository: str, tag: str, current: Optional[str], digest: str, previous: Optional[Dict[str, Any]]
+    repository: str,
+    tag: str,
+    current: Optional[str],
+    digest: str,
+    previous: Optional[Dict[str, Any]],
+    adopted: Optional[str] = None,
 ) -> Optional[str]:
     """Why channel `repository:tag`, naming `current` now, may not move to `digest`; None if it may.
 
     It may when the tag is free, or names what the last release record put there as this channel (or
-    already `digest`, once the records know it as a channel). Anything else is refused, whatever digest it
-    holds: it was moved outside a release (a push, another tool) or is a release tag, which never moves.
+    already `digest`, once the records know it as a channel), or what `--adopt-channel TAG@DIGEST` says it
+    names (`adopted`: a channel no record knows, adopted after checking its digest; the new record then
+    knows it). Anything else is refused, whatever digest it holds: it was moved outside a release (a push,
+    another tool) or is a release tag, which never moves.
     """
     if tag in released_tags(previous, repository):
         return f"{repository}:{tag} is a release tag of the previous release; release tags never move"
@@ -76,11 +106,20 @@ def move_refusal(
     was = recorded_digest(previous, repository, tag)
     if was is not None and current in (was, digest):
         return None
+    if was is None and adopted is not None:
+        if current == adopted:
+            return None
+        return (
+            f"channel {repository}:{tag} names {current}, not {adopted} as --adopt-channel says: it is not "
+            "adopted (check which image it names, then give that digest)"
+        )
     if was is None:
         return (
             f"channel {repository}:{tag} already exists ({current}) but no release record knows it as a "
-            "channel: it is a release tag or was pushed outside a release; a channel starts on a free tag "
-            "(delete that tag in the registry or choose another channel name)"
+            "channel (none this release reads: records kept on another machine, or a tag pushed outside a "
+            "release). If it is your channel and not a release tag, adopt it: "
+            f"`{command('release', '--adopt-channel', f'{tag}@{current}')}` with the same arguments records "
+            "it after checking it still names that digest; otherwise choose another channel name"
         )
     return (
         f"channel {repository}:{tag} names {current}, but the last release put {was} there: it was moved "

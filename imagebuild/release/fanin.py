@@ -49,7 +49,7 @@ def job_outputs(folders: Sequence[str]) -> List[JobOutput]:
         if not (folder / "summary.json").is_file():
             raise UserError(
                 "not a job's output folder: no summary.json in it", file=str(folder), key="--from",
-                hint="give each CI job's build folder (build.py build --out, with test-report.json)",
+                hint="give each CI job's build folder (efa-image-build build --out, with test-report.json)",
             )  # fmt: skip
         checks = folder / "test-report.json"
         pre = tuple(sorted((folder / "preflight").glob("*.json"))) if (folder / "preflight").is_dir() else ()

@@ -318,7 +318,7 @@ def assembly_refusals(
         reasons.append(
             f"index {index} is not the index this tool assembles from its checked entries "
             f"({sha256_of(body)}): an index made elsewhere is not released (push the twins with "
-            "build.py push)"
+            "efa-image-build push)"
         )
     return reasons
 

@@ -124,7 +124,7 @@ def read_local_records(root: Path, must_exist: bool) -> List[Dict[str, Any]]:
             f"the release records folder {why}: nothing can be known about what the releases name",
             file=str(root),
             key="--records",
-            hint="give the folder `build.py release --records` wrote",
+            hint="give the folder `efa-image-build release --records` wrote",
         )
     records = []
     paths = []

@@ -71,6 +71,7 @@ def plan(
     all_entries: Sequence[Dict[str, Any]] = (),
     pending_of: Callable[[str], Optional[Dict[str, Any]]] = lambda _v: None,
     records: Sequence[Dict[str, Any]] = (),
+    adopted: Optional[Dict[str, str]] = None,
 ) -> List[Plan]:
     """Gate each variant and look at every release tag and channel (`channel_names` and the variant's
     own); ChecksFailed (nothing promoted) if any is refused. A variant pushed into an image index is
@@ -90,7 +91,8 @@ def plan(
         )
         gate.reasons += _assembly_refusals(entry, list(all_entries) or entries, registries)
         tags = [check_tag(rel.expand_tag(t, gate.variant, when), key="--tag") for t in tag_templates]
-        chans = variant_channels(entry, channel_names, tags)
+        given = [rel.expand_tag(c, gate.variant, when) for c in channel_names]  # `dev-{variant}`
+        chans = variant_channels(entry, given, tags)
         roles = [
             why
             for name in rel.unique_repositories(entry)
@@ -130,7 +132,9 @@ def plan(
                 for tag in chans:
                     current = registries.manifest(ref.registry, ref.repository, tag)
                     now = current.digest if current is not None else None
-                    why = channels.move_refusal(name, tag, now, target, previous_of(gate.variant))
+                    why = channels.move_refusal(
+                        name, tag, now, target, previous_of(gate.variant), (adopted or {}).get(tag)
+                    )
                     if why and index is not None and target == index.manifest.digest:
                         twins = _twin_variants(index, list(all_entries) or entries, gate.variant)
                         why = _twin_channel(name, tag, now, target, why, [previous_of(v) for v in twins])
@@ -192,7 +196,12 @@ def refuse_conflicts(plans: List[Plan]) -> None:
         log("release: REFUSED (the plan writes one tag twice)")
         for line in why:
             log(f"  - {line}")
-        raise ChecksFailed("release refused: its plan writes one tag two ways; nothing was promoted")
+        raise ChecksFailed(
+            "release refused: its plan writes one tag two ways; nothing was promoted"
+            "\n  hint: variants whose tags share a repository need channels and release tags of their own "
+            "there: `channels: [dev-{name}]` in the matrix, `--channel dev-{variant}` and `--tag "
+            "{variant}-...` on release (docs/in-your-repository.md, 'Repository layouts')"
+        )
 
 
 def _assembly_refusals(

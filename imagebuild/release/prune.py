@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from imagebuild.build.builder import HASH_LABEL
-from imagebuild.errors import ChecksFailed, UserError
+from imagebuild.errors import ChecksFailed, UserError, command
 
 _AGE = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_AGE_S = 100 * 365 * 86400
+MAX_SAID = 20  # repositories of the tool's images nothing here names, said one a line; then a count
 _CONTENT = re.compile(r".*-[0-9a-f]{12}")
 # The tag of an SBOM or a provenance kept beside an image on a registry without the referrers API
 # (imagebuild/adapters/oci_artifacts.py `fallback_tag`): it goes when that image goes, never before.
@@ -141,6 +142,7 @@ class LocalImage:
     labels: Dict[str, str]
     created: Optional[datetime]
     digests: Tuple[str, ...] = ()  # its registry manifest digests (RepoDigests), as pushed
+    pushed_to: Tuple[str, ...] = ()  # its RepoDigests as the engine gives them, `host/repo@sha256:...`
 
 
 def local_candidates(images: Iterable[LocalImage], named: Named, cutoff: datetime) -> List[Candidate]:
@@ -158,6 +160,26 @@ def local_candidates(images: Iterable[LocalImage], named: Named, cutoff: datetim
             continue  # not in our repositories, or another tag (a release, a channel, a matrix tag) names it
         out += [Candidate("local", t, img.image_id, None, img.created) for t in sorted(mine)]
     return out
+
+
+def unnamed_repositories(images: Iterable[LocalImage], named: Named) -> Dict[str, int]:
+    """Repository -> how many of the tool's content tags it holds, for each repository of a local image the
+    tool built (its hash label, a tag made from that hash, or a digest it was pushed as) that neither the
+    build summary nor a release record names: a repository a matrix once named and no longer does (a renamed
+    variant, a moved registry), whose old builds prune would otherwise never look at. The engine may be
+    shared with other projects built by this tool, so the label alone does not make a repository this
+    project's: these are said, and pruned only when named with `--repository` (pure)."""
+    found: Dict[str, int] = {}
+    for img in images:
+        chash = img.labels.get(HASH_LABEL)
+        if not chash:
+            continue
+        repos = [split_tag(t)[0] for t in img.tags if is_content_tag(split_tag(t)[1], chash)]
+        repos += [ref.split("@", 1)[0] for ref in img.pushed_to]
+        for repo in dict.fromkeys(repos):
+            if repo and repo not in named.repositories:
+                found[repo] = found.get(repo, 0) + 1
+    return dict(sorted(found.items()))
 
 
 @dataclass(frozen=True)
@@ -224,9 +246,10 @@ def local_images(client: Any) -> List[LocalImage]:
     for image in client.images.list(filters={"label": HASH_LABEL}):
         attrs = image.attrs or {}
         labels = (attrs.get("Config") or {}).get("Labels") or image.labels or {}
-        digests = tuple(str(d).split("@", 1)[1] for d in attrs.get("RepoDigests") or [] if "@" in str(d))
+        pushed = tuple(str(d) for d in attrs.get("RepoDigests") or [] if "@" in str(d))
+        digests = tuple(d.split("@", 1)[1] for d in pushed)
         created = parse_created(attrs.get("Created"))
-        out.append(LocalImage(image.id, tuple(image.tags), dict(labels), created, digests))
+        out.append(LocalImage(image.id, tuple(image.tags), dict(labels), created, digests, pushed))
     return out
 
 
@@ -283,6 +306,19 @@ def registry_repositories(named: Named) -> List[Tuple[str, str]]:
     return out
 
 
+def with_hosts(repositories: Iterable[str], named: Named) -> List[str]:
+    """Each `--repository`, and a bare one (`team/app`, as its local tags name it) in every registry the
+    named repositories are on too: a push leaves no registry-qualified tag in the engine, so the engine
+    shows a former repository without the registry it was pushed to (pure)."""
+    hosts = sorted({host for host, _repo in registry_repositories(named)})
+    out = []
+    for repo in (r.strip("/") for r in repositories):
+        out.append(repo)
+        if not registry_repositories(Named(repositories={repo})):
+            out += [f"{host}/{repo}" for host in hosts]
+    return out
+
+
 @dataclass
 class PruneRequest:
     summary: Path
@@ -291,6 +327,9 @@ class PruneRequest:
     dry_run: bool = False
     registry_api: Optional[Callable[[str], Any]] = None  # host -> RegistryAPI or None (skip that host)
     more_records: Optional[Callable[[], List[Dict[str, Any]]]] = None  # records kept elsewhere (S3)
+    # `[host/]repo`s the summary and the records no longer name, looked at too (`--repository`): the user
+    # names each one, after prune said it holds the tool's content tags
+    repositories: Tuple[str, ...] = ()
 
 
 def run_prune(
@@ -306,6 +345,7 @@ def run_prune(
     from imagebuild.release.record import hold_lock, lock_paths
 
     named = named_by(load_summary(req.summary), read_records(req))  # every input before the engine
+    named.repositories.update(with_hosts(req.repositories, named))
     client = engine()
     cutoff = now - req.older_than
     repos = registry_repositories(named) if req.registry_api is not None else []
@@ -313,11 +353,27 @@ def run_prune(
         if not req.dry_run:
             for path in lock_paths([f"{h}/{r}" for h, r in repos]):
                 held.enter_context(hold_lock(path))
-        found = local_candidates(local_images(client), named, cutoff)
+        images = local_images(client)
+        unnamed = unnamed_repositories(images, named)
+        for repo, count in list(unnamed.items())[:MAX_SAID]:
+            log(
+                f"repository {repo}: {count} image(s) of this tool that the build summary and the release "
+                f"records do not name (a repository the matrix once named?); left alone. "
+                f"`{command('prune', '--repository', repo, '--dry-run')}` lists what would go "
+                "(here and in the registries prune asks)"
+            )
+        if len(unnamed) > MAX_SAID:
+            log(f"... and {len(unnamed) - MAX_SAID} more such repositories")
         apis = {host: req.registry_api(host) for host in sorted({h for h, _ in repos})}
-        for host, repo in repos:
-            if apis[host] is not None:
-                found += registry_candidates(remote_tags(apis[host], host, repo, log), named, cutoff)
+        remote = [remote_tags(apis[h], h, r, log) for h, r in repos if apis[h] is not None]
+        # a local image is the one a record names by digest only (a twin in a released index) when the
+        # registry's manifest of that digest has its config: the engine keeps no registry tag after a push,
+        # so its RepoDigests no longer say so
+        named.image_ids.update(t.image_id for tags in remote for t in tags if named.names(None, t.digest))
+        named.image_ids.discard(None)  # type: ignore[arg-type]
+        found = local_candidates(images, named, cutoff)
+        for tags in remote:
+            found += registry_candidates(tags, named, cutoff)
         verb = "would remove" if req.dry_run else "remove"
         for c in found:
             age = now - c.created

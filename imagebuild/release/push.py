@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from imagebuild.adapters.docker_engine import classify_push_error
+from imagebuild.adapters.docker_engine import classify_push_error, temporary_tag
 from imagebuild.adapters.registry import (
     AuthRefused,
     Credentials,
@@ -67,8 +67,19 @@ def push_image(
         if not force:
             raise Refused(held)
         log(f"  {target}: overwriting {current.digest} (--force)")
-    image = client.images.get(image_id)
-    image.tag(target.name, target.tag)
+    with temporary_tag(client, image_id, target.name, target.tag, log):
+        return _push_tagged(client, image_id, target, creds, policy, log)
+
+
+def _push_tagged(
+    client: Any,
+    image_id: str,
+    target: ImageRef,
+    creds: Optional[Credentials],
+    policy: RetryPolicy,
+    log: Log,
+) -> PushResult:
+    """The engine's push of the tagged image, retried; the digest the registry gave it."""
 
     def attempt() -> str:
         digest = None

@@ -166,13 +166,13 @@ def gate_variant(
         return gate
     pushed = [r for r in pushed_refs(entry) if r.digest == digest]
     if not digest or not pushed:
-        gate.reasons.append("no pushed digest in the build summary (run `build.py push` first)")
+        gate.reasons.append("no pushed digest in the build summary (run `efa-image-build push` first)")
     mine = [
         i for i in check_report.get("images") or [] if isinstance(i, dict) and i.get("image_id") == image_id
     ]
     if not mine:
         gate.reasons.append(
-            f"no static check report entry names image {image_id} (make one: `build.py test --variant "
+            f"no static check report entry names image {image_id} (make one: `efa-image-build test --variant "
             f"{variant}`, then pass its build/test-report.json with --checks)"
         )
     else:
@@ -344,7 +344,7 @@ def software_notes(record: Dict[str, Any], previous: Optional[Dict[str, Any]]) -
     if soft is None:
         given = record.get("software")
         why = given.get("error") if isinstance(given, dict) else None
-        why = why or "the check report has no `software` (run this version of `build.py test`)"
+        why = why or "the check report has no `software` (run this version of `efa-image-build test`)"
         lines.append(f"Not recorded: {why}.")
         return lines
     old = _recorded_software(previous)

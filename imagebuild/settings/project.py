@@ -207,7 +207,12 @@ def trusted(path: Path, uid: Optional[int] = None) -> Optional[str]:
     root) that no one else can write is read."""
     st = path.stat()
     uid = os.getuid() if uid is None else uid
-    if st.st_uid not in (uid, 0):
+    owners = {uid, 0}
+    if uid == 0 and os.environ.get("SUDO_UID", "").isdigit():
+        # root through sudo acts for the user who ran sudo (CI's `sudo efa-image-build base` in the runner's
+        # checkout): that user's own file steers this run as it would theirs
+        owners.add(int(os.environ["SUDO_UID"]))
+    if st.st_uid not in owners:
         return f"owned by uid {st.st_uid}, not by this user (uid {uid})"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"

@@ -18,13 +18,20 @@ a registry host that does not exist.
 The pull-request path of each runs with no AWS credentials, no AWS endpoint, no registry login and an `aws`
 that fails the run if it is called: build and check only.
 
-In all of them, two things are replaced, and only these: `pip` (the wheel is installed already; the shim
-records the call and checks it installs this version of the tool) and `MATRIX`/`VARIANT` (matrix.local.yaml
-and its variant local-debian-nccl2.27: the one variant that builds without GPUs or private bases).
+The team's repository is what `efa-image-build init` writes, as a team adapts it (issue 42): its starter
+variant on a local base and with a repository of this session's own names (BASE, TEAM_REPO), so the engine
+holds no base and no build of those names when the module starts (`clean_engine` checks, and removes them
+after). Two layouts: init's (matrix.yaml at the top, no project config) and one whose matrix lives in
+images/ and is named by `[tool.efa-image-build]` in pyproject.toml. Nothing in the CI files names the matrix:
+they run as copied, and a step makes the local base (`efa-image-build base`: debootstrap; the first run of
+the module makes it, the later ones find it by name). Each `uses:` step is named in NO_OP_ACTIONS with what
+stands in for it. One thing is replaced, and only it: `pip` (the wheel is installed already; the shim
+records the call and checks it installs this version of the tool).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import json
 import os
@@ -44,17 +51,19 @@ from services import RUN
 from wheelvenv import VERSION, Venv
 
 from imagebuild.adapters.registry import Credentials, RegistryAPI
+from imagebuild.commands.init import WORKFLOW
 
 pytest_plugins = ["services_fixtures"]
-VARIANT = "local-debian-nccl2.27"
+VARIANT = "debian-nccl2.27"  # init's starter variant
 TOOL = f"efa-image-build[attest]=={VERSION}"  # what the examples install: this tree's version
 TEAM_REPO = f"efa-image-build-test/ci-{RUN}"  # the images' repository in the team's matrix (one per session)
-NO_OP_ACTIONS = {  # what each does on a hosted runner, and why it has nothing to do here
-    "actions/checkout": "the copy made below is the checkout",
+BASE = f"localbase/debian:ci-{RUN}"  # the starter's local base, under a name no earlier run made
+NO_OP_ACTIONS = {  # what each does on a hosted runner, and what stands in for it here
+    "actions/checkout": "the team repository made below (init's files) is the checkout",
     "actions/setup-python": "this interpreter is first on PATH",
     "aws-actions/configure-aws-credentials": "IMAGE_REGISTRY is set: no AWS call is made",
-    "aws-actions/amazon-ecr-login": "the local variant's base is local: no private registry",
-    "actions/cache": "the artifact cache is shared with the project's own (.cache)",
+    "aws-actions/amazon-ecr-login": "the starter's base is local, made by the base step: no private registry",
+    "actions/cache": "the project's own artifact cache (.cache, linked in) is what a restore gives",
 }
 
 
@@ -69,22 +78,36 @@ def _expr(text: str, values: dict) -> str:
 
 
 def _condition(cond: str, pull_request: bool) -> bool:
-    known = {"github.event_name != 'pull_request'": not pull_request, "always()": True}
+    known = {
+        "github.event_name != 'pull_request'": not pull_request,
+        "always()": True,
+        "vars.RUN_PREFLIGHT == 'true'": False,  # the SageMaker pre-flight is not asked for here
+    }
     assert cond.strip() in known, f"unknown step condition {cond!r}"
     return known[cond.strip()]
 
 
-def _team_repo(dest: Path) -> Path:
-    """A team's repository: matrix.local.yaml (its images under TEAM_REPO), the checks file and training code
-    it names, the artifact cache the project's own runs fill (.cache, as actions/cache restores it)."""
-    dest.mkdir(parents=True)
-    text = (ROOT / "matrix.local.yaml").read_text()
-    assert text.count('tags: ["efa-image-build/{name}:local-{content_hash}"]') == 1
-    (dest / "matrix.local.yaml").write_text(
-        text.replace("efa-image-build/{name}:local-{content_hash}", TEAM_REPO + ":{name}-{content_hash}")
+def _team_repo(dest: Path, venv: Venv, layout: str = "init") -> Path:
+    """A team's repository as `efa-image-build init` (the wheel's) writes it, adapted as a team would: the
+    starter's base and image repository get this session's names (BASE, TEAM_REPO). layout "config": the
+    matrix and checks moved to images/, named by `[tool.efa-image-build]` in pyproject.toml. The artifact
+    cache the project's own runs fill is linked in (.cache, as actions/cache restores it)."""
+    made = installed_process(venv.bin, "init", dest, env=venv.env(), timeout=120)
+    assert made.returncode == 0, made.stderr
+    matrix = dest / "matrix.yaml"
+    text = matrix.read_text()
+    default_base = "localbase/debian:bookworm-minbase"
+    tags = '  # tags: ["my-team/training:{name}-{content_hash}"]'
+    assert text.count(default_base) == 1 and text.count(tags) == 1
+    text = text.replace(default_base, BASE).replace(
+        tags, f'  tags: ["{TEAM_REPO}:{{name}}-{{content_hash}}"]'
     )
-    shutil.copy2(ROOT / "checks.local.yaml", dest / "checks.local.yaml")
-    shutil.copytree(ROOT / "examples" / "training", dest / "examples" / "training")
+    matrix.write_text(text)
+    if layout == "config":
+        (dest / "images").mkdir()
+        matrix.rename(dest / "images" / "matrix.yaml")
+        (dest / "checks.yaml").rename(dest / "images" / "checks.yaml")
+        (dest / "pyproject.toml").write_text('[tool.efa-image-build]\nmatrix = "images/matrix.yaml"\n')
     (ROOT / ".cache" / "artifacts").mkdir(parents=True, exist_ok=True)
     (dest / ".cache").symlink_to(ROOT / ".cache")
     return dest
@@ -122,12 +145,16 @@ def _no_credentials(tmp: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def team_images(docker_client):
-    """Removes the engine's images of TEAM_REPO after the module (every test builds the same content)."""
+    """A clean engine for the team's names: no base called BASE and no image of TEAM_REPO when the module
+    starts; both removed after it (every test builds the same content on the same base)."""
+
+    def ours():
+        return [t for i in docker_client.images.list() for t in i.tags if t == BASE or TEAM_REPO in t]
+
+    assert ours() == [], "the engine holds the team's names already: not a fresh runner"
     yield TEAM_REPO
-    for image in docker_client.images.list():  # its own tags, and the registry refs push tagged it with
-        for tag in image.tags:
-            if tag.startswith(TEAM_REPO + ":") or f"/{TEAM_REPO}:" in tag:
-                docker_client.images.remove(tag)
+    for tag in ours():
+        docker_client.images.remove(tag)
 
 
 def _github_values(pull_request: bool, image_registry: str = "", signing_key: str = "") -> dict:
@@ -145,16 +172,19 @@ def _github_values(pull_request: bool, image_registry: str = "", signing_key: st
         "vars.BASE_REGISTRY_ACCOUNT": "",
         "secrets.AWS_ROLE_ARN": "",
         "secrets.SIGNING_KEY": "" if pull_request else signing_key,
-        "hashFiles('matrix.yaml')": "x",
     }
 
 
-def _github_job(doc: dict, job: str, values: dict, work: Path, env: dict, pull_request: bool) -> tuple:
-    """Every step of `job` whose condition holds, in order: (names of the `run:` steps, actions checked)."""
+def _github_job(
+    doc: dict, job: str, values: dict, work: Path, env: dict, pull_request: bool, artifacts: dict = None
+) -> tuple:
+    """Every step of `job` whose condition holds, in order: (names of the `run:` steps, actions checked).
+    `artifacts`: name -> folder of what the earlier jobs uploaded, which download-artifact copies in."""
     env = dict(env)
     env.update({k: _expr(str(v), values) for k, v in (doc.get("env") or {}).items()})
     env.update({k: _expr(str(v), values) for k, v in (doc["jobs"][job].get("env") or {}).items()})
-    env["MATRIX"] = "matrix.local.yaml"
+    assert "MATRIX" not in env, "the workflow names the matrix: the project config's is the one (issue 42)"
+    values = dict(values)  # each step's outputs join it (`steps.ID.outputs.KEY`)
     shell = doc["defaults"]["run"]["shell"]
     assert shell == "bash", "the test runs steps as GitHub's `shell: bash` (bash -eo pipefail)"
     ran, checked = [], []
@@ -167,6 +197,12 @@ def _github_job(doc: dict, job: str, values: dict, work: Path, env: dict, pull_r
             if action == "actions/upload-artifact":
                 for pattern in args["path"].split():
                     assert glob.glob(str(work / pattern)), f"upload-artifact: nothing matches {pattern}"
+            elif action == "actions/download-artifact":  # the artifacts of the earlier jobs, copied in
+                pattern = args.get("pattern") or args["name"]
+                found = {n: f for n, f in (artifacts or {}).items() if fnmatch.fnmatch(n, pattern)}
+                assert found, f"download-artifact: no artifact {pattern}"
+                for name, folder in found.items():
+                    shutil.copytree(folder, work / args["path"] / name)
             elif action == "mikepenz/action-junit-report":
                 assert (work / args["report_paths"]).is_file()
             else:
@@ -174,6 +210,9 @@ def _github_job(doc: dict, job: str, values: dict, work: Path, env: dict, pull_r
             checked.append(action)
             continue
         step_env = dict(env, **{k: _expr(str(v), values) for k, v in (step.get("env") or {}).items()})
+        assert "--matrix" not in step["run"], f"{step.get('name')}: names the matrix"
+        if "id" in step:  # its own GITHUB_OUTPUT file, as a runner gives each step
+            step_env["GITHUB_OUTPUT"] = str(work.parent / f"output-{job}-{step['id']}")
         script = _expr(step["run"], values)
         proc = subprocess.run(
             ["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", script],
@@ -187,6 +226,12 @@ def _github_job(doc: dict, job: str, values: dict, work: Path, env: dict, pull_r
             f"{job} step {step.get('name', script)!r}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         )
         ran.append(step.get("name") or script.split()[0])
+        if "id" in step:
+            outputs = _github_output(Path(step_env["GITHUB_OUTPUT"]))
+            values.update({f"steps.{step['id']}.outputs.{k}": v for k, v in outputs.items()})
+            if env.get("GITHUB_OUTPUT"):  # the job's outputs file, as the test reads it
+                with open(env["GITHUB_OUTPUT"], "a") as f:
+                    f.writelines(f"{k}={v}\n" for k, v in outputs.items())
     return ran, checked
 
 
@@ -207,18 +252,24 @@ def _keys(folder: Path) -> tuple:
 
 
 def _github_output(path: Path) -> dict:
+    if not path.exists():
+        return {}
     return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
 
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.parametrize("layout", ["init", "config"])
 def test_github_pull_request_runs_as_written_with_no_credentials(
-    docker_client, local_base, wheel_venv, team_images, tmp_path
+    docker_client, wheel_venv, team_images, tmp_path, layout
 ):
-    """The plan job, then the build job of a pull request: no secret, no AWS, no registry. It builds and
-    checks; nothing is pushed or signed."""
-    doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
-    work = _team_repo(tmp_path / "repo")
+    """The plan job, then the build job of a pull request: no secret, no AWS, no registry. It makes the
+    local base, builds and checks; nothing is pushed or signed. "init": the workflow init wrote, in init's
+    layout, on an engine with no base of the starter's name (the base step makes it: debootstrap); "config":
+    the example, in a repository whose matrix is images/matrix.yaml by its project config."""
+    work = _team_repo(tmp_path / "repo", wheel_venv, layout)
+    workflow = work / WORKFLOW if layout == "init" else ROOT / "examples" / "ci" / "github-actions.yml"
+    doc = yaml.safe_load(workflow.read_text())
     calls = tmp_path / "pip-calls"
     env = _no_credentials(tmp_path)
     env.update(_shims(tmp_path / "bin", calls, wheel_venv, aws=False))
@@ -230,7 +281,8 @@ def test_github_pull_request_runs_as_written_with_no_credentials(
     variants = json.loads(_github_output(tmp_path / "github-output")["variants"])
     assert VARIANT in variants, variants
     ran, checked = _github_job(doc, "build", values, work, env, pull_request=True)
-    assert len(ran) == 3 and "actions/upload-artifact" in checked, ran  # pip, build, test
+    assert len(ran) == 5 and "actions/upload-artifact" in checked, ran  # pip, base, cache key, build, test
+    assert docker_client.images.get(BASE)  # the base step made the starter's base
     assert "aws-actions/configure-aws-credentials" not in checked
     assert calls.read_text().splitlines() == [f"install {TOOL}"] * 2
     summary = json.loads((work / "build" / "summary.json").read_text())
@@ -244,8 +296,15 @@ def test_github_plan_fails_on_a_matrix_render_refuses(wheel_venv, tmp_path):
     """The plan job's list step fails where `render` would (a symlink out of the training folder): no
     build job is ever fanned out over a matrix every one of them would fail to render."""
     doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
-    work = _team_repo(tmp_path / "repo")
-    os.symlink("/etc/hostname", work / "examples" / "training" / "leak")
+    work = _team_repo(tmp_path / "repo", wheel_venv)
+    matrix = work / "matrix.yaml"
+    commented = "  # training:\n  #   source_dir: training\n  #   entry_point: train.py\n"
+    assert commented in matrix.read_text()
+    matrix.write_text(matrix.read_text().replace(commented, commented.replace("# ", "")))
+    (work / "training").mkdir()
+    (work / "training" / "train.py").write_text("print('hi')\n")
+    (work / "training" / "requirements.txt").write_text("")
+    os.symlink("/etc/hostname", work / "training" / "leak")
     env = _no_credentials(tmp_path)
     env.update(_shims(tmp_path / "bin", tmp_path / "pip-calls", wheel_venv, aws=False))
     env.update(GITHUB_OUTPUT=str(tmp_path / "github-output"), RUNNER_TEMP=str(tmp_path))
@@ -260,14 +319,14 @@ def test_github_plan_fails_on_a_matrix_render_refuses(wheel_venv, tmp_path):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_github_build_job_runs_as_written_against_a_registry(
-    docker_client, local_base, registry, wheel_venv, team_images, tmp_path
+    docker_client, registry, wheel_venv, team_images, tmp_path
 ):
     """A push to main: build, check, push by digest, attest (SBOM + signed provenance, which verifies)."""
     doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
     private, public = _keys(tmp_path)
     where = f"{registry.host}/efa-ci-example-{RUN}"
     values = _github_values(pull_request=False, image_registry=where, signing_key=private)
-    work = _team_repo(tmp_path / "repo")
+    work = _team_repo(tmp_path / "repo", wheel_venv, "config")
     calls = tmp_path / "pip-calls"
     env = dict(os.environ, **_shims(tmp_path / "bin", calls, wheel_venv))
     env.pop("PYTHONPATH", None)  # the wheel's code, not this worktree's
@@ -275,7 +334,8 @@ def test_github_build_job_runs_as_written_against_a_registry(
     (tmp_path / "runner-temp").mkdir()
     ran, checked = _github_job(doc, "build", values, work, env, pull_request=False)
     assert calls.read_text().splitlines() == [f"install {TOOL}"]
-    assert len(ran) == 6 and "actions/upload-artifact" in checked  # pip, build, test, push, attest, jq
+    # pip, base, cache key, build, test, push, attest, jq
+    assert len(ran) == 8 and "actions/upload-artifact" in checked, ran
     assert os.listdir(tmp_path / "runner-temp") == []  # the private key left with its step
     summary = json.loads((work / "build" / "summary.json").read_text())
     entry = next(e for e in summary["variants"] if e["variant"] == VARIANT)
@@ -288,6 +348,25 @@ def test_github_build_job_runs_as_written_against_a_registry(
         wheel_venv.bin, "verify", image, "--key", public, env=wheel_venv.env(), timeout=300
     )
     assert verify.returncode == 0, f"{verify.stdout[-2000:]}\n{verify.stderr[-2000:]}"
+
+    # the release job, on a runner of its own: the build job's artifact is all it has
+    uploaded = tmp_path / "artifact"
+    for rel in ("summary.json", "test-report.json", "test-report.xml"):
+        (uploaded / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(work / "build" / rel, uploaded / rel)
+    release_work = _team_repo(tmp_path / "release-repo", wheel_venv, "config")
+    sha = "0" * 40
+    values.update(
+        {"vars.SIGNING_PUBLIC_KEY": public.read_text(), "vars.RELEASE_S3": "", "vars.RUN_PREFLIGHT": ""}
+    )
+    env.update(GITHUB_REF_TYPE="branch", GITHUB_SHA=sha, GITHUB_STEP_SUMMARY=str(tmp_path / "step-summary"))
+    artifacts = {f"build-{VARIANT}": uploaded}
+    ran, checked = _github_job(doc, "release", values, release_work, env, False, artifacts)
+    assert len(ran) == 3 and "actions/download-artifact" in checked, ran  # pip, release, notes
+    tag = f"{VARIANT}-{sha}"
+    api = RegistryAPI(registry.host)
+    assert api.manifest(f"efa-ci-example-{RUN}/{TEAM_REPO}", tag).digest == entry["digest"]
+    assert tag in (tmp_path / "step-summary").read_text()
 
 
 # -- AWS CodeBuild ------------------------------------------------------------------------------------------
@@ -380,7 +459,6 @@ def image_registry(auth_registry, docker_client):
 @pytest.mark.slow
 def test_codebuild_buildspec_runs_as_written(
     docker_client,
-    local_base,
     auth_registry,
     image_registry,
     ecr_token_registry,
@@ -429,8 +507,11 @@ def test_codebuild_buildspec_runs_as_written(
     build_id = f"efa_images_{RUN}_1"  # the batch build's identifier: its folder in the combined artifacts
 
     # 1. the batch's build of one variant
-    build_src = _team_repo(tmp_path / "build-src")
-    overrides = {"VARIANT": VARIANT, "MATRIX": "matrix.local.yaml", "IMAGE_REGISTRY": image_registry}
+    build_src = _team_repo(tmp_path / "build-src", wheel_venv, "config")
+    overrides = {
+        "VARIANT": listed[0],
+        "IMAGE_REGISTRY": image_registry,
+    }  # the batch's first build, as shipped
     build_env = dict(env, CODEBUILD_BUILD_ID=f"efa-images:{RUN}-1", CODEBUILD_BATCH_BUILD_IDENTIFIER=build_id)
     (tmp_path / "run-build").mkdir()
     _codebuild_run(doc, build_src, build_env, overrides, tmp_path / "run-build")
@@ -449,7 +530,7 @@ def test_codebuild_buildspec_runs_as_written(
     assert entry["pushed"] and all(p.startswith(image_registry + "/") for p in entry["pushed"])
 
     # 2. the release build, with those artifacts as the secondary source "builds"
-    release_src = _team_repo(tmp_path / "release-src")
+    release_src = _team_repo(tmp_path / "release-src", wheel_venv, "config")
     overrides = {"MODE": "release", "IMAGE_REGISTRY": image_registry}
     release_env = dict(env, CODEBUILD_BUILD_ID=f"efa-images-release:{RUN}")
     release_env["CODEBUILD_SRC_DIR_builds"] = str(combined)
@@ -480,7 +561,7 @@ def test_codebuild_buildspec_runs_as_written(
 @pytest.mark.docker
 @pytest.mark.slow
 def test_codebuild_pull_request_runs_as_written_with_no_credentials(
-    docker_client, local_base, wheel_venv, team_images, tmp_path
+    docker_client, wheel_venv, team_images, tmp_path
 ):
     """A pull request's webhook build (MODE=build): no AWS variable or endpoint, an `aws` that fails the run,
     no registry. It builds and checks the variant; nothing is pushed or signed, no docker login is made."""
@@ -489,9 +570,10 @@ def test_codebuild_pull_request_runs_as_written_with_no_credentials(
     env = _no_credentials(tmp_path)
     env.update(_shims(tmp_path / "bin", calls, wheel_venv, aws=False))
     env.update(CODEBUILD_WEBHOOK_EVENT="PULL_REQUEST_UPDATED", CODEBUILD_BUILD_ID=f"efa-images:{RUN}-pr")
-    src = _team_repo(tmp_path / "src")
+    src = _team_repo(tmp_path / "src", wheel_venv, "config")
     (tmp_path / "run").mkdir()
-    _codebuild_run(doc, src, env, {"VARIANT": VARIANT, "MATRIX": "matrix.local.yaml"}, tmp_path / "run")
+    listed = doc["batch"]["build-matrix"]["dynamic"]["env"]["variables"]["VARIANT"]
+    _codebuild_run(doc, src, env, {"VARIANT": listed[0]}, tmp_path / "run")
     _check_reports(doc, src)
     assert calls.read_text().splitlines() == [f"install {TOOL}"]
     assert os.listdir(tmp_path / "docker-config") == []  # no login was made
@@ -508,7 +590,7 @@ def test_codebuild_pull_request_never_releases(wheel_venv, tmp_path):
     env = _no_credentials(tmp_path)
     env.update(_shims(tmp_path / "bin", tmp_path / "pip-calls", wheel_venv, aws=False))
     env.update(CODEBUILD_WEBHOOK_EVENT="PULL_REQUEST_CREATED", CODEBUILD_BUILD_ID=f"efa-images-release:{RUN}")
-    src = _team_repo(tmp_path / "src")
+    src = _team_repo(tmp_path / "src", wheel_venv)
     (tmp_path / "run").mkdir()
     with pytest.raises(AssertionError, match="never releases"):
         _codebuild_run(doc, src, env, {"MODE": "release"}, tmp_path / "run")

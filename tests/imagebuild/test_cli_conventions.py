@@ -330,3 +330,21 @@ def test_a_config_another_user_could_write_is_not_read(tmp_path, monkeypatch):
     else:  # the file is ours: another user (not root) would not read it
         mine = os.getuid()
         assert trusted(config, uid=mine + 1) == f"owned by uid {mine}, not by this user (uid {mine + 1})"
+
+
+def test_root_through_sudo_reads_the_config_of_the_user_who_ran_sudo(tmp_path, monkeypatch):
+    """Issue 42 item 1: CI runs `sudo efa-image-build base` in the runner user's checkout; root then reads
+    that user's pyproject.toml (SUDO_UID), and still not another user's."""
+    from imagebuild.settings.project import trusted
+
+    config = _project(tmp_path, 'registry = "127.0.0.1:9/team"\n') / "pyproject.toml"
+    if os.getuid() == 0:
+        os.chown(config, 4242, -1)
+    owner = config.stat().st_uid
+    monkeypatch.delenv("SUDO_UID", raising=False)
+    assert trusted(config, uid=0) == f"owned by uid {owner}, not by this user (uid 0)" or owner == 0
+    monkeypatch.setenv("SUDO_UID", str(owner))
+    assert trusted(config, uid=0) is None
+    monkeypatch.setenv("SUDO_UID", str(owner + 1))
+    assert trusted(config, uid=0) == f"owned by uid {owner}, not by this user (uid 0)"
+    assert trusted(config, uid=owner + 7) is not None  # SUDO_UID counts for root only

@@ -117,3 +117,49 @@ def test_a_command_imports_only_its_own_module(project_root, tmp_path):
     assert not loaded & heavy
     commands = {m for m in modules("schema") if m.startswith("imagebuild.commands.")}
     assert commands == {"imagebuild.commands.render"}
+
+
+def test_top_level_help_describes_the_tool_in_whole_sentences():
+    """Issue 42 item 4: the description was the module docstring's first line, cut mid-sentence ("one module
+    per verb under")."""
+    res = build_py("--help")
+    assert res.rc == 0, res.err
+    body = " ".join(res.out.split())
+    description = " ".join(make_parser().description.split())
+    assert description in body and description.endswith(".")
+    assert "one module per verb" not in body and not description.rstrip(".").endswith("under")
+
+
+def test_a_hint_names_the_command_the_user_has(tmp_path, monkeypatch):
+    """Issue 42 item 4: a team has the `efa-image-build` console script, not this checkout's build.py; a
+    hint that says what to run next names PROG (push with no build summary said `build.py build`)."""
+    from imagebuild.cli import PROG
+
+    monkeypatch.chdir(tmp_path)
+    res = build_py("push", "--summary", tmp_path / "none.json", "--registry", "127.0.0.1:1")
+    assert res.rc == 2 and f"`{PROG} build`" in res.err, res.err
+    assert "build.py" not in res.err
+
+
+def _hint_strings(path):
+    """String constants of `path` that are not docstrings: what the tool prints."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    exprs = [n.value for n in ast.walk(tree) if isinstance(n, ast.Expr)]
+    docs = {id(v) for v in exprs if isinstance(v, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.lineno, node.value
+
+
+def test_no_printed_text_names_build_py_as_the_command(project_root):
+    """Every message, hint and help line of the host side and the validators names the installed command."""
+    found = [
+        f"{p.relative_to(project_root)}:{line}"
+        for folder in ("imagebuild", "validators")
+        for p in sorted((project_root / folder).rglob("*.py"))
+        for line, text in _hint_strings(p)
+        if "build.py " in text
+    ]
+    assert found == []

@@ -15,6 +15,7 @@ import pty
 import select
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import List
@@ -22,6 +23,7 @@ from typing import List
 import pytest
 from cli import build_py
 from conftest import needed
+from paths import ROOT
 
 from imagebuild.cli import COMMAND_NAMES, PROG
 from imagebuild.commands.completion import SHELLS
@@ -196,3 +198,75 @@ def test_each_script_names_every_verb(shell):
 def test_an_unknown_shell_is_exit_2():
     res = build_py("completion", "ksh")
     assert res.rc == 2 and "ksh" in res.err
+
+
+VARIANTS_MATRIX = """\
+format: efa-image-build/matrix/v1
+variants:
+  - name: {first}
+    base: {{image: localbase/debian:bookworm-minbase, kind: local, os: debian12}}
+    tags: ["team/app:{{name}}-{{content_hash}}"]
+  - name: {second}
+    base: {{image: localbase/debian:bookworm-minbase, kind: local, os: debian12}}
+    tags: ["team/app:{{name}}-{{content_hash}}"]
+"""
+
+
+def test_bash_completes_the_variant_names_of_the_matrix_the_project_config_names(tmp_path):
+    """Issue 42 item 4: `--variant` completed nothing. The matrix is the one [tool.efa-image-build] names (not
+    ./matrix.yaml); a matrix that cannot be read completes nothing and prints nothing (no traceback)."""
+    project = tmp_path / "repo"
+    (project / ".git").mkdir(parents=True)
+    (project / "images").mkdir()
+    (project / "pyproject.toml").write_text('[tool.efa-image-build]\nmatrix = "images/matrix.yaml"\n')
+    matrix = project / "images" / "matrix.yaml"
+    matrix.write_text(VARIANTS_MATRIX.format(first="train-cu12", second="train-cu13"))
+    (project / "matrix.yaml").write_text(VARIANTS_MATRIX.format(first="not-this", second="nor-this"))
+    bin_dir = tmp_path / "bin"  # the console script, as an installed wheel puts it on PATH
+    bin_dir.mkdir()
+    (bin_dir / PROG).write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "build.py"} "$@"\n')
+    (bin_dir / PROG).chmod(0o755)
+    script = _script("bash", tmp_path, "efa-image-build.bash")
+    asks = tmp_path / "ask.sh"
+    asks.write_text(
+        f"source {script}\n"
+        f"fn=$(complete -p {PROG} | sed -n 's/.* -F \\([^ ]*\\) .*/\\1/p')\n"
+        "ask() {\n"
+        '  COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}\n'
+        "  COMPREPLY=()\n"
+        '  "$fn" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
+        "  printf '%s\\n' \"${COMPREPLY[@]}\"; echo ---\n"
+        "}\n"
+        f"ask {PROG} build --variant ''\n"
+        f"ask {PROG} list --variant train-cu1\n"
+        f"printf 'variants: [{{name: x, base: 1}}]\\n' > {matrix}\n"
+        f"ask {PROG} build --variant ''\n"
+        f"printf '[tool.efa-image-build\\n' > {project / 'pyproject.toml'}\n"
+        f"ask {PROG} build --variant ''\n"
+    )
+    env = _env(tmp_path)
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [_shell("bash"), "--norc", "--noprofile", str(asks)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=project,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answers = [sorted(a.split()) for a in proc.stdout.split("---\n")[:-1]]
+    assert answers == [["train-cu12", "train-cu13"], ["train-cu12", "train-cu13"], [], []], proc.stdout
+    assert proc.stderr == ""
+
+
+def test_variant_names_are_bounded_and_quiet_on_a_bad_matrix(tmp_path):
+    from imagebuild.commands.completion import variant_names
+
+    (tmp_path / ".git").mkdir()
+    assert variant_names(tmp_path, {}) == []  # no matrix
+    (tmp_path / "matrix.yaml").write_text("a: &a [*a]\n")  # a recursive alias
+    assert variant_names(tmp_path, {}) == []
+    (tmp_path / "matrix.yaml").write_text(VARIANTS_MATRIX.format(first="one", second="two"))
+    assert variant_names(tmp_path, {}) == ["one", "two"]

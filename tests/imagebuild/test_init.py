@@ -105,3 +105,37 @@ def test_init_under_a_file_is_exit_2_before_any_folder_is_made(tmp_path):
     res = build_py("init", tmp_path / "f" / "new" / "repo")
     assert res.rc == 2 and f"{tmp_path / 'f'}: key 'DIR': is not a folder" in res.err, res
     assert sorted(os.listdir(tmp_path)) == ["f"] and (tmp_path / "f").read_text() == "x"
+
+
+def test_base_makes_the_local_bases_the_matrix_names(tmp_path):
+    """Issue 42 item 1: on a fresh runner no base exists; `efa-image-build base` with a matrix (the project
+    config's) plans every local base its variants build FROM, by the names the matrix gives them."""
+    from imagebuild.build.localbase import matrix_bases
+    from imagebuild.commands.init import STARTER_MATRIX
+
+    (tmp_path / "matrix.yaml").write_text(STARTER_MATRIX.replace("bookworm-minbase", "ci-unique"))
+    (tmp_path / "checks.yaml").write_text("checks: {}\n")
+    assert matrix_bases(str(tmp_path / "matrix.yaml")) == [
+        ("localbase/debian:ci-unique", "debian", "linux/amd64")
+    ]
+    local = matrix_bases(str(ROOT / "matrix.local.yaml"))
+    assert ("localbase/dlc-layout:bookworm-2nccl", "dlc", "linux/amd64") in local
+    assert ("localbase/al2023-dlc-layout:standin-bookworm", "al2023-standin", "linux/amd64") in local
+    assert matrix_bases(str(ROOT / "matrix.yaml")) == []  # DLC and CUDA bases are pulled, never made
+    res = build_py("base", "--matrix", tmp_path / "matrix.yaml", "--variant", "debian-nccl2.2")
+    assert res.rc == 2 and "did you mean 'debian-nccl2.27'?" in res.err, res
+
+
+def test_a_starter_whose_local_base_is_missing_names_the_verb_that_makes_it():
+    """Issue 42 item 1: the starter on a fresh runner failed with "identity could not be confirmed" and a
+    hint about registries; a local base is made, and the hint says by what."""
+    from imagebuild.build.artifacts import ArtifactCache
+    from imagebuild.build.builder import BuildOptions, unconfirmed_message
+    from imagebuild.cli import PROG
+
+    opts = BuildOptions(cache=ArtifactCache(ROOT / ".cache" / "none"))
+    local = {"base": {"image": "localbase/debian:ci-unique", "kind": "local"}}
+    said = unconfirmed_message(opts.base_of(None, local))
+    assert f"`{PROG} base` makes every local base the matrix names" in said and "docker login" not in said
+    pulled = {"base": {"image": "team/cuda:12", "kind": "cuda"}}
+    assert f"{PROG} base" not in unconfirmed_message(opts.base_of(None, pulled))

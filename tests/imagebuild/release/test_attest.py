@@ -102,6 +102,37 @@ def test_the_sbom_names_the_digest_and_lists_deb_python_and_the_locks_pins():
     assert "gone" not in {c["name"] for c in doc["components"]}
 
 
+def test_a_wrong_key_is_the_one_cause_verify_names(tmp_path):
+    """Issue 42 item 4: with a key that did not sign the provenance, the SBOM cannot be matched to what the
+    provenance names; verify said it was "not the SBOM the signed provenance names" as a second cause.
+    With the right key, a swapped SBOM is still named."""
+    digest = "sha256:" + "1" * 64
+    facts = attest.ImageFacts(
+        name="127.0.0.1:5000/team/app",
+        digest=digest,
+        image_id="sha256:" + "2" * 64,
+        labels={},
+        deb=attest.parse_dpkg_status(DPKG),
+        python={},
+    )
+    build = attest.BuildFacts("v", ("matrix.yaml", "sha256:" + "3" * 64), None, {}, "buildx", None, "0")
+    sbom = attest.make_sbom(facts)
+    key, pub = make_keys(tmp_path, "team")
+    _other, other_pub = make_keys(tmp_path, "other")
+    envelope = attest.sign(attest.make_statement(facts, build, sbom), attest.load_signer(str(key)))
+    sboms = [oci.Artifact("team/app:sha256-1.sbom", digest, sbom)]
+    atts = [oci.Artifact("team/app:sha256-1.att", digest, envelope)]
+
+    assert attest.check(digest, sboms, atts, attest.load_public_key(str(pub)), str(pub)) == []
+    problems = attest.check(digest, sboms, atts, attest.load_public_key(str(other_pub)), str(other_pub))
+    assert len(problems) == 1 and f"does not verify with the key {other_pub}" in problems[0], problems
+    problems = attest.check(digest, sboms, [], attest.load_public_key(str(pub)), str(pub))
+    assert problems == [f"no provenance attached to {digest}"]
+    swapped = [oci.Artifact("team/app:sha256-1.sbom", digest, sbom + b" ")]
+    problems = attest.check(digest, swapped, atts, attest.load_public_key(str(pub)), str(pub))
+    assert any("is not the SBOM the signed provenance names" in p for p in problems), problems
+
+
 def _fallback(api, repo, digest, kind):
     return api.manifest(repo, oci.fallback_tag(digest, kind))
 

@@ -225,7 +225,7 @@ def test_the_ci_examples_main_path_on_ecr_attests_and_releases_signed(
 
     boto3.client("s3", region_name="us-east-1", endpoint_url=aws.endpoint_url).create_bucket(Bucket="h6-rel")
     scalars = {
-        "VARIANT": variant, "MATRIX": "matrix.yaml", "key": str(key), "AWS_REGION": "us-east-1",
+        "VARIANT": variant, "WHICH": f"--variant {variant}", "key": str(key), "AWS_REGION": "us-east-1",
         "RUNNER_TEMP": str(runner_temp), "tag": "{variant}-" + sha, "RELEASE_S3": "s3://h6-rel/records",
         "CODEBUILD_RESOLVED_SOURCE_VERSION": sha,
     }  # fmt: skip

@@ -199,3 +199,112 @@ def test_a_real_build_carries_the_locks_channels_to_push_which_leaves_them_alone
     finally:
         for image in docker_client.images.list(name=repo):
             docker_client.images.remove(image.id, force=True)
+
+
+SHARED = """\
+variants:
+  - name: "v{n}"
+    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
+    cuda: "12.8"
+    axes: {n: {"1": {}, "2": {}}}
+    tags: ["team/app:{name}-{content_hash}", "team/app:dev-{name}"]
+    channels: ["dev-{name}", "nightly-{n}"]
+    components:
+      nccl: {version: "2.27.7", method: wheel}
+"""
+
+
+def test_a_channel_carries_the_variant_name_so_variants_can_share_a_repository(tmp_path):
+    """Issue 42 item 3: `{name}` and the axis keys in `channels:` are filled per variant; a tag naming the
+    filled channel is that channel (not a write-once tag)."""
+    path = tmp_path / "m.yaml"
+    path.write_text(SHARED)
+    res = build_py("list", "--matrix", str(path), "--json")
+    assert res.rc == 0, res.err
+    locks = {lock["name"]: lock for lock in json.loads(res.out)}
+    assert locks["v1"]["channels"] == ["dev-v1", "nightly-1"]
+    assert locks["v2"]["channels"] == ["dev-v2", "nightly-2"]
+    assert "team/app:dev-v2" in locks["v2"]["tags"]
+    path.write_text(SHARED.replace("nightly-{n}", "nightly-{cuda}"))
+    res = build_py("list", "--matrix", str(path))
+    assert res.rc == 2 and "m.yaml:7: key 'channels[1]'" in res.err and "'{cuda}' is not an axis" in res.err
+
+
+@pytest.mark.docker
+def test_two_variants_in_one_repository_release_together_with_channels_of_their_own(
+    registry, small_images, tmp_path
+):
+    """Issue 42 item 3: two variants whose tags share one repository take a channel each in one release
+    (`dev-{name}` from the matrix, `--channel stage-{variant}` given) and release tags `{variant}-r1`. One
+    `dev` for both is one tag written two ways: refused, with the hint that names the pattern."""
+    repo = f"chan-{uuid.uuid4().hex[:10]}/app"
+    api = RegistryAPI(registry.host)
+    entries = []
+    for name, key in (("va", "a"), ("vb", "b")):
+        entry = summary_entry(name, small_images[key], tags=[f"{repo}:{name}-content"])
+        entry["channels"] = [f"dev-{name}"]  # what `channels: [dev-{name}]` gives each variant's lock
+        entries.append(entry)
+    summary = write_summary(tmp_path / "summary.json", entries)
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    digests = {e["variant"]: e["digest"] for e in json.loads(summary.read_text())["variants"]}
+    checks = write_check_report(
+        tmp_path / "checks.json", [("va", small_images["a"].id, True), ("vb", small_images["b"].id, True)]
+    )
+    argv = ["release", "--summary", str(summary), "--checks", str(checks), "--records", str(tmp_path / "rec"),
+            "--registry", registry.host]  # fmt: skip
+
+    res = build_py(*argv, "--channel", "dev")
+    assert res.rc == 1 and "writes one tag two ways" in res.err and "dev-{variant}" in res.err, res.err
+    assert api.manifest(repo, "dev") is None
+
+    res = build_py(*argv, "--tag", "{variant}-r1", "--channel", "stage-{variant}")
+    assert res.rc == 0, res.err
+    for name in ("va", "vb"):
+        for tag in (f"{name}-r1", f"dev-{name}", f"stage-{name}"):
+            assert api.manifest(repo, tag).digest == digests[name], tag
+
+
+@pytest.mark.docker
+def test_a_channel_no_record_knows_is_adopted_after_its_digest_is_checked(registry, small_images, tmp_path):
+    """Issue 42 item 2: a release on a runner whose records folder is empty (the records are on another
+    machine) finds the channel in the registry and no record of it. The refusal says how to adopt it, not to
+    delete it; --adopt-channel with another digest is refused; with the digest it names, the channel moves and
+    the new record knows it, so the next release on this runner needs no adoption."""
+    repo = f"chan-{uuid.uuid4().hex[:10]}/app"
+    host_repo = f"{registry.host}/{repo}"
+    api = RegistryAPI(registry.host)
+    image_a, image_b = small_images["a"], small_images["b"]
+
+    def release(summary, image, records, *extra):
+        checks = write_check_report(tmp_path / f"checks-{image.id[7:19]}.json", [("chan", image.id, True)])
+        argv = ["release", "--summary", str(summary), "--checks", str(checks), "--records", str(records)]
+        return build_py(*argv, "--registry", registry.host, *extra)
+
+    sum_a, sum_b = (
+        _summary(tmp_path, n, img, repo, f"content-{n}") for n, img in (("a", image_a), ("b", image_b))
+    )
+    for summary in (sum_a, sum_b):
+        assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    digest_a = json.loads(sum_a.read_text())["variants"][0]["digest"]
+    digest_b = json.loads(sum_b.read_text())["variants"][0]["digest"]
+    assert release(sum_a, image_a, tmp_path / "first-runner").rc == 0
+    assert api.manifest(repo, "dev").digest == digest_a
+
+    fresh = tmp_path / "fresh-runner"  # nothing local: the first runner's records are not here
+    res = release(sum_b, image_b, fresh)
+    assert res.rc == 1 and f"--adopt-channel dev@{digest_a}" in res.err, res.err
+    assert "delete that tag" not in res.err
+    res = release(sum_b, image_b, fresh, "--adopt-channel", f"dev@{digest_b}")
+    assert res.rc == 1 and f"names {digest_a}, not {digest_b} as --adopt-channel says" in res.err, res.err
+    assert api.manifest(repo, "dev").digest == digest_a
+    res = release(sum_b, image_b, fresh, "--adopt-channel", f"dev@{digest_a}")
+    assert res.rc == 0, res.err
+    assert api.manifest(repo, "dev").digest == digest_b
+    (dev,) = json.loads((fresh / "chan" / "latest.json").read_text())["channels"]
+    assert dev["repository"] == host_repo and dev["history"][-1] == {**dev["history"][-1], "from": digest_a}
+    assert release(sum_a, image_a, fresh).rc == 0  # recorded now: it moves back with no adoption
+    assert api.manifest(repo, "dev").digest == digest_a
+    res = build_py(
+        "release", "--summary", str(sum_a), "--adopt-channel", "dev@sha256:zz", "--records", str(fresh)
+    )
+    assert res.rc == 2 and "not CHANNEL@sha256:<64 hex>" in res.err, res.err

@@ -75,8 +75,8 @@ def test_prune_dry_run_lists_exactly_the_unreferenced_content_tags(
         assert res.rc == 0, res.err
         listed = {tuple(line.split("\t")[:3]) for line in res.out.splitlines()}
         unreferenced = [made[3][1], made[4][1]]
-        assert listed == {
-            *(("would remove", "local", f"{r}:{t}") for r in (repo, host_repo) for t in unreferenced),
+        assert listed == {  # push leaves no registry-qualified tag in the engine (issue 42)
+            *(("would remove", "local", f"{repo}:{t}") for t in unreferenced),
             *(("would remove", "registry", f"{host_repo}:{t}") for t in unreferenced),
         }, res.out
         # nothing is removed by a dry run, and nothing is old enough at 1d
@@ -102,8 +102,61 @@ def test_prune_dry_run_lists_exactly_the_unreferenced_content_tags(
         assert api.manifest(repo, "r1").digest == entries[1]["digest"]
         assert api.manifest(repo, "dev").digest == entries[2]["digest"]
         local = {t for img in docker_client.images.list(name=repo) for t in img.tags}
-        assert local == {f"{r}:{t}" for r in (repo, host_repo) for _img, t in made[:3]}
+        assert local == {f"{repo}:{t}" for _img, t in made[:3]}
         assert build_py(*argv, "--dry-run", "--older-than", "0s").out == ""
+    finally:
+        for image, _tag in made:
+            try:
+                docker_client.images.remove(image.id, force=True)
+            except Exception:  # noqa: BLE001 - already pruned
+                pass
+
+
+@pytest.mark.docker
+def test_a_repository_the_matrix_no_longer_names_is_said_and_pruned_only_when_named(
+    registry, docker_client, local_base, tmp_path
+):
+    """Issue 42 item 4: prune looked only at the repositories the summary and records name, so a variant
+    renamed into another repository left its old builds (local and pushed) for ever. prune now says each
+    repository of the tool's images nothing names; `--repository` looks there by the same rules; without it
+    nothing there is listed or removed (the engine may hold another project's images of this tool)."""
+    old_repo = f"prune-{uuid.uuid4().hex[:10]}/old"
+    new_repo = f"prune-{uuid.uuid4().hex[:10]}/new"
+    host_old = f"{registry.host}/{old_repo}"
+    api = RegistryAPI(registry.host)
+    made = [_content_image(docker_client, local_base, r, n) for n, r in enumerate((old_repo, new_repo))]
+    try:
+        entries = [summary_entry(f"v{n}", img, tags=[f"{r}:{tag}"]) for n, ((img, tag), r) in
+                   enumerate(zip(made, (old_repo, new_repo)))]  # fmt: skip
+        pushed = write_summary(tmp_path / "pushed.json", entries)
+        assert build_py("push", "--summary", str(pushed), "--registry", registry.host).rc == 0
+        latest = write_summary(tmp_path / "summary.json", [json.loads(pushed.read_text())["variants"][1]])
+        records = tmp_path / "rec"
+        records.mkdir()
+        argv = ["prune", "--summary", str(latest), "--records", str(records), "--registry", registry.host]
+        old_tag = made[0][1]
+
+        res = build_py(*argv, "--dry-run", "--older-than", "0s")
+        assert res.rc == 0 and old_repo not in res.out, res.out
+        said = f"repository {old_repo}: 1 image(s) of this tool that the build summary and the release"
+        assert said in res.err and f"prune --repository {old_repo} --dry-run" in res.err, res.err
+        res = build_py(*argv, "--older-than", "0s")  # not named: nothing there goes
+        assert res.rc == 0 and old_repo not in res.out, res.out
+        assert api.manifest(old_repo, old_tag) is not None
+        assert docker_client.images.get(f"{old_repo}:{old_tag}")
+
+        named = [*argv, "--repository", old_repo, "--older-than", "0s"]  # here and in the registry
+        res = build_py(*named, "--dry-run")
+        listed = {tuple(line.split("\t")[:3]) for line in res.out.splitlines()}
+        assert listed == {
+            ("would remove", "local", f"{old_repo}:{old_tag}"),
+            ("would remove", "registry", f"{host_old}:{old_tag}"),
+        }, res.out
+        res = build_py(*named)
+        assert res.rc == 0, res.err
+        assert api.manifest(old_repo, old_tag) is None
+        assert api.manifest(new_repo, made[1][1]) is not None  # the latest build stays
+        assert [t for img in docker_client.images.list(name=old_repo) for t in img.tags] == []
     finally:
         for image, _tag in made:
             try:
@@ -140,7 +193,6 @@ def test_prune_keeps_every_image_a_released_index_names(registry, docker_client,
     moved the twins' own tags (`v1-arm64`, the local `v1`), the arm64 entry is left with nothing but its
     content tag; prune must keep it (local and registry), or `r1` pulls a missing arm64 image."""
     repo = f"prune-idx-{uuid.uuid4().hex[:10]}/app"
-    host_repo = f"{registry.host}/{repo}"
     api = RegistryAPI(registry.host)
     chash = secrets.token_hex(32)
     ctag = f"nccl2.27.7-{chash[:12]}"
@@ -178,6 +230,6 @@ def test_prune_keeps_every_image_a_released_index_names(registry, docker_client,
         assert ctag not in res.out, res.out
         assert api.manifest(repo, ctag).digest == arm_digest
         assert api.manifest(repo, arm_digest) is not None and api.manifest(repo, "r1").digest == index.digest
-        assert {f"{repo}:{ctag}", f"{host_repo}:{ctag}"} <= set(docker_client.images.get(arm.id).tags)
+        assert f"{repo}:{ctag}" in docker_client.images.get(arm.id).tags  # kept: the registry's r1 names it
     finally:
         docker_client.images.remove(arm.id, force=True)

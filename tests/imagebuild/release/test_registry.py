@@ -72,6 +72,27 @@ def test_push_pull_back_digests_match(registry, small_images, docker_client, tmp
     assert "already holds this image" in err
 
 
+def test_a_push_leaves_the_engines_tags_as_they_were(registry, small_images, docker_client, tmp_path):
+    """Issue 42 item 4: the engine pushes only a tag it holds, so push adds HOST/REPO:TAG to the image; it
+    left those registry-qualified tags behind. Now only the tags the push added are removed: a tag the user
+    made before (here on the other image, B) is kept and still names B."""
+    repo = f"h6-test/engine-tags-{RUN}"
+    image, other = small_images["a"], small_images["b"]
+    users_own = f"{registry.host}/{repo}:mine"
+    other.tag(f"{registry.host}/{repo}", "mine")
+    summary = _summary(tmp_path, image, tags=[f"{repo}:one", f"{repo}:mine"])
+    try:
+        res = build_py("push", "--summary", summary, "--registry", registry.host, "--force")
+        assert res.rc == 0, res.err
+        assert RegistryAPI(registry.host).manifest(repo, "one").config_digest == image.id
+        tags = set(docker_client.images.get(image.id).tags)
+        assert not {t for t in tags if t.startswith(f"{registry.host}/")}, tags
+        assert "h6-test/a:dev" in tags  # the image's own tag stays
+        assert docker_client.images.get(users_own).id == other.id
+    finally:
+        docker_client.images.remove(users_own, noprune=True)
+
+
 def test_existing_tag_with_other_image_is_refused_without_force(
     registry, small_images, tmp_path, monkeypatch
 ):

@@ -262,7 +262,7 @@ def test_a_refusal_names_each_failing_check_and_the_command_for_a_missing_report
     assert "for v (image sha256:a)" in why and "plugin-ldd (fail), fi-info-efa (unknown)" in why
     assert "nccl-version-ctypes" not in why
     (why,) = rel.gate_variant(entry, {"images": []}, [], False).reasons
-    assert "build.py test --variant v" in why and "--checks" in why
+    assert "efa-image-build test --variant v" in why and "--checks" in why
 
 
 def test_a_replayed_or_contradicted_preflight_never_clears_the_gate():
