@@ -100,7 +100,7 @@ def test_no_command_is_usage_error():
 def test_bad_timeout_value_is_usage_error():
     proc, _ = run_cli(["run", "--timeout", "-1", "--", "true"], timeout=30)
     assert proc.returncode == 2
-    assert "must be > 0" in proc.stderr
+    assert "must be a finite number > 0" in proc.stderr
 
 
 def test_output_stops_mid_line_then_hangs(tmp_path):
