@@ -185,3 +185,4 @@ def test_a_printed_script_without_its_json_folder_or_run_folder_fails(image, slu
         assert (slurm[1] / "job" / "nccl-tests.json").exists(), out[-3000:]  # rank 0's working folder
     else:
         assert run.returncode != 0 and not (folder / "report.json").exists(), out[-3000:]
+        assert "rank-0.log: directory %s/%s does not exist" % (OUT, folder.name) in out, out[-3000:]
