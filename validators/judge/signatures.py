@@ -500,7 +500,7 @@ CATALOG = [
         "severity": "error",
         "title": "PyTorch's heartbeat monitor found the NCCL watchdog stuck",
         # distinctive words that match alone too: a message hard-wrapped at a fixed column is joined first
-        # (validators/parse/wrapped.py), and a half that holds these still names its line
+        # (validators/scan/wrapped.py), and a half that holds these still names its line
         "lines": [
             # the scan passes these lines by scan/wrapped.py's needles (its words, and c10d's log prefix)
             {"needle": "got stuck for", "regex": r"watchdog got stuck for \d+ seconds"},

@@ -147,6 +147,31 @@ def test_a_health_hook_never_runs_dcgmi_diag_but_reads_dcgmi_health(tmp_path):
     assert calls.read_text().splitlines() == ["diag -r 1 -j", "health -c -j"]  # the plain node-check: both
 
 
+def _signal_and_reap(proc, pids, send, expect: int) -> list:
+    """Once the hung command has written both its pids (at most 30 s), `send` the signal (slurmd's SIGTERM to
+    the program's group, or the mode's alarm to it alone), check the mode's exit code, and return the pids
+    still alive after 3 s (killed here: this test's own children are never left running)."""
+    try:
+        for _ in range(300):
+            if pids.exists() and len(pids.read_text().split()) == 2:
+                break
+            time.sleep(0.1)
+        started = [int(p) for p in pids.read_text().split()]
+        send()
+        assert proc.wait(timeout=30) == expect
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 3  # a SIGKILLed process is gone a moment later, not at once
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in started if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
 def test_slurmds_kill_leaves_no_tool_running(tmp_path):
     """At its limit slurmd sends SIGTERM to the program's process group, then SIGKILL 10 ms later
     (SchedMD/slurm src/common/run_command.c _kill_pg). Our tools run in sessions of their own, out of reach
@@ -160,24 +185,7 @@ def test_slurmds_kill_leaves_no_tool_running(tmp_path):
         [*VALIDATORS, "node-check", "--slurm-health-check", "--plan", "--dcgm-level", "0"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
-    try:
-        for _ in range(300):  # the tool has started (both pids written), at most 30 s
-            if pids.exists() and len(pids.read_text().split()) == 2:
-                break
-            time.sleep(0.1)
-        started = [int(p) for p in pids.read_text().split()]
-        os.killpg(proc.pid, signal.SIGTERM)  # as slurmd: the program's group, not the tools' own
-        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    deadline = time.monotonic() + 3  # a SIGKILLed process is gone a moment later, not at once
-    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = [pid for pid in started if _alive(pid)]
-    for pid in left:  # this test's own children: never left running
-        os.kill(pid, signal.SIGKILL)
+    left = _signal_and_reap(proc, pids, lambda: os.killpg(proc.pid, signal.SIGTERM), 128 + signal.SIGTERM)
     assert left == [], "the hung tool's processes %s outlived the health check" % left
 
 
@@ -196,24 +204,7 @@ def test_the_alarm_during_a_scheduler_command_leaves_no_process(tmp_path):
         [*VALIDATORS, "node-check", "--slurm-health-check", "--plan", "--instance-type", "p5.48xlarge"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
-    try:
-        for _ in range(300):  # sinfo has started (both pids written), at most 30 s
-            if pids.exists() and len(pids.read_text().split()) == 2:
-                break
-            time.sleep(0.1)
-        started = [int(p) for p in pids.read_text().split()]
-        os.kill(proc.pid, signal.SIGALRM)  # as the mode's own alarm: to the mode alone
-        assert proc.wait(timeout=30) == dropin.EXIT_ALARM
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    deadline = time.monotonic() + 3  # a SIGKILLed process is gone a moment later, not at once
-    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = [pid for pid in started if _alive(pid)]
-    for pid in left:  # this test's own children: never left running
-        os.kill(pid, signal.SIGKILL)
+    left = _signal_and_reap(proc, pids, lambda: os.kill(proc.pid, signal.SIGALRM), dropin.EXIT_ALARM)
     assert left == [], "the hung sinfo's processes %s outlived the health check" % left
 
 
