@@ -47,16 +47,24 @@ def error_code(err: BaseException) -> str:
     return code or str(response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
 
 
-def get_json(s3: Any, bucket: str, key: str, what: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-    """(the JSON object at `key`, its ETag), or (None, None) when there is none; exit 2 when unreadable."""
+def _get_object(s3: Any, bucket: str, key: str, what: str) -> Optional[Dict[str, Any]]:
+    """S3's GetObject answer for `key`, or None when there is no such object; exit 2 naming `what` when it
+    cannot be read."""
     try:
-        got = aws_call(s3.get_object, Bucket=bucket, Key=key)
+        return aws_call(s3.get_object, Bucket=bucket, Key=key)
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - botocore ClientError
         if error_code(err) in ("NoSuchKey", "404"):
-            return None, None
+            return None
         raise UserError(f"cannot read {what} s3://{bucket}/{key}: {err}", key="--records") from err
+
+
+def get_json(s3: Any, bucket: str, key: str, what: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """(the JSON object at `key`, its ETag), or (None, None) when there is none; exit 2 when unreadable."""
+    got = _get_object(s3, bucket, key, what)
+    if got is None:
+        return None, None
     data = got["Body"].read(MAX_INPUT_BYTES + 1)  # bounded as every record is (names.read_s3_records)
     if len(data) > MAX_INPUT_BYTES:
         raise UserError(f"{what} is over {MAX_INPUT_BYTES} bytes: not read", file=f"s3://{bucket}/{key}")
@@ -127,14 +135,9 @@ def get_lock(
     """(the lock object, its ETag, its age in seconds by the store's clock), or (None, None, None) when
     there is none. The age is the response's `Date` (S3's clock now) less the object's `LastModified` (S3's
     clock when it was last written): no runner's clock enters it. None when S3 did not say both."""
-    try:
-        got = aws_call(s3.get_object, Bucket=bucket, Key=key)
-    except UserError:
-        raise
-    except Exception as err:  # noqa: BLE001 - botocore ClientError
-        if error_code(err) in ("NoSuchKey", "404"):
-            return None, None, None
-        raise UserError(f"cannot read the release lock s3://{bucket}/{key}: {err}", key="--records") from err
+    got = _get_object(s3, bucket, key, "the release lock")
+    if got is None:
+        return None, None, None
     try:
         doc = json.loads(got["Body"].read(64 * 1024))
     except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
