@@ -45,162 +45,104 @@ SYMPTOMS = frozenset(
 ADVISORY = frozenset(("gdr-disabled", "busbw-below-expected", "nccl-tests-min-bw-failed"))
 KINDS = dict([(i, "symptom") for i in SYMPTOMS] + [(i, "advisory") for i in ADVISORY])
 
-# (effect, cause, the sentence that ties them), read in this order: the first cause that fired is named
-LINKS = (
-    (
-        "plugin-missing",
-        "plugin-dependency-missing",
-        "NCCL did not load the net plugin because a library it needs is missing",
-    ),
-    (
-        "ofi-init-failed",
-        "efa-devices-missing",
-        "aws-ofi-nccl failed to initialise because libfabric found no EFA device",
-    ),
-    (
-        "ofi-init-failed",
-        "libfabric-too-old",
-        "aws-ofi-nccl failed to initialise because its libfabric is too old",
-    ),
-    (
-        "ofi-init-failed",
-        "two-libfabrics",
-        "aws-ofi-nccl failed to initialise because two libfabric builds are on the library path",
-    ),
-    (
-        "ofi-init-failed",
-        "device-rdma-unsupported",
-        "aws-ofi-nccl failed to initialise because the EFA device has no RDMA read",
-    ),
-    (
-        "ofi-init-failed",
-        "gdr-disabled",
-        "aws-ofi-nccl failed to initialise because GPUDirect RDMA is unavailable on a GDR-required instance",
-    ),
-    (
-        "ofi-init-failed",
-        "env-value-refused",
-        "aws-ofi-nccl failed to initialise because it refused a value in the environment",
-    ),
-    (
-        "plugin-missing",
-        "env-net-plugin-unloadable",
-        "NCCL found no net plugin because NCCL_NET_PLUGIN names one it could not load",
-    ),
-    (
-        "bootstrap-interface",
-        "env-socket-ifname-unmatched",
-        "NCCL's bootstrap found no interface because NCCL_SOCKET_IFNAME selects none",
-    ),
-    (
-        "socket-fallback",
-        "ofi-init-failed",
-        "NCCL fell back to TCP sockets because the plugin failed to initialise",
-    ),
-    ("socket-fallback", "env-net-forced", "NCCL runs over TCP sockets because NCCL_NET forces it"),
-    ("socket-fallback", "plugin-missing", "NCCL fell back to TCP sockets because it found no net plugin"),
-    (
-        "socket-fallback",
-        "plugin-dependency-missing",
-        "NCCL fell back to TCP sockets because the net plugin could not be loaded",
-    ),
-    (
-        "socket-fallback",
-        "efa-devices-missing",
-        "NCCL fell back to TCP sockets because libfabric found no EFA device",
-    ),
-    ("network-ib", "env-net-forced", "NCCL uses its internal IB transport because NCCL_NET forces it"),
-    ("network-ib", "plugin-missing", "NCCL used its internal IB transport because it found no net plugin"),
-    (
-        "network-ib",
-        "plugin-dependency-missing",
-        "NCCL used its internal IB transport because the net plugin could not be loaded",
-    ),
-    ("gdr-disabled", "provider-not-efa", "GPUDirect RDMA is off because the provider in use is not efa"),
-    ("gdr-disabled", "env-gdr-forbidden", "GPUDirect RDMA is off because the environment forbids it"),
-    (
-        "gdr-disabled",
-        "env-device-rdma-off",
-        "GPUDirect RDMA is off because FI_EFA_USE_DEVICE_RDMA turns it off",
-    ),
-    (
-        "provider-not-efa",
-        "env-provider-forced",
-        "libfabric selected another provider because FI_PROVIDER names it",
-    ),
-    (
-        "ll-corruption",
-        "env-protocol-forced",
-        "the results are wrong because NCCL_PROTO enables LL/LL128 over a transport without ordering",
-    ),
-    (
-        "nccl-tests-wrong-results",
-        "env-protocol-forced",
-        "the results are wrong because NCCL_PROTO enables LL/LL128 over a transport without ordering",
-    ),
-    (
-        "nccl-tests-out-of-bounds",
-        "ll-corruption",
-        "nccl-tests counted values out of bounds because the results were corrupted",
-    ),
-    ("gin-init-failed", "gdrcopy-unavailable", "NCCL initialised no GIN plugin because GDRCopy was unusable"),
-    ("gin-unavailable", "gin-init-failed", "NCCL has no GIN because no GIN plugin initialised"),
-    ("gin-unavailable", "gdrcopy-unavailable", "NCCL has no GIN because aws-ofi-nccl could not use GDRCopy"),
-    ("crash", "gin-unavailable", "a rank failed because the program asked for GIN and NCCL has none"),
-    ("crash", "env-value-refused", "a rank failed because NCCL refused a value in the environment"),
-    ("crash", "completion-error", "a rank failed after a network completion error"),
-    (
-        "crash",
-        "bootstrap-interface",
-        "a rank failed after NCCL's bootstrap could not use its network interface",
-    ),
-    ("crash", "rank-topology-mismatch", "a rank failed after the ranks disagreed on their network topology"),
-    (
-        "crash",
-        "topology-attribute-missing",
-        "NCCL's init failed with 'internal error' because its topology detection missed an attribute",
-    ),
-    ("crash", "resource-allocation-failed", "a rank failed after an allocation failed"),
-    ("crash", "mr-registration-failed", "a rank failed after memory registration failed"),
-    ("crash", "cuda-driver-too-old", "a rank failed because the CUDA driver is older than the runtime"),
-    ("crash", "ofi-init-failed", "a rank failed after the net plugin failed to initialise"),
-    ("crash", "launcher-start-failed", "a rank failed after the launcher could not start the ranks"),
-    ("hang", "launcher-start-failed", "the run stalled because the launcher could not start every rank"),
-    (
-        "nccl-tests-no-results",
-        "launcher-start-failed",
-        "nccl-tests printed no result because the launcher could not start the ranks",
-    ),
-    ("hang", "completion-error", "the run stalled after a network completion error"),
-    ("hang", "bootstrap-interface", "the run stalled after NCCL's bootstrap could not connect"),
-    ("hang", "rank-topology-mismatch", "the run stalled after the ranks disagreed on their network topology"),
-    ("hang", "crash", "the other ranks stalled after a rank died"),
-    ("watchdog-timeout", "completion-error", "PyTorch's watchdog timed out after a network completion error"),
-    ("watchdog-timeout", "crash", "PyTorch's watchdog timed out after a rank died"),
-    ("watchdog-timeout", "hang", "PyTorch's watchdog timed out on the stalled run"),
-    ("watchdog-hang", "completion-error", "PyTorch's watchdog got stuck after a network completion error"),
-    ("watchdog-hang", "crash", "PyTorch's watchdog got stuck after a rank died"),
-    ("watchdog-hang", "hang", "PyTorch's watchdog got stuck on the stalled run"),
-    ("busbw-below-expected", "socket-fallback", "the bandwidth is low because NCCL runs over TCP sockets"),
-    ("busbw-below-expected", "gdr-disabled", "the bandwidth is low because GPUDirect RDMA is off"),
-    (
-        "busbw-below-expected",
-        "env-p2p-disabled",
-        "the bandwidth is low with NCCL's intra-node P2P/SHM paths disabled in the environment",
-    ),
-    (
-        "busbw-below-expected",
-        "env-tuning-override",
-        "the bandwidth is low with NCCL's buffer or channel sizes overridden in the environment",
-    ),
-    ("nccl-tests-no-results", "crash", "nccl-tests printed no result because a rank died"),
-    ("nccl-tests-no-results", "hang", "nccl-tests printed no result because the run stalled"),
-    (
-        "nccl-tests-no-results",
-        "completion-error",
-        "nccl-tests printed no result after a network completion error",
-    ),
-)
+# effect <- cause: the sentence that ties them, one link a line (a line that starts with spaces goes on with
+# the sentence above), read in this order: the first cause that fired is named. Text, not code: a link is
+# reviewed as one line of field knowledge, and `_read_links` is the one place that reads the table.
+_LINK_TABLE = """
+plugin-missing <- plugin-dependency-missing:
+    NCCL did not load the net plugin because a library it needs is missing
+ofi-init-failed <- efa-devices-missing:
+    aws-ofi-nccl failed to initialise because libfabric found no EFA device
+ofi-init-failed <- libfabric-too-old: aws-ofi-nccl failed to initialise because its libfabric is too old
+ofi-init-failed <- two-libfabrics:
+    aws-ofi-nccl failed to initialise because two libfabric builds are on the library path
+ofi-init-failed <- device-rdma-unsupported:
+    aws-ofi-nccl failed to initialise because the EFA device has no RDMA read
+ofi-init-failed <- gdr-disabled:
+    aws-ofi-nccl failed to initialise because GPUDirect RDMA is unavailable on a GDR-required instance
+ofi-init-failed <- env-value-refused:
+    aws-ofi-nccl failed to initialise because it refused a value in the environment
+plugin-missing <- env-net-plugin-unloadable:
+    NCCL found no net plugin because NCCL_NET_PLUGIN names one it could not load
+bootstrap-interface <- env-socket-ifname-unmatched:
+    NCCL's bootstrap found no interface because NCCL_SOCKET_IFNAME selects none
+socket-fallback <- ofi-init-failed: NCCL fell back to TCP sockets because the plugin failed to initialise
+socket-fallback <- env-net-forced: NCCL runs over TCP sockets because NCCL_NET forces it
+socket-fallback <- plugin-missing: NCCL fell back to TCP sockets because it found no net plugin
+socket-fallback <- plugin-dependency-missing:
+    NCCL fell back to TCP sockets because the net plugin could not be loaded
+socket-fallback <- efa-devices-missing: NCCL fell back to TCP sockets because libfabric found no EFA device
+network-ib <- env-net-forced: NCCL uses its internal IB transport because NCCL_NET forces it
+network-ib <- plugin-missing: NCCL used its internal IB transport because it found no net plugin
+network-ib <- plugin-dependency-missing:
+    NCCL used its internal IB transport because the net plugin could not be loaded
+gdr-disabled <- provider-not-efa: GPUDirect RDMA is off because the provider in use is not efa
+gdr-disabled <- env-gdr-forbidden: GPUDirect RDMA is off because the environment forbids it
+gdr-disabled <- env-device-rdma-off: GPUDirect RDMA is off because FI_EFA_USE_DEVICE_RDMA turns it off
+provider-not-efa <- env-provider-forced: libfabric selected another provider because FI_PROVIDER names it
+ll-corruption <- env-protocol-forced:
+    the results are wrong because NCCL_PROTO enables LL/LL128 over a transport without ordering
+nccl-tests-wrong-results <- env-protocol-forced:
+    the results are wrong because NCCL_PROTO enables LL/LL128 over a transport without ordering
+nccl-tests-out-of-bounds <- ll-corruption:
+    nccl-tests counted values out of bounds because the results were corrupted
+gin-init-failed <- gdrcopy-unavailable: NCCL initialised no GIN plugin because GDRCopy was unusable
+gin-unavailable <- gin-init-failed: NCCL has no GIN because no GIN plugin initialised
+gin-unavailable <- gdrcopy-unavailable: NCCL has no GIN because aws-ofi-nccl could not use GDRCopy
+crash <- gin-unavailable: a rank failed because the program asked for GIN and NCCL has none
+crash <- env-value-refused: a rank failed because NCCL refused a value in the environment
+crash <- completion-error: a rank failed after a network completion error
+crash <- bootstrap-interface: a rank failed after NCCL's bootstrap could not use its network interface
+crash <- rank-topology-mismatch: a rank failed after the ranks disagreed on their network topology
+crash <- topology-attribute-missing:
+    NCCL's init failed with 'internal error' because its topology detection missed an attribute
+crash <- resource-allocation-failed: a rank failed after an allocation failed
+crash <- mr-registration-failed: a rank failed after memory registration failed
+crash <- cuda-driver-too-old: a rank failed because the CUDA driver is older than the runtime
+crash <- ofi-init-failed: a rank failed after the net plugin failed to initialise
+crash <- launcher-start-failed: a rank failed after the launcher could not start the ranks
+hang <- launcher-start-failed: the run stalled because the launcher could not start every rank
+nccl-tests-no-results <- launcher-start-failed:
+    nccl-tests printed no result because the launcher could not start the ranks
+hang <- completion-error: the run stalled after a network completion error
+hang <- bootstrap-interface: the run stalled after NCCL's bootstrap could not connect
+hang <- rank-topology-mismatch: the run stalled after the ranks disagreed on their network topology
+hang <- crash: the other ranks stalled after a rank died
+watchdog-timeout <- completion-error: PyTorch's watchdog timed out after a network completion error
+watchdog-timeout <- crash: PyTorch's watchdog timed out after a rank died
+watchdog-timeout <- hang: PyTorch's watchdog timed out on the stalled run
+watchdog-hang <- completion-error: PyTorch's watchdog got stuck after a network completion error
+watchdog-hang <- crash: PyTorch's watchdog got stuck after a rank died
+watchdog-hang <- hang: PyTorch's watchdog got stuck on the stalled run
+busbw-below-expected <- socket-fallback: the bandwidth is low because NCCL runs over TCP sockets
+busbw-below-expected <- gdr-disabled: the bandwidth is low because GPUDirect RDMA is off
+busbw-below-expected <- env-p2p-disabled:
+    the bandwidth is low with NCCL's intra-node P2P/SHM paths disabled in the environment
+busbw-below-expected <- env-tuning-override:
+    the bandwidth is low with NCCL's buffer or channel sizes overridden in the environment
+nccl-tests-no-results <- crash: nccl-tests printed no result because a rank died
+nccl-tests-no-results <- hang: nccl-tests printed no result because the run stalled
+nccl-tests-no-results <- completion-error: nccl-tests printed no result after a network completion error
+"""
+
+
+def _read_links(table: str) -> Tuple[Tuple[str, str, str], ...]:
+    """(effect, cause, sentence) per link of a table written as `_LINK_TABLE` is, in its order."""
+    lines = []  # type: List[str]
+    for line in table.splitlines():
+        if line[:1].isspace() and lines:
+            lines[-1] += " " + line.strip()
+        elif line.strip():
+            lines.append(line.strip())
+    links = []
+    for line in lines:
+        effect, rest = line.split(" <- ", 1)
+        cause, said = rest.split(":", 1)
+        links.append((effect, cause, said.strip()))
+    return tuple(links)
+
+
+LINKS = _read_links(_LINK_TABLE)
 
 # a Python exception follows from what a crash follows from (PyTorch raises NCCL's and CUDA's errors)
 LINKS += tuple(
