@@ -202,14 +202,7 @@ def failed_ranks(lines: Sequence[str]) -> List[RankExit]:
     for i, line in enumerate(lines):
         m = _EXIT_PATTERNS[0][1].search(line)
         if m:
-            code, host = None, None
-            for follow in lines[i + 1 : i + 6]:
-                cm = _MPI_EXIT_CODE.search(follow)
-                if cm:
-                    code = int(cm.group(1))
-                hm = _MPI_HOST.search(follow)
-                if hm:
-                    host = hm.group(1)
+            code, host = _code_and_host(lines[i + 1 : i + 6], _MPI_EXIT_CODE, _MPI_HOST)
             found.append(RankExit(int(m.group(1)), host, code, line.strip()))
             continue
         m = _EXIT_PATTERNS[1][1].search(line)
@@ -220,16 +213,26 @@ def failed_ranks(lines: Sequence[str]) -> List[RankExit]:
             continue
         m = _EXIT_PATTERNS[2][1].search(line)
         if m:
-            code, host = None, None
-            for near in list(lines[max(0, i - 3) : i]) + list(lines[i + 1 : i + 4]):
-                cm = _TORCH_EXIT_CODE.search(near)
-                if cm:
-                    code = int(cm.group(1))
-                hm = _TORCH_HOST.search(near)
-                if hm:
-                    host = hm.group(1)
+            near = list(lines[max(0, i - 3) : i]) + list(lines[i + 1 : i + 4])
+            code, host = _code_and_host(near, _TORCH_EXIT_CODE, _TORCH_HOST)
             found.append(RankExit(int(m.group(1)), host, code, line.strip()))
     return _dedupe(found)
+
+
+def _code_and_host(
+    near: Sequence[str], code_rx: "re.Pattern[str]", host_rx: "re.Pattern[str]"
+) -> Tuple[Optional[int], Optional[str]]:
+    """The exit code and host the launcher's lines around a rank's exit say (the last of each wins), or None:
+    Open MPI and torchrun print them on lines of their own beside the exit line."""
+    code, host = None, None  # type: Optional[int], Optional[str]
+    for text in near:
+        cm = code_rx.search(text)
+        if cm:
+            code = int(cm.group(1))
+        hm = host_rx.search(text)
+        if hm:
+            host = hm.group(1)
+    return code, host
 
 
 def _expand_ranks(spec: str) -> List[int]:
