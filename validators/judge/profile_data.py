@@ -94,174 +94,114 @@ def _sources(gpus, efa_devices, efa_gbps, gdr_required, nvlink=None):
     }
 
 
-# reference: {nodes, size (bytes), busbw (GB/s), source, measured_on}
+def _adt_sources(family, interconnect):
+    """The sources of a profile whose GPU and EFA counts awsome-distributed-training's instance profiles list:
+    its specs row for the EFA Gbps and NVLink, the plugin's platform table for gdr_required."""
+    return _sources(
+        _ADT_COUNTS,
+        _ADT_COUNTS,
+        _SPECS.format(family),
+        _OFI_PLATFORM,
+        _NVLINK_SPECS.format(family, interconnect),
+    )
+
+
+def _references(source, measured_on, *figures):
+    """Busbw references from one source, (nodes, size in bytes, busbw in GB/s) each; `measured_on` the
+    sibling type they were measured on (None: this one)."""
+    return [
+        {"nodes": nodes, "size": size, "busbw": busbw, "source": source, "measured_on": measured_on}
+        for nodes, size, busbw in figures
+    ]
+
+
+# reference: {nodes, size (bytes), busbw (GB/s), source, measured_on}. p4de's and p5's figures serve their
+# siblings of the same network too (measured_on says so)
+_P4DE_FIGURES = ((2, 1 * GIB, 76.8), (2, 2 * GIB, 78.3))
+_P5_FIGURES = ((2, 1 * GIB, 437.0), (2, 2 * GIB, 444.0), (2, 16 * GIB, 487.0))
 PROFILES = {
     "p4d.24xlarge": {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "80",
-        "sources": _sources(
-            _ADT_COUNTS,
-            _ADT_COUNTS,
-            _SPECS.format("p4d"),
-            _OFI_PLATFORM,
-            _NVLINK_SPECS.format("p4d", "600 GB/s NVSwitch"),
-        ),
+        "sources": _adt_sources("p4d", "600 GB/s NVSwitch"),
         "gpus": 8,
         "gpu": "A100 40GB",
         "efa_devices": 4,
         "efa_gbps": 400,
         "gdr_required": True,
         "nvlink": True,
-        "references": [
-            {
-                "nodes": 2,
-                "size": 1 * GIB,
-                "busbw": 76.8,
-                "source": _ADT_README,
-                "measured_on": "p4de.24xlarge",
-            },
-            {
-                "nodes": 2,
-                "size": 2 * GIB,
-                "busbw": 78.3,
-                "source": _ADT_README,
-                "measured_on": "p4de.24xlarge",
-            },
-        ],
+        "references": _references(_ADT_README, "p4de.24xlarge", *_P4DE_FIGURES),
         "notes": "A DLC test comment quotes ~41 GB/s at 1 GiB for 2 x p4d; the measured table above is used.",
     },
     "p4de.24xlarge": {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "80",
-        "sources": _sources(
-            _ADT_COUNTS,
-            _ADT_COUNTS,
-            _SPECS.format("p4de"),
-            _OFI_PLATFORM,
-            _NVLINK_SPECS.format("p4de", "600 GB/s NVSwitch"),
-        ),
+        "sources": _adt_sources("p4de", "600 GB/s NVSwitch"),
         "gpus": 8,
         "gpu": "A100 80GB",
         "efa_devices": 4,
         "efa_gbps": 400,
         "gdr_required": True,
         "nvlink": True,
-        "references": [
-            {"nodes": 2, "size": 1 * GIB, "busbw": 76.8, "source": _ADT_README, "measured_on": None},
-            {"nodes": 2, "size": 2 * GIB, "busbw": 78.3, "source": _ADT_README, "measured_on": None},
-        ],
+        "references": _references(_ADT_README, None, *_P4DE_FIGURES),
         "notes": "",
     },
     "p5.48xlarge": {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "90",
-        "sources": _sources(
-            _ADT_COUNTS,
-            _ADT_COUNTS,
-            _SPECS.format("p5"),
-            _OFI_PLATFORM,
-            _NVLINK_SPECS.format("p5", "900 GB/s NVSwitch"),
-        ),
+        "sources": _adt_sources("p5", "900 GB/s NVSwitch"),
         "gpus": 8,
         "gpu": "H100 80GB",
         "efa_devices": 32,
         "efa_gbps": 3200,
         "gdr_required": True,
         "nvlink": True,
-        "references": [
-            {"nodes": 2, "size": 1 * GIB, "busbw": 437.0, "source": _ADT_README, "measured_on": None},
-            {"nodes": 2, "size": 2 * GIB, "busbw": 444.0, "source": _ADT_README, "measured_on": None},
-            {"nodes": 2, "size": 16 * GIB, "busbw": 487.0, "source": _ADT_README, "measured_on": None},
-        ],
+        "references": _references(_ADT_README, None, *_P5_FIGURES),
         "notes": "",
     },
     "p5e.48xlarge": {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "90",
-        "sources": _sources(
-            _ADT_COUNTS,
-            _ADT_COUNTS,
-            _SPECS.format("p5e"),
-            _OFI_PLATFORM,
-            _NVLINK_SPECS.format("p5e", "900 GB/s NVSwitch"),
-        ),
+        "sources": _adt_sources("p5e", "900 GB/s NVSwitch"),
         "gpus": 8,
         "gpu": "H200 141GB",
         "efa_devices": 32,
         "efa_gbps": 3200,
         "gdr_required": True,
         "nvlink": True,
-        "references": [
-            {
-                "nodes": 2,
-                "size": 1 * GIB,
-                "busbw": 437.0,
-                "source": _ADT_README,
-                "measured_on": "p5.48xlarge",
-            },
-            {
-                "nodes": 2,
-                "size": 2 * GIB,
-                "busbw": 444.0,
-                "source": _ADT_README,
-                "measured_on": "p5.48xlarge",
-            },
-            {
-                "nodes": 2,
-                "size": 16 * GIB,
-                "busbw": 487.0,
-                "source": _ADT_README,
-                "measured_on": "p5.48xlarge",
-            },
-        ],
+        "references": _references(_ADT_README, "p5.48xlarge", *_P5_FIGURES),
         "notes": "No figure published for p5e; p5's is used (same network: 32 EFA devices, 3200 Gbps).",
     },
     "p5en.48xlarge": {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "90",
-        "sources": _sources(
-            _ADT_COUNTS,
-            _ADT_COUNTS,
-            _SPECS.format("p5en"),
-            _OFI_PLATFORM,
-            _NVLINK_SPECS.format("p5en", "900 GB/s NVSwitch"),
-        ),
+        "sources": _adt_sources("p5en", "900 GB/s NVSwitch"),
         "gpus": 8,
         "gpu": "H200 141GB",
         "efa_devices": 16,
         "efa_gbps": 3200,
         "gdr_required": True,
         "nvlink": True,
-        "references": [
-            {"nodes": 16, "size": 16 * GIB, "busbw": 370.0, "source": _ADT_TOPO, "measured_on": None},
-        ],
+        "references": _references(_ADT_TOPO, None, (16, 16 * GIB, 370.0)),
         "notes": "Only a 16-node figure is published; other node counts are derived from it (profiles.py).",
     },
     "p6-b200.48xlarge": {
         "arch": "x86_64",
         "rdma_read": True,
         "cuda_arch": "100",
-        "sources": _sources(
-            _ADT_COUNTS,
-            _ADT_COUNTS,
-            _SPECS.format("p6-b200"),
-            _OFI_PLATFORM,
-            _NVLINK_SPECS.format("p6-b200", "1800 GB/s NVLink"),
-        ),
+        "sources": _adt_sources("p6-b200", "1800 GB/s NVLink"),
         "gpus": 8,
         "gpu": "B200",
         "efa_devices": 8,
         "efa_gbps": 3200,
         "gdr_required": True,
         "nvlink": True,
-        "references": [
-            {"nodes": 4, "size": 16 * GIB, "busbw": 381.8, "source": _ML_ENG, "measured_on": None},
-        ],
+        "references": _references(_ML_ENG, None, (4, 16 * GIB, 381.8)),
         "notes": "Only a 4-node figure is published; other node counts are derived from it (profiles.py).",
     },
     "p3dn.24xlarge": {
