@@ -328,6 +328,13 @@ def test_a_flaky_repeat_leads_with_the_root_cause_not_flaky(tmp_path):
     assert lead and "(plugin-missing)" in lead[0], proc.stdout
 
 
+def _run_report(tmp_path, options, command, timeout=60):
+    """`validators run --quiet OPTIONS --json r.json -- COMMAND`: (the process, the report it wrote)."""
+    out = tmp_path / "r.json"
+    proc, _ = run_cli(["run", "--quiet", *options, "--json", str(out), "--", *command], timeout=timeout)
+    return proc, load(out)
+
+
 def test_pairwise_needs_placeholder():
     proc, _ = run_cli(["run", "--pairwise", "a", "b", "--", "true"])
     assert proc.returncode == 2
@@ -336,27 +343,10 @@ def test_pairwise_needs_placeholder():
 
 def test_pairwise_ring_names_the_failing_pairs(tmp_path):
     """A command that fails whenever host c is in the pair: c's two pairs fail, a-b is the other."""
-    out = tmp_path / "r.json"
     script = 'case "{hosts}" in *c*) echo "pair {hosts} broken"; exit 5;; esac; echo "pair {hosts} ok"'
-    proc, _ = run_cli(
-        [
-            "run",
-            "--quiet",
-            "--plan",
-            "fixed",
-            "--pairwise",
-            "a",
-            "b",
-            "c",
-            "--json",
-            str(out),
-            "--",
-            "sh",
-            "-c",
-            script,
-        ]
+    proc, report = _run_report(
+        tmp_path, ["--plan", "fixed", "--pairwise", "a", "b", "c"], ["sh", "-c", script]
     )
-    report = load(out)
     pairs = {tuple(p["hosts"]): p["verdict"] for p in report["pairwise"]["pairs"]}
     assert pairs[("b", "c")] == "fail" and pairs[("c", "a")] == "fail"
     assert pairs[("a", "b")] != "fail"
@@ -364,27 +354,24 @@ def test_pairwise_ring_names_the_failing_pairs(tmp_path):
     # a-b's "ok" line proves nothing to the parser (unknown), so c cannot be named a suspect by elimination
 
 
+def _replayed_by_four_ranks(tmp_path, log, *options, timeout=60):
+    """`validators run --quiet OPTIONS` of 4 mpirun ranks replaying `log` (rank-filtered): (proc, report)."""
+    return _run_report(tmp_path, options, MPIRUN + ["-np", "4"] + replay(str(log), "--rank-filter"), timeout)
+
+
 def test_replayed_good_efa_log_passes(tmp_path):
-    out = tmp_path / "r.json"
-    cmd = MPIRUN + ["-np", "4"] + replay(str(GOOD_EFA), "--rank-filter")
-    proc, _ = run_cli(
-        ["run", "--quiet", "--instance-type", "p5.48xlarge", "--nodes", "2", "--json", str(out), "--"] + cmd,
-        timeout=60,
+    proc, report = _replayed_by_four_ranks(
+        tmp_path, GOOD_EFA, "--instance-type", "p5.48xlarge", "--nodes", "2"
     )
-    report = load(out)
     assert report["verdict"] == "pass", [(f["id"], f["message"]) for f in report["findings"]]
     assert proc.returncode == 0
     assert report["efa"] is True and report["gdr"] is True
 
 
 def test_replayed_socket_fallback_fails_with_remedy(tmp_path):
-    out = tmp_path / "r.json"
-    cmd = MPIRUN + ["-np", "4"] + replay(str(SOCKET_FALLBACK), "--rank-filter")
-    proc, _ = run_cli(
-        ["run", "--quiet", "--instance-type", "p5.48xlarge", "--nodes", "2", "--json", str(out), "--"] + cmd,
-        timeout=60,
+    proc, report = _replayed_by_four_ranks(
+        tmp_path, SOCKET_FALLBACK, "--instance-type", "p5.48xlarge", "--nodes", "2"
     )
-    report = load(out)
     assert proc.returncode == 1 and report["verdict"] == "fail"
     assert report["efa"] is False
     remedies = " ".join(f.get("remedy") or "" for f in report["findings"])
@@ -393,35 +380,13 @@ def test_replayed_socket_fallback_fails_with_remedy(tmp_path):
 
 def test_pairwise_with_known_good_implicates_the_bad_node(tmp_path):
     """Pairs with node c replay the socket-fallback log, the others the good one: c is implicated."""
-    out = tmp_path / "r.json"
     script = (
         'case "{hosts}" in *c*) log=%s;; *) log=%s;; esac; exec mpirun --allow-run-as-root --oversubscribe '
         '--tag-output -np 2 python3 -m efa_validators.replay --rank-filter "$log"'
         % (SOCKET_FALLBACK, GOOD_EFA)
     )
-    proc, _ = run_cli(
-        [
-            "run",
-            "--quiet",
-            "--instance-type",
-            "p5.48xlarge",
-            "--pairwise",
-            "a",
-            "b",
-            "c",
-            "d",
-            "--known-good",
-            "a",
-            "--json",
-            str(out),
-            "--",
-            "sh",
-            "-c",
-            script,
-        ],
-        timeout=120,
-    )
-    report = load(out)
+    options = ["--instance-type", "p5.48xlarge", "--pairwise", "a", "b", "c", "d", "--known-good", "a"]
+    proc, report = _run_report(tmp_path, options, ["sh", "-c", script], timeout=120)
     assert report["pairwise"]["implicated"] == ["c"]
     assert set(report["pairwise"]["cleared"]) == {"a", "b", "d"}
     bad = finding(report, "bad-node")
@@ -444,12 +409,9 @@ def test_pairwise_with_known_good_implicates_the_bad_node(tmp_path):
 def test_real_public_logs_replayed_under_mpirun(tmp_path, nccl_logs_dir, name, efa, gdr, verdict):
     """The shared corpus (read by path, never copied) printed by 4 real ranks: the runner's rank split and
     rejoining must not change what the log says (its meta: efa/gdr)."""
-    out = tmp_path / "r.json"
-    cmd = MPIRUN + ["-np", "4"] + replay(str(nccl_logs_dir / name), "--rank-filter")
-    run_cli(
-        ["run", "--quiet", "--instance-type", "p4d.24xlarge", "--json", str(out), "--"] + cmd, timeout=120
+    _, report = _replayed_by_four_ranks(
+        tmp_path, nccl_logs_dir / name, "--instance-type", "p4d.24xlarge", timeout=120
     )
-    report = load(out)
     assert report["run"]["exit_code"] == 0
     assert report["efa"] is efa
     if gdr is not None:
