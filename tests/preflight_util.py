@@ -127,11 +127,12 @@ def replay(*args: str) -> List[str]:
 def fake_tools(bindir: Path, scripts: Dict[str, str], path: Optional[str] = None) -> Dict[str, str]:
     """Executable shell scripts named like the node's tools (nvidia-smi, dcgmi, dmesg...) in `bindir`, and the
     environment that finds them first on PATH (then `path`, default this process's PATH; "" for nothing
-    else: a tool not faked is then not found)."""
+    else: a tool not faked is then not found). A script that starts with its own `#!` line is written as
+    it is (a recorded tool in Python)."""
     bindir.mkdir(parents=True, exist_ok=True)
     for name, body in scripts.items():
         tool = bindir / name
-        tool.write_text("#!/bin/sh\n" + body + "\n")
+        tool.write_text(body if body.startswith("#!") else "#!/bin/sh\n" + body + "\n")
         tool.chmod(0o755)
     rest = os.environ["PATH"] if path is None else path
     return dict(os.environ, PATH=str(bindir) + (os.pathsep + rest if rest else ""))

@@ -5,11 +5,11 @@ test_drain_docker.py)."""
 import json
 import os
 import shlex
-import stat
 
 import pytest
 from cli import validators_process
 from paths import ROOT
+from preflight_util import fake_tools
 
 from efa_validators.run import drain
 
@@ -79,11 +79,8 @@ def test_the_printed_kubernetes_commands_are_the_recorded_transcripts():
 def test_apply_runs_exactly_the_printed_commands_through_kubectl(tmp_path):
     """--apply runs each printed command, in order, no shell: a recorded kubectl on PATH answers from the
     transcript and logs the argv it was given."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
     calls = tmp_path / "calls"
-    kubectl = bindir / "kubectl"
-    kubectl.write_text(
+    kubectl = (
         "#!/usr/bin/env python3\n"
         "# recorded kubectl: answers each command with the transcript's reply, logs the argv it got\n"
         "import json, shlex, sys\n"
@@ -96,9 +93,8 @@ def test_apply_runs_exactly_the_printed_commands_through_kubectl(tmp_path):
         "print('error: not in the transcript', file=sys.stderr); sys.exit(1)\n"
         % (str(calls), str(TRANSCRIPT))
     )
-    kubectl.chmod(kubectl.stat().st_mode | stat.S_IEXEC)
+    env = fake_tools(tmp_path / "bin", {"kubectl": kubectl})
     report = _write(tmp_path, "n.json", _node_check())
-    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"]))
     proc = validators_process("drain", report, "--for", "kubernetes", "--apply", env=env)
     assert proc.returncode == 1, proc.stderr  # nodes were named (and drained)
     ran = [json.loads(line) for line in calls.read_text().splitlines()]
@@ -214,11 +210,8 @@ def test_odd_but_harmless_fields_do_not_crash_the_drain():
 def _recorded_slurm(tmp_path):
     """A PATH with a recorded sinfo (answers from the transcript of the real test Slurm) and an scontrol that
     only logs the argv it got: (env, the log)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
     calls = tmp_path / "calls"
-    sinfo = bindir / "sinfo"
-    sinfo.write_text(
+    sinfo = (
         "#!/usr/bin/env python3\n"
         "# recorded sinfo: prints the transcript's lines after the command it was given\n"
         "import shlex, sys\n"
@@ -233,14 +226,11 @@ def _recorded_slurm(tmp_path):
         "        sys.exit(0)\n"
         "print('error: not in the transcript', file=sys.stderr); sys.exit(1)\n" % str(SINFO)
     )
-    scontrol = bindir / "scontrol"
-    scontrol.write_text(
+    scontrol = (
         "#!/usr/bin/env python3\nimport json, sys\nopen(%r, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
         % str(calls)
     )
-    for tool in (sinfo, scontrol):
-        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-    return dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"])), calls
+    return fake_tools(tmp_path / "bin", {"sinfo": sinfo, "scontrol": scontrol}), calls
 
 
 def test_apply_drains_nothing_unless_every_name_is_exactly_one_slurm_node(tmp_path):
@@ -389,11 +379,8 @@ def test_the_plan_is_printed_first_and_configure_applies_nothing(tmp_path):
 def _recorded_kubectl(tmp_path, nodes):
     """A PATH with a kubectl that logs the argv it got and answers `get node NAME -o name` as an API server
     with `nodes` would (node/NAME, or NotFound and exit 1); every other command: exit 0."""
-    bindir = tmp_path / "kbin"
-    bindir.mkdir()
     calls = tmp_path / "kcalls"
-    kubectl = bindir / "kubectl"
-    kubectl.write_text(
+    kubectl = (
         "#!/usr/bin/env python3\nimport json, sys\nargv = sys.argv[1:]\n"
         "open(%r, 'a').write(json.dumps(argv) + '\\n')\n"
         "if argv[:2] == ['get', 'node']:\n"
@@ -401,8 +388,7 @@ def _recorded_kubectl(tmp_path, nodes):
         "    print('Error from server (NotFound): nodes \"%%s\" not found' %% argv[2], file=sys.stderr)\n"
         "    sys.exit(1)\n" % (str(calls), list(nodes))
     )
-    kubectl.chmod(kubectl.stat().st_mode | stat.S_IEXEC)
-    return dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"])), calls
+    return fake_tools(tmp_path / "kbin", {"kubectl": kubectl}), calls
 
 
 @pytest.mark.parametrize("scheduler", ["kubernetes", "hyperpod-eks"])
