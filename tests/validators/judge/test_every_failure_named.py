@@ -24,6 +24,15 @@ def _finding(report: dict, fid: str) -> dict:
     return found
 
 
+def _failed_leading_with(name: str, fid: str) -> tuple:
+    """The report of the log `name`, which fails and leads with the finding `fid`: (report, that finding)."""
+    report = _report(name)
+    assert report["verdict"] == "fail"
+    first = report["findings"][0]
+    assert first["id"] == fid
+    return report, first
+
+
 def _names_line(finding: dict, name: str, lineno: int, said: str) -> None:
     """The finding's evidence holds the line: this file, this line number, this text."""
     at = [(e.get("file"), e.get("line")) for e in finding["evidence"]]
@@ -36,10 +45,7 @@ def _names_line(finding: dict, name: str, lineno: int, said: str) -> None:
 def test_an_efa_completion_error_indented_in_a_pasted_log_is_the_cause_with_its_peer():
     """libfabric's `err: N, message: <status> My EFA addr: ... Peer host id: ...` with a status no other
     pattern knows ('Connection was reset by remote peer'): before issue 41, 'unknown' with no finding."""
-    report = _report("libfabric-efa-peer-reset.log")
-    assert report["verdict"] == "fail"
-    first = report["findings"][0]
-    assert first["id"] == "completion-error"
+    report, first = _failed_leading_with("libfabric-efa-peer-reset.log", "completion-error")
     assert "Connection was reset by remote peer" in first["message"]
     assert "peer i-0f9e8d7c6b5a49382" in first["message"] and "My EFA addr" not in first["message"]
     _names_line(first, "libfabric-efa-peer-reset.log", 4, "err: 5, message: ")
@@ -82,10 +88,8 @@ def test_a_watchdog_message_wrapped_inside_a_word_is_joined_and_named_at_its_fir
     """The issue's break (`ProcessGroupNCCL'` / `s watchdog got stuck ...`) and a heartbeat line broken
     after 'monitor': one finding per message, each naming the line the message starts on."""
     name = "torch-watchdog-wrapped.log"
-    report = _report(name)
-    assert report["verdict"] == "fail"
-    first = report["findings"][0]
-    assert first["id"] == "watchdog-hang" and "480 seconds on rank(s) 3" in first["message"]
+    _, first = _failed_leading_with(name, "watchdog-hang")
+    assert "480 seconds on rank(s) 3" in first["message"]
     assert "2 matching line(s)" in first["message"]
     _names_line(first, name, 3, "ProcessGroupNCCL's watchdog got stuck for 480 seconds")
     _names_line(first, name, 5, "Heartbeat monitor timed out!")
@@ -156,10 +160,7 @@ def test_the_joiner_holds_one_line_at_most():
 # ------------------------------------------------------------------ a launcher that could not start the ranks
 def test_a_launch_that_failed_on_a_slingshot_nic_names_the_host_and_the_cxi_limit():
     name = "launcher-start-failed-cxi.log"
-    report = _report(name)
-    assert report["verdict"] == "fail"
-    first = report["findings"][0]
-    assert first["id"] == "launcher-start-failed"
+    report, first = _failed_leading_with(name, "launcher-start-failed")
     assert first["message"].startswith("start failed on x1002c3s4b0n1: CXI alloc failed on cxi0")
     _names_line(first, name, 4, "request exceeds ACs limits")
     assert "cxi_service" in first["remedy"]
@@ -189,10 +190,7 @@ G = "gpu-a:4410:4462 [0]"
 
 def test_the_warn_where_the_chain_began_names_the_failure_whatever_the_error():
     name = "nccl-tests-return-chain.log"
-    report = _report(name)
-    assert report["verdict"] == "fail"
-    crash = report["findings"][0]
-    assert crash["id"] == "crash"
+    report, crash = _failed_leading_with(name, "crash")
     assert "the WARN before it: Cuda failure 'an illegal memory access was encountered'" in crash["message"]
     assert crash["evidence"][0]["line"] == 8  # the WARN first, then the failure line
     _names_line(crash, name, 13, "Test NCCL failure common.cu:1031 'unhandled cuda error")
