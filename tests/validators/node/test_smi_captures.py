@@ -197,26 +197,14 @@ def test_a_fabric_recovery_in_progress_is_unknown_and_n_a_health_is_no_fault():
 def test_repair_pending_fails_reset_gpu_and_unrepairable_memory_replace_hardware_the_worst_wins():
     """Changed: GPU 1's channel_repair_pending No -> Yes (reset-gpu); then also GPU 2's unrepairable_memory
     No -> Yes: the check asks for the most severe remedy of its failing GPUs (replace-hardware)."""
-    xml = _edit(_capture("09-k8stestinfra-gb200.xml"), 1, "channel_repair_pending", "Yes")
-    _fails(
-        _one(xml, "gpu-row-remap"),
-        _label(_capture("09-k8stestinfra-gb200.xml"), 1),
-        "channel_repair_pending=Yes",
-        "reset-gpu",
-    )
-    tpc = _edit(_capture("09-k8stestinfra-gb200.xml"), 1, "tpc_repair_pending", "Yes")
-    _fails(
-        _one(tpc, "gpu-row-remap"),
-        _label(_capture("09-k8stestinfra-gb200.xml"), 1),
-        "tpc_repair_pending=Yes",
-        "reset-gpu",
-    )
+    gb200 = _capture("09-k8stestinfra-gb200.xml")
+    for pending in ("channel_repair_pending", "tpc_repair_pending"):
+        edited = _edit(gb200, 1, pending, "Yes")
+        _fails(_one(edited, "gpu-row-remap"), _label(gb200, 1), pending + "=Yes", "reset-gpu")
+    xml = _edit(gb200, 1, "channel_repair_pending", "Yes")
     both = _one(_edit(xml, 2, "unrepairable_memory", "Yes"), "gpu-row-remap")
     assert both["status"] == "fail" and both["remedy"] == "replace-hardware", both
-    assert (
-        _label(_capture("09-k8stestinfra-gb200.xml"), 1) in both["detail"]
-        and "cannot repair" in both["detail"]
-    ), both
+    assert _label(gb200, 1) in both["detail"] and "cannot repair" in both["detail"], both
 
 
 def test_one_h100_link_narrower_than_its_peers_fails_replace_hardware():
