@@ -11,6 +11,7 @@ import resource
 from pathlib import Path
 
 from cli import build_py, build_py_process
+from fifo import returns_without_blocking
 
 from imagebuild.errors import UserError
 from imagebuild.settings import project
@@ -97,7 +98,6 @@ def test_a_candidate_swapped_for_a_fifo_after_its_checks_is_not_read(tmp_path, m
     anyone's) blocked every run under it for ever in open(). The open, non-blocking descriptor is judged
     now. The swap is simulated: the path checks see a regular file."""
     import os
-    import threading
 
     regular = tmp_path / "regular.toml"
     regular.write_text("[tool.efa-image-build]\n")
@@ -110,12 +110,7 @@ def test_a_candidate_swapped_for_a_fifo_after_its_checks_is_not_read(tmp_path, m
         return real_stat(regular if str(self) == str(fifo) else self, *a, **kw)
 
     monkeypatch.setattr(Path, "stat", as_if_a_file)
-    done = {}
-    worker = threading.Thread(target=lambda: done.update(got=project._bounded_bytes(fifo)), daemon=True)
-    worker.start()
-    worker.join(30)
-    if worker.is_alive():  # blocked in open(): give it a writer so the thread ends, then fail
-        os.close(os.open(fifo, os.O_WRONLY))
-        worker.join(30)
-        raise AssertionError("the lookup blocked opening a FIFO in a parent folder")
-    assert done["got"] is None  # not a regular file: not read, not ours to judge
+    got = returns_without_blocking(
+        lambda: project._bounded_bytes(fifo), fifo, "the lookup blocked opening a FIFO in a parent folder"
+    )
+    assert got is None  # not a regular file: not read, not ours to judge

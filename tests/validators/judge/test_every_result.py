@@ -10,6 +10,7 @@ import json
 import os
 
 from cli import validators
+from fifo import returns_without_blocking
 from paths import TESTS
 
 LOGS, NT = TESTS / "fixtures" / "logs", TESTS / "fixtures" / "nccltests"
@@ -134,8 +135,6 @@ def test_a_named_json_swapped_for_a_fifo_after_its_checks_is_not_read(tmp_path, 
     opened by its path again, so a FIFO put in its place between the two (the log's folder is the log
     writer's) blocked the parse for ever in open(). The checks stood on a file that was no longer there: the
     open descriptor is what is judged now. The swap is simulated: the path checks are told it is a file."""
-    import threading
-
     from efa_validators import analyze
 
     fifo = tmp_path / "swapped.json"
@@ -162,15 +161,9 @@ def test_a_named_json_swapped_for_a_fifo_after_its_checks_is_not_read(tmp_path, 
 
     monkeypatch.setattr(analyze, "os", OsAsIfAFile())
     log = _log_naming(tmp_path, str(fifo))
-    done = {}
-    worker = threading.Thread(target=lambda: done.update(r=_parse(tmp_path, GOOD, log)), daemon=True)
-    worker.start()
-    worker.join(30)
-    if worker.is_alive():  # blocked in open(): give it a writer so the thread ends, then fail
-        real_os.close(real_os.open(fifo, real_os.O_WRONLY))
-        worker.join(30)
-        raise AssertionError("the parse blocked opening the FIFO a log named")
-    r, report = done["r"]
+    r, report = returns_without_blocking(
+        lambda: _parse(tmp_path, GOOD, log), fifo, "the parse blocked opening the FIFO a log named"
+    )
     named = [i for i in report["inputs"] if i.get("named_by")]
     assert len(named) == 1 and "not a regular file" in named[0]["unread"], named
     assert r.rc == 0 and report["verdict"] == "pass"
