@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import shlex
 import time
-import uuid
 
 import pytest
-from test_launchers_docker import _exec, _start, launcher_image  # noqa: F401
+from test_launchers_docker import _exec, launcher_image, slurm_started  # noqa: F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -20,13 +19,8 @@ REPLAY = "/src/tests/fixtures/replay"
 
 @pytest.fixture(scope="module")
 def slurm_three_nodes(docker_client, launcher_image):  # noqa: F811 - the fixture imported above
-    c = _start(docker_client, launcher_image, "h5-drain-%s" % uuid.uuid4().hex[:8])
-    try:
-        proc = _exec(c, ["slurm-start.sh", "3"], timeout=90)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+    with slurm_started(docker_client, launcher_image, "h5-drain", "3") as c:
         yield c
-    finally:
-        c.remove(force=True)
 
 
 def test_a_sweep_over_slurm_names_the_bad_node_and_apply_drains_it(slurm_three_nodes):

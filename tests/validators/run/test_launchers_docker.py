@@ -7,6 +7,7 @@ validators that run are the ones under test. Every container and network made he
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 import uuid
@@ -88,15 +89,23 @@ def ssh_pair(docker_client, launcher_image):
         net.remove()
 
 
-@pytest.fixture(scope="module")
-def slurm_node(docker_client, launcher_image):
-    c = _start(docker_client, launcher_image, "h5-slurm-%s" % uuid.uuid4().hex[:8])
+@contextlib.contextmanager
+def slurm_started(client, image, prefix, *nodes):
+    """A container named `prefix`-<random> with its test Slurm started (slurm-start.sh NODES: one node
+    unless told), removed after."""
+    c = _start(client, image, "%s-%s" % (prefix, uuid.uuid4().hex[:8]))
     try:
-        proc = _exec(c, ["slurm-start.sh"], timeout=90)
+        proc = _exec(c, ["slurm-start.sh", *nodes], timeout=90)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         yield c
     finally:
         c.remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def slurm_node(docker_client, launcher_image):
+    with slurm_started(docker_client, launcher_image, "h5-slurm") as c:
+        yield c
 
 
 def _hosts(pair):
@@ -109,6 +118,11 @@ def _run(container, args, timeout=120):
     )
 
 
+def _replay(*flags):
+    """The ranks' command: efa_validators.replay of the good two-node log, rank-filtered, with `flags`."""
+    return ["python3", "-m", "efa_validators.replay", "--rank-filter", *flags, REPLAY_LOG]
+
+
 def _report(proc):
     import json
 
@@ -118,7 +132,7 @@ def _report(proc):
 def test_mpirun_across_two_containers_replays_good_log(ssh_pair):
     a, _b = ssh_pair
     cmd = ["mpirun", "--allow-run-as-root", "-H", _hosts(ssh_pair), "-np", "4"] + MPI_NET
-    cmd += ["python3", "-m", "efa_validators.replay", "--rank-filter", REPLAY_LOG]
+    cmd += _replay()
     proc = _run(a, ["--instance-type", "p5.48xlarge", "--nodes", "2", "--"] + cmd)
     report = _report(proc)
     assert report["run"]["exit_code"] == 0
@@ -144,17 +158,7 @@ def test_nccl_debug_reaches_remote_ranks_only_when_injected(ssh_pair):
 def test_remote_rank_hang_is_ended_on_both_nodes(ssh_pair):
     a, b = ssh_pair
     cmd = ["mpirun", "--allow-run-as-root", "-H", _hosts(ssh_pair), "-np", "4"] + MPI_NET
-    cmd += [
-        "python3",
-        "-m",
-        "efa_validators.replay",
-        "--rank-filter",
-        "--hang-after",
-        "3",
-        "--only-rank",
-        "3",
-        REPLAY_LOG,
-    ]
+    cmd += _replay("--hang-after", "3", "--only-rank", "3")
     proc = _run(a, ["--idle-timeout", "2", "--timeout", "60", "--"] + cmd)
     report = _report(proc)
     assert proc.returncode == 1
@@ -166,7 +170,7 @@ def test_remote_rank_hang_is_ended_on_both_nodes(ssh_pair):
 
 
 def test_srun_through_the_runner_labels_ranks(slurm_node):
-    cmd = ["srun", "-n2", "python3", "-m", "efa_validators.replay", "--rank-filter", REPLAY_LOG]
+    cmd = ["srun", "-n2"] + _replay()
     proc = _run(slurm_node, ["--instance-type", "p5.48xlarge", "--nodes", "2", "--"] + cmd)
     report = _report(proc)
     assert report["run"]["command"][:2] == ["srun", "-l"]
@@ -175,21 +179,7 @@ def test_srun_through_the_runner_labels_ranks(slurm_node):
 
 
 def test_srun_rank_that_dies_is_named(slurm_node):
-    cmd = [
-        "srun",
-        "-n2",
-        "python3",
-        "-m",
-        "efa_validators.replay",
-        "--rank-filter",
-        "--exit-after",
-        "4",
-        "--exit-code",
-        "5",
-        "--only-rank",
-        "1",
-        REPLAY_LOG,
-    ]
+    cmd = ["srun", "-n2"] + _replay("--exit-after", "4", "--exit-code", "5", "--only-rank", "1")
     report = _report(_run(slurm_node, ["--"] + cmd))
     died = [f for f in report["findings"] if f["id"] == "rank-exit"]
     assert died and died[0]["rank"] == 1 and "exit code 5" in died[0]["message"], report["findings"]
@@ -197,17 +187,7 @@ def test_srun_rank_that_dies_is_named(slurm_node):
 
 
 def test_srun_hang_is_ended_and_job_gone(slurm_node):
-    cmd = [
-        "srun",
-        "-n2",
-        "python3",
-        "-m",
-        "efa_validators.replay",
-        "--rank-filter",
-        "--hang-after",
-        "3",
-        REPLAY_LOG,
-    ]
+    cmd = ["srun", "-n2"] + _replay("--hang-after", "3")
     proc = _run(slurm_node, ["--idle-timeout", "2", "--timeout", "60", "--"] + cmd)
     report = _report(proc)
     assert proc.returncode == 1 and any(f["id"] == "hang" for f in report["findings"])

@@ -13,12 +13,11 @@ import json
 import shlex
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import cli
 import pytest
-from test_launchers_docker import REPLAY_LOG, ROOT, _exec, _start, launcher_image, ssh_pair  # noqa: F401
+from test_launchers_docker import REPLAY_LOG, ROOT, _exec, launcher_image, slurm_started, ssh_pair  # noqa: F401
 
 pytestmark = pytest.mark.docker
 
@@ -137,14 +136,9 @@ def _host_side(text: str, pair) -> str:
 
 @pytest.fixture(scope="module")
 def slurm_two_nodes(docker_client, launcher_image):  # noqa: F811 - the fixture imported above
-    c = _start(docker_client, launcher_image, "h5-sbatch-%s" % uuid.uuid4().hex[:8])
-    try:
-        proc = _exec(c, ["slurm-start.sh", "2"], timeout=90)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+    with slurm_started(docker_client, launcher_image, "h5-sbatch", "2") as c:
         _prepare(c)
         yield c
-    finally:
-        c.remove(force=True)
 
 
 def test_printed_mpirun_line_runs_across_two_containers(tmp_path, ssh_pair):  # noqa: F811
