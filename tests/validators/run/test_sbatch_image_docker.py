@@ -28,6 +28,7 @@ import cli
 import pytest
 from localbuild import build_variant
 from paths import ROOT
+from test_twohost_docker import printed_recipe
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -114,25 +115,15 @@ def slurm(slurm_image, tmp_path):
 
 
 def _script(tmp_path: Path, image: str) -> str:
-    labels = json.loads(_docker("inspect", "--format", "{{json .Config.Labels}}", image).stdout)
-    lock = json.loads(labels["org.efa-image-build.lock"])
-    # the named edit of the lock: the GPU binary's place is the stand-in's, a nccl-tests with -J (2.17.3+)
-    lock["components"]["nccl_tests"] = {"prefix": STAND_IN, "version": "2.17.6"}
-    (tmp_path / "lock.json").write_text(json.dumps(lock))
-    (tmp_path / "cluster.yaml").write_text(
+    # a nccl-tests with -J (2.17.3+) at the stand-in's prefix
+    cluster = (
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\n"
         "container_image: localhost:5000/h-sbatch/img:1\n"
         "timeout: 120\nidle_timeout: 60\noutput_dir: %s\nname: h-sbatch\n" % OUT
     )
-    proc = subprocess.run(
-        [*cli.BUILD_PY, "preflight", "--print", "sbatch", "--cluster", str(tmp_path / "cluster.yaml")]
-        + ["--lock", str(tmp_path / "lock.json"), "--image", IMAGE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    nccl_tests = {"prefix": STAND_IN, "version": "2.17.6"}
+    _, text = printed_recipe(tmp_path, image, "sbatch", nccl_tests, cluster, IMAGE)
+    lines = text.splitlines()
     [at] = [i for i, line in enumerate(lines) if line.startswith("CONTAINER=(")]
     lines[at] = "CONTAINER=()"  # the named substitution: no pyxis, the nodes already run inside the image
     return "\n".join(lines) + "\n"

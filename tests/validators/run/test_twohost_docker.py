@@ -51,26 +51,37 @@ def image(docker_client, local_base, tmp_path_factory):
     return build_variant(ROOT / "matrix.local.yaml", VARIANT, tmp_path_factory.mktemp("twohost") / "build")
 
 
-def _recipe(tmp_path: Path, image: str, out: Path) -> str:
+def printed_recipe(
+    tmp_path: Path, image: str, kind: str, nccl_tests: dict, cluster: str, digest: str
+) -> tuple:
+    """`build.py preflight --print KIND` for the cluster file `cluster` and the lock `image` carries, with the
+    named edit: its nccl_tests is `nccl_tests` (the GPU binary's place is the stand-in's), bound to the image
+    `digest`. (The lock as edited, the printed text.)"""
     labels = json.loads(_docker("inspect", "--format", "{{json .Config.Labels}}", image).stdout)
     lock = json.loads(labels["org.efa-image-build.lock"])
-    assert lock["components"]["openssh"]["method"] == "apt"  # the image's own sshd, efa-sshd
-    # the named edit of the lock: the GPU binary's place is the stand-in's (the image has no nccl-tests)
-    lock["components"]["nccl_tests"] = {"prefix": STAND_IN}
+    lock["components"]["nccl_tests"] = nccl_tests
     (tmp_path / "lock.json").write_text(json.dumps(lock))
-    (tmp_path / "cluster.yaml").write_text(
-        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [h1, h2]\n"
-        "timeout: 120\nidle_timeout: 60\noutput_dir: %s\n" % out
-    )
+    (tmp_path / "cluster.yaml").write_text(cluster)
     proc = subprocess.run(
-        [*cli.BUILD_PY, "preflight", "--print", "mpirun", "--cluster", str(tmp_path / "cluster.yaml")]
-        + ["--lock", str(tmp_path / "lock.json"), "--image", IMAGE],
+        [*cli.BUILD_PY, "preflight", "--print", kind, "--cluster", str(tmp_path / "cluster.yaml")]
+        + ["--lock", str(tmp_path / "lock.json"), "--image", digest],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return lock, proc.stdout
+
+
+def _recipe(tmp_path: Path, image: str, out: Path) -> str:
+    # the image has no nccl-tests: the stand-in's prefix
+    cluster = (
+        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [h1, h2]\n"
+        "timeout: 120\nidle_timeout: 60\noutput_dir: %s\n" % out
+    )
+    lock, text = printed_recipe(tmp_path, image, "mpirun", {"prefix": STAND_IN}, cluster, IMAGE)
+    assert lock["components"]["openssh"]["method"] == "apt"  # the image's own sshd, efa-sshd
+    return text
 
 
 def _run_line(text: str) -> list:
