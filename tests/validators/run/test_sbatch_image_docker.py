@@ -20,7 +20,6 @@ the -J folder or the run folder's mkdir fail: the JSON is not where the recipe s
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import cli
 import pytest
 from localbuild import build_variant
 from paths import ROOT
-from test_twohost_docker import printed_recipe
+from test_twohost_docker import _docker, printed_recipe
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -56,12 +55,6 @@ SLURM_DOCKERFILE = (
     "COPY slurm-start.sh /usr/local/bin/slurm-start.sh\n"
     "RUN chmod 755 /usr/local/bin/slurm-start.sh\n"
 )
-
-
-def _docker(*argv: str, check: bool = True, timeout: int = 120, **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=timeout, **kw)
-    assert not check or proc.returncode == 0, (argv, proc.stderr[-2000:])
-    return proc
 
 
 @pytest.fixture(scope="module")
