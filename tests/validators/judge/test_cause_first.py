@@ -10,7 +10,7 @@ import pytest
 from cli import validators_process
 from conftest import corpus_missing
 from paths import ROOT
-from test_root_cause import CLASSES, CORPUS_FIRST
+from test_root_cause import CLASSES, CORPUS_FIRST, assert_leads_with, lead_table
 
 from efa_validators.analyze import analyze, analyze_paths
 from efa_validators.judge import causes, envcheck
@@ -28,53 +28,36 @@ def _ids(report: dict) -> list:
     return [f["id"] for f in report["findings"]]
 
 
-# fixture -> (the root cause the report leads with, (effect, its cause) links the report must make)
-FIRST = {
-    "crash-gdr-off.log": ("crash", []),
-    "proto-ll128-wrong-results.log": (
-        "env-protocol-forced",
-        [("ll-corruption", "env-protocol-forced"), ("nccl-tests-out-of-bounds", "ll-corruption")],
-    ),
-    "proto-ll-ordering-unsaid.log": ("env-protocol-forced", []),
-    "proto-unrecognized-crash.log": ("env-value-refused", [("crash", "env-value-refused")]),
-    "ofi-param-invalid.log": (
-        "env-value-refused",
-        [("ofi-init-failed", "env-value-refused"), ("socket-fallback", "ofi-init-failed")],
-    ),
-    "socket-ifname-unmatched.log": (
-        "env-socket-ifname-unmatched",
-        [("bootstrap-interface", "env-socket-ifname-unmatched"), ("crash", "bootstrap-interface")],
-    ),
-    "net-plugin-name-unloadable.log": (
-        "env-net-plugin-unloadable",
-        [("plugin-missing", "env-net-plugin-unloadable"), ("socket-fallback", "plugin-missing")],
-    ),
-    "gdr-level-loc.log": ("env-gdr-forbidden", [("gdr-disabled", "env-gdr-forbidden")]),
-    "trace-net-socket.log": ("env-net-forced", [("socket-fallback", "env-net-forced")]),
-    "trace-provider-tcp.log": (
-        "env-provider-forced",
-        [("provider-not-efa", "env-provider-forced"), ("gdr-disabled", "provider-not-efa")],
-    ),
-    "trace-device-rdma-off-p4d.log": (
-        "env-device-rdma-off",
-        [("gdr-disabled", "env-device-rdma-off"), ("ofi-init-failed", "gdr-disabled")],
-    ),
-}
+# fixture: the root cause the report leads with; then each (effect <- its cause) link the report must make
+FIRST = lead_table(
+    """
+crash-gdr-off.log: crash
+proto-ll128-wrong-results.log: env-protocol-forced; ll-corruption <- env-protocol-forced;
+    nccl-tests-out-of-bounds <- ll-corruption
+proto-ll-ordering-unsaid.log: env-protocol-forced
+proto-unrecognized-crash.log: env-value-refused; crash <- env-value-refused
+ofi-param-invalid.log: env-value-refused; ofi-init-failed <- env-value-refused;
+    socket-fallback <- ofi-init-failed
+socket-ifname-unmatched.log: env-socket-ifname-unmatched;
+    bootstrap-interface <- env-socket-ifname-unmatched; crash <- bootstrap-interface
+net-plugin-name-unloadable.log: env-net-plugin-unloadable; plugin-missing <- env-net-plugin-unloadable;
+    socket-fallback <- plugin-missing
+gdr-level-loc.log: env-gdr-forbidden; gdr-disabled <- env-gdr-forbidden
+trace-net-socket.log: env-net-forced; socket-fallback <- env-net-forced
+trace-provider-tcp.log: env-provider-forced; provider-not-efa <- env-provider-forced;
+    gdr-disabled <- provider-not-efa
+trace-device-rdma-off-p4d.log: env-device-rdma-off; gdr-disabled <- env-device-rdma-off;
+    ofi-init-failed <- gdr-disabled
+"""
+)
 
 
 @pytest.mark.parametrize("name", sorted(FIRST))
 def test_each_class_leads_with_its_cause_and_the_effects_name_it(name):
     first, links = FIRST[name]
     report = _report(CAUSES / name)
-    ids = _ids(report)
-    assert ids[0] == first, ids
+    assert_leads_with(report, first, links)
     assert causes.root_cause(report["findings"])["id"] == first
-    by_id = {f["id"]: f for f in report["findings"]}
-    for effect, cause in links:
-        assert ids.index(cause) < ids.index(effect), ids
-        assert by_id[effect]["caused_by"] == cause
-        assert "(see %s)" % cause in by_id[effect]["message"]
-    assert report["verdict"] == "fail"
     assert causes.misordered(report["findings"]) is None
 
 

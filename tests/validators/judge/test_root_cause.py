@@ -24,47 +24,64 @@ def _ids(report: dict) -> list:
     return [f["id"] for f in report["findings"]]
 
 
-# fixture -> the root cause first, then (effect, its cause) pairs the report must link
-CLASSES = {
-    "completion-error-unreachable.log": ("completion-error", [("hang", "completion-error")]),
-    "completion-error-unresponsive.log": ("completion-error", [("watchdog-timeout", "completion-error")]),
-    "hang.log": ("completion-error", [("hang", "completion-error")]),
-    "bootstrap-address-family.log": ("bootstrap-interface", [("crash", "bootstrap-interface")]),
-    "rank-topology-mismatch.log": ("rank-topology-mismatch", [("crash", "rank-topology-mismatch")]),
-    "resource-slurm.log": ("resource-allocation-failed", []),
-    "resource-eks-efa.log": ("resource-allocation-failed", []),
-    "resource-cuda-oom.log": ("resource-allocation-failed", [("crash", "resource-allocation-failed")]),
-    "internal-error-topology.log": ("topology-attribute-missing", [("crash", "topology-attribute-missing")]),
-    "efa-devices-missing.log": (
-        "efa-devices-missing",
-        [("ofi-init-failed", "efa-devices-missing"), ("socket-fallback", "ofi-init-failed")],
-    ),
-    "gdr-disabled-p4d.log": ("gdr-disabled", [("ofi-init-failed", "gdr-disabled")]),
-    "cuda-driver-too-old.log": ("cuda-driver-too-old", [("crash", "cuda-driver-too-old")]),
-    "socket-fallback-nccl2.4.log": ("plugin-missing", [("socket-fallback", "plugin-missing")]),
-    "ofi-test-optimal-provider.log": ("efa-devices-missing", [("ofi-init-failed", "efa-devices-missing")]),
-    "cxi-slingshot-hang.log": ("hang", []),
-    # issue 41: the classes that ended 'unknown' with no finding
-    "libfabric-efa-peer-reset.log": ("completion-error", []),
-    "torch-watchdog-wrapped.log": ("watchdog-hang", []),
-    "launcher-start-failed-cxi.log": ("launcher-start-failed", []),
-    "nccl-tests-return-chain.log": ("crash", []),
-    "gin-gdrcopy-missing.log": (
-        "gdrcopy-unavailable",
-        [
-            ("gin-init-failed", "gdrcopy-unavailable"),
-            ("gin-unavailable", "gin-init-failed"),
-            ("crash", "gin-unavailable"),
-        ],
-    ),
-    "torch-traceback.log": ("python-exception", []),
-}
+def lead_table(table: str) -> dict:
+    """fixture -> (the root cause the report leads with, [(effect, its cause), ...] links it must make), from
+    lines `fixture: first; effect <- cause; ...` (a line that starts with spaces goes on with the one above;
+    `#` starts a comment)."""
+    lines = []  # type: list
+    for line in table.splitlines():
+        if line[:1].isspace() and lines:
+            lines[-1] += " " + line.strip()
+        elif line.strip() and not line.startswith("#"):
+            lines.append(line.strip())
+    out = {}
+    for line in lines:
+        name, said = line.split(": ", 1)
+        first, *links = [part.strip() for part in said.split(";")]
+        out[name] = (first, [tuple(link.split(" <- ")) for link in links])
+    return out
+
+
+# fixture: the root cause first; then each (effect <- its cause) link the report must make
+CLASSES = lead_table(
+    """
+completion-error-unreachable.log: completion-error; hang <- completion-error
+completion-error-unresponsive.log: completion-error; watchdog-timeout <- completion-error
+hang.log: completion-error; hang <- completion-error
+bootstrap-address-family.log: bootstrap-interface; crash <- bootstrap-interface
+rank-topology-mismatch.log: rank-topology-mismatch; crash <- rank-topology-mismatch
+resource-slurm.log: resource-allocation-failed
+resource-eks-efa.log: resource-allocation-failed
+resource-cuda-oom.log: resource-allocation-failed; crash <- resource-allocation-failed
+internal-error-topology.log: topology-attribute-missing; crash <- topology-attribute-missing
+efa-devices-missing.log: efa-devices-missing; ofi-init-failed <- efa-devices-missing;
+    socket-fallback <- ofi-init-failed
+gdr-disabled-p4d.log: gdr-disabled; ofi-init-failed <- gdr-disabled
+cuda-driver-too-old.log: cuda-driver-too-old; crash <- cuda-driver-too-old
+socket-fallback-nccl2.4.log: plugin-missing; socket-fallback <- plugin-missing
+ofi-test-optimal-provider.log: efa-devices-missing; ofi-init-failed <- efa-devices-missing
+cxi-slingshot-hang.log: hang
+# issue 41: the classes that ended 'unknown' with no finding
+libfabric-efa-peer-reset.log: completion-error
+torch-watchdog-wrapped.log: watchdog-hang
+launcher-start-failed-cxi.log: launcher-start-failed
+nccl-tests-return-chain.log: crash
+gin-gdrcopy-missing.log: gdrcopy-unavailable; gin-init-failed <- gdrcopy-unavailable;
+    gin-unavailable <- gin-init-failed; crash <- gin-unavailable
+torch-traceback.log: python-exception
+"""
+)
 
 
 @pytest.mark.parametrize("name", sorted(CLASSES))
 def test_the_root_cause_comes_first_and_its_effects_name_it(name):
     first, links = CLASSES[name]
-    report = _report(name)
+    assert_leads_with(_report(name), first, links)
+
+
+def assert_leads_with(report: dict, first: str, links: list) -> None:
+    """The failed report leads with `first`, and each (effect, cause) link's effect comes after its cause and
+    names it."""
     ids = _ids(report)
     assert ids[0] == first, ids
     by_id = {f["id"]: f for f in report["findings"]}
