@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from imagebuild.cliargs import (
+from imagebuild.commands import (
     add_matrix_args,
     add_rendered_args,
     add_stage_args,

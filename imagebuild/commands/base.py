@@ -10,7 +10,7 @@ from imagebuild.build.al2023base import DEFAULT_NAME as AL2023_NAME
 from imagebuild.build.dlcbase import DEFAULT_NAME as DLC_NAME
 from imagebuild.build.localbase import DEFAULT_NAME, default_name, make_base, matrix_bases
 from imagebuild.catalog import platforms
-from imagebuild.cliargs import add_variant_arg, add_verb
+from imagebuild.commands import add_variant_arg, add_verb
 from imagebuild.errors import UserError
 
 

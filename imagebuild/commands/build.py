@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from imagebuild.cliargs import (
+from imagebuild.commands import (
     add_matrix_args,
     add_registry_args,
     add_rendered_args,

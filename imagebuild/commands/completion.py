@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import List
 
-from imagebuild.cliargs import add_verb
+from imagebuild.commands import add_verb
 
 # what shtab writes: SUPPORTED_SHELLS in shtab/__init__.py (iterative/shtab, release 1.13.0, the pin)
 SHELLS = ("bash", "zsh", "tcsh", "fish", "powershell")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from imagebuild.cliargs import add_cache_arg, add_matrix_args, add_verb
+from imagebuild.commands import add_cache_arg, add_matrix_args, add_verb
 
 
 def register(sub) -> None:

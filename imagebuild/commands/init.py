@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Dict, List
 
-from imagebuild.cliargs import add_verb
+from imagebuild.commands import add_verb
 from imagebuild.errors import UserError
 
 WORKFLOW = ".github/workflows/images.yml"  # where GitHub Actions reads a workflow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from imagebuild.cliargs import add_verb
+from imagebuild.commands import add_verb
 
 
 def register(sub) -> None:

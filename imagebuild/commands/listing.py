@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from imagebuild.cliargs import add_matrix_args, add_verb
+from imagebuild.commands import add_matrix_args, add_verb
 
 
 def register(sub) -> None:

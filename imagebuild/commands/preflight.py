@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from imagebuild.cliargs import add_aws_args, add_matrix_args, add_verb
+from imagebuild.commands import add_aws_args, add_matrix_args, add_verb
 from imagebuild.errors import UserError
 
 if TYPE_CHECKING:

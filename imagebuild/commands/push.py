@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from imagebuild.cliargs import add_registry_args, add_sign_args, add_summary_args, add_verb, registry_target
+from imagebuild.commands import add_registry_args, add_sign_args, add_summary_args, add_verb, registry_target
 
 
 def register(sub) -> None:

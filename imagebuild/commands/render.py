@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from imagebuild.catalog import platforms
-from imagebuild.cliargs import add_matrix_args, add_verb
+from imagebuild.commands import add_matrix_args, add_verb
 from imagebuild.errors import UserError
 from imagebuild.matrix import envpolicy
 from imagebuild.matrix.load import load

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from imagebuild.cliargs import add_verb
+from imagebuild.commands import add_verb
 
 
 def register(sub) -> None:

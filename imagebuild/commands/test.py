@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from imagebuild.cliargs import add_variant_arg, add_verb
+from imagebuild.commands import add_variant_arg, add_verb
 
 
 def register(sub) -> None:

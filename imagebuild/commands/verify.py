@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from imagebuild.cliargs import add_aws_args, add_login_args, add_verb, registry_target
+from imagebuild.commands import add_aws_args, add_login_args, add_verb, registry_target
 
 
 def register(sub) -> None:
