@@ -59,10 +59,11 @@ def _env(home: Path) -> dict:
 
 
 def _bash_asks(
-    script: Path, folder: Path, lines: List[str], env: dict, timeout: int = 60, cwd: Optional[Path] = None
+    folder: Path, lines: List[str], env: dict, timeout: int = 60, cwd: Optional[Path] = None
 ) -> subprocess.CompletedProcess:
-    """Run `lines` in a bare bash that sourced the completion `script`; there `ask WORD...` prints what TAB
-    offers after those words (one a line), then `---`."""
+    """Write the bash completion script into `folder` and run `lines` in a bare bash that sourced it; there
+    `ask WORD...` prints what TAB offers after those words (one a line), then `---`."""
+    script = _script("bash", folder, "efa-image-build.bash")
     asks = folder / "ask.sh"
     asks.write_text(
         f"source {script}\n"
@@ -91,14 +92,9 @@ def _answers(stdout: str) -> List[List[str]]:
 
 
 def test_bash_completes_verbs_options_and_choices(tmp_path):
-    script = _script("bash", tmp_path, "efa-image-build.bash")
-    asks = [
-        f"ask {PROG} re",
-        f"ask {PROG} render --mat",
-        f"ask {PROG} completion ''",
-        f"ask {PROG} --log-level ''",
-    ]
-    proc = _bash_asks(script, tmp_path, asks, _env(tmp_path))
+    ask = f"ask {PROG}"
+    asks = [f"{ask} re", f"{ask} render --mat", f"{ask} completion ''", f"{ask} --log-level ''"]
+    proc = _bash_asks(tmp_path, asks, _env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     answers = _answers(proc.stdout)
     levels = ["debug", "error", "info", "warning"]
@@ -242,19 +238,19 @@ def test_bash_completes_the_variant_names_of_the_matrix_the_project_config_names
     bin_dir.mkdir()
     (bin_dir / PROG).write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "build.py"} "$@"\n')
     (bin_dir / PROG).chmod(0o755)
-    script = _script("bash", tmp_path, "efa-image-build.bash")
+    ask_build = f"ask {PROG} build --variant ''"
     asks = [
-        f"ask {PROG} build --variant ''",
+        ask_build,
         f"ask {PROG} list --variant train-cu1",
         f"printf 'variants: [{{name: x, base: 1}}]\\n' > {matrix}",
-        f"ask {PROG} build --variant ''",
+        ask_build,
         f"printf '[tool.efa-image-build\\n' > {project / 'pyproject.toml'}",
-        f"ask {PROG} build --variant ''",
+        ask_build,
     ]
     env = _env(tmp_path)
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
     env["PYTHONPATH"] = str(ROOT)
-    proc = _bash_asks(script, tmp_path, asks, env, timeout=120, cwd=project)
+    proc = _bash_asks(tmp_path, asks, env, timeout=120, cwd=project)
     assert proc.returncode == 0, proc.stderr
     answers = _answers(proc.stdout)
     assert answers == [["train-cu12", "train-cu13"], ["train-cu12", "train-cu13"], [], []], proc.stdout
