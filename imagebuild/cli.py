@@ -208,18 +208,6 @@ def _unknown_command(word: str) -> int:
     return 2
 
 
-def add_matrix_args(p: argparse.ArgumentParser) -> None:
-    """The options every verb that reads a matrix takes."""
-    p.add_argument("--matrix", default="matrix.yaml", help="build matrix file (default: matrix.yaml)")
-    add_variant_arg(p)
-
-
-def add_variant_arg(
-    p: argparse.ArgumentParser, help: str = "only this variant (repeatable; default: all)"
-) -> None:
-    p.add_argument("--variant", action="append", default=[], metavar="NAME", help=help)
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command_of(argv)

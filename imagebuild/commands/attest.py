@@ -14,15 +14,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from imagebuild.commands.push import add_registry_args, add_sign_args, add_summary_args, registry_target
+from imagebuild.commands import add_registry_args, add_sign_args, add_summary_args, add_verb, registry_target
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "attest",
-        help="attach an SBOM and a signed provenance to every pushed digest",
-        description=__doc__,
-    )
+    p = add_verb(sub, "attest", __doc__)
     add_summary_args(p)
     add_registry_args(p)
     add_sign_args(p, required=True)

@@ -13,23 +13,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from imagebuild.build.artifacts import DEFAULT_CACHE
+from imagebuild.commands import (
+    add_matrix_args,
+    add_rendered_args,
+    add_stage_args,
+    add_trust_local_base,
+    add_verb,
+    selection,
+    stage_options,
+)
 
 
 def register(sub) -> None:
-    from imagebuild.build.builder import DEFAULT_CA
-    from imagebuild.cli import add_matrix_args
-    from imagebuild.commands.build import add_trust_local_base
-
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "bake",
-        help="write a docker-bake JSON file of the rendered variants (for buildx bake on remote builders)",
-        description=__doc__.splitlines()[0] + " Contexts are staged and hashed as `build` does, so the "
+        __doc__.splitlines()[0] + " Contexts are staged and hashed as `build` does, so the "
         "tags and labels are the ones `build` would give.",
     )
     add_matrix_args(p)
-    p.add_argument("--out", default="build", help="rendered variants folder (default: build)")
-    p.add_argument("--no-render", action="store_true", help="use what is already rendered in --out")
+    add_rendered_args(p, no_render_help="use what is already rendered in --out")
     p.add_argument("--file", metavar="PATH", help="bake file to write (default: <out>/docker-bake.json)")
     p.add_argument("--shard", metavar="I/N", help="only shard I of N (stable by variant name)")
     p.add_argument(
@@ -42,18 +45,13 @@ def register(sub) -> None:
     p.add_argument(
         "--cache-to", action="append", default=[], metavar="REF", help="cache export (default: inline)"
     )
-    p.add_argument("--cache", default=str(DEFAULT_CACHE), help=f"artifact cache (default: {DEFAULT_CACHE})")
-    p.add_argument("--offline", action="store_true", help="use the artifact cache only; name what is missing")
-    p.add_argument("--mirror", metavar="BASE_URL", help="fetch url/git artifacts from BASE_URL/<host>/<path>")
-    p.add_argument("--build-ca", nargs="?", const=DEFAULT_CA, metavar="PATH", help="CA for builder stages")
-    p.add_argument("--build-arg", action="append", default=[], metavar="K=V", help="build arg (repeatable)")
+    add_stage_args(p, build_ca_help="CA for builder stages", build_arg_help="build arg (repeatable)")
     add_trust_local_base(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from imagebuild import pipeline
-    from imagebuild.commands.build import selection, stage_options
 
     request = pipeline.BakeRequest(
         select=selection(args),

@@ -10,15 +10,15 @@ from imagebuild.build.al2023base import DEFAULT_NAME as AL2023_NAME
 from imagebuild.build.dlcbase import DEFAULT_NAME as DLC_NAME
 from imagebuild.build.localbase import DEFAULT_NAME, default_name, make_base, matrix_bases
 from imagebuild.catalog import platforms
-from imagebuild.cli import add_variant_arg
+from imagebuild.commands import add_variant_arg, add_verb
 from imagebuild.errors import UserError
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "base",
-        help="make the local base image (debootstrap minbase + docker import); skipped if it exists",
-        description="Make the Debian bookworm base image the local variants build FROM, with no registry: "
+        "Make the Debian bookworm base image the local variants build FROM, with no registry: "
         "debootstrap --variant=minbase into a folder, then docker import. Skipped if the image exists.",
     )
     p.add_argument(

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from imagebuild.build.artifacts import DEFAULT_CACHE
-
-if TYPE_CHECKING:
-    from imagebuild.pipeline import Selection, StageOptions
+from imagebuild.commands import (
+    add_matrix_args,
+    add_registry_args,
+    add_rendered_args,
+    add_stage_args,
+    add_trust_local_base,
+    add_verb,
+    registry_target,
+    selection,
+    stage_options,
+)
 
 EXIT_FAILED = 1
 
@@ -17,13 +22,11 @@ EXIT_FAILED = 1
 def register(sub) -> None:
     from imagebuild.build.builder import DEFAULT_CA
     from imagebuild.build.buildkit import BUILDERS
-    from imagebuild.cli import add_matrix_args
-    from imagebuild.commands.push import add_registry_args
 
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "build",
-        help="build the variants' images (content-hash tags; unchanged variants are skipped)",
-        description="Render (unless --no-render), fetch and verify artifacts, then build each variant "
+        "Render (unless --no-render), fetch and verify artifacts, then build each variant "
         "whose content tag (component versions + context hash) is neither in the engine nor, with "
         "--registry/--ecr, in the target registry. BuildKit where the machine has it, else the classic "
         "builder. Writes <out>/summary.json; exit 1 if a variant failed.",
@@ -55,21 +58,12 @@ def register(sub) -> None:
     p.add_argument(
         "--repository-prefix", default="", help="prefix of repository names in the registry (as push)"
     )
-    p.add_argument("--out", default="build", help="rendered variants folder (default: build)")
-    p.add_argument("--no-render", action="store_true", help="build what is already rendered in --out")
+    add_rendered_args(p, no_render_help="build what is already rendered in --out")
     p.add_argument("--jobs", "-j", type=int, default=1, help="variants built in parallel (default: 1)")
-    p.add_argument("--cache", default=str(DEFAULT_CACHE), help=f"artifact cache (default: {DEFAULT_CACHE})")
-    p.add_argument("--offline", action="store_true", help="use the artifact cache only; name what is missing")
-    p.add_argument("--mirror", metavar="BASE_URL", help="fetch url/git artifacts from BASE_URL/<host>/<path>")
-    p.add_argument(
-        "--build-ca",
-        nargs="?",
-        const=DEFAULT_CA,
-        metavar="PATH",
-        help=f"give builder stages this CA bundle (default {DEFAULT_CA}); never in the final image",
-    )
-    p.add_argument(
-        "--build-arg", action="append", default=[], metavar="K=V", help="docker build-arg (repeatable)"
+    add_stage_args(
+        p,
+        build_ca_help=f"give builder stages this CA bundle (default {DEFAULT_CA}); never in the final image",
+        build_arg_help="docker build-arg (repeatable)",
     )
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     p.add_argument(
@@ -83,41 +77,8 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def add_trust_local_base(p) -> None:
-    """--trust-local-base, as `build` and `bake` both take it."""
-    p.add_argument(
-        "--trust-local-base",
-        action="store_true",
-        help="when a base's registry cannot be asked, hash the digest of the copy the engine pulled before "
-        "(recorded as base_source trusted-local-digest) instead of failing the variant",
-    )
-
-
-def stage_options(args: argparse.Namespace) -> StageOptions:
-    """The artifact and CA flags build and bake share, as data."""
-    from imagebuild.pipeline import StageOptions
-
-    return StageOptions(
-        cache=Path(args.cache),
-        offline=args.offline,
-        mirror=args.mirror,
-        build_ca=args.build_ca,
-        build_args=tuple(args.build_arg),
-    )
-
-
-def selection(args: argparse.Namespace) -> Selection:
-    """The variants build and bake work on: rendered first, unless --no-render (what is in --out)."""
-    from imagebuild.pipeline import RenderOptions, Selection
-
-    out, names = Path(args.out), tuple(args.variant)
-    source = None if args.no_render else RenderOptions(matrix=args.matrix, variants=names, out=out)
-    return Selection(render=source, out=out, variants=names, shard=args.shard)
-
-
 def run(args: argparse.Namespace) -> int:
     from imagebuild import pipeline
-    from imagebuild.commands.push import registry_target
 
     request = pipeline.BuildRequest(
         select=selection(args),

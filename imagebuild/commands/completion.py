@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import List
 
+from imagebuild.commands import add_verb
+
 # what shtab writes: SUPPORTED_SHELLS in shtab/__init__.py (iterative/shtab, release 1.13.0, the pin)
 SHELLS = ("bash", "zsh", "tcsh", "fish", "powershell")
 ZSH_FUNCTION = "_efa_image_build_variants"
@@ -17,10 +19,10 @@ MAX_NAMES = 1000  # the matrix loader's own bound (MAX_VARIANTS): a completion n
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "completion",
-        help="print a shell completion script (bash, zsh, fish, tcsh, powershell)",
-        description="Print the completion script for SHELL on stdout: every verb, option and choice of "
+        "Print the completion script for SHELL on stdout: every verb, option and choice of "
         "this version, and the variant names of the matrix the project config names after --variant. bash: "
         "`efa-image-build completion bash > ~/.local/share/bash-completion/completions/efa-image-build`; "
         "zsh: write it as `_efa-image-build` into a folder on $fpath.",

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+from imagebuild.commands import add_cache_arg, add_matrix_args, add_verb
+
 
 def register(sub) -> None:
-    from imagebuild.build.artifacts import DEFAULT_CACHE
-    from imagebuild.cli import add_matrix_args
-
-    p = sub.add_parser(
-        "demo",
-        help="the main job on the embedded default: base, render, build, check, validate (replayed)",
-        description=__doc__.splitlines()[0],
-    )
+    p = add_verb(sub, "demo", __doc__.splitlines()[0])
     add_matrix_args(p)
     p.set_defaults(matrix="matrix.local.yaml")
     p.add_argument("--out", default="build", help="output folder (default: build)")
@@ -29,7 +24,7 @@ def register(sub) -> None:
         action="store_true",
         help="never fetch a source from its upstream URL (only the cache and --mirror)",
     )
-    p.add_argument("--cache", default=str(DEFAULT_CACHE), help=f"artifact cache (default: {DEFAULT_CACHE})")
+    add_cache_arg(p)
     p.set_defaults(func=run)
 
 

@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import argparse
 
-from imagebuild.commands.push import add_registry_args, registry_target
+from imagebuild.commands import add_registry_args, add_verb, registry_target
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "fan-in",
-        help="gate the outputs of separate CI jobs as one; write shared tags and twins' image indexes",
-        description=__doc__,
-    )
+    p = add_verb(sub, "fan-in", __doc__)
     p.add_argument(
         "--from",
         dest="jobs",

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Dict, List
 
+from imagebuild.commands import add_verb
 from imagebuild.errors import UserError
 
 WORKFLOW = ".github/workflows/images.yml"  # where GitHub Actions reads a workflow
@@ -97,10 +98,10 @@ checks:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "init",
-        help="write a starter matrix, checks file and CI workflow into a repository",
-        description=f"Write matrix.yaml (one variant that builds here), checks.yaml and the GitHub Actions "
+        f"Write matrix.yaml (one variant that builds here), checks.yaml and the GitHub Actions "
         f"workflow {WORKFLOW} (the tool's examples/ci/github-actions.yml) into DIR. Nothing is "
         "overwritten: if one of them exists, nothing is written and the exit status is 2.",
     )

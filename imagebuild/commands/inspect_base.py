@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from imagebuild.commands import add_verb
+
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "inspect-base",
-        help="probe an image (python, NCCL, libfabric, plugin, Open MPI, CUDA, torch) and print matrix lines",
-        description="Run a probe in a throwaway, network-less container of IMAGE and report what the base "
+        "Run a probe in a throwaway, network-less container of IMAGE and report what the base "
         "already holds (python, each NCCL via ncclGetVersion, libfabric, the aws-ofi-nccl plugin, Open MPI, "
         "CUDA, torch), then print the matrix lines that extend it. Nothing is pulled.",
     )

@@ -10,14 +10,14 @@ import argparse
 import json
 import sys
 
-from imagebuild.cli import add_matrix_args
+from imagebuild.commands import add_matrix_args, add_verb
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "list",
-        help="list the variants of the matrix (after all checks)",
-        description="Load and check the matrix and render it in memory (refusing what `render` refuses), "
+        "Load and check the matrix and render it in memory (refusing what `render` refuses), "
         "then print its variants: a table, or each variant's lock "
         "as JSON (what a CI plan job fans out over). --shard I/N lists the variants `build --shard I/N` "
         "builds.",

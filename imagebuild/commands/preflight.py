@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from imagebuild.cli import add_matrix_args
+from imagebuild.commands import add_aws_args, add_matrix_args, add_verb
 from imagebuild.errors import UserError
 
 if TYPE_CHECKING:
@@ -16,10 +16,10 @@ if TYPE_CHECKING:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "preflight",
-        help="print launch recipes for the pre-flight, or run it on SageMaker",
-        description="Print the command that runs the image's validator around nccl-tests (or, in an image "
+        "Print the command that runs the image's validator around nccl-tests (or, in an image "
         "without them, the torch all-reduce probe) on a cluster (--print mpirun|sbatch|mpijob|torchrun "
         "--cluster FILE --image REPO@sha256:D; examples in examples/cluster/), or run the pre-flight as a "
         "SageMaker training job (--sagemaker). A variant with neither, or a cluster it was not built for, "
@@ -68,8 +68,7 @@ def add_sagemaker_args(parser: argparse.ArgumentParser) -> None:
         help="command the validator runs instead of --probe's ({gpus}, {nodes}, {sm_...} placeholders)",
     )
     g.add_argument("--volume-size", type=int, default=100, help="GB of EBS per instance (default 100)")
-    g.add_argument("--region", help="AWS region")
-    g.add_argument("--endpoint-url", help="AWS endpoint override (tests point it at moto's server)")
+    add_aws_args(g, "AWS region", attempts_help=None)
     g.add_argument(
         "--out", default="build/preflight", help="folder for the reports (default build/preflight)"
     )

@@ -21,16 +21,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from imagebuild.commands.push import add_registry_args, registry_target
+from imagebuild.commands import add_registry_args, add_verb, registry_target
 from imagebuild.errors import UserError
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "prune",
-        help="remove the tool's content-tagged images no channel, release or latest build names",
-        description=__doc__,
-    )
+    p = add_verb(sub, "prune", __doc__)
     p.add_argument(
         "--summary", default="build/summary.json", help="the latest build (default build/summary.json)"
     )

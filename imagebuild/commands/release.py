@@ -12,24 +12,18 @@ from __future__ import annotations
 
 import argparse
 
-from imagebuild.commands.push import add_registry_args, registry_target
+from imagebuild.commands import add_registry_args, add_variant_arg, add_verb, registry_target
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "release",
-        help="promote checked digests to release tags; write the release record and notes",
-        description=__doc__,
-    )
+    p = add_verb(sub, "release", __doc__)
     p.add_argument(
         "--summary",
         action="append",
         default=[],
         help="build summary (repeatable: one per CI job of a fanned-out matrix; default build/summary.json)",
     )
-    p.add_argument(
-        "--variant", action="append", default=[], metavar="NAME", help="only this variant (repeatable)"
-    )
+    add_variant_arg(p, help="only this variant (repeatable)")
     add_registry_args(p)
     p.add_argument(
         "--checks",

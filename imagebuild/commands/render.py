@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from imagebuild.catalog import platforms
-from imagebuild.cli import add_matrix_args
+from imagebuild.commands import add_matrix_args, add_verb
 from imagebuild.errors import UserError
 from imagebuild.matrix import envpolicy
 from imagebuild.matrix.load import load
@@ -16,10 +16,10 @@ from imagebuild.matrix.schema import json_schema
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "render",
-        help="render Dockerfile, context and lock of each variant",
-        description="Load and check the matrix, then write build/<variant>/{Dockerfile, variant.lock.json, "
+        "Load and check the matrix, then write build/<variant>/{Dockerfile, variant.lock.json, "
         "context/} for each variant (jinja2 over Dockerfile.templates/). Nothing is built or fetched.",
     )
     add_matrix_args(p)
@@ -32,10 +32,10 @@ def register(sub) -> None:
     )
     p.set_defaults(func=run_render)
 
-    e = sub.add_parser(
+    e = add_verb(
+        sub,
         "explain-env",
-        help="each env var of a variant and why it is (not) set",
-        description="Each environment variable the variant's image sets, or refuses to set, with the "
+        "Each environment variable the variant's image sets, or refuses to set, with the "
         "reason and its source (the env policy by component version).",
     )
     add_matrix_args(e)
@@ -43,10 +43,10 @@ def register(sub) -> None:
     e.add_argument("--json", action="store_true", help="machine-readable output")
     e.set_defaults(func=run_explain)
 
-    s = sub.add_parser(
+    s = add_verb(
+        sub,
         "schema",
-        help="print the JSON Schema of matrix.yaml (for editors)",
-        description="Print the JSON Schema the matrix file is checked against, for editor completion.",
+        "Print the JSON Schema the matrix file is checked against, for editor completion.",
     )
     s.set_defaults(func=run_schema)  # reads no matrix: a --matrix it ignored read as if it were checked
 

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 
+from imagebuild.commands import add_verb
+
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "report",
-        help="plot and summarise a validator report (python -m efa_validators parse --json)",
-        description=__doc__.splitlines()[0],
-    )
+    p = add_verb(sub, "report", __doc__.splitlines()[0])
     p.add_argument("report", metavar="REPORT.json", help="the validator's JSON report")
     p.add_argument("--plot", metavar="PNG", help="write a busbw-against-size plot here")
     p.add_argument("--markdown", metavar="MD", help="write a Markdown summary here ('-' for stdout)")

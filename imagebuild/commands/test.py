@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from imagebuild.commands import add_variant_arg, add_verb
+
 
 def register(sub) -> None:
-    from imagebuild.cli import add_variant_arg
-
-    p = sub.add_parser(
+    p = add_verb(
+        sub,
         "test",
-        help="check built images against their variant lock (testinfra); exit 1 if a check fails",
-        description="Check the images of the built variants (from <out>/summary.json), or any image "
+        "Check the images of the built variants (from <out>/summary.json), or any image "
         "this tool built (--image REF: the lock is read from its label). "
         "Writes <out>/test-report.json and JUnit XML.",
     )

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import pytest
 from cli import build_py
@@ -58,9 +58,13 @@ def _env(home: Path) -> dict:
     }
 
 
-def test_bash_completes_verbs_options_and_choices(tmp_path):
-    script = _script("bash", tmp_path, "efa-image-build.bash")
-    asks = tmp_path / "ask.sh"
+def _bash_asks(
+    folder: Path, lines: List[str], env: dict, timeout: int = 60, cwd: Optional[Path] = None
+) -> subprocess.CompletedProcess:
+    """Write the bash completion script into `folder` and run `lines` in a bare bash that sourced it; there
+    `ask WORD...` prints what TAB offers after those words (one a line), then `---`."""
+    script = _script("bash", folder, "efa-image-build.bash")
+    asks = folder / "ask.sh"
     asks.write_text(
         f"source {script}\n"
         f"fn=$(complete -p {PROG} | sed -n 's/.* -F \\([^ ]*\\) .*/\\1/p')\n"
@@ -70,21 +74,29 @@ def test_bash_completes_verbs_options_and_choices(tmp_path):
         "  COMPREPLY=()\n"
         '  "$fn" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
         "  printf '%s\\n' \"${COMPREPLY[@]}\"; echo ---\n"
-        "}\n"
-        f"ask {PROG} re\n"
-        f"ask {PROG} render --mat\n"
-        f"ask {PROG} completion ''\n"
-        f"ask {PROG} --log-level ''\n"
+        "}\n" + "".join(line + "\n" for line in lines)
     )
-    proc = subprocess.run(
+    return subprocess.run(
         [_shell("bash"), "--norc", "--noprofile", str(asks)],
         capture_output=True,
         text=True,
-        timeout=60,
-        env=_env(tmp_path),
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
     )
+
+
+def _answers(stdout: str) -> List[List[str]]:
+    """Each `ask`'s offers, sorted."""
+    return [sorted(a.split()) for a in stdout.split("---\n")[:-1]]
+
+
+def test_bash_completes_verbs_options_and_choices(tmp_path):
+    ask = f"ask {PROG}"
+    asks = [f"{ask} re", f"{ask} render --mat", f"{ask} completion ''", f"{ask} --log-level ''"]
+    proc = _bash_asks(tmp_path, asks, _env(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    answers = [sorted(a.split()) for a in proc.stdout.split("---\n")[:-1]]
+    answers = _answers(proc.stdout)
     levels = ["debug", "error", "info", "warning"]
     assert answers == [RE_VERBS, ["--matrix"], sorted(SHELLS), levels], proc.stdout
 
@@ -226,37 +238,21 @@ def test_bash_completes_the_variant_names_of_the_matrix_the_project_config_names
     bin_dir.mkdir()
     (bin_dir / PROG).write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "build.py"} "$@"\n')
     (bin_dir / PROG).chmod(0o755)
-    script = _script("bash", tmp_path, "efa-image-build.bash")
-    asks = tmp_path / "ask.sh"
-    asks.write_text(
-        f"source {script}\n"
-        f"fn=$(complete -p {PROG} | sed -n 's/.* -F \\([^ ]*\\) .*/\\1/p')\n"
-        "ask() {\n"
-        '  COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}\n'
-        "  COMPREPLY=()\n"
-        '  "$fn" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
-        "  printf '%s\\n' \"${COMPREPLY[@]}\"; echo ---\n"
-        "}\n"
-        f"ask {PROG} build --variant ''\n"
-        f"ask {PROG} list --variant train-cu1\n"
-        f"printf 'variants: [{{name: x, base: 1}}]\\n' > {matrix}\n"
-        f"ask {PROG} build --variant ''\n"
-        f"printf '[tool.efa-image-build\\n' > {project / 'pyproject.toml'}\n"
-        f"ask {PROG} build --variant ''\n"
-    )
+    ask_build = f"ask {PROG} build --variant ''"
+    asks = [
+        ask_build,
+        f"ask {PROG} list --variant train-cu1",
+        f"printf 'variants: [{{name: x, base: 1}}]\\n' > {matrix}",
+        ask_build,
+        f"printf '[tool.efa-image-build\\n' > {project / 'pyproject.toml'}",
+        ask_build,
+    ]
     env = _env(tmp_path)
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
     env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run(
-        [_shell("bash"), "--norc", "--noprofile", str(asks)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=project,
-    )
+    proc = _bash_asks(tmp_path, asks, env, timeout=120, cwd=project)
     assert proc.returncode == 0, proc.stderr
-    answers = [sorted(a.split()) for a in proc.stdout.split("---\n")[:-1]]
+    answers = _answers(proc.stdout)
     assert answers == [["train-cu12", "train-cu13"], ["train-cu12", "train-cu13"], [], []], proc.stdout
     assert proc.stderr == ""
 
