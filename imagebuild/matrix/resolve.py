@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from imagebuild import catalog
@@ -18,7 +17,8 @@ from imagebuild.catalog import osfamily, platforms
 from imagebuild.components import efa_installer as efa_block
 from imagebuild.errors import UserError
 from imagebuild.matrix import compat, envpolicy, osrules, requirements, schema
-from imagebuild.matrix.yamlsrc import MDict, file_of, line_of
+from imagebuild.matrix.expand import Expanded
+from imagebuild.matrix.yamlsrc import where
 from imagebuild.variant import (
     TITLE_LABEL,
     VARIANT_LABEL,
@@ -65,33 +65,16 @@ _TARGET_HINTS = {
 }
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """A merged variant body before resolution, with where it came from (for error lines)."""
-
-    name: str
-    body: MDict  # merged raw tree (lines kept)
-    spec: schema.VariantBody
-    axes: Tuple[Tuple[str, str], ...]
-    file: str
-    line: Optional[int]
-
-
 class _Ctx:
-    def __init__(self, m: Resolved) -> None:
+    def __init__(self, m: Expanded) -> None:
         self.m = m
 
     def error(self, message: str, key: str, hint: Optional[str] = None) -> UserError:
         loc: List[Any] = []
         for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
             loc.append(int(part[1:-1]) if part.startswith("[") else part)
-        return UserError(
-            f"variant '{self.m.name}': {message}",
-            file=file_of(self.m.body, loc) or self.m.file,
-            line=line_of(self.m.body, loc) or self.m.line,
-            key=key,
-            hint=hint,
-        )
+        where_ = where(self.m.body, loc, self.m.file, self.m.line)
+        return UserError(f"variant '{self.m.name}': {message}", key=key, hint=hint, **where_)
 
 
 def _apt_upstream(pin: str) -> str:
@@ -401,7 +384,8 @@ def _runtime_image(ctx: _Ctx, base: schema.BaseSpec) -> Optional[str]:
     return f"{repo}:{tag.replace('-devel', '-runtime', 1)}"
 
 
-def resolve(m: Resolved, base_dir: str) -> Variant:
+def resolve(m: Expanded) -> Variant:
+    """The Variant of one expanded body: everything it needs travels in `m` (its folder included)."""
     ctx = _Ctx(m)
     spec = m.spec
     if spec.base is None or not spec.base.image:
@@ -467,7 +451,7 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
         t = spec.training
         if not t.source_dir or not t.entry_point:
             raise ctx.error("training needs source_dir and entry_point", "training")
-        folder = os.path.normpath(os.path.join(base_dir, t.source_dir))
+        folder = os.path.normpath(os.path.join(m.folder, t.source_dir))
         if not os.path.isdir(folder):
             raise ctx.error(
                 f"training.source_dir {t.source_dir!r} is not a folder next to the matrix",

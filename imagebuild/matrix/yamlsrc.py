@@ -190,6 +190,13 @@ def file_of(root: Node, loc: Sequence[Any]) -> Optional[str]:
     return file
 
 
+def where(root: Node, loc: Sequence[Any], file: str, line: Optional[int] = None) -> Dict[str, Any]:
+    """The `file=` and `line=` of a UserError about `loc` under `root`: the deepest existing part's, else
+    `file` (and `line` where one is given), so every stage names the place the same way."""
+    found = line_of(root, loc)
+    return {"file": file_of(root, loc) or file, "line": found if line is None else found or line}
+
+
 def copy_dict(src: MDict, keys: Iterable[str]) -> MDict:
     """A new MDict holding only `keys` of `src`, lines kept."""
     out = MDict()
