@@ -272,6 +272,67 @@ def _merged(parts: Sequence[MDict], file: str, line: Optional[int]) -> MDict:
     return body
 
 
+def _chain(
+    group: MDict, defaults: MDict, templates: MDict, file: str, memo: Dict[str, Tuple[str, ...]]
+) -> List[MDict]:
+    """The layers every combination of a variant entry starts from: defaults, its templates, its own keys."""
+    applied: Dict[str, None] = {}
+    for tname in group.get("extends") or []:
+        for t in _template_chain(tname, templates, file, _at(group, "extends"), memo):
+            applied.setdefault(t, None)
+    chain: List[MDict] = [defaults] + _template_bodies(list(applied), templates)
+    chain.append(copy_dict(group, [k for k in group if k not in schema.GROUP_META_KEYS]))
+    return chain
+
+
+def _name(
+    group: MDict, values: Dict[str, str], file: str, gkey: str, names: Dict[str, Tuple[str, Optional[int]]]
+) -> str:
+    """The variant's name with its axes filled: a valid name, and the first of its kind in the matrix."""
+    name = _fill(group["name"], values, file, _at(group, "name"), f"{gkey}.name")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,99}", name):
+        raise UserError(
+            f"variant name {name!r} is not a valid name (lowercase, digits, . _ -)",
+            file=file,
+            line=_at(group, "name"),
+            key=f"{gkey}.name",
+        )
+    if name in names:
+        raise UserError(
+            f"two variants are named '{name}' (the other is at line {names[name][1]})",
+            file=file,
+            line=_at(group, "name"),
+            key=f"{gkey}.name",
+            hint="add an axis placeholder to the name, e.g. name: cuda{cuda}",
+        )
+    names[name] = (file, _at(group, "name"))
+    return name
+
+
+def _filled_tags(
+    body: MDict, values: Dict[str, str], file: str, platform: Optional[str], write_once: List[Any]
+) -> MDict:
+    """The body with each tag's `{name}` and axis keys filled ({content_hash} kept for the build to fill);
+    a write-once tag is kept and noted in `write_once`, refused later unless a platform twin shares it."""
+    if "tags" not in body:
+        return body
+    tags = MList()
+    tags.file, tags.line = body["tags"].file, body["tags"].line
+    channels = [str(c) for c in body.get("channels") or [] if isinstance(c, str)]
+    for ti, tag in enumerate(body["tags"]):
+        at = body["tags"].item_lines[ti]
+        filled = _fill(tag, dict(values, content_hash=_HASH_MARK), file, at, f"tags[{ti}]")
+        try:
+            tags.append(content_tag_or_channel(filled, channels, file, at, f"tags[{ti}]"))
+        except WriteOnceTag as err:  # unless a platform twin shares it (_refuse_unshared): then it names
+            tags.append(filled)  # the twins' image index, as push writes it
+            write_once.append((filled, platform or body.get("platform"), err))
+        tags.item_lines.append(at)
+    body = merge(body, copy_dict(body, []))
+    body["tags"] = tags
+    return body
+
+
 def expand(source: Source, platform: Optional[str] = None) -> List[Expanded]:
     """Every variant of the matrix, merged and checked, in matrix order (not yet resolved).
     `platform` overrides every variant's (`build.py render --platform linux/arm64`)."""
@@ -286,13 +347,7 @@ def expand(source: Source, platform: Optional[str] = None) -> List[Expanded]:
     checks_files: Dict[str, MDict] = {}
     for gi, group in enumerate(root["variants"]):
         gkey = f"variants[{gi}]"
-        chain: List[MDict] = [defaults]
-        applied: Dict[str, None] = {}
-        for tname in group.get("extends") or []:
-            for t in _template_chain(tname, templates, file, _at(group, "extends"), memo):
-                applied.setdefault(t, None)
-        chain += _template_bodies(list(applied), templates)
-        chain.append(copy_dict(group, [k for k in group if k not in schema.GROUP_META_KEYS]))
+        chain = _chain(group, defaults, templates, file, memo)
         for combo in _combinations(group, file, gkey):
             parts = list(chain)
             for axis, value in combo:
@@ -305,42 +360,9 @@ def expand(source: Source, platform: Optional[str] = None) -> List[Expanded]:
             if layer is not None:
                 body = _merged([layer] + parts, file, group.line)
             values = dict(combo)
-            name = _fill(group["name"], values, file, _at(group, "name"), f"{gkey}.name")
-            if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,99}", name):
-                raise UserError(
-                    f"variant name {name!r} is not a valid name (lowercase, digits, . _ -)",
-                    file=file,
-                    line=_at(group, "name"),
-                    key=f"{gkey}.name",
-                )
-            if name in names:
-                raise UserError(
-                    f"two variants are named '{name}' (the other is at line {names[name][1]})",
-                    file=file,
-                    line=_at(group, "name"),
-                    key=f"{gkey}.name",
-                    hint="add an axis placeholder to the name, e.g. name: cuda{cuda}",
-                )
-            names[name] = (file, _at(group, "name"))
+            name = _name(group, values, file, gkey, names)
             body = _filled_channels(body, dict(values, name=name), file)
-            # tags may use {name}, the axis keys and {content_hash} (kept for the build to fill)
-            if "tags" in body:
-                tags = MList()
-                tags.file, tags.line = body["tags"].file, body["tags"].line
-                channels = [str(c) for c in body.get("channels") or [] if isinstance(c, str)]
-                for ti, tag in enumerate(body["tags"]):
-                    at = body["tags"].item_lines[ti]
-                    filled = _fill(
-                        tag, dict(values, name=name, content_hash=_HASH_MARK), file, at, f"tags[{ti}]"
-                    )
-                    try:
-                        tags.append(content_tag_or_channel(filled, channels, file, at, f"tags[{ti}]"))
-                    except WriteOnceTag as err:  # unless a platform twin shares it (below): then it names
-                        tags.append(filled)  # the twins' image index, as push writes it
-                        write_once.append((filled, platform or body.get("platform"), err))
-                    tags.item_lines.append(at)
-                body = merge(body, copy_dict(body, []))
-                body["tags"] = tags
+            body = _filled_tags(body, dict(values, name=name), file, platform, write_once)
             if platform is not None:
                 body["platform"] = platform
             spec = validate(schema.VariantBody, body, body, file)
