@@ -53,6 +53,13 @@ def _at(node: Any, key: str) -> Optional[int]:
     return node.key_lines.get(key, node.line) if isinstance(node, MDict) else None
 
 
+def _refusal(
+    message: str, file: str, node: Any, field: str, key: str, hint: Optional[str] = None
+) -> UserError:
+    """A UserError at the line of `field` in `node` (the node's own line where it lacks the field)."""
+    return UserError(message, file=file, line=_at(node, field), key=key, hint=hint)
+
+
 MAX_EXTENDS_DEPTH = 100  # templates extending templates; real matrices use two or three levels
 MAX_VARIANTS = 1000  # per matrix file; a product of axes beyond this is a typo, and would exhaust memory
 
@@ -109,20 +116,14 @@ def _combinations(group: MDict, file: str, gkey: str) -> List[Tuple[Tuple[str, s
     names = list(axes)
     for axis in names:
         if not axes[axis]:
-            raise UserError(
-                "an axis needs at least one value", file=file, line=_at(axes, axis), key=f"{gkey}.axes.{axis}"
-            )
+            raise _refusal("an axis needs at least one value", file, axes, axis, f"{gkey}.axes.{axis}")
     count = 1
     for axis in names:
         count *= len(axes[axis])
         if count > MAX_VARIANTS:
-            raise UserError(
-                f"the axes make more than {MAX_VARIANTS} combinations",
-                file=file,
-                line=_at(group, "axes"),
-                key=f"{gkey}.axes",
-                hint="split the matrix, or exclude what you do not build",
-            )
+            message = f"the axes make more than {MAX_VARIANTS} combinations"
+            hint = "split the matrix, or exclude what you do not build"
+            raise _refusal(message, file, group, "axes", f"{gkey}.axes", hint=hint)
     combos = [tuple(zip(names, values)) for values in itertools.product(*(list(axes[a]) for a in names))]
     if not names:
         combos = [()]
@@ -130,19 +131,11 @@ def _combinations(group: MDict, file: str, gkey: str) -> List[Tuple[Tuple[str, s
     def check_refs(sel: MDict, key: str) -> None:
         for axis, value in sel.items():
             if axis not in axes:
-                raise UserError(
-                    f"'{axis}' is not an axis of this variant (axes: {', '.join(names) or 'none'})",
-                    file=file,
-                    line=_at(sel, axis),
-                    key=f"{key}.{axis}",
-                )
+                message = f"'{axis}' is not an axis of this variant (axes: {', '.join(names) or 'none'})"
+                raise _refusal(message, file, sel, axis, f"{key}.{axis}")
             if value not in axes[axis]:
-                raise UserError(
-                    f"axis '{axis}' has no value '{value}' (values: {', '.join(axes[axis])})",
-                    file=file,
-                    line=_at(sel, axis),
-                    key=f"{key}.{axis}",
-                )
+                message = f"axis '{axis}' has no value '{value}' (values: {', '.join(axes[axis])})"
+                raise _refusal(message, file, sel, axis, f"{key}.{axis}")
 
     def matches(combo: Tuple[Tuple[str, str], ...], sel: MDict) -> bool:
         d = dict(combo)
@@ -158,9 +151,7 @@ def _combinations(group: MDict, file: str, gkey: str) -> List[Tuple[Tuple[str, s
             )
         combos = [c for c in combos if not matches(c, sel)]
     if not combos:
-        raise UserError(
-            "every combination is excluded", file=file, line=_at(group, "exclude"), key=f"{gkey}.exclude"
-        )
+        raise _refusal("every combination is excluded", file, group, "exclude", f"{gkey}.exclude")
     includes = group.get("include") or MList()
     for i, inc in enumerate(includes):
         key = f"{gkey}.include[{i}].match"
@@ -291,20 +282,12 @@ def _name(
     """The variant's name with its axes filled: a valid name, and the first of its kind in the matrix."""
     name = _fill(group["name"], values, file, _at(group, "name"), f"{gkey}.name")
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,99}", name):
-        raise UserError(
-            f"variant name {name!r} is not a valid name (lowercase, digits, . _ -)",
-            file=file,
-            line=_at(group, "name"),
-            key=f"{gkey}.name",
-        )
+        message = f"variant name {name!r} is not a valid name (lowercase, digits, . _ -)"
+        raise _refusal(message, file, group, "name", f"{gkey}.name")
     if name in names:
-        raise UserError(
-            f"two variants are named '{name}' (the other is at line {names[name][1]})",
-            file=file,
-            line=_at(group, "name"),
-            key=f"{gkey}.name",
-            hint="add an axis placeholder to the name, e.g. name: cuda{cuda}",
-        )
+        message = f"two variants are named '{name}' (the other is at line {names[name][1]})"
+        hint = "add an axis placeholder to the name, e.g. name: cuda{cuda}"
+        raise _refusal(message, file, group, "name", f"{gkey}.name", hint=hint)
     names[name] = (file, _at(group, "name"))
     return name
 
