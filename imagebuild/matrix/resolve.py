@@ -384,10 +384,8 @@ def _runtime_image(ctx: _Ctx, base: schema.BaseSpec) -> Optional[str]:
     return f"{repo}:{tag.replace('-devel', '-runtime', 1)}"
 
 
-def resolve(m: Expanded) -> Variant:
-    """The Variant of one expanded body: everything it needs travels in `m` (its folder included)."""
-    ctx = _Ctx(m)
-    spec = m.spec
+def _base(ctx: _Ctx, spec: schema.VariantBody) -> BaseImage:
+    """The base image, complete (image, kind, OS) and consistent (a registry only for a remote image)."""
     if spec.base is None or not spec.base.image:
         raise ctx.error("missing base.image", "base.image")
     if not spec.base.kind:
@@ -405,9 +403,56 @@ def resolve(m: Expanded) -> Variant:
             "base.registry_arg",
             hint="an image made on this machine (`efa-image-build base --layout dlc`): set base.local: true",
         )
-    base = BaseImage(
+    return BaseImage(
         spec.base.image, spec.base.kind, spec.base.os, spec.base.registry_arg, _runtime_image(ctx, spec.base)
     )
+
+
+def _training(ctx: _Ctx, t: schema.TrainingSpec) -> Training:
+    """The training folder next to the matrix, its entry point and its requirements file, checked."""
+    if not t.source_dir or not t.entry_point:
+        raise ctx.error("training needs source_dir and entry_point", "training")
+    folder = os.path.normpath(os.path.join(ctx.m.folder, t.source_dir))
+    if not os.path.isdir(folder):
+        raise ctx.error(
+            f"training.source_dir {t.source_dir!r} is not a folder next to the matrix",
+            "training.source_dir",
+        )
+    if not os.path.isfile(os.path.join(folder, t.entry_point)):
+        raise ctx.error(f"entry point {t.entry_point!r} not found in {t.source_dir}", "training.entry_point")
+    reqs = requirements.RequirementsFile(0, False)
+    if t.requirements:
+        req_path = os.path.join(folder, t.requirements)
+        if not os.path.isfile(req_path):
+            raise ctx.error(
+                f"requirements {t.requirements!r} not found in {t.source_dir}", "training.requirements"
+            )
+        try:
+            with open(req_path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as err:
+            raise ctx.error(
+                f"requirements {t.requirements!r} not readable in {t.source_dir}: {err}",
+                "training.requirements",
+            ) from None
+        reqs = requirements.scan(
+            text, os.path.join(os.path.dirname(ctx.m.file), t.source_dir, t.requirements)
+        )
+    return Training(
+        t.source_dir,
+        t.entry_point,
+        t.requirements,
+        True if t.sagemaker is None else t.sagemaker,
+        install_requirements=reqs.requirements > 0,
+        require_hashes=reqs.hashed,
+    )
+
+
+def resolve(m: Expanded) -> Variant:
+    """The Variant of one expanded body: everything it needs travels in `m` (its folder included)."""
+    ctx = _Ctx(m)
+    spec = m.spec
+    base = _base(ctx, spec)
     python = spec.base.python or _default_python(spec.base.kind, spec.base.os)
 
     cspecs = {k: v for k, v in (spec.components or {}).items() if v is not None}
@@ -446,57 +491,17 @@ def resolve(m: Expanded) -> Variant:
     platform = spec.platform or platforms.DEFAULT
     env += _layout_env(comps, platform, spec.base.os)
 
-    training = None
-    if spec.training is not None:
-        t = spec.training
-        if not t.source_dir or not t.entry_point:
-            raise ctx.error("training needs source_dir and entry_point", "training")
-        folder = os.path.normpath(os.path.join(m.folder, t.source_dir))
-        if not os.path.isdir(folder):
-            raise ctx.error(
-                f"training.source_dir {t.source_dir!r} is not a folder next to the matrix",
-                "training.source_dir",
+    training = _training(ctx, spec.training) if spec.training is not None else None
+    if training is not None and training.sagemaker:
+        env.append(
+            EnvVar(
+                "SAGEMAKER_PROGRAM",
+                training.entry_point,
+                "the script SageMaker's training toolkit runs",
+                "SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)",
+                "training",
             )
-        if not os.path.isfile(os.path.join(folder, t.entry_point)):
-            raise ctx.error(
-                f"entry point {t.entry_point!r} not found in {t.source_dir}", "training.entry_point"
-            )
-        reqs = requirements.RequirementsFile(0, False)
-        if t.requirements:
-            req_path = os.path.join(folder, t.requirements)
-            if not os.path.isfile(req_path):
-                raise ctx.error(
-                    f"requirements {t.requirements!r} not found in {t.source_dir}", "training.requirements"
-                )
-            try:
-                with open(req_path, encoding="utf-8") as f:
-                    text = f.read()
-            except (OSError, UnicodeDecodeError) as err:
-                raise ctx.error(
-                    f"requirements {t.requirements!r} not readable in {t.source_dir}: {err}",
-                    "training.requirements",
-                ) from None
-            reqs = requirements.scan(
-                text, os.path.join(os.path.dirname(m.file), t.source_dir, t.requirements)
-            )
-        training = Training(
-            t.source_dir,
-            t.entry_point,
-            t.requirements,
-            True if t.sagemaker is None else t.sagemaker,
-            install_requirements=reqs.requirements > 0,
-            require_hashes=reqs.hashed,
         )
-        if training.sagemaker:
-            env.append(
-                EnvVar(
-                    "SAGEMAKER_PROGRAM",
-                    t.entry_point,
-                    "the script SageMaker's training toolkit runs",
-                    "SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)",
-                    "training",
-                )
-            )
     for name in sorted(user_env):
         env.append(EnvVar(name, user_env[name], "set by the matrix (env:)", m.file, "user"))
 
