@@ -24,7 +24,7 @@ from imagebuild.matrix import schema
 from imagebuild.matrix.checksfile import checks_layer
 from imagebuild.matrix.guards import refuse_hostile
 from imagebuild.matrix.validate import validate
-from imagebuild.matrix.yamlsrc import MDict, MList, copy_dict, merge
+from imagebuild.matrix.yamlsrc import MDict, MList, copy_dict, merge_all, with_key
 
 
 @dataclass(frozen=True)
@@ -250,17 +250,7 @@ def _filled_channels(body: MDict, values: Dict[str, str], file: str) -> MDict:
                             key=f"channels[{ci}]")  # fmt: skip
         filled.append(text)
         filled.item_lines.append(at)
-    body = merge(body, copy_dict(body, []))
-    body["channels"] = filled
-    return body
-
-
-def _merged(parts: Sequence[MDict], file: str, line: Optional[int]) -> MDict:
-    body = MDict()
-    body.file, body.line = file, line
-    for part in parts:
-        body = merge(body, part)
-    return body
+    return with_key(body, "channels", filled)
 
 
 def _chain(
@@ -311,9 +301,7 @@ def _filled_tags(
             tags.append(filled)  # the twins' image index, as push writes it
             write_once.append((filled, platform or body.get("platform"), err))
         tags.item_lines.append(at)
-    body = merge(body, copy_dict(body, []))
-    body["tags"] = tags
-    return body
+    return with_key(body, "tags", tags)
 
 
 def expand(source: Source, platform: Optional[str] = None) -> List[Expanded]:
@@ -338,10 +326,10 @@ def expand(source: Source, platform: Optional[str] = None) -> List[Expanded]:
             for inc in group.get("include") or []:
                 if all(dict(combo).get(k) == v for k, v in inc["match"].items()):
                     parts.append(inc["set"])
-            body = _merged(parts, file, group.line)
+            body = merge_all(parts, file, group.line)
             layer = checks_layer(body, path, file, checks_files)
             if layer is not None:
-                body = _merged([layer] + parts, file, group.line)
+                body = merge_all([layer] + parts, file, group.line)
             values = dict(combo)
             name = _name(group, values, file, gkey, names)
             body = _filled_channels(body, dict(values, name=name), file)

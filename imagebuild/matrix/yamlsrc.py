@@ -228,3 +228,19 @@ def merge(base: Node, patch: Node) -> Node:
         out[k] = merge(out[k], v) if k in out else v
         out.key_lines[k] = patch.key_lines.get(k, patch.line or 0)
     return out
+
+
+def merge_all(parts: Sequence[Node], file: Optional[str], line: Optional[int]) -> MDict:
+    """`merge` of `parts` in order, lowest first, over an empty mapping of `file` at `line`."""
+    out = MDict()
+    out.file, out.line = file, line
+    for part in parts:
+        out = merge(out, part)
+    return out
+
+
+def with_key(node: MDict, key: str, value: Node) -> MDict:
+    """A new mapping: `node` with `key` set to `value`, lines kept (the tree other variants share stays)."""
+    out = merge(node, copy_dict(node, []))
+    out[key] = value
+    return out
