@@ -9,29 +9,23 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Callable, Dict, Optional
+from typing import Dict, Optional
 
 from imagebuild.errors import UserError
 from imagebuild.matrix import schema
-from imagebuild.matrix.yamlsrc import MDict, copy_dict, file_of, line_of, load_file
+from imagebuild.matrix.validate import validate
+from imagebuild.matrix.yamlsrc import MDict, copy_dict, load_file, where
 from imagebuild.safefile import within
-
-Validate = Callable[..., object]
 
 
 def _refuse(body: MDict, file: str, message: str, hint: Optional[str] = None) -> UserError:
-    loc = ["checks_file"]
-    return UserError(
-        message, file=file_of(body, loc) or file, line=line_of(body, loc), key="checks_file", hint=hint
-    )
+    return UserError(message, key="checks_file", hint=hint, **where(body, ["checks_file"], file))
 
 
-def checks_layer(
-    body: MDict, matrix_path: str, display: str, validate: Validate, cache: Dict[str, MDict]
-) -> Optional[MDict]:
+def checks_layer(body: MDict, matrix_path: str, display: str, cache: Dict[str, MDict]) -> Optional[MDict]:
     """The lowest patch of a variant whose merged `body` names a `checks_file`: that file's `checks:`
-    (parsed once per matrix in `cache`); None without one. `validate` is the loader's (pydantic error ->
-    file:line:key). Lowest, so the matrix's own checks win by name and `name: null` drops one of its."""
+    (parsed once per matrix in `cache`); None without one. Lowest, so the matrix's own checks win by name
+    and `name: null` drops one of its."""
     rel = body.get("checks_file")
     if not isinstance(rel, str):
         return None  # absent, or a type error the schema reports with its line

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from imagebuild.errors import UserError
 from imagebuild.matrix import schema
-from imagebuild.matrix.yamlsrc import MDict, file_of, line_of
+from imagebuild.matrix.yamlsrc import MDict, where
 from imagebuild.variant import is_tool_label
 
 SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
@@ -39,10 +39,6 @@ def check_file_name(file: str) -> None:
         )
 
 
-def _where(body: MDict, file: str, loc: list) -> dict:
-    return {"file": file_of(body, loc) or file, "line": line_of(body, loc)}
-
-
 def url_file_name(url: str) -> str:
     """The last path segment of a URL (what an artifact is called when no filename is given)."""
     return posixpath.basename(urllib.parse.urlparse(url).path)
@@ -56,7 +52,7 @@ def refuse_hostile(spec: schema.VariantBody, body: MDict, file: str) -> None:
                 f"label '{key}' belongs to efa-image-build and cannot be set by the matrix",
                 key=f"labels.{key}",
                 hint="use your own prefix, e.g. com.example.team",
-                **_where(body, file, ["labels", key]),
+                **where(body, ["labels", key], file),
             )
     for cname, comp in (spec.components or {}).items():
         source = comp.source if comp is not None else None
@@ -73,7 +69,7 @@ def refuse_hostile(spec: schema.VariantBody, body: MDict, file: str) -> None:
                     f"the URL names no usable file name ({name!r}); artifacts are stored by file name",
                     key=".".join(loc),
                     hint="end the URL in the file's name, or give source.filename",
-                    **_where(body, file, loc),
+                    **where(body, loc, file),
                 )
     if spec.training is not None and spec.training.source_dir:
         rel = posixpath.normpath(spec.training.source_dir)
@@ -83,5 +79,5 @@ def refuse_hostile(spec: schema.VariantBody, body: MDict, file: str) -> None:
                 f"training.source_dir {spec.training.source_dir!r} leaves the matrix's folder",
                 key="training.source_dir",
                 hint="the build context holds only files from inside the matrix's folder",
-                **_where(body, file, loc),
+                **where(body, loc, file),
             )

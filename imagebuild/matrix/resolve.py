@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from imagebuild import catalog
@@ -18,7 +17,8 @@ from imagebuild.catalog import osfamily, platforms
 from imagebuild.components import efa_installer as efa_block
 from imagebuild.errors import UserError
 from imagebuild.matrix import compat, envpolicy, osrules, requirements, schema
-from imagebuild.matrix.yamlsrc import MDict, file_of, line_of
+from imagebuild.matrix.expand import Expanded
+from imagebuild.matrix.yamlsrc import where
 from imagebuild.variant import (
     TITLE_LABEL,
     VARIANT_LABEL,
@@ -65,33 +65,16 @@ _TARGET_HINTS = {
 }
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """A merged variant body before resolution, with where it came from (for error lines)."""
-
-    name: str
-    body: MDict  # merged raw tree (lines kept)
-    spec: schema.VariantBody
-    axes: Tuple[Tuple[str, str], ...]
-    file: str
-    line: Optional[int]
-
-
 class _Ctx:
-    def __init__(self, m: Resolved) -> None:
+    def __init__(self, m: Expanded) -> None:
         self.m = m
 
     def error(self, message: str, key: str, hint: Optional[str] = None) -> UserError:
         loc: List[Any] = []
         for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
             loc.append(int(part[1:-1]) if part.startswith("[") else part)
-        return UserError(
-            f"variant '{self.m.name}': {message}",
-            file=file_of(self.m.body, loc) or self.m.file,
-            line=line_of(self.m.body, loc) or self.m.line,
-            key=key,
-            hint=hint,
-        )
+        where_ = where(self.m.body, loc, self.m.file, self.m.line)
+        return UserError(f"variant '{self.m.name}': {message}", key=key, hint=hint, **where_)
 
 
 def _apt_upstream(pin: str) -> str:
@@ -401,9 +384,8 @@ def _runtime_image(ctx: _Ctx, base: schema.BaseSpec) -> Optional[str]:
     return f"{repo}:{tag.replace('-devel', '-runtime', 1)}"
 
 
-def resolve(m: Resolved, base_dir: str) -> Variant:
-    ctx = _Ctx(m)
-    spec = m.spec
+def _base(ctx: _Ctx, spec: schema.VariantBody) -> BaseImage:
+    """The base image, complete (image, kind, OS) and consistent (a registry only for a remote image)."""
     if spec.base is None or not spec.base.image:
         raise ctx.error("missing base.image", "base.image")
     if not spec.base.kind:
@@ -421,9 +403,56 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
             "base.registry_arg",
             hint="an image made on this machine (`efa-image-build base --layout dlc`): set base.local: true",
         )
-    base = BaseImage(
+    return BaseImage(
         spec.base.image, spec.base.kind, spec.base.os, spec.base.registry_arg, _runtime_image(ctx, spec.base)
     )
+
+
+def _training(ctx: _Ctx, t: schema.TrainingSpec) -> Training:
+    """The training folder next to the matrix, its entry point and its requirements file, checked."""
+    if not t.source_dir or not t.entry_point:
+        raise ctx.error("training needs source_dir and entry_point", "training")
+    folder = os.path.normpath(os.path.join(ctx.m.folder, t.source_dir))
+    if not os.path.isdir(folder):
+        raise ctx.error(
+            f"training.source_dir {t.source_dir!r} is not a folder next to the matrix",
+            "training.source_dir",
+        )
+    if not os.path.isfile(os.path.join(folder, t.entry_point)):
+        raise ctx.error(f"entry point {t.entry_point!r} not found in {t.source_dir}", "training.entry_point")
+    reqs = requirements.RequirementsFile(0, False)
+    if t.requirements:
+        req_path = os.path.join(folder, t.requirements)
+        if not os.path.isfile(req_path):
+            raise ctx.error(
+                f"requirements {t.requirements!r} not found in {t.source_dir}", "training.requirements"
+            )
+        try:
+            with open(req_path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as err:
+            raise ctx.error(
+                f"requirements {t.requirements!r} not readable in {t.source_dir}: {err}",
+                "training.requirements",
+            ) from None
+        reqs = requirements.scan(
+            text, os.path.join(os.path.dirname(ctx.m.file), t.source_dir, t.requirements)
+        )
+    return Training(
+        t.source_dir,
+        t.entry_point,
+        t.requirements,
+        True if t.sagemaker is None else t.sagemaker,
+        install_requirements=reqs.requirements > 0,
+        require_hashes=reqs.hashed,
+    )
+
+
+def resolve(m: Expanded) -> Variant:
+    """The Variant of one expanded body: everything it needs travels in `m` (its folder included)."""
+    ctx = _Ctx(m)
+    spec = m.spec
+    base = _base(ctx, spec)
     python = spec.base.python or _default_python(spec.base.kind, spec.base.os)
 
     cspecs = {k: v for k, v in (spec.components or {}).items() if v is not None}
@@ -462,57 +491,17 @@ def resolve(m: Resolved, base_dir: str) -> Variant:
     platform = spec.platform or platforms.DEFAULT
     env += _layout_env(comps, platform, spec.base.os)
 
-    training = None
-    if spec.training is not None:
-        t = spec.training
-        if not t.source_dir or not t.entry_point:
-            raise ctx.error("training needs source_dir and entry_point", "training")
-        folder = os.path.normpath(os.path.join(base_dir, t.source_dir))
-        if not os.path.isdir(folder):
-            raise ctx.error(
-                f"training.source_dir {t.source_dir!r} is not a folder next to the matrix",
-                "training.source_dir",
+    training = _training(ctx, spec.training) if spec.training is not None else None
+    if training is not None and training.sagemaker:
+        env.append(
+            EnvVar(
+                "SAGEMAKER_PROGRAM",
+                training.entry_point,
+                "the script SageMaker's training toolkit runs",
+                "SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)",
+                "training",
             )
-        if not os.path.isfile(os.path.join(folder, t.entry_point)):
-            raise ctx.error(
-                f"entry point {t.entry_point!r} not found in {t.source_dir}", "training.entry_point"
-            )
-        reqs = requirements.RequirementsFile(0, False)
-        if t.requirements:
-            req_path = os.path.join(folder, t.requirements)
-            if not os.path.isfile(req_path):
-                raise ctx.error(
-                    f"requirements {t.requirements!r} not found in {t.source_dir}", "training.requirements"
-                )
-            try:
-                with open(req_path, encoding="utf-8") as f:
-                    text = f.read()
-            except (OSError, UnicodeDecodeError) as err:
-                raise ctx.error(
-                    f"requirements {t.requirements!r} not readable in {t.source_dir}: {err}",
-                    "training.requirements",
-                ) from None
-            reqs = requirements.scan(
-                text, os.path.join(os.path.dirname(m.file), t.source_dir, t.requirements)
-            )
-        training = Training(
-            t.source_dir,
-            t.entry_point,
-            t.requirements,
-            True if t.sagemaker is None else t.sagemaker,
-            install_requirements=reqs.requirements > 0,
-            require_hashes=reqs.hashed,
         )
-        if training.sagemaker:
-            env.append(
-                EnvVar(
-                    "SAGEMAKER_PROGRAM",
-                    t.entry_point,
-                    "the script SageMaker's training toolkit runs",
-                    "SageMaker training toolkit (SAGEMAKER_PROGRAM, /opt/ml/code)",
-                    "training",
-                )
-            )
     for name in sorted(user_env):
         env.append(EnvVar(name, user_env[name], "set by the matrix (env:)", m.file, "user"))
 

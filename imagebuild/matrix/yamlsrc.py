@@ -190,6 +190,13 @@ def file_of(root: Node, loc: Sequence[Any]) -> Optional[str]:
     return file
 
 
+def where(root: Node, loc: Sequence[Any], file: str, line: Optional[int] = None) -> Dict[str, Any]:
+    """The `file=` and `line=` of a UserError about `loc` under `root`: the deepest existing part's, else
+    `file` (and `line` where one is given), so every stage names the place the same way."""
+    found = line_of(root, loc)
+    return {"file": file_of(root, loc) or file, "line": found if line is None else found or line}
+
+
 def copy_dict(src: MDict, keys: Iterable[str]) -> MDict:
     """A new MDict holding only `keys` of `src`, lines kept."""
     out = MDict()
@@ -220,4 +227,20 @@ def merge(base: Node, patch: Node) -> Node:
             continue
         out[k] = merge(out[k], v) if k in out else v
         out.key_lines[k] = patch.key_lines.get(k, patch.line or 0)
+    return out
+
+
+def merge_all(parts: Sequence[Node], file: Optional[str], line: Optional[int]) -> MDict:
+    """`merge` of `parts` in order, lowest first, over an empty mapping of `file` at `line`."""
+    out = MDict()
+    out.file, out.line = file, line
+    for part in parts:
+        out = merge(out, part)
+    return out
+
+
+def with_key(node: MDict, key: str, value: Node) -> MDict:
+    """A new mapping: `node` with `key` set to `value`, lines kept (the tree other variants share stays)."""
+    out = merge(node, copy_dict(node, []))
+    out[key] = value
     return out

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from efa_validators.report.printable import printable
+from efa_validators.run.smallfile import NotAFile, TooLarge, read_small
 from imagebuild.errors import UserError, did_you_mean
 
 TABLE = "efa-image-build"
@@ -92,21 +93,16 @@ def _bounded_bytes(path: Path) -> Optional[bytes]:
             hint="a pyproject.toml in this folder or a parent is looked at for [tool.efa-image-build]: "
             "remove or move this one, or run from a folder outside it",
         )
-    try:  # the descriptor judged again: the path may name another file by now (a FIFO blocks open())
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError:
-        return None
+    # the descriptor judged again (read_small): the path may name another file by now (a FIFO blocks open()),
+    # and the file may have grown since its stat
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, MAX_BYTES + 1)  # the file may have grown since its stat
-    except OSError:
+        return read_small(str(path), MAX_BYTES)
+    except TooLarge:
+        raise UserError(
+            f"not read: over the {MAX_BYTES} bytes a project config may be", file=str(path)
+        ) from None
+    except (NotAFile, OSError):
         return None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise UserError(f"not read: over the {MAX_BYTES} bytes a project config may be", file=str(path))
-    return data
 
 
 def _has_table(path: Path) -> bool:

@@ -114,3 +114,24 @@ def test_a_candidate_swapped_for_a_fifo_after_its_checks_is_not_read(tmp_path, m
         lambda: project._bounded_bytes(fifo), fifo, "the lookup blocked opening a FIFO in a parent folder"
     )
     assert got is None  # not a regular file: not read, not ours to judge
+
+
+def test_a_config_that_grew_after_its_stat_is_refused_by_what_the_descriptor_says(tmp_path, monkeypatch):
+    """The size is judged again on the open descriptor (run.smallfile's read_small): a file that was small at
+    its stat and is over MAX_BYTES by the read is refused, naming the file, not read whole."""
+    import pytest
+
+    small = tmp_path / "small.toml"
+    small.write_text("[tool.efa-image-build]\n")
+    small.chmod(0o644)
+    grown = _sparse(tmp_path / "pyproject.toml", project.MAX_BYTES + 1)
+    grown.chmod(0o644)
+    real_stat = Path.stat
+
+    def as_if_small(self, *a, **kw):
+        return real_stat(small if str(self) == str(grown) else self, *a, **kw)
+
+    monkeypatch.setattr(Path, "stat", as_if_small)
+    with pytest.raises(UserError, match=f"not read: over the {project.MAX_BYTES} bytes") as err:
+        project._bounded_bytes(grown)
+    assert err.value.file == str(grown)

@@ -15,6 +15,10 @@ class NotAFile(ValueError):
     """The path is no regular file of at most the cap: its message names the path and what it is."""
 
 
+class TooLarge(NotAFile):
+    """A regular file over the cap (by its size, or by what was read): a caller may word this one apart."""
+
+
 def read_small(path: str, limit: int = MAX_SMALL) -> bytes:
     """The bytes of the regular file `path` (at most `limit`); NotAFile or OSError otherwise."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
@@ -23,11 +27,11 @@ def read_small(path: str, limit: int = MAX_SMALL) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise NotAFile("%s: not a regular file" % path)
         if info.st_size > limit:
-            raise NotAFile("%s: file too large (%d bytes; at most %d)" % (path, info.st_size, limit))
+            raise TooLarge("%s: file too large (%d bytes; at most %d)" % (path, info.st_size, limit))
         os.set_blocking(fd, True)
         data = os.read(fd, limit + 1)
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise NotAFile("%s: file too large (more than %d bytes)" % (path, limit))
+        raise TooLarge("%s: file too large (more than %d bytes)" % (path, limit))
     return data

@@ -16,6 +16,7 @@ from paths import ROOT, TESTS, assert_golden
 from imagebuild import catalog, components
 from imagebuild.check.expectations import derive
 from imagebuild.matrix import resolve, schema
+from imagebuild.matrix.expand import Expanded
 from imagebuild.matrix.load import load
 from imagebuild.render import dockerfile as render
 from imagebuild.variant import Artifact, BaseImage, Component, Variant
@@ -117,13 +118,14 @@ def _resolve_example(block, spec: dict, base_kind: str = "local") -> Variant:
     if (spec.get("source") or {}).get("installer"):
         efa = components.block("efa_installer")
         present[efa.name] = schema.ComponentSpec.model_validate(_doc_examples(efa)[0])
-    where = resolve.Resolved(
+    where = Expanded(
         f"{block.name}-example",
         {},
         schema.VariantBody(),
         (),
         sys.modules[type(block).__module__].__file__,
         None,
+        ".",
     )
     comp = resolve._component(resolve._Ctx(where), block.name, present[block.name], present)
     return Variant(

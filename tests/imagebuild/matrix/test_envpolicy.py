@@ -7,6 +7,7 @@ import re
 
 import pytest
 from cli import build_py
+from matrices import nccl_variant
 from paths import ROOT
 
 from imagebuild.matrix.envpolicy import StackFacts, decide, forbidden, lint, policy_env
@@ -115,15 +116,7 @@ def test_linter_flags_advice_against_with_why():
     assert lint({"FI_EFA_USE_HUGE_PAGE": "1"}, f)[0].severity == "info"
 
 
-MATRIX = """\
-variants:
-  - name: v
-    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
-    cuda: "12.8"
-    components:
-      nccl: {version: "2.27.7", method: wheel}
-    env: {NCCL_ALGO: Ring, NCCL_DEBUG: INFO}
-"""
+MATRIX = "variants:\n" + nccl_variant("v", "    env: {NCCL_ALGO: Ring, NCCL_DEBUG: INFO}\n")
 
 
 def test_render_refuses_an_error_finding_and_accepts_it_when_ignored(tmp_path):
@@ -217,24 +210,17 @@ def test_the_linter_agrees_with_the_socket_ifname_rule():
     assert finding.severity == "info"
 
 
-SOCKET_MATRIX = """\
-variants:
-  - name: with-nccl
-    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
-    cuda: "12.8"
-    components:
-      nccl: {version: "2.27.7", method: wheel}
-  - name: user-ifname
-    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
-    cuda: "12.8"
-    components:
-      nccl: {version: "2.27.7", method: wheel}
-    env: {NCCL_SOCKET_IFNAME: "^docker0,lo"}
+SOCKET_MATRIX = (
+    "variants:\n"
+    + nccl_variant("with-nccl")
+    + nccl_variant("user-ifname", '    env: {NCCL_SOCKET_IFNAME: "^docker0,lo"}\n')
+    + """\
   - name: no-nccl
     base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
     components:
       openssh: {version: "9.2p1", source: {apt: ["openssh-server=1:9.2p1-*"]}}
 """
+)
 
 
 def test_socket_ifname_in_lock_dockerfile_and_explain_env(tmp_path):

@@ -23,7 +23,7 @@ from services import free_port
 
 from imagebuild.build.artifacts import ArtifactCache, ArtifactError
 from imagebuild.errors import UserError
-from imagebuild.matrix import load as matrix_mod
+from imagebuild.matrix import expand as matrix_mod
 from imagebuild.matrix.load import load
 from imagebuild.variant import Artifact
 

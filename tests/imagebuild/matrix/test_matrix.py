@@ -8,19 +8,13 @@ from pathlib import Path
 import cli
 import pytest
 from cli import build_py
+from matrices import nccl_variant
 from paths import ROOT
 
 from imagebuild.errors import UserError
 from imagebuild.matrix.load import expand, load
 
-GOOD = """\
-variants:
-  - name: v1
-    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}
-    cuda: "12.8"
-    components:
-      nccl: {version: "2.27.7", method: wheel}
-"""
+GOOD = "variants:\n" + nccl_variant("v1")
 
 
 def write(tmp_path: Path, text: str, name: str = "m.yaml") -> Path:
