@@ -15,7 +15,8 @@ from contextlib import closing, contextmanager
 from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence
 
 from efa_validators.judge import signatures
-from efa_validators.parse.facts import EVIDENCE_PER_KIND, Facts, NetRun
+from efa_validators.parse.facts import Facts
+from efa_validators.parse.ranks import EVIDENCE_PER_KIND, NetRun
 from efa_validators.parse.nccllog import (
     CHAIN_NEEDLES,
     NEEDLES,
@@ -331,11 +332,11 @@ _MEMO_LINES, _MEMO_LINE = 4096, 512
 
 def prepare(lines: Iterable) -> Iterator[tuple]:
     """Items for `Analysis.apply`, in the lines' order: `prep_line` of each line, except that consecutive
-    whole NET channel lines of one rank become one run ((host, pid, dev), facts.NetRun of them), and a
+    whole NET channel lines of one rank become one run ((host, pid, dev), ranks.NetRun of them), and a
     message hard-wrapped over two lines is read as one (scan/wrapped.py: one line held).
     Pure and order-keeping."""
     key = clean = None  # the run's rank; the last rank whose host and device hold no signature needle
-    run = {}  # type: dict  # the run's lines by tail (facts.NetRun: the first KEEP as (lineno, text))
+    run = {}  # type: dict  # the run's lines by tail (ranks.NetRun: the first KEEP as (lineno, text))
     top = None  # type: Optional[tuple]  # the run's highest rank named: (rank, lineno, text)
     head = hk = None  # the last _FAST_HEAD read (the line's start, up to 'NCCL INFO '): its (host, pid, dev)
     at = end = 0  # where its host starts, where it ends

@@ -10,7 +10,7 @@ import random
 from paths import ROOT, TESTS
 
 from efa_validators.analyze import Analysis, _scan_needles, _table_region, analyze_stream, prepare
-from efa_validators.parse.facts import NetRun, is_libfabric_net
+from efa_validators.parse.ranks import NetRun, is_libfabric_net
 from efa_validators.scan.linescan import scan
 from efa_validators.scan.wrapped import joined
 

@@ -16,7 +16,7 @@ from efa_validators import analyze
 from efa_validators.analyze import NCCL, SIGNATURE, Analysis, prep_line, prepare
 from efa_validators.analyze import TESTS as TESTS_FLAG
 from efa_validators.judge import signatures
-from efa_validators.parse.facts import NetRun
+from efa_validators.parse.ranks import NetRun
 from efa_validators.scan.linescan import scan
 
 LOGS = sorted(glob.glob(os.path.join(TESTS, "fixtures", "logs", "*.log")))
