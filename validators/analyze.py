@@ -16,7 +16,6 @@ from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Seque
 
 from efa_validators.judge import signatures
 from efa_validators.parse.facts import Facts
-from efa_validators.parse.ranks import EVIDENCE_PER_KIND, NetRun
 from efa_validators.parse.nccllog import (
     CHAIN_NEEDLES,
     NEEDLES,
@@ -28,6 +27,7 @@ from efa_validators.parse.nccllog import (
     clean_net_tail,
     parse_text,
 )
+from efa_validators.parse.ranks import EVIDENCE_PER_KIND, NetRun
 from efa_validators.report.assemble import build_report
 from efa_validators.scan import wrapped
 from efa_validators.scan.linescan import MAX_LINE, Region, scan
