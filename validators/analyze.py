@@ -716,7 +716,7 @@ def read_named_json(a: "Analysis", given: Sequence[str]) -> None:
     that is missing is left out (the log is often read away from the node); one that is there but is not a
     regular file, is too big or is not nccl-tests JSON is listed in `inputs` with the reason, never read.
     """
-    from efa_validators.parse.nccltests import NcclTestsJsonError, json_output_of
+    from efa_validators.parse.nccltests_json import NcclTestsJsonError, json_output_of
     from efa_validators.run.smallfile import NotAFile, read_small
 
     seen = set()
@@ -812,7 +812,7 @@ def _analyze_paths(
         if os.path.isdir(path):
             raise IsADirectoryError(21, "is a directory", path)
         if looks_like_json(path):
-            from efa_validators.parse.nccltests import load_json_output
+            from efa_validators.parse.nccltests_json import load_json_output
 
             a.add_tests_json(path, load_json_output(path))
             continue
