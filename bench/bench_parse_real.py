@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_runner_scale import generate as generate_ranks  # noqa: E402
 
-from efa_validators.analyze import needles  # noqa: E402
+from efa_validators.analyze.needles import needles  # noqa: E402
 from efa_validators.scan.parscan import default_workers  # noqa: E402
 
 SCALING = (16, 64, 256, 1024, 4096, 8192, 16384)
