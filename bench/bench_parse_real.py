@@ -50,6 +50,26 @@ def build_corpus(path: str, logs: list, size: int) -> int:
     return written
 
 
+def corpus_parser(doc: str) -> argparse.ArgumentParser:
+    """The benches' argument parser: described by `doc`'s first line, with --corpus, the folder of the real
+    logs (../shared/nccl-logs beside the checkout)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    default_corpus = os.path.join(os.path.dirname(ROOT), "shared", "nccl-logs")
+    ap.add_argument("--corpus", default=default_corpus, help="folder of real *.log files")
+    return ap
+
+
+def corpus_log(corpus: str, path: str, size: int) -> list:
+    """`build_corpus` of the *.log files in `corpus` into `path`: the logs read, or [] (said on stderr,
+    nothing written) when the folder holds none."""
+    logs = sorted(glob.glob(os.path.join(corpus, "*.log")))
+    if not logs:
+        print("no *.log in %s" % corpus, file=sys.stderr)
+        return []
+    build_corpus(path, logs, size)
+    return logs
+
+
 def _read(path: str) -> bytes:
     with open(path, "rb") as fh:
         return fh.read()
@@ -196,9 +216,7 @@ HEADER = (
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_corpus = os.path.join(os.path.dirname(ROOT), "shared", "nccl-logs")
-    ap.add_argument("--corpus", default=default_corpus, help="folder of real *.log files")
+    ap = corpus_parser(__doc__)
     ap.add_argument("--size-mb", type=int, default=256, help="corpus content size (0: skip)")
     ap.add_argument("--ranks", type=int, default=8192, help="generated init log, ranks (0: skip)")
     ap.add_argument("--scaling", action="store_true", help="also time 16..16384 ranks (one process each)")
@@ -213,12 +231,10 @@ def main(argv=None) -> int:
     try:
         print(HEADER % args.workers)
         if args.size_mb:
-            logs = sorted(glob.glob(os.path.join(args.corpus, "*.log")))
-            if not logs:
-                print("no *.log in %s" % args.corpus, file=sys.stderr)
-                return 2
             path = os.path.join(tmp, "corpus.log")
-            build_corpus(path, logs, args.size_mb << 20)
+            logs = corpus_log(args.corpus, path, args.size_mb << 20)
+            if not logs:
+                return 2
             r = results["corpus"] = contest(path, args.repeat, args.workers, tmp, args.baseline)
             print(row("real logs (%d files) concatenated" % len(logs), r, args.workers), flush=True)
             _filter_line(r)
