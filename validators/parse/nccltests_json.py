@@ -7,16 +7,7 @@ import math
 import re
 from typing import Any, Dict, Optional
 
-from efa_validators.parse.nccltests_result import (
-    _MAX_FAILURES,
-    _PLACEMENTS,
-    _empty_object,
-    _int,
-    _nccl_version_string,
-    _unique,
-    collective_from_binary,
-    summarize,
-)
+from efa_validators.parse import nccltests_result as result
 
 # The columns a `-J` result carries, named as the text header names them.
 _JSON_COLUMNS = ("size", "count", "type", "redop", "root") + ("time", "algbw", "busbw", "#wrong") * 2
@@ -106,7 +97,7 @@ def from_json_document(doc: Any, path: str = "<json>") -> Dict[str, Any]:
     """Map a parsed `-J` document to the `nccl_tests` object; see load_json_output."""
     if not isinstance(doc, dict) or "results" not in doc:
         raise NcclTestsJsonError("not an nccl-tests JSON report (no 'results')", path, key="results")
-    obj = _empty_object()
+    obj = result._empty_object()
     obj["source"] = "json"
     obj["json_version"] = doc.get("version")
     config = doc.get("config") or {}
@@ -130,10 +121,10 @@ def from_json_document(doc: Any, path: str = "<json>") -> Dict[str, Any]:
         obj["step"], obj["step_kind"] = _get(config, "step_bytes", int, path, "config."), "bytes"
     version = doc.get("nccl_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > 0:
-        obj["nccl_version"] = _nccl_version_string(version)
+        obj["nccl_version"] = result._nccl_version_string(version)
     args = doc.get("args")
     if isinstance(args, list) and args and isinstance(args[0], str):
-        obj["collective"] = collective_from_binary(args[0])
+        obj["collective"] = result.collective_from_binary(args[0])
         obj["collective_source"] = "binary" if obj["collective"] else None
     ranks = []
     devices = config.get("devices") or doc.get("devices") or []
@@ -157,8 +148,8 @@ def from_json_document(doc: Any, path: str = "<json>") -> Dict[str, Any]:
             }
         )
     obj["ranks"] = ranks
-    obj["hosts"] = _unique(r["host"] for r in ranks if r["host"])
-    obj["devices"] = _unique(r["name"] for r in ranks if r["name"])
+    obj["hosts"] = result._unique(r["host"] for r in ranks if r["host"])
+    obj["devices"] = result._unique(r["name"] for r in ranks if r["name"])
     results = doc["results"]
     if not isinstance(results, list):
         raise NcclTestsJsonError("expected a list", path, key="results")
@@ -190,11 +181,11 @@ def from_json_document(doc: Any, path: str = "<json>") -> Dict[str, Any]:
     if isinstance(errors, list):
         obj["failures"] = [
             {"file": path, "line": None, "text": f"# error: {e}"}
-            for e in errors[:_MAX_FAILURES]
+            for e in errors[: result._MAX_FAILURES]
             if isinstance(e, str) and e
         ]
     obj["evidence"]["header"] = {"file": path, "line": None, "text": f"results ({len(obj['rows'])} rows)"}
-    summarize(obj)
+    result.summarize(obj)
     obj["additional_tables"] = []
     return obj
 
@@ -205,7 +196,7 @@ def _json_row(res: Any, i: int, path: str) -> Dict[str, Any]:
         raise NcclTestsJsonError("expected an object", path, key=f"results[{i}]")
     root_raw = res.get("root")
     root = None
-    if isinstance(root_raw, str) and _int(root_raw.strip()) is not None:
+    if isinstance(root_raw, str) and result._int(root_raw.strip()) is not None:
         root = int(root_raw.strip())
     elif isinstance(root_raw, int) and not isinstance(root_raw, bool):
         root = root_raw
@@ -220,7 +211,7 @@ def _json_row(res: Any, i: int, path: str) -> Dict[str, Any]:
         "line": None,
         "text": f"results[{i}]",
     }
-    for placement in _PLACEMENTS:
+    for placement in result._PLACEMENTS:
         cell = res.get(placement)
         if cell is None:
             row[placement] = None
