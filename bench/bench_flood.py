@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from bench_parse_real import best, corpus_parser, parse_argv  # noqa: E402
+from bench_parse_real import best, corpus_parser, parse_argv, save_json  # noqa: E402
 
 from efa_validators.scan.parscan import default_workers  # noqa: E402
 
@@ -138,9 +138,7 @@ def main(argv=None) -> int:
                     ),
                     flush=True,
                 )
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump(results, fh, indent=2)
+        save_json(args.json, results)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -68,6 +69,13 @@ def corpus_log(corpus: str, path: str, size: int) -> list:
         return []
     build_corpus(path, logs, size)
     return logs
+
+
+def save_json(path: Optional[str], results: dict) -> None:
+    """The figures as JSON at `path` (--json), when one is given."""
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=2)
 
 
 def _read(path: str) -> bytes:
@@ -252,9 +260,7 @@ def main(argv=None) -> int:
             results["scaling"] = scaling(tmp, args.repeat, args.workers)
             if args.plot:
                 plot(results["scaling"], args.plot, args.workers)
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump(results, fh, indent=2)
+        save_json(args.json, results)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
