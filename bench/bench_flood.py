@@ -18,7 +18,6 @@ back. --baseline DIR runs another checkout's parser (main before the cap) on the
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -31,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from bench_parse_real import best, parse_argv  # noqa: E402
+from bench_parse_real import best, corpus_parser, parse_argv, save_json  # noqa: E402
 
 from efa_validators.scan.parscan import default_workers  # noqa: E402
 
@@ -97,16 +96,8 @@ HEADER = (
 )
 
 
-HEADER = (
-    "| parser | workers | wall s | CPU s | peak RSS MiB | report MB | ranks listed | not kept | verdict |\n"
-    "|---|---|---|---|---|---|---|---|---|"
-)
-
-
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_corpus = os.path.join(os.path.dirname(ROOT), "shared", "nccl-logs")
-    ap.add_argument("--corpus", default=default_corpus, help="folder of real *.log files")
+    ap = corpus_parser(__doc__)
     ap.add_argument("--ranks", type=int, default=300000)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--workers", type=int, default=default_workers())
@@ -147,9 +138,7 @@ def main(argv=None) -> int:
                     ),
                     flush=True,
                 )
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump(results, fh, indent=2)
+        save_json(args.json, results)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

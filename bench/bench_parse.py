@@ -32,7 +32,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from efa_validators.analyze import needles  # noqa: E402
+from efa_validators.analyze.needles import needles  # noqa: E402
 from efa_validators.scan.parscan import default_workers  # noqa: E402
 
 HOSTS = ["p5-node-%02d" % i for i in range(8)]

@@ -11,8 +11,6 @@ N-rank init log with no line repeated); the reports of all parses must be the sa
     python bench/bench_parse_alt.py --baseline DIR --rounds 5
 """
 
-import argparse
-import glob
 import os
 import shutil
 import statistics
@@ -24,7 +22,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
 from bench_parse_real import (  # noqa: E402
     ROOT,
     _warm,
-    build_corpus,
+    corpus_log,
+    corpus_parser,
     default_workers,
     generate_ranks,
     grep_pattern,
@@ -86,8 +85,7 @@ def show(name: str, r: dict, workers: int) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", default=os.path.join(os.path.dirname(ROOT), "shared", "nccl-logs"))
+    ap = corpus_parser(__doc__)
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("--ranks", type=int, default=8192)
     ap.add_argument("--rounds", type=int, default=5)
@@ -97,12 +95,9 @@ def main(argv=None) -> int:
     tmp = tempfile.mkdtemp(prefix="bench-parse-alt-")
     try:
         if args.size_mb:
-            logs = sorted(glob.glob(os.path.join(args.corpus, "*.log")))
-            if not logs:
-                print("no *.log in %s" % args.corpus, file=sys.stderr)
-                return 2
             path = os.path.join(tmp, "corpus.log")
-            build_corpus(path, logs, args.size_mb << 20)
+            if not corpus_log(args.corpus, path, args.size_mb << 20):
+                return 2
             show(
                 "%d MiB of the real logs" % args.size_mb,
                 rounds(path, tmp, args.rounds, args.workers, args.baseline),

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_parse_real import _warm, build_corpus, grep_pattern, timed  # noqa: E402
 
-from efa_validators.analyze import _scan_needles, _table_region  # noqa: E402
+from efa_validators.analyze.needles import _scan_needles, _table_region  # noqa: E402
 from efa_validators.scan.linescan import scan  # noqa: E402
 
 NCCL = re.compile(rb"NCCL")

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -33,7 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_runner_scale import generate as generate_ranks  # noqa: E402
 
-from efa_validators.analyze import needles  # noqa: E402
+from efa_validators.analyze.needles import needles  # noqa: E402
 from efa_validators.scan.parscan import default_workers  # noqa: E402
 
 SCALING = (16, 64, 256, 1024, 4096, 8192, 16384)
@@ -48,6 +49,33 @@ def build_corpus(path: str, logs: list, size: int) -> int:
             fh.write(blob)
             written += len(blob)
     return written
+
+
+def corpus_parser(doc: str) -> argparse.ArgumentParser:
+    """The benches' argument parser: described by `doc`'s first line, with --corpus, the folder of the real
+    logs (../shared/nccl-logs beside the checkout)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    default_corpus = os.path.join(os.path.dirname(ROOT), "shared", "nccl-logs")
+    ap.add_argument("--corpus", default=default_corpus, help="folder of real *.log files")
+    return ap
+
+
+def corpus_log(corpus: str, path: str, size: int) -> list:
+    """`build_corpus` of the *.log files in `corpus` into `path`: the logs read, or [] (said on stderr,
+    nothing written) when the folder holds none."""
+    logs = sorted(glob.glob(os.path.join(corpus, "*.log")))
+    if not logs:
+        print("no *.log in %s" % corpus, file=sys.stderr)
+        return []
+    build_corpus(path, logs, size)
+    return logs
+
+
+def save_json(path: Optional[str], results: dict) -> None:
+    """The figures as JSON at `path` (--json), when one is given."""
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=2)
 
 
 def _read(path: str) -> bytes:
@@ -196,9 +224,7 @@ HEADER = (
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_corpus = os.path.join(os.path.dirname(ROOT), "shared", "nccl-logs")
-    ap.add_argument("--corpus", default=default_corpus, help="folder of real *.log files")
+    ap = corpus_parser(__doc__)
     ap.add_argument("--size-mb", type=int, default=256, help="corpus content size (0: skip)")
     ap.add_argument("--ranks", type=int, default=8192, help="generated init log, ranks (0: skip)")
     ap.add_argument("--scaling", action="store_true", help="also time 16..16384 ranks (one process each)")
@@ -213,12 +239,10 @@ def main(argv=None) -> int:
     try:
         print(HEADER % args.workers)
         if args.size_mb:
-            logs = sorted(glob.glob(os.path.join(args.corpus, "*.log")))
-            if not logs:
-                print("no *.log in %s" % args.corpus, file=sys.stderr)
-                return 2
             path = os.path.join(tmp, "corpus.log")
-            build_corpus(path, logs, args.size_mb << 20)
+            logs = corpus_log(args.corpus, path, args.size_mb << 20)
+            if not logs:
+                return 2
             r = results["corpus"] = contest(path, args.repeat, args.workers, tmp, args.baseline)
             print(row("real logs (%d files) concatenated" % len(logs), r, args.workers), flush=True)
             _filter_line(r)
@@ -236,9 +260,7 @@ def main(argv=None) -> int:
             results["scaling"] = scaling(tmp, args.repeat, args.workers)
             if args.plot:
                 plot(results["scaling"], args.plot, args.workers)
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump(results, fh, indent=2)
+        save_json(args.json, results)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

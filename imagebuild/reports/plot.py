@@ -14,7 +14,7 @@ import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 from efa_validators.judge import profiles
-from efa_validators.parse.nccltests import PLATEAU_MIN_BYTES
+from efa_validators.parse.nccltests_result import PLATEAU_MIN_BYTES
 from imagebuild.errors import UserError
 
 

@@ -41,6 +41,7 @@ def _warm() -> None:
 
     import efa_validators.analyze  # noqa: F401
     import efa_validators.parse.nccltests  # noqa: F401
+    import efa_validators.parse.nccltests_json  # noqa: F401
 
 
 class _Rounds:

@@ -1,7 +1,7 @@
 """Judge an nccl-tests result against an instance profile: checks and findings that never pass on absence.
 
 Three checks, each pass/fail/unknown with the lines that prove it:
-* `busbw-plateau`: the plateau busbw (see validators/parse/nccltests.py for the rule and why not the average),
+* `busbw-plateau`: the plateau busbw (see parse/nccltests_result.py for the rule and why not the average),
   as a percentage of the wire speed (profiles.wire_busbw) and against the expected floor
   (profiles.expected_busbw, source stated). One node sends nothing over EFA: unknown, never pass.
 * `wrong-zero`: every row's #wrong visible and 0 (N/A or Inf/NaN are not zero); for the old `error`
@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from efa_validators.judge import profiles
 from efa_validators.judge.agree import json_table_check
 from efa_validators.judge.shortlist import few
-from efa_validators.parse.nccltests import PLATEAU_MIN_BYTES
+from efa_validators.parse.nccltests_result import PLATEAU_MIN_BYTES
 
 Check = Dict[str, Any]
 Finding = Dict[str, Any]

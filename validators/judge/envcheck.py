@@ -322,7 +322,7 @@ def _vkey(v: str) -> Tuple[int, ...]:
 
 def _on_plugin(facts) -> bool:
     """aws-ofi-nccl is seen: its lines, its version, or its network name."""
-    from efa_validators.parse.facts import is_libfabric_net
+    from efa_validators.parse.ranks import is_libfabric_net
 
     return any(
         p.ofi or p.plugin_versions or any(is_libfabric_net(n) for n in p.networks())

@@ -11,7 +11,7 @@ from typing import List, Optional
 
 from efa_validators.judge import envcheck
 from efa_validators.judge.shortlist import few, ranges
-from efa_validators.parse.facts import is_efa_provider
+from efa_validators.parse.ranks import is_efa_provider
 
 
 def crash_kind(facts, kind: str) -> List[dict]:

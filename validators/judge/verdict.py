@@ -13,7 +13,8 @@ from efa_validators.judge import causes, signatures
 from efa_validators.judge.kept import not_kept_finding
 from efa_validators.judge.shortlist import few
 from efa_validators.judge.world import demote, outside_world, world_check
-from efa_validators.parse.facts import Facts, is_libfabric_net
+from efa_validators.parse.facts import Facts
+from efa_validators.parse.ranks import is_libfabric_net
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 

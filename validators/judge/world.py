@@ -13,7 +13,8 @@ from typing import Dict, List, Optional, Tuple
 
 from efa_validators.judge.bandwidth import _rank_ev
 from efa_validators.judge.shortlist import few
-from efa_validators.parse.facts import Facts, Where, _ev
+from efa_validators.parse.facts import Facts
+from efa_validators.parse.ranks import Where, _ev
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 NAME = "world-consistent"

@@ -1,4 +1,4 @@
-"""Read nccl-tests output (the text table, or the `-J` JSON file) into the report's `nccl_tests` object.
+"""Read nccl-tests text output (table, parameters, ranks, footer) into the report's `nccl_tests` object.
 
 The table is read BY ITS HEADER, never by column position: nccl-tests changed its columns over the years
 (per-test headers without `redop` and/or `root` before 2022, the `error` column renamed `#wrong`, `cputime`
@@ -10,36 +10,25 @@ and other ranks' interleaved output can never invent a row.
 Streaming: `NcclTestsParser.feed()` takes one line at a time (already stripped of launcher prefixes) and
 keeps only the facts (header values, ranks, rows; all small), never the lines.
 
-Plateau rule (why not the average): nccl-tests' `Avg bus bandwidth` is the mean over every row, 8-byte
-messages included, so it measures latency as much as bandwidth (one AWS p5 run: avg 52.98 GB/s, peak
-437.79). The plateau is judged at a stated size instead: `plateau_busbw` is the highest busbw (out-of-place
-or in-place) among rows of at least `PLATEAU_MIN_BYTES` (1 GiB, the smallest size at which the published
-AWS figures are given); when the run never reached 1 GiB, it is the best busbw of the largest size run,
-and `plateau_rule` says so, because such a curve may not have flattened yet.
+The object, its summary and the plateau rule are in nccltests_result.py (the `-J` JSON reader,
+nccltests_json.py, fills the same object).
 """
 
-import json
 import math
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-PLATEAU_MIN_BYTES = 1 << 30
-
-# Collectives whose binaries nccl-tests builds (`<name>_perf`, `<name>_perf_mpi`).
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "alltoallv",
-    "alltoall",
-    "broadcast",
-    "reduce_scatter",
-    "reduce",
-    "sendrecv",
-    "scatter",
-    "gather",
-    "hypercube",
+from efa_validators.parse.nccltests_result import (
+    _MAX_FAILURES,
+    _PARAM_KEYS,
+    _PLACEMENTS,
+    _empty_object,
+    _int,
+    _nccl_version_string,
+    _unique,
+    collective_from_binary,
+    summarize,
 )
-_BINARY_RE = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(COLLECTIVES) + r")_perf(?:_mpi)?(?![A-Za-z0-9_])")
 
 # `# nThread 1 nGpus 8 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 ...`
 _PARAM_RES = {
@@ -86,19 +75,6 @@ _TIME_NAMES = ("time", "cputime")
 # Per-placement columns and the row key they land in; unknown extra columns (per-iteration stats) are read
 # as numbers and kept under their header name.
 _BLOCK_KEYS = {"time": "time", "cputime": "time", "algbw": "algbw", "busbw": "busbw", "#wrong": "wrong"}
-_PLACEMENTS = ("out_of_place", "in_place")
-# The columns a `-J` result carries, named as the text header names them.
-_JSON_COLUMNS = ("size", "count", "type", "redop", "root") + ("time", "algbw", "busbw", "#wrong") * 2
-# The JSON's units are fixed by its writer: time in microseconds, bandwidths in GB/s (NVIDIA/nccl-tests
-# src/util.cu writeBenchmarkLineBody, the same values the table prints under "(us)" and "(GB/s)")
-_JSON_UNITS = ("(B)", "(elements)") + ("(us)", "(GB/s)", "(GB/s)") * 2
-_MAX_FAILURES = 20
-
-
-def collective_from_binary(text: str) -> Optional[str]:
-    """`/opt/nccl-tests/build/all_reduce_perf -b 8` -> "all_reduce"; None when no test binary is named."""
-    m = _BINARY_RE.search(text)
-    return m.group(1) if m else None
 
 
 def _number(tok: str) -> Tuple[bool, Optional[float]]:
@@ -111,14 +87,7 @@ def _number(tok: str) -> Tuple[bool, Optional[float]]:
         return False, None
 
 
-_INT_RE = re.compile(r"^-?\d+$")
 _STAMP_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
-
-
-def _int(tok: str) -> Optional[int]:
-    if not _INT_RE.match(tok):
-        return None
-    return int(tok)
 
 
 class _Layout:
@@ -472,67 +441,6 @@ class NcclTestsParser:
         return obj
 
 
-_PARAM_KEYS = (
-    "nthread",
-    "ngpus",
-    "min_bytes",
-    "max_bytes",
-    "step",
-    "step_kind",
-    "warmup_iters",
-    "iters",
-    "agg_iters",
-    "check",
-    "graph",
-)
-
-
-def _empty_object() -> Dict[str, Any]:
-    obj: Dict[str, Any] = {k: None for k in _PARAM_KEYS}
-    obj.update(
-        {
-            "source": None,
-            "nccl_version": None,
-            "collective": None,
-            "collective_source": None,
-            "nccl_tests_version": None,
-            "ranks": [],
-            "hosts": [],
-            "devices": [],
-            "columns": [],
-            "units": None,
-            "old_error_column": False,
-            "rows": [],
-            "skipped_lines": 0,
-            "avg_busbw": None,
-            "avg_busbw_check": None,
-            "out_of_bounds": None,
-            "out_of_bounds_ok": None,
-            "wrong": None,
-            "wrong_unseen_rows": 0,
-            "nonfinite": 0,
-            "plateau_busbw": None,
-            "plateau_size": None,
-            "plateau_placement": None,
-            "plateau_rule": None,
-            "plateau_min_size": PLATEAU_MIN_BYTES,
-            "truncated": False,
-            "tables_dropped": 0,
-            "failures": [],
-            "evidence": {},
-        }
-    )
-    return obj
-
-
-def _unique(items) -> List[Any]:
-    seen: List[Any] = []
-    for item in items:
-        if item not in seen:
-            seen.append(item)
-    return seen
-
-
 def _infer_collective(table: _Table) -> Optional[str]:
     """Only the unambiguous case: a reduction with a root is `reduce` (every other column set is shared)."""
     lay = table.layout
@@ -541,301 +449,3 @@ def _infer_collective(table: _Table) -> Optional[str]:
     if table.rows and all(r["redop"] not in (None, "none") and (r["root"] or -1) >= 0 for r in table.rows):
         return "reduce"
     return None
-
-
-def summarize(obj: Dict[str, Any]) -> None:
-    """Fill `wrong`, `nonfinite` and the plateau fields from `rows` (shared by the text and JSON readers)."""
-    rows = obj["rows"]
-    wrong_sum: Optional[int] = None
-    unseen = 0
-    nonfinite = 0
-    for row in rows:
-        nonfinite += row.get("nonfinite", 0)
-        for placement in _PLACEMENTS:
-            cell = row.get(placement)
-            if cell is None:
-                continue
-            if cell.get("wrong") is None:
-                unseen += 1
-            else:
-                wrong_sum = (wrong_sum or 0) + cell["wrong"]
-    obj["wrong"] = wrong_sum
-    obj["wrong_unseen_rows"] = unseen if rows else 0
-    obj["nonfinite"] = nonfinite
-    best, size, placement, rule = plateau(rows)
-    obj["plateau_busbw"], obj["plateau_size"], obj["plateau_placement"] = best, size, placement
-    obj["plateau_rule"] = rule
-    if obj.get("collective") is None and _ratio_says_all_reduce(rows):
-        obj["collective"], obj["collective_source"] = "all_reduce", "busbw/algbw ratio"
-
-
-def _ratio_says_all_reduce(rows: List[Dict[str, Any]]) -> bool:
-    """busbw = algbw x factor, and only all_reduce has a factor above 1 (2(n-1)/n: 1.33 at 3 ranks, up to 2).
-
-    Read on rows with algbw >= 1 GB/s, where two printed decimals keep the ratio within 0.5%. Two ranks
-    (factor 1.0) cannot be told from broadcast/reduce/sendrecv and stay unknown.
-    """
-    ratios = [
-        cell["busbw"] / cell["algbw"]
-        for row in rows
-        for cell in (row.get("out_of_place"), row.get("in_place"))
-        if cell and cell.get("algbw") and cell.get("busbw") is not None and cell["algbw"] >= 1.0
-    ]
-    return bool(ratios) and all(1.2 < r < 2.01 for r in ratios)
-
-
-def plateau(
-    rows: List[Dict[str, Any]],
-) -> Tuple[Optional[float], Optional[int], Optional[str], Optional[str]]:
-    """(busbw, size, placement, rule): see the module docstring for why this and not the average."""
-    candidates = [
-        (cell["busbw"], row["size"], placement)
-        for row in rows
-        for placement in _PLACEMENTS
-        for cell in [row.get(placement)]
-        if cell is not None and cell.get("busbw") is not None and row.get("size") is not None
-    ]
-    if not candidates:
-        return None, None, None, None
-    big = [c for c in candidates if c[1] >= PLATEAU_MIN_BYTES]
-    if big:
-        rule = "max busbw over rows of size >= 1 GiB"
-    else:
-        largest = max(c[1] for c in candidates)
-        big = [c for c in candidates if c[1] == largest]
-        rule = "max busbw at the largest size run (below 1 GiB: the curve may not have reached its plateau)"
-    bw, size, placement = max(big, key=lambda c: (c[0], c[1]))
-    return bw, size, placement, rule
-
-
-# -- the -J JSON output ---------------------------------------------------------------------------
-
-
-class NcclTestsJsonError(ValueError):
-    """A `-J` file that is not nccl-tests JSON; carries the file and the key for a clear message."""
-
-    def __init__(
-        self, message: str, file: str, key: Optional[str] = None, line: Optional[int] = None
-    ) -> None:
-        where = file + (f":{line}" if line else "") + (f": key '{key}'" if key else "")
-        super().__init__(f"{where}: {message}")
-        self.file, self.key, self.line = file, key, line
-
-
-# nccl-tests writes doubles with printf("%lf"), so a non-finite value comes out as a bare `inf`/`-inf`/`nan`,
-# which strict JSON rejects. Replace only bare words, never inside strings.
-_BARE_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?)\b(inf|nan|infinity)\b', re.IGNORECASE)
-
-
-def _unbare(text: str) -> str:
-    return _BARE_RE.sub(lambda m: m.group(0) if m.group(2) is None else "null", text)
-
-
-def load_json_output(path: str) -> Dict[str, Any]:
-    """Read an nccl-tests `-J FILE` (v2.17.3+, format version 1..3) into the same object `result()` gives.
-
-    Raises NcclTestsJsonError (a ValueError) naming the file and key when it is not that format.
-    """
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as err:
-        raise NcclTestsJsonError(f"cannot read: {err.strerror}", path) from None
-    return json_output_of(data, path)
-
-
-def json_output_of(data: bytes, path: str) -> Dict[str, Any]:
-    """`load_json_output` of bytes already read (a file named inside a log is read by its descriptor)."""
-    raw = data.decode("utf-8", errors="replace")
-    try:
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            doc = json.loads(_unbare(raw))
-    except RecursionError:  # arrays nested deeper than Python's stack (a hostile file): no nccl-tests JSON
-        raise NcclTestsJsonError("not an nccl-tests JSON report (nested too deep to read)", path) from None
-    except ValueError as err:
-        line = getattr(err, "lineno", None)
-        raise NcclTestsJsonError(
-            "not valid JSON ({})".format(getattr(err, "msg", err)), path, line=line
-        ) from None
-    return from_json_document(doc, path)
-
-
-def _get(doc: Dict[str, Any], key: str, kind, path: str, where: str, required: bool = False):
-    val = doc.get(key)
-    if val is None:
-        if required:
-            raise NcclTestsJsonError("missing", path, key=where + key)
-        return None
-    if kind is float and isinstance(val, (int, float)) and not isinstance(val, bool):
-        return float(val)
-    if kind is float and isinstance(val, str) and val.lower() in ("nan", "inf", "-inf"):
-        return None
-    if kind is int and isinstance(val, float) and math.isfinite(val) and val == int(val):
-        return int(val)
-    if not isinstance(val, kind) or isinstance(val, bool) and kind is not bool:
-        raise NcclTestsJsonError(f"expected {kind.__name__}, got {val!r}", path, key=where + key)
-    return val
-
-
-def _okay(val: Any) -> Optional[bool]:
-    """nccl-tests writes its booleans as the strings "true"/"false" (and "unchecked")."""
-    if isinstance(val, bool):
-        return val
-    if val in ("true", "false"):
-        return val == "true"
-    return None
-
-
-def from_json_document(doc: Any, path: str = "<json>") -> Dict[str, Any]:
-    """Map a parsed `-J` document to the `nccl_tests` object; see load_json_output."""
-    if not isinstance(doc, dict) or "results" not in doc:
-        raise NcclTestsJsonError("not an nccl-tests JSON report (no 'results')", path, key="results")
-    obj = _empty_object()
-    obj["source"] = "json"
-    obj["json_version"] = doc.get("version")
-    config = doc.get("config") or {}
-    if not isinstance(config, dict):
-        raise NcclTestsJsonError("expected an object", path, key="config")
-    for key, jkey in (
-        ("nthread", "nthreads"),
-        ("ngpus", "ngpus"),
-        ("min_bytes", "minimum_bytes"),
-        ("max_bytes", "maximum_bytes"),
-        ("warmup_iters", "warmup_iters"),
-        ("iters", "iterations"),
-        ("agg_iters", "aggregated_iterations"),
-        ("check", "validation"),
-        ("graph", "graph"),
-    ):
-        obj[key] = _get(config, jkey, int, path, "config.")
-    if config.get("step_factor") is not None:
-        obj["step"], obj["step_kind"] = _get(config, "step_factor", int, path, "config."), "factor"
-    elif config.get("step_bytes") is not None:
-        obj["step"], obj["step_kind"] = _get(config, "step_bytes", int, path, "config."), "bytes"
-    version = doc.get("nccl_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > 0:
-        obj["nccl_version"] = _nccl_version_string(version)
-    args = doc.get("args")
-    if isinstance(args, list) and args and isinstance(args[0], str):
-        obj["collective"] = collective_from_binary(args[0])
-        obj["collective_source"] = "binary" if obj["collective"] else None
-    ranks = []
-    devices = config.get("devices") or doc.get("devices") or []
-    if not isinstance(devices, list):
-        raise NcclTestsJsonError("expected a list", path, key="config.devices")
-    for i, dev in enumerate(devices):
-        if not isinstance(dev, dict):
-            raise NcclTestsJsonError("expected an object", path, key=f"config.devices[{i}]")
-        where = f"config.devices[{i}]."
-        ranks.append(
-            {
-                "rank": _get(dev, "rank", int, path, where),
-                "group": _get(dev, "group", int, path, where),
-                "pid": _get(dev, "pid", int, path, where),
-                "host": _get(dev, "hostname", str, path, where),
-                "device": _get(dev, "device", int, path, where),
-                "pci": _get(dev, "device_hex", str, path, where),
-                "name": _get(dev, "device_info", str, path, where),
-                "file": path,
-                "line": None,
-            }
-        )
-    obj["ranks"] = ranks
-    obj["hosts"] = _unique(r["host"] for r in ranks if r["host"])
-    obj["devices"] = _unique(r["name"] for r in ranks if r["name"])
-    results = doc["results"]
-    if not isinstance(results, list):
-        raise NcclTestsJsonError("expected a list", path, key="results")
-    obj["rows"] = [_json_row(res, i, path) for i, res in enumerate(results)]
-    obj["columns"] = list(_JSON_COLUMNS)
-    obj["units"] = list(_JSON_UNITS)
-    oob = doc.get("out_of_bounds")
-    if isinstance(oob, dict):
-        obj["out_of_bounds"] = _get(oob, "count", int, path, "out_of_bounds.")
-        obj["out_of_bounds_ok"] = _okay(oob.get("okay"))
-        obj["evidence"]["out_of_bounds"] = {
-            "file": path,
-            "line": None,
-            "text": f"out_of_bounds: {json.dumps(oob)}",
-        }
-    avg = doc.get("average_bus_bandwidth") or doc.get("average_bus_bandwidith")  # early builds' spelling
-    if isinstance(avg, dict):
-        key = "bandwidth" if "bandwidth" in avg else "bandwidith"
-        obj["avg_busbw"] = _get(avg, key, float, path, "average_bus_bandwidth.")
-        check = _okay(avg.get("okay"))
-        obj["avg_busbw_check"] = None if check is None else ("OK" if check else "FAILED")
-        obj["evidence"]["avg_busbw"] = {
-            "file": path,
-            "line": None,
-            "text": f"average_bus_bandwidth: {json.dumps(avg)}",
-        }
-    obj["truncated"] = oob is None and avg is None
-    errors = doc.get("errors")
-    if isinstance(errors, list):
-        obj["failures"] = [
-            {"file": path, "line": None, "text": f"# error: {e}"}
-            for e in errors[:_MAX_FAILURES]
-            if isinstance(e, str) and e
-        ]
-    obj["evidence"]["header"] = {"file": path, "line": None, "text": f"results ({len(obj['rows'])} rows)"}
-    summarize(obj)
-    obj["additional_tables"] = []
-    return obj
-
-
-def _nccl_version_string(code: int) -> str:
-    """NCCL_VERSION_CODE: 22703 -> "2.27.3" (from 2.9: major*10000 + minor*100 + patch), 2804 -> "2.8.4"."""
-    if code >= 10000:
-        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
-
-
-def _json_row(res: Any, i: int, path: str) -> Dict[str, Any]:
-    where = f"results[{i}]."
-    if not isinstance(res, dict):
-        raise NcclTestsJsonError("expected an object", path, key=f"results[{i}]")
-    root_raw = res.get("root")
-    root = None
-    if isinstance(root_raw, str) and _int(root_raw.strip()) is not None:
-        root = int(root_raw.strip())
-    elif isinstance(root_raw, int) and not isinstance(root_raw, bool):
-        root = root_raw
-    row: Dict[str, Any] = {
-        "size": _get(res, "size", int, path, where, required=True),
-        "count": _get(res, "count", int, path, where),
-        "type": _get(res, "type", str, path, where),
-        "redop": _get(res, "redop", str, path, where),
-        "root": root,
-        "nonfinite": 0,
-        "file": path,
-        "line": None,
-        "text": f"results[{i}]",
-    }
-    for placement in _PLACEMENTS:
-        cell = res.get(placement)
-        if cell is None:
-            row[placement] = None
-            continue
-        if not isinstance(cell, dict):
-            raise NcclTestsJsonError("expected an object or null", path, key=where + placement)
-        w = where + placement + "."
-        out = {
-            "time": _get(cell, "time", float, path, w)
-            if "time" in cell
-            else _get(cell, "cpu_time", float, path, w),
-            "algbw": _get(cell, "alg_bw", float, path, w),
-            "busbw": _get(cell, "bus_bw", float, path, w),
-            "wrong": None,
-        }
-        for key in ("time", "cpu_time", "alg_bw", "bus_bw", "nwrong"):
-            if isinstance(cell.get(key), str) or (key in cell and cell.get(key) is None and key != "nwrong"):
-                row["nonfinite"] += 1
-        nwrong = _get(cell, "nwrong", float, path, w)
-        if nwrong is not None:
-            if nwrong < 0 or nwrong != int(nwrong):
-                raise NcclTestsJsonError(f"expected a count, got {nwrong!r}", path, key=w + "nwrong")
-            out["wrong"] = int(nwrong)
-        row[placement] = out
-    return row

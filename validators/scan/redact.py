@@ -4,7 +4,7 @@ A launch command can carry a token in a URL (`https://user:TOKEN@host/`, `?X-Amz
 child can print its environment (`AWS_SECRET_ACCESS_KEY=...`), an STS answer (`"SessionToken": "..."`), a
 curl header (`Authorization: Bearer ...`) or a key file. `validators run` writes what it runs and what the
 child printed into its log, report and findings; `validators parse` quotes a saved log's lines as evidence
-(validators/parse/facts.py masks each as it is made); `build.py` writes URLs into messages. All redact by this
+(parse/ranks.py `_ev` masks each as it is made); `build.py` writes URLs into messages. All redact by this
 table (imagebuild.errors.redact is `redact_text`), so a rule added here holds everywhere. It sits in the first
 stage (scan) so that the parser, the runner and the build side can all use it.
 

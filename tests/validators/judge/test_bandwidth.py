@@ -6,7 +6,8 @@ from paths import TESTS
 
 from efa_validators.judge.bandwidth import judge
 from efa_validators.judge.profiles import get_profile
-from efa_validators.parse.nccltests import NcclTestsParser, load_json_output
+from efa_validators.parse.nccltests import NcclTestsParser
+from efa_validators.parse.nccltests_json import load_json_output
 
 FIXTURES = TESTS / "fixtures" / "nccltests"
 P5 = get_profile("p5.48xlarge")

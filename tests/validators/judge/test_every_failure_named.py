@@ -141,7 +141,8 @@ def test_lines_are_not_joined_across_a_message_of_their_own_or_a_gap():
 
 def test_the_joiner_holds_one_line_at_most():
     """Streaming, bounded: each line's item is out before the line after the next is read."""
-    from efa_validators.analyze import NCCL, SIGNATURE, WRAP, prepare
+    from efa_validators.analyze.needles import NCCL, SIGNATURE, WRAP
+    from efa_validators.analyze.prep import prepare
 
     read = []
 

@@ -11,7 +11,9 @@ import pytest
 from conftest import corpus_missing
 from paths import TESTS as TEST_DIR
 
-from efa_validators.analyze import NCCL, SIGNATURE, TESTS, Analysis, analyze, fold_range, prepare
+from efa_validators.analyze import Analysis, analyze, fold_range
+from efa_validators.analyze.needles import NCCL, SIGNATURE, TESTS
+from efa_validators.analyze.prep import prepare
 
 P5 = (TEST_DIR / "fixtures" / "logs" / "p5-2node-efa-gdr-mpirun.log").read_text().splitlines()
 

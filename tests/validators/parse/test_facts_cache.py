@@ -4,7 +4,7 @@ import inspect
 import random
 import re
 
-from efa_validators.parse.facts import COUNTER_READS, PROC_FLAGS, Proc
+from efa_validators.parse.ranks import COUNTER_READS, PROC_FLAGS, Proc
 
 _VALUES = {
     "using_network": ["Libfabric", "AWS Libfabric", "Socket", "IB"],

@@ -21,17 +21,9 @@ from conftest import _nccl_logs_dir, corpus_missing
 from paths import ROOT
 from scanlogs import random_log, run_json
 
-from efa_validators.analyze import (
-    NCCL,
-    SIGNATURE,
-    TESTS,
-    Analysis,
-    _scan_needles,
-    _table_region,
-    _table_start,
-    fold_range,
-    prepare,
-)
+from efa_validators.analyze import Analysis, fold_range
+from efa_validators.analyze.needles import NCCL, SIGNATURE, TESTS, _scan_needles, _table_region, _table_start
+from efa_validators.analyze.prep import prepare
 from efa_validators.parse.facts import Facts
 from efa_validators.scan.linescan import scan
 from efa_validators.scan.wrapped import ends_no_range

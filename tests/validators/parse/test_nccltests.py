@@ -10,13 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import ROOT, TESTS
 
-from efa_validators.parse.nccltests import (
-    PLATEAU_MIN_BYTES,
-    NcclTestsJsonError,
-    NcclTestsParser,
-    collective_from_binary,
-    load_json_output,
-)
+from efa_validators.parse.nccltests import NcclTestsParser
+from efa_validators.parse.nccltests_json import NcclTestsJsonError, load_json_output
+from efa_validators.parse.nccltests_result import PLATEAU_MIN_BYTES, collective_from_binary
 
 FIXTURES = TESTS / "fixtures" / "nccltests"
 
@@ -349,7 +345,8 @@ def test_parser_profiles_and_judge_run_on_python38():
 
     code = (
         "import sys; sys.path.insert(0, '.');"
-        "from efa_validators.parse.nccltests import NcclTestsParser, load_json_output;"
+        "from efa_validators.parse.nccltests import NcclTestsParser;"
+        "from efa_validators.parse.nccltests_json import load_json_output;"
         "from efa_validators.judge.bandwidth import judge;"
         "from efa_validators.judge.profiles import get_profile;"
         "p = NcclTestsParser();"
@@ -473,7 +470,7 @@ _json_doc = st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(_json_doc)
 def test_any_json_document_maps_or_is_a_clear_error(doc):
-    from efa_validators.parse.nccltests import from_json_document
+    from efa_validators.parse.nccltests_json import from_json_document
 
     try:
         r = from_json_document(doc, "x.json")

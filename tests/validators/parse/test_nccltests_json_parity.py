@@ -13,7 +13,8 @@ import math
 
 from paths import TESTS
 
-from efa_validators.parse.nccltests import NcclTestsParser, load_json_output
+from efa_validators.parse.nccltests import NcclTestsParser
+from efa_validators.parse.nccltests_json import load_json_output
 
 FIXTURES = TESTS / "fixtures" / "nccltests"
 LOG, DOC = FIXTURES / "pair-allreduce-2node.log", FIXTURES / "pair-allreduce-2node.json"

@@ -9,8 +9,10 @@ import random
 
 from paths import ROOT, TESTS
 
-from efa_validators.analyze import Analysis, _scan_needles, _table_region, analyze_stream, prepare
-from efa_validators.parse.facts import NetRun, is_libfabric_net
+from efa_validators.analyze import Analysis, analyze_stream
+from efa_validators.analyze.needles import _scan_needles, _table_region
+from efa_validators.analyze.prep import prepare
+from efa_validators.parse.ranks import NetRun, is_libfabric_net
 from efa_validators.scan.linescan import scan
 from efa_validators.scan.wrapped import joined
 
@@ -87,13 +89,13 @@ def test_runs_fold_as_lines_do_on_random_logs():
 def test_the_catalog_lets_a_net_line_skip_the_signature_search():
     """Every signature needle can only lie in a NET line's host, device or network name (_FIELDS_DECIDE):
     else every NET line would take the general path, and a fast path that is never taken tests nothing."""
-    from efa_validators import analyze
+    from efa_validators.analyze import prep
 
-    assert analyze._FIELDS_DECIDE
-    assert analyze._holds_needle("gpu-a", "0", "rdma-read-x") and not analyze._holds_needle("gpu-a", "0")
+    assert prep._FIELDS_DECIDE
+    assert prep._holds_needle("gpu-a", "0", "rdma-read-x") and not prep._holds_needle("gpu-a", "0")
     # and no needle can lie across a headed line's head and message (_SPLIT_DECIDES): else every such line
     # would run the signature search (prep_line), and that skip would be tested by nothing
-    assert analyze._SPLIT_DECIDES
+    assert prep._SPLIT_DECIDES
 
 
 def test_runs_fold_as_lines_do_on_the_real_logs(nccl_logs_dir):
@@ -193,7 +195,8 @@ def _any_line(rng: random.Random) -> str:
 def test_one_head_lines_read_as_the_general_path_reads_them():
     """analyze.prep_line's one-head path (a regex, the last head kept) gives what strip_prefix and parse_text
     give, line by line, on runs of lines that share heads and on lines that almost take the path."""
-    from efa_validators.analyze import NCCL, SIGNATURE, TESTS, _headed, _prep_general, prep_line
+    from efa_validators.analyze.needles import NCCL, SIGNATURE, TESTS
+    from efa_validators.analyze.prep import _headed, _prep_general, prep_line
 
     rng = random.Random(7)
     taken = left = 0

@@ -13,10 +13,12 @@ from conftest import corpus_missing
 from paths import ROOT, TESTS
 
 from efa_validators import analyze
-from efa_validators.analyze import NCCL, SIGNATURE, Analysis, prep_line, prepare
-from efa_validators.analyze import TESTS as TESTS_FLAG
+from efa_validators.analyze import Analysis, needles, prep
+from efa_validators.analyze.needles import NCCL, SIGNATURE
+from efa_validators.analyze.needles import TESTS as TESTS_FLAG
+from efa_validators.analyze.prep import prep_line, prepare
 from efa_validators.judge import signatures
-from efa_validators.parse.facts import NetRun
+from efa_validators.parse.ranks import NetRun
 from efa_validators.scan.linescan import scan
 
 LOGS = sorted(glob.glob(os.path.join(TESTS, "fixtures", "logs", "*.log")))
@@ -30,7 +32,7 @@ def _lines(paths: list) -> list:
     once = []
     for path in paths:
         with open(path, "rb") as fh:
-            once += list(scan(fh, analyze._scan_needles(), stats={}, region=analyze._table_region()))
+            once += list(scan(fh, needles._scan_needles(), stats={}, region=needles._table_region()))
     out, n = [], len(once)
     for copy in range(3):
         for i, (lineno, raw, cut, flags) in enumerate(once):
@@ -57,7 +59,7 @@ def _report(items: list) -> dict:
 def _fresh(monkeypatch: pytest.MonkeyPatch, lines: list) -> list:
     """prepare's items with the memo off (no line is short enough to be kept)."""
     with monkeypatch.context() as m:
-        m.setattr(analyze, "_MEMO_LINE", -1)
+        m.setattr(prep, "_MEMO_LINE", -1)
         return list(prepare(iter(lines)))
 
 
@@ -90,7 +92,7 @@ def test_a_repeated_line_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
         read.append(lineno)
         return prep_line(lineno, raw, cut, flags)
 
-    monkeypatch.setattr(analyze, "prep_line", counted)
+    monkeypatch.setattr(prep, "prep_line", counted)
     items = list(prepare(iter(lines)))
     assert read == [1, 2, 5, 6, 7]  # 3 and 4 from the memo; other flags and cut lines read
     assert [i[0] for i in items] == [1, 2, 3, 4, 5, 6, 7]
@@ -100,16 +102,14 @@ def test_a_repeated_line_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_memo_stays_bounded() -> None:
     """No more than _MEMO_LINES lines kept, none longer than _MEMO_LINE (a unique-line log keeps little)."""
     head = "[1,0]<stdout>:gpu-a:10:11 [0] NCCL INFO "
-    lines = [
-        (i, head + "NCCL version 2.%d.1+cuda12.2" % i, False, NCCL) for i in range(3 * analyze._MEMO_LINES)
-    ]
-    lines.append((0, head + "x" * (analyze._MEMO_LINE + 1), False, NCCL))
+    lines = [(i, head + "NCCL version 2.%d.1+cuda12.2" % i, False, NCCL) for i in range(3 * prep._MEMO_LINES)]
+    lines.append((0, head + "x" * (prep._MEMO_LINE + 1), False, NCCL))
     gen = prepare(iter(lines))  # the memo read from the paused generator
     for _ in range(len(lines)):  # paused at the last line's item: each line kept or not by now
         next(gen)
     kept = gen.gi_frame.f_locals["memo"]
-    assert 0 < len(kept) <= analyze._MEMO_LINES
-    assert all(len(raw) <= analyze._MEMO_LINE for raw in kept)
+    assert 0 < len(kept) <= prep._MEMO_LINES
+    assert all(len(raw) <= prep._MEMO_LINE for raw in kept)
 
 
 def test_stream_report_unchanged_by_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,13 +122,13 @@ def test_stream_report_unchanged_by_the_memo(monkeypatch: pytest.MonkeyPatch) ->
         return a.report()
 
     kept = report()
-    monkeypatch.setattr(analyze, "_MEMO_LINE", -1)
+    monkeypatch.setattr(prep, "_MEMO_LINE", -1)
     assert kept == report()
 
 
 def test_interleaved_heads_are_read_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ranks and threads interleave their lines: each head is tested for signature needles once (kept in
-    analyze._HEADS), and every line's item is the one read with nothing kept."""
+    prep._HEADS), and every line's item is the one read with nothing kept."""
     heads = [
         "[1,%d]<stdout>:gpu-%d:%d:%d [%d] NCCL INFO " % (r, r // 2, 10 + r, 20 + r, r % 2) for r in range(6)
     ]
@@ -143,16 +143,16 @@ def test_interleaved_heads_are_read_once_each(monkeypatch: pytest.MonkeyPatch) -
             tested.append(text)
         return signatures.holds_line_needle(text)
 
-    monkeypatch.setattr(analyze, "holds_line_needle", counted)
-    monkeypatch.setattr(analyze, "_HEADS", {})
-    monkeypatch.setattr(analyze, "_LAST", [None])
+    monkeypatch.setattr(prep, "holds_line_needle", counted)
+    monkeypatch.setattr(prep, "_HEADS", {})
+    monkeypatch.setattr(prep, "_LAST", [None])
     items = list(prepare(iter(lines)))
     assert sorted(tested) == sorted(h[h.index(">:") + 2 :] for h in heads)
-    free = {head: kept[4] for head, kept in analyze._HEADS.items()}
+    free = {head: kept[4] for head, kept in prep._HEADS.items()}
     assert free == {h: not h.startswith("[1,6]") for h in heads}  # the needle host's head is not free
     fresh = []
     for line in lines:
-        analyze._HEADS.clear()
-        analyze._LAST[0] = None
+        prep._HEADS.clear()
+        prep._LAST[0] = None
         fresh.append(prep_line(*line))
     assert items == fresh

@@ -137,7 +137,8 @@ class _CountingProcs(dict):
 
 
 def _passes_for(nhosts: int) -> int:
-    from efa_validators.parse.facts import Facts, Proc
+    from efa_validators.parse.facts import Facts
+    from efa_validators.parse.ranks import Proc
 
     facts = Facts()
     procs = _CountingProcs()

@@ -173,7 +173,7 @@ def test_dense_and_sparse_needles_in_one_chunk_at_real_sizes():
 def test_nccl_dense_utf8_content_with_a_table_goes_line_by_line(monkeypatch):
     """NET on most lines (channel setup), a non-ASCII line and an nccl-tests table in the same chunk:
     the line-by-line path takes it (the speed of issue 15 rests on that) and yields the contract."""
-    from efa_validators.analyze import _scan_needles, _table_region
+    from efa_validators.analyze.needles import _scan_needles, _table_region
 
     lines = []
     for r in range(300):

@@ -20,7 +20,8 @@ import pytest
 from conftest import corpus_missing
 from scanlogs import TABLE, random_log, run_json
 
-from efa_validators.analyze import _scan_needles, _table_region, analyze_paths
+from efa_validators.analyze import analyze_paths
+from efa_validators.analyze.needles import _scan_needles, _table_region
 from efa_validators.scan import linescan, memsearch, parscan
 from efa_validators.scan.linescan import MAX_LINE, scan
 
@@ -117,7 +118,7 @@ _SPLIT = r"""
 import io, json, sys
 sys.path.insert(0, sys.argv[1])
 from efa_validators.scan import parscan
-from efa_validators.analyze import _scan_needles, _table_region
+from efa_validators.analyze.needles import _scan_needles, _table_region
 from efa_validators.scan.linescan import scan
 out = []
 for path, rs in json.loads(sys.argv[2]):
@@ -183,7 +184,7 @@ _DYING = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 from efa_validators.scan import parscan
-from efa_validators.analyze import _scan_needles, _table_region
+from efa_validators.analyze.needles import _scan_needles, _table_region
 from efa_validators.scan.linescan import scan
 PARENT, calls = os.getpid(), [0]
 def dying_region():
