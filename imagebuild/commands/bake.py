@@ -17,7 +17,7 @@ from imagebuild.build.artifacts import DEFAULT_CACHE
 
 
 def register(sub) -> None:
-    from imagebuild.build.builder import DEFAULT_CA
+    from imagebuild.build.context import DEFAULT_CA
     from imagebuild.cli import add_matrix_args
     from imagebuild.commands.build import add_trust_local_base
 

@@ -15,8 +15,8 @@ EXIT_FAILED = 1
 
 
 def register(sub) -> None:
-    from imagebuild.build.builder import DEFAULT_CA
     from imagebuild.build.buildkit import BUILDERS
+    from imagebuild.build.context import DEFAULT_CA
     from imagebuild.cli import add_matrix_args
     from imagebuild.commands.push import add_registry_args
 
