@@ -71,7 +71,7 @@ def demo(req: DemoRequest) -> DemoOutcome:
         _print_not_built(req.matrix, left)
         raise UserError("no variant of the matrix can be built here", file=req.matrix)
     built = pipeline.Selection(render=None, out=out, variants=tuple(names))  # rendered above
-    # No --build-ca: a variant whose matrix asks for the CA gets the default one (builder.DEFAULT_CA) anyway.
+    # No --build-ca: a variant whose matrix asks for the CA gets the default one (context.DEFAULT_CA) anyway.
     stage = pipeline.StageOptions(cache=Path(req.cache), mirror=req.mirror)
     results = pipeline.build(pipeline.BuildRequest(select=built, stage=stage, jobs=req.jobs))
     if any(r.status == "failed" for r in results):
