@@ -16,11 +16,13 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import List
 
 import pytest
 from cli import BUILD_PY, Result, build_py, build_py_process
 from paths import ROOT
 from services import RUN
+from throwaway import remove_images_tagged
 
 from imagebuild.build import contenthash
 from imagebuild.variant import HASH_LABEL, LOCK_LABEL
@@ -83,27 +85,18 @@ def mirror(tmp_path_factory) -> Path:
 def cleanup_images(docker_client):
     """Remove every image these tests tagged (only ours: the repository prefix is unique to this module)."""
     yield
-    for image in docker_client.images.list():
-        if any(t.startswith(REPO) for t in image.tags):
-            docker_client.images.remove(image.id, force=True)
+    remove_images_tagged(docker_client, REPO)
+
+
+def _build_argv(out: Path, cache: Path, mirror: Path, *extra: str) -> List[str]:
+    """`build` with the classic builder: these tests read its Step and layer-cache lines (BuildKit:
+    test_buildkit.py)."""
+    argv = ["build", "--builder", "classic", "--no-render", "--out", str(out), "--cache", str(cache)]
+    return argv + ["--mirror", str(mirror), "--plain", *extra]
 
 
 def _build(out: Path, cache: Path, mirror: Path, *extra: str) -> Result:
-    """The classic builder: these tests read its Step and layer-cache lines (BuildKit: test_buildkit.py)."""
-    argv = [
-        "build",
-        "--builder",
-        "classic",
-        "--no-render",
-        "--out",
-        str(out),
-        "--cache",
-        str(cache),
-        "--mirror",
-        str(mirror),
-        "--plain",
-    ]
-    return build_py(*argv, *extra)
+    return build_py(*_build_argv(out, cache, mirror, *extra))
 
 
 def _summary(out: Path) -> dict:
@@ -365,19 +358,7 @@ def _start_slow_build(
     """`build.py build` of a variant whose last RUN sleeps 300 s, once that step runs in its container."""
     _variant(out, name, run=f"sleep 300 && echo {word}")  # never a cached layer
     proc = subprocess.Popen(
-        [
-            *wrap,
-            *BUILD_PY,
-            "build",
-            "--builder",
-            "classic",
-            "--no-render",
-            "--out",
-            str(out),
-            "--variant",
-            name,
-        ]
-        + ["--cache", str(cache), "--mirror", str(mirror), "--plain"],
+        [*wrap, *BUILD_PY, *_build_argv(out, cache, mirror, "--variant", name)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
