@@ -110,6 +110,7 @@ def repositories(lock: dict) -> List[str]:
 
 
 def split_repo_tag(ref: str) -> Tuple[str, str]:
+    """(repository, tag) of `repo[:tag]`; no tag is `latest` (a registry port's colon is not a tag)."""
     slash, colon = ref.rfind("/"), ref.rfind(":")
     return (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, "latest")
 
