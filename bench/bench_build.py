@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from imagebuild.adapters import docker_engine  # noqa: E402
-from imagebuild.build import builder  # noqa: E402
+from imagebuild.build import context  # noqa: E402
 from imagebuild.cli import main as cli_main  # noqa: E402
 
 
@@ -51,12 +51,12 @@ def builder_stage_image(client, vdir: Path) -> str:
     """Build the Dockerfile's `builder` target from the same context the tool sends (layers are cached)."""
     image_id = None
     with tempfile.TemporaryFile() as tar:
-        builder._write_context_tar(vdir, tar, classic=True)  # the API build is the classic builder
+        context.write_context_tar(vdir, tar, classic=True)  # the API build is the classic builder
         tar.seek(0)
         for chunk in client.api.build(
             fileobj=tar,
             custom_context=True,
-            dockerfile=builder.DOCKERFILE_IN_TAR,
+            dockerfile=context.DOCKERFILE_IN_TAR,
             target="builder",
             decode=True,
         ):

@@ -25,8 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from imagebuild import pipeline
 from imagebuild.adapters.docker_engine import connect
 from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache, ArtifactError, artifacts_from_lock
-from imagebuild.build.builder import read_lock
 from imagebuild.build.localbase import DEFAULT_NAME, make_base
+from imagebuild.build.options import read_lock
 from imagebuild.errors import ChecksFailed, UserError, redact
 from imagebuild.reports.summarize import ReportRequest, summarize
 from imagebuild.variant import Artifact
@@ -71,7 +71,7 @@ def demo(req: DemoRequest) -> DemoOutcome:
         _print_not_built(req.matrix, left)
         raise UserError("no variant of the matrix can be built here", file=req.matrix)
     built = pipeline.Selection(render=None, out=out, variants=tuple(names))  # rendered above
-    # No --build-ca: a variant whose matrix asks for the CA gets the default one (builder.DEFAULT_CA) anyway.
+    # No --build-ca: a variant whose matrix asks for the CA gets the default one (context.DEFAULT_CA) anyway.
     stage = pipeline.StageOptions(cache=Path(req.cache), mirror=req.mirror)
     results = pipeline.build(pipeline.BuildRequest(select=built, stage=stage, jobs=req.jobs))
     if any(r.status == "failed" for r in results):

@@ -1,6 +1,6 @@
 """A docker-bake file (JSON) of rendered variants, for `docker buildx bake` on remote builders.
 
-Pure: the caller has rendered and staged each variant (imagebuild.build.builder) and passes what the image is
+Pure: the caller has rendered and staged each variant (imagebuild.build.context) and passes what the image is
 (context, tags, labels); this module shapes and checks the file. The attribute names and types follow
 buildx's `bake.Target` (docker/buildx bake/bake.go, the `json:` names; read at commit 461836b, 2026-08) and
 the Bake file reference (docs.docker.com/build/bake/reference): `target.<name>` objects, a `group.default`

@@ -11,7 +11,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from imagebuild.components import apt_by_upstream, apt_pin_matches, libfabric
 from imagebuild.versions import Version
@@ -264,12 +264,22 @@ def _find(t: Target, *patterns: str) -> Tuple[Optional[List[str]], str]:
     return list(inv.get("files") or []), ""
 
 
-def nccl_header(t: Target, p: dict) -> Outcome:
-    files, why = _find(t, "nccl.h")
+def _found(t: Target, patterns: Sequence[str], absent: Outcome) -> Tuple[List[str], Optional[Outcome]]:
+    """The image's files matching `patterns`, or the outcome when there is none to judge: unknown where the
+    inventory could not be read (fail closed), `absent` where nothing matches."""
+    files, why = _find(t, *patterns)
     if files is None:
-        return UNKNOWN, why
+        return [], (UNKNOWN, why)
     if not files:
-        return "skip", "no nccl.h in the image (runtime-only NCCL): the ctypes check stands alone"
+        return [], absent
+    return files, None
+
+
+def nccl_header(t: Target, p: dict) -> Outcome:
+    absent = ("skip", "no nccl.h in the image (runtime-only NCCL): the ctypes check stands alone")
+    files, stop = _found(t, ["nccl.h"], absent)
+    if stop:
+        return stop
     lib, _ = t.inventory("nccl-version")
     lib_path = (lib or {}).get("path") or ""
     prefix = p.get("prefix") or ""
@@ -392,19 +402,15 @@ def libfabric_version(t: Target, p: dict) -> Outcome:
 # ---------------------------------------------------------------- the plugin
 
 
-def _plugin_files(t: Target) -> Tuple[Optional[List[str]], str]:
-    files, why = _find(t, "libnccl-net*.so*")
-    if files is None:
-        return None, why
-    return files, ""
+def _plugin_files(t: Target, absent: str) -> Tuple[List[str], Optional[Outcome]]:
+    """The plugin's libraries, or the outcome where there is none to judge (FAIL `absent`: none there)."""
+    return _found(t, ["libnccl-net*.so*"], (FAIL, absent))
 
 
 def plugin_present(t: Target, p: dict) -> Outcome:
-    files, why = _plugin_files(t)
-    if files is None:
-        return UNKNOWN, why
-    if not files:
-        return FAIL, "no libnccl-net*.so anywhere in the image"
+    files, stop = _plugin_files(t, "no libnccl-net*.so anywhere in the image")
+    if stop:
+        return stop
     return PASS, "plugin library: " + ", ".join(files)
 
 
@@ -425,11 +431,9 @@ def _unresolved(
 
 
 def plugin_ldd(t: Target, p: dict) -> Outcome:
-    files, why = _plugin_files(t)
-    if files is None:
-        return UNKNOWN, why
-    if not files:
-        return FAIL, "no plugin library to ldd"
+    files, stop = _plugin_files(t, "no plugin library to ldd")
+    if stop:
+        return stop
     bad = [f"{f}: {problem}" for f in files for problem in [_unresolved(t, f)[0]] if problem]
     if bad:
         return FAIL, " | ".join(bad)
@@ -448,11 +452,9 @@ def plugin_discoverable(t: Target, p: dict) -> Outcome:
 
 
 def plugin_version(t: Target, p: dict) -> Outcome:
-    files, why = _plugin_files(t)
-    if files is None:
-        return UNKNOWN, why
-    if not files:
-        return FAIL, "no plugin library to read a version from"
+    files, stop = _plugin_files(t, "no plugin library to read a version from")
+    if stop:
+        return stop
     seen = []
     for f in files:
         inv, _ = t.inventory("grep", f, r"aws-ofi-nccl[ -]v?(\d+\.\d+\.\d+)")
@@ -466,11 +468,9 @@ def plugin_version(t: Target, p: dict) -> Outcome:
 
 
 def single_plugin(t: Target, p: dict) -> Outcome:
-    files, why = _plugin_files(t)
-    if files is None:
-        return UNKNOWN, why
-    if not files:
-        return FAIL, "no plugin library in the image"
+    files, stop = _plugin_files(t, "no plugin library in the image")
+    if stop:
+        return stop
     dirs = sorted({f.rsplit("/", 1)[0] for f in files})
     if len(dirs) != 1:
         return FAIL, f"plugin libraries in {len(dirs)} places ({', '.join(dirs)}): " + ", ".join(files)
@@ -625,11 +625,9 @@ def binaries_load(t: Target, p: dict) -> Outcome:
 
 
 def find_library(t: Target, p: dict) -> Outcome:
-    files, why = _find(t, *p["patterns"])
-    if files is None:
-        return UNKNOWN, why
-    if not files:
-        return FAIL, f"no {' or '.join(p['patterns'])} in the image"
+    files, stop = _found(t, p["patterns"], (FAIL, f"no {' or '.join(p['patterns'])} in the image"))
+    if stop:
+        return stop
     return PASS, ", ".join(files)
 
 

@@ -146,7 +146,7 @@ def add_cache_arg(p: argparse.ArgumentParser) -> None:
 def add_stage_args(p: argparse.ArgumentParser, build_ca_help: str, build_arg_help: str) -> None:
     """The artifact and CA flags `stage_options` reads (build, bake); the help of the last two says what
     each verb does with them."""
-    from imagebuild.build.builder import DEFAULT_CA
+    from imagebuild.build.context import DEFAULT_CA
 
     add_cache_arg(p)
     p.add_argument("--offline", action="store_true", help="use the artifact cache only; name what is missing")

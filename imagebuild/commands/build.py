@@ -20,8 +20,8 @@ EXIT_FAILED = 1
 
 
 def register(sub) -> None:
-    from imagebuild.build.builder import DEFAULT_CA
     from imagebuild.build.buildkit import BUILDERS
+    from imagebuild.build.context import DEFAULT_CA
 
     p = add_verb(
         sub,

@@ -47,17 +47,22 @@ class BuildRequest:
 
 def build(req: BuildRequest) -> List[Any]:
     """Render (unless told not to), then build each variant not already built; the summary's
-    results (`builder.VariantResult`), also written to <out>/summary.json."""
+    results (`VariantResult`), also written to <out>/summary.json."""
     from imagebuild.adapters import docker_engine
-    from imagebuild.build import builder, lifeline
+    from imagebuild.build import lifeline
+    from imagebuild.build.builder import build_all
     from imagebuild.build.buildkit import cache_args, detect
+    from imagebuild.build.context import resolve_ca
+    from imagebuild.build.options import BuildOptions, parse_build_args, summary_counts
+    from imagebuild.build.reporters import RichReporter, make_reporter
     from imagebuild.build.shard import parse_shard
+    from imagebuild.build.summary import write_summary
     from imagebuild.release.destinations import content_lookup
 
     if req.jobs < 1:
         raise UserError("--jobs must be at least 1", key="--jobs")
-    build_args = builder.parse_build_args(req.stage.build_args)
-    ca = builder.resolve_ca(req.stage.build_ca)
+    build_args = parse_build_args(req.stage.build_args)
+    ca = resolve_ca(req.stage.build_ca)
     out = Path(req.select.out)
     parse_shard(req.select.shard)  # bad usage: exit 2 before anything runs
     chosen = detect(req.builder)
@@ -66,10 +71,10 @@ def build(req: BuildRequest) -> List[Any]:
     dirs = req.select.dirs()
     if not dirs:
         print(f"shard {req.select.shard}: no variant falls in this shard; nothing to build")
-        builder.write_summary(out / "summary.json", [])
+        write_summary(out / "summary.json", [])
         return []
     cache = req.stage.artifact_cache()
-    opts = builder.BuildOptions(
+    opts = BuildOptions(
         cache=cache,
         build_ca=ca,
         build_args=build_args,
@@ -83,12 +88,12 @@ def build(req: BuildRequest) -> List[Any]:
         trust_local_base=req.trust_local_base,
     )
     print(f"builder: {chosen.reason}")
-    reporter = builder.make_reporter([d.name for d in dirs], plain=True if req.plain else None)
+    reporter = make_reporter([d.name for d in dirs], plain=True if req.plain else None)
     cache.say = lambda line: reporter.event("artifacts", "info", line)
-    with reporter if isinstance(reporter, builder.RichReporter) else ExitStack(), lifeline.held():
-        results = builder.build_all(client, dirs, opts, reporter, jobs=req.jobs)
-    builder.write_summary(out / "summary.json", results)
-    counts = builder.summary_counts(results)
+    with reporter if isinstance(reporter, RichReporter) else ExitStack(), lifeline.held():
+        results = build_all(client, dirs, opts, reporter, jobs=req.jobs)
+    write_summary(out / "summary.json", results)
+    counts = summary_counts(results)
     print(
         f"{len(results)} variant(s): "
         + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
@@ -133,10 +138,10 @@ def bake(req: BakeRequest) -> Path:
 def _ca_dockerfile(vdir: Path) -> Optional[str]:
     """With a build CA staged where the rendered Dockerfile lacks it (`--build-ca`, the matrix silent): the
     Dockerfile `build` would send, for the target to carry inline; else None (the rendered file is used)."""
-    from imagebuild.build import builder
+    from imagebuild.build.context import sent_dockerfile
 
     text = (vdir / "Dockerfile").read_text()
-    sent = builder.sent_dockerfile(vdir)
+    sent = sent_dockerfile(vdir)
     return sent if sent != text else None
 
 
@@ -165,26 +170,36 @@ def _is_bake_file(path: Path) -> bool:
 def _bake(req: BakeRequest, path: Path) -> Path:
     from imagebuild.adapters import docker_engine
     from imagebuild.build import bake as bakefile
-    from imagebuild.build import builder
+    from imagebuild.build.baseid import (
+        base_labels,
+        base_line,
+        known_image_id,
+        pinned_ref,
+        unconfirmed_message,
+    )
+    from imagebuild.build.builder import check_offline
+    from imagebuild.build.context import resolve_ca, stage_variant
+    from imagebuild.build.dockerbuild import build_labels
+    from imagebuild.build.options import BuildOptions, parse_build_args, read_lock
     from imagebuild.build.shard import parse_shard
     from imagebuild.catalog import platforms
     from imagebuild.jsonfile import write_json_atomic
 
     parse_shard(req.select.shard)
-    build_args = builder.parse_build_args(req.stage.build_args)
-    ca = builder.resolve_ca(req.stage.build_ca)  # bad input: exit 2 before anything is rendered or staged
+    build_args = parse_build_args(req.stage.build_args)
+    ca = resolve_ca(req.stage.build_ca)  # bad input: exit 2 before anything is rendered or staged
     out = Path(req.select.out)
     dirs = req.select.dirs()
     if not dirs:
         raise UserError(f"no variant falls in shard {req.select.shard}", key="--shard")
     cache = req.stage.artifact_cache()
-    builder.check_offline(cache, dirs)
+    check_offline(cache, dirs)
     try:  # the engine `build` would use: it says what each base tag names now
         client = docker_engine.connect()
     except UserError as err:
         client = None
         print(f"bake: {err.message} ({err.key}); only bases pinned by digest can be confirmed")
-    opts = builder.BuildOptions(
+    opts = BuildOptions(
         cache=cache,
         build_ca=ca,
         build_args=build_args,
@@ -193,20 +208,20 @@ def _bake(req: BakeRequest, path: Path) -> Path:
     )
     targets, unconfirmed = {}, []
     for vdir in dirs:
-        lock = builder.read_lock(vdir)
+        lock = read_lock(vdir)
         base = opts.base_of(client, lock)
         if base.problem:
-            unconfirmed.append(f"{vdir.name}: {builder.unconfirmed_message(base, 'No target written')}")
+            unconfirmed.append(f"{vdir.name}: {unconfirmed_message(base, 'No target written')}")
             continue
-        print(f"{vdir.name}: {builder.base_line(base)}")
-        chash, tags = builder.stage_variant(vdir, lock, opts, lambda _line: None, base.identity)
+        print(f"{vdir.name}: {base_line(base)}")
+        chash, tags = stage_variant(vdir, lock, opts, lambda _line: None, base.identity)
         tags = _without_channels(vdir.name, tags, [str(c) for c in lock.get("channels") or []])
-        pinned = builder.pinned_ref(base)
-        labels = builder.base_labels(base.digest, builder.known_image_id(base))
+        pinned = pinned_ref(base)
+        labels = base_labels(base.digest, known_image_id(base))
         targets[bakefile.target_name(vdir.name)] = bakefile.bake_target(
             os.path.relpath(vdir / "context"),
             tags,
-            builder.build_labels(vdir, lock, chash, labels),
+            build_labels(vdir, lock, chash, labels),
             build_args,
             list(req.platforms) or [lock.get("platform") or platforms.DEFAULT],
             list(req.cache_from),

@@ -22,8 +22,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from imagebuild.build.builder import HASH_LABEL
 from imagebuild.errors import ChecksFailed, UserError, command
+from imagebuild.variant import HASH_LABEL
 
 _AGE = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

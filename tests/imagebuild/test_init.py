@@ -130,7 +130,8 @@ def test_a_starter_whose_local_base_is_missing_names_the_verb_that_makes_it():
     """Issue 42 item 1: the starter on a fresh runner failed with "identity could not be confirmed" and a
     hint about registries; a local base is made, and the hint says by what."""
     from imagebuild.build.artifacts import ArtifactCache
-    from imagebuild.build.builder import BuildOptions, unconfirmed_message
+    from imagebuild.build.baseid import unconfirmed_message
+    from imagebuild.build.options import BuildOptions
     from imagebuild.cli import PROG
 
     opts = BuildOptions(cache=ArtifactCache(ROOT / ".cache" / "none"))

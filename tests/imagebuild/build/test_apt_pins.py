@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from cli import build_py
 from services import RUN
+from throwaway import remove_images_tagged
 
 REPO = f"efa-image-build-test-{RUN}/aptpin"
 
@@ -30,9 +31,7 @@ variants:
 @pytest.fixture
 def cleanup(docker_client):
     yield
-    for image in docker_client.images.list():
-        if any(t.startswith(REPO) for t in image.tags):
-            docker_client.images.remove(image.id, force=True)
+    remove_images_tagged(docker_client, REPO)
 
 
 def _matrix(tmp_path, local_base, name, version):

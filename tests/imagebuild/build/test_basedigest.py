@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 from cli import build_py
 
-from imagebuild.build import builder
+from imagebuild.build import baseid
 from imagebuild.matrix.load import load
 from imagebuild.release import record as rel
 from imagebuild.render.dockerfile import dockerfile
@@ -74,17 +74,17 @@ def test_bad_digest_exit_2_at_base_image(tmp_path, image):
 
 def test_base_ref_fills_the_registry_arg():
     lock = {"base": {"image": "repo:tag", "registry_arg": "BASE_REGISTRY"}}
-    assert builder.base_ref(lock, {"BASE_REGISTRY": "host.example:5000"}) == "host.example:5000/repo:tag"
-    assert builder.base_ref(lock, {}) is None  # unknown host: nothing to resolve
-    assert builder.base_ref({"base": {"image": "a/b:1"}}, {}) == "a/b:1"
+    assert baseid.base_ref(lock, {"BASE_REGISTRY": "host.example:5000"}) == "host.example:5000/repo:tag"
+    assert baseid.base_ref(lock, {}) is None  # unknown host: nothing to resolve
+    assert baseid.base_ref({"base": {"image": "a/b:1"}}, {}) == "a/b:1"
 
 
 def test_engine_image_id_of_the_base(docker_client, local_base):
     """The id in the base label (the digest in the hash is resolve_base's: test_basemoved.py)."""
-    assert builder.engine_image_id(docker_client, local_base) == docker_client.images.get(local_base).id
-    assert builder.engine_image_id(docker_client, f"efa-image-build-test/absent@{DIGEST}") is None
-    assert builder.engine_image_id(docker_client, "efa-image-build-test/absent:nothing") is None
-    assert builder.engine_image_id(docker_client, None) is None
+    assert baseid.engine_image_id(docker_client, local_base) == docker_client.images.get(local_base).id
+    assert baseid.engine_image_id(docker_client, f"efa-image-build-test/absent@{DIGEST}") is None
+    assert baseid.engine_image_id(docker_client, "efa-image-build-test/absent:nothing") is None
+    assert baseid.engine_image_id(docker_client, None) is None
 
 
 def test_release_record_and_notes_carry_the_base_digest(tmp_path):

@@ -18,7 +18,8 @@ from cli import build_py
 from services import REGISTRY_BIN, RUN, Registry, free_port
 
 from imagebuild.adapters import docker_engine
-from imagebuild.build import builder
+from imagebuild.build import baseid, contenthash, options
+from imagebuild.variant import BASE_DIGEST_LABEL, BASE_ID_LABEL, HASH_LABEL
 
 pytest_plugins = ["services_fixtures"]
 
@@ -101,17 +102,17 @@ def cleanup(docker_client):
 
 def test_the_base_identity_is_in_the_hash(tmp_path):
     vdir = _variant(tmp_path, "v", "some/base:1")
-    plain = builder.context_hash(vdir)
+    plain = contenthash.context_hash(vdir)
     one, two = "sha256:" + "1" * 64, "sha256:" + "2" * 64
-    assert builder.context_hash(vdir, base=one) == builder.context_hash(vdir, base=one) != plain
-    assert builder.context_hash(vdir, base=one) != builder.context_hash(vdir, base=two)
+    assert contenthash.context_hash(vdir, base=one) == contenthash.context_hash(vdir, base=one) != plain
+    assert contenthash.context_hash(vdir, base=one) != contenthash.context_hash(vdir, base=two)
 
 
 def test_a_missing_registry_build_arg_is_unconfirmed_not_ignored():
     lock = {"base": {"image": "pytorch-training:2.7.1-gpu", "registry_arg": "BASE_REGISTRY"}}
-    base = builder.BuildOptions(cache=None).base_of(None, lock)  # type: ignore[arg-type]
+    base = options.BuildOptions(cache=None).base_of(None, lock)  # type: ignore[arg-type]
     assert base.identity is None and "--build-arg BASE_REGISTRY=HOST" in base.problem
-    assert builder.BuildOptions(cache=None).base_of(None, {}).problem is None  # type: ignore[arg-type]
+    assert options.BuildOptions(cache=None).base_of(None, {}).problem is None  # type: ignore[arg-type]
 
 
 def test_bake_without_an_engine_confirms_only_a_pinned_base(tmp_path, monkeypatch):
@@ -123,7 +124,7 @@ def test_bake_without_an_engine_confirms_only_a_pinned_base(tmp_path, monkeypatc
     assert f"pinned {pin} in the content hash" in res.out and "only bases pinned by digest" in res.out
     target = _targets(out)["pinned"]
     assert "contexts" not in target  # the FROM is already the digest
-    assert target["labels"][builder.BASE_DIGEST_LABEL] == pin
+    assert target["labels"][BASE_DIGEST_LABEL] == pin
     # a base by tag: nothing can say what the tag names now, so no file at all (not one without it), and
     # the file the run above wrote is removed: it would look like this run's
     _variant(out, "tagged", f"{NS}/somewhere/base:1")
@@ -155,10 +156,10 @@ def test_a_local_base_is_its_engine_id_and_needs_no_network(docker_client, local
     def no_network(_client, _ref):
         raise AssertionError("a local base must not be looked up in a registry")
 
-    base = builder.resolve_base(docker_client, ref, ask=no_network)
-    assert (base.identity, base.source) == (docker_client.images.get(ref).id, builder.ENGINE_ID)
-    pinned = builder.resolve_base(docker_client, f"{NS}/absent@sha256:" + "ab" * 32, ask=no_network)
-    assert (pinned.identity, pinned.source) == ("sha256:" + "ab" * 32, builder.PINNED)
+    base = baseid.resolve_base(docker_client, ref, ask=no_network)
+    assert (base.identity, base.source) == (docker_client.images.get(ref).id, baseid.ENGINE_ID)
+    pinned = baseid.resolve_base(docker_client, f"{NS}/absent@sha256:" + "ab" * 32, ask=no_network)
+    assert (pinned.identity, pinned.source) == ("sha256:" + "ab" * 32, baseid.PINNED)
 
 
 @pytest.mark.docker
@@ -175,7 +176,7 @@ def test_a_local_base_recreated_under_its_tag_rebuilds_the_variant(
         "engine-id",
         first_base,
     )
-    assert docker_client.images.get(first["image_id"]).labels[builder.BASE_ID_LABEL] == first_base
+    assert docker_client.images.get(first["image_id"]).labels[BASE_ID_LABEL] == first_base
     # unchanged base: skipped with zero work
     res = _build(out)
     again = _entry(out, "loc")
@@ -189,7 +190,7 @@ def test_a_local_base_recreated_under_its_tag_rebuilds_the_variant(
     moved = _entry(out, "loc")
     assert moved["status"] == "built" and moved["base_hashed"] == second_base != first_base
     assert moved["tags"][0] != first["tags"][0] and moved["context_hash"] != first["context_hash"]
-    assert docker_client.images.get(moved["image_id"]).labels[builder.BASE_ID_LABEL] == second_base
+    assert docker_client.images.get(moved["image_id"]).labels[BASE_ID_LABEL] == second_base
 
 
 @pytest.mark.docker
@@ -201,7 +202,7 @@ def test_a_base_digest_label_the_base_carries_is_never_reported_as_the_images_ba
     from conftest import LOCAL_BASE
 
     out, ref, forged = tmp_path / "out", f"{NS}/forged:1", "sha256:" + "f" * 64
-    text = f"FROM {LOCAL_BASE}\nLABEL {builder.BASE_DIGEST_LABEL}={forged} {builder.BASE_ID_LABEL}={forged}\n"
+    text = f"FROM {LOCAL_BASE}\nLABEL {BASE_DIGEST_LABEL}={forged} {BASE_ID_LABEL}={forged}\n"
     image, _ = docker_client.images.build(fileobj=io.BytesIO(text.encode()), rm=True)
     image.tag(*ref.rsplit(":", 1))
     cleanup.append(image.id)
@@ -212,7 +213,7 @@ def test_a_base_digest_label_the_base_carries_is_never_reported_as_the_images_ba
         assert entry["status"] == status
         assert entry["base_digest"] is None and entry["base_image_id"] == image.id != forged
         labels = docker_client.images.get(entry["image_id"]).labels
-        assert (labels[builder.BASE_DIGEST_LABEL], labels[builder.BASE_ID_LABEL]) == ("", image.id)
+        assert (labels[BASE_DIGEST_LABEL], labels[BASE_ID_LABEL]) == ("", image.id)
 
 
 @pytest.mark.docker
@@ -247,10 +248,8 @@ def test_a_registry_base_pushed_again_misses_the_registry_skip(
     assert moved["status"] == "built" and moved["found_in"] is None and moved["tags"][0] != first["tags"][0]
     assert moved["base_hashed"] == moved["base_digest"] == new_digest
     labels = docker_client.images.get(moved["image_id"]).labels
-    assert labels[builder.BASE_DIGEST_LABEL] == new_digest
-    assert (
-        labels[builder.BASE_ID_LABEL] == docker_client.images.get(ref).id != old_base
-    )  # built on the new one
+    assert labels[BASE_DIGEST_LABEL] == new_digest
+    assert labels[BASE_ID_LABEL] == docker_client.images.get(ref).id != old_base  # built on the new one
     assert f"pull {ref.rsplit(':', 1)[0]}@{new_digest}" in Path(moved["log"]).read_text()
 
 
@@ -274,12 +273,12 @@ def test_bake_gives_the_tags_build_gives_and_pins_a_registry_base(
     baked = _targets(out)
     for name, entry in built.items():
         assert baked[name]["tags"] == entry["tags"]
-        assert baked[name]["labels"][builder.HASH_LABEL] == entry["context_hash"]
+        assert baked[name]["labels"][HASH_LABEL] == entry["context_hash"]
     pin = f"{registry.host}/{NS}/bake@{old_digest}"
     assert baked["reg"]["contexts"] == {ref: f"docker-image://{pin}"}
-    assert baked["reg"]["labels"][builder.BASE_DIGEST_LABEL] == old_digest
+    assert baked["reg"]["labels"][BASE_DIGEST_LABEL] == old_digest
     assert "contexts" not in baked["loc"]  # an engine id: no registry holds it (docs/build.md)
-    assert baked["loc"]["labels"][builder.BASE_ID_LABEL] == built["loc"]["base_hashed"]
+    assert baked["loc"]["labels"][BASE_ID_LABEL] == built["loc"]["base_hashed"]
     # the registry base moves under its tag: bake's tag and pin move with it, and build agrees
     cleanup.append(_make_base(docker_client, ref))
     new_digest = _push(docker_client, ref)

@@ -16,13 +16,16 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import List
 
 import pytest
 from cli import BUILD_PY, Result, build_py, build_py_process
 from paths import ROOT
 from services import RUN
+from throwaway import remove_images_tagged
 
-from imagebuild.build import builder
+from imagebuild.build import contenthash
+from imagebuild.variant import HASH_LABEL, LOCK_LABEL
 
 REPO = f"efa-image-build-test-{RUN}/builder"
 PAYLOAD = b"pinned payload for the builder tests\n"
@@ -82,27 +85,18 @@ def mirror(tmp_path_factory) -> Path:
 def cleanup_images(docker_client):
     """Remove every image these tests tagged (only ours: the repository prefix is unique to this module)."""
     yield
-    for image in docker_client.images.list():
-        if any(t.startswith(REPO) for t in image.tags):
-            docker_client.images.remove(image.id, force=True)
+    remove_images_tagged(docker_client, REPO)
+
+
+def _build_argv(out: Path, cache: Path, mirror: Path, *extra: str) -> List[str]:
+    """`build` with the classic builder: these tests read its Step and layer-cache lines (BuildKit:
+    test_buildkit.py)."""
+    argv = ["build", "--builder", "classic", "--no-render", "--out", str(out), "--cache", str(cache)]
+    return argv + ["--mirror", str(mirror), "--plain", *extra]
 
 
 def _build(out: Path, cache: Path, mirror: Path, *extra: str) -> Result:
-    """The classic builder: these tests read its Step and layer-cache lines (BuildKit: test_buildkit.py)."""
-    argv = [
-        "build",
-        "--builder",
-        "classic",
-        "--no-render",
-        "--out",
-        str(out),
-        "--cache",
-        str(cache),
-        "--mirror",
-        str(mirror),
-        "--plain",
-    ]
-    return build_py(*argv, *extra)
+    return build_py(*_build_argv(out, cache, mirror, *extra))
 
 
 def _summary(out: Path) -> dict:
@@ -117,26 +111,26 @@ def test_context_hash_depends_on_content_only(tmp_path):
     time.sleep(0.01)
     b = _variant(tmp_path / "b", "v")
     os.utime(b / "Dockerfile", (1, 1))  # mtimes differ; content does not
-    assert builder.context_hash(a) == builder.context_hash(b)
+    assert contenthash.context_hash(a) == contenthash.context_hash(b)
     (b / "context" / "certs").mkdir()
     (b / "context" / "certs" / "build-ca.crt").write_text("a CA")  # builder-stage only: not in the hash
-    assert builder.context_hash(a) == builder.context_hash(b)
+    assert contenthash.context_hash(a) == contenthash.context_hash(b)
     (b / "context" / "training" / "train.py").write_text("print('v2')\n")
-    assert builder.context_hash(a) != builder.context_hash(b)
+    assert contenthash.context_hash(a) != contenthash.context_hash(b)
     (a / "context" / "training" / "train.py").write_text("print('v2')\n")
-    assert builder.context_hash(a) == builder.context_hash(b)
+    assert contenthash.context_hash(a) == contenthash.context_hash(b)
     os.chmod(a / "context" / "training" / "train.py", 0o755)  # the exec bit reaches the image
-    assert builder.context_hash(a) != builder.context_hash(b)
+    assert contenthash.context_hash(a) != contenthash.context_hash(b)
 
 
 def test_context_hash_memo_skips_rereading_unchanged_files(tmp_path):
     v = _variant(tmp_path, "v")
     memo: dict = {}
-    first = builder.context_hash(v, memo)
+    first = contenthash.context_hash(v, memo)
     assert str(v / "Dockerfile") in memo
-    assert builder.context_hash(v, memo) == first
+    assert contenthash.context_hash(v, memo) == first
     (v / "Dockerfile").write_text("FROM scratch\n")
-    assert builder.context_hash(v, memo) != first  # size/mtime changed: re-read
+    assert contenthash.context_hash(v, memo) != first  # size/mtime changed: re-read
 
 
 def test_hash_memo_outlives_a_rerender_so_staged_wheels_are_not_read_again(tmp_path, monkeypatch):
@@ -154,17 +148,17 @@ def test_hash_memo_outlives_a_rerender_so_staged_wheels_are_not_read_again(tmp_p
         opened.append(Path(path).name)
         return open(path, *args, **kwargs)
 
-    monkeypatch.setattr(builder, "open", counting_open, raising=False)
+    monkeypatch.setattr(contenthash, "open", counting_open, raising=False)
     for run, lines in enumerate((("true",), ("false",))):
         v = dataclasses.replace(v, build_steps=lines)
         write(str(out), render_all([v], str(ROOT)))  # the second render changes the variant: new folder
         vdir = out / v.name
         os.link(cached, vdir / "context" / "artifacts" / "nccl.whl")
         opened.clear()
-        builder.memo_hash(vdir)
+        contenthash.memo_hash(vdir)
         assert ("nccl.whl" in opened) == (run == 0), opened  # read once, then a memo hit
         assert "Dockerfile" in opened  # the changed Dockerfile is read again: new inode
-    assert builder.hash_memo_path(vdir).is_file() and not (vdir / ".hash-memo.json").exists()
+    assert contenthash.hash_memo_path(vdir).is_file() and not (vdir / ".hash-memo.json").exists()
 
 
 def test_tags_carry_component_versions_and_the_content_hash():
@@ -173,10 +167,10 @@ def test_tags_carry_component_versions_and_the_content_hash():
         "components": {"nccl": {"version": "2.27.7"}, "aws_ofi_nccl": {"version": "1.16.3"}},
         "tags": ["org/img:local", "org/img:stable"],
     }
-    tags = builder.image_tags(lock, "ab" * 32)
+    tags = contenthash.image_tags(lock, "ab" * 32)
     assert tags == ["org/img:nccl2.27.7-ofi1.16.3-abababababab", "org/img:local", "org/img:stable"]
     assert (
-        builder.image_tags({"name": "My Variant"}, "cd" * 32)[0]
+        contenthash.image_tags({"name": "My Variant"}, "cd" * 32)[0]
         == "efa-image-build/my_variant:noversions-cdcdcdcdcdcd"
     )
 
@@ -215,8 +209,8 @@ def test_cold_build_tags_after_success_and_writes_the_summary(built, docker_clie
     assert entry["tags"][0].endswith(entry["context_hash"][:12])
     image = docker_client.images.get(entry["tags"][0])
     assert image.id == entry["image_id"] and set(entry["tags"]) <= set(image.tags)
-    assert image.labels[builder.HASH_LABEL] == entry["context_hash"]
-    assert json.loads(image.labels[builder.LOCK_LABEL])["name"] == "good"
+    assert image.labels[HASH_LABEL] == entry["context_hash"]
+    assert json.loads(image.labels[LOCK_LABEL])["name"] == "good"
     assert image.labels["org.opencontainers.image.title"] == "good"
     assert Path(entry["log"]).read_text().count("Step ") >= 4
     assert (out / "good" / "context" / "artifacts" / "payload.txt").read_bytes() == PAYLOAD
@@ -364,19 +358,7 @@ def _start_slow_build(
     """`build.py build` of a variant whose last RUN sleeps 300 s, once that step runs in its container."""
     _variant(out, name, run=f"sleep 300 && echo {word}")  # never a cached layer
     proc = subprocess.Popen(
-        [
-            *wrap,
-            *BUILD_PY,
-            "build",
-            "--builder",
-            "classic",
-            "--no-render",
-            "--out",
-            str(out),
-            "--variant",
-            name,
-        ]
-        + ["--cache", str(cache), "--mirror", str(mirror), "--plain"],
+        [*wrap, *BUILD_PY, *_build_argv(out, cache, mirror, "--variant", name)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -18,8 +18,9 @@ from conftest import LOCAL_BASE
 from paths import ROOT
 from test_builder import REPO, _summary, _variant, make_mirror
 
-from imagebuild.build import bake, builder, buildkit, shard
+from imagebuild.build import bake, buildkit, options, shard
 from imagebuild.errors import UserError
+from imagebuild.variant import BASE_ID_LABEL, HASH_LABEL
 
 pytest_plugins = ["services_fixtures"]
 
@@ -118,10 +119,10 @@ def test_bake_writes_every_variant_with_the_tags_build_gives(
     assert bake.validate(doc) == [] and doc["group"]["default"]["targets"] == ["local-debian-nccl2_27"]
     target = doc["target"]["local-debian-nccl2_27"]
     vdir = out / "local-debian-nccl2.27"
-    base_id = docker_client.images.get(builder.read_lock(vdir)["base"]["image"]).id  # a local base
+    base_id = docker_client.images.get(options.read_lock(vdir)["base"]["image"]).id  # a local base
     assert f"engine-id {base_id} in the content hash" in res.out and "contexts" not in target
-    assert target["labels"][builder.BASE_ID_LABEL] == base_id
-    assert target["tags"][0].endswith("-" + target["labels"][builder.HASH_LABEL][:12])
+    assert target["labels"][BASE_ID_LABEL] == base_id
+    assert target["tags"][0].endswith("-" + target["labels"][HASH_LABEL][:12])
     assert (Path.cwd() / target["context"]).resolve() == (vdir / "context").resolve()
     assert (vdir / "context" / target["dockerfile"]).resolve() == (vdir / "Dockerfile").resolve()
     assert any((vdir / "context" / "artifacts").iterdir())  # staged: bake needs nothing else
@@ -132,7 +133,7 @@ def test_bake_writes_every_variant_with_the_tags_build_gives(
     # the tags and labels `build` really gives (a small variant on the local base: built, not recomputed)
     small, cache = tmp_path / "small", tmp_path / "cache"
     svdir = _variant(small, "bk-bake")
-    lock = builder.read_lock(svdir)
+    lock = options.read_lock(svdir)
     lock["base"] = {"image": LOCAL_BASE, "registry_arg": None}
     (svdir / "variant.lock.json").write_text(json.dumps(lock, sort_keys=True))
     assert _build(small, cache, mirror, "--builder", "classic").rc == 0
@@ -141,7 +142,7 @@ def test_bake_writes_every_variant_with_the_tags_build_gives(
     argv = ["bake", "--no-render", "--out", str(small), "--cache", str(cache), "--mirror", str(mirror)]
     assert build_py(*argv).rc == 0
     baked = json.loads((small / "docker-bake.json").read_text())["target"]["bk-bake"]
-    assert baked["tags"] == built["tags"] and baked["labels"][builder.HASH_LABEL] == built["context_hash"]
+    assert baked["tags"] == built["tags"] and baked["labels"][HASH_LABEL] == built["context_hash"]
     image_labels = docker_client.images.get(built["image_id"]).labels
     assert {k: image_labels.get(k) for k in baked["labels"]} == baked["labels"]
 
@@ -151,7 +152,7 @@ def test_bake_leaves_the_variants_channels_out_of_its_tags(local_base, mirror, t
     """`buildx bake --push` runs before any check: a channel in the file would be pushed ungated."""
     out, cache = tmp_path / "out", tmp_path / "cache"
     vdir = _variant(out, "bk-chan")
-    lock = builder.read_lock(vdir)
+    lock = options.read_lock(vdir)
     repo = f"{REPO}-bk-chan"
     lock["base"] = {"image": LOCAL_BASE, "registry_arg": None}
     lock["tags"] = [f"{repo}:latest", f"{repo}:dev", f"{repo}:v1", f"{repo}:staging"]
@@ -209,7 +210,7 @@ def test_buildkit_and_classic_give_the_same_tags_and_labels(
     classic = _summary(out)["bk"]
     assert classic["builder"] == "classic" and classic["tags"] == kit["tags"]
     assert docker_client.images.get(classic["image_id"]).labels == kit_labels
-    assert kit_labels[builder.HASH_LABEL] == kit["context_hash"]
+    assert kit_labels[HASH_LABEL] == kit["context_hash"]
 
 
 @pytest.mark.docker

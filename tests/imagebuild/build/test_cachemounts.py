@@ -1,7 +1,7 @@
 """BuildKit cache mounts for apt and pip: the classic builder's copy of the Dockerfile, and real builds.
 
 The rendered Dockerfile (hashed, tagged) carries `RUN --mount=type=cache,...`; the classic builder gets it
-without those flags (imagebuild.build.builder.classic_dockerfile);
+without those flags (imagebuild.build.context.classic_dockerfile);
 tests/imagebuild/build/test_buildkit.py builds a Dockerfile with a
 cache mount with both builders (same tags and labels).
 """
@@ -13,7 +13,7 @@ import re
 import pytest
 from paths import ROOT
 
-from imagebuild.build.builder import classic_dockerfile
+from imagebuild.build.context import classic_dockerfile
 
 GOLDEN = sorted((ROOT / "tests" / "golden").rglob("*.Dockerfile"))
 

@@ -11,12 +11,11 @@ container is the DLC-layout base: /usr/local/cuda -> /usr/local/cuda-12.8, lib64
 from __future__ import annotations
 
 import shlex
-import subprocess
-import uuid
 
 import pytest
 from paths import GOLDEN
 from test_dlc_extend import dlc_layout  # noqa: F401 - module fixture reused
+from throwaway import run_script
 
 from imagebuild.check.expectations import derive
 from imagebuild.components import aws_ofi_nccl
@@ -60,13 +59,6 @@ def test_the_link_lines_make_the_name_the_plugin_dlopens_and_the_check_sees_it(d
             f"readlink {LIB64}/libcudart.so",
         ]
     )
-    name = f"efa-image-build-test-cudart-{uuid.uuid4().hex[:8]}"
-    try:
-        run = subprocess.run(
-            ["docker", "run", "--rm", "--name", name, dlc_layout, "bash", "-c", script],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+    run = run_script(dlc_layout, script, "efa-image-build-test-cudart")
     assert run.returncode == 0, (shlex.quote(script), run.stdout, run.stderr)
     assert run.stdout.split() == ["libcudart.so.12", "libcudart.so.12"]  # the soname link, made once

@@ -21,6 +21,7 @@ import pytest
 from cli import build_py
 from conftest import LOCAL_BASE, import_or_fail, needed
 from services import RUN
+from throwaway import remove_images_tagged
 
 from imagebuild.build import dlcbase, steplog
 
@@ -51,9 +52,7 @@ def _summary(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def cleanup_images(docker_client):
     yield
-    for image in docker_client.images.list():
-        if any(t.startswith(REPO) for t in image.tags):
-            docker_client.images.remove(image.id, force=True)
+    remove_images_tagged(docker_client, REPO)
 
 
 # ---------------------------------------------------------------- pure parts

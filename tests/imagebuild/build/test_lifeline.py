@@ -13,7 +13,7 @@ import uuid
 
 from paths import ROOT
 
-# stands for build.py: holds the lifeline, starts a docker CLI stand-in (`sleep`) as builder.py does
+# stands for build.py: holds the lifeline, starts a docker CLI stand-in (`sleep`) as dockerbuild.py does
 HOLDER = textwrap.dedent(
     """
     import subprocess, sys, time

@@ -5,10 +5,8 @@ we build here with dpkg-deb under that name: what is tested is the check's dpkg 
 
 from __future__ import annotations
 
-import subprocess
-import uuid
-
 import pytest
+from throwaway import run_script
 
 from imagebuild import catalog
 from imagebuild.check.expectations import derive
@@ -38,12 +36,5 @@ def test_the_not_ngc_check_sees_the_ngc_package_installed(local_base):
             "echo refused",
         ]
     )
-    name = f"efa-image-build-test-ngc-{uuid.uuid4().hex[:8]}"
-    try:
-        run = subprocess.run(
-            ["docker", "run", "--rm", "--name", name, local_base, "bash", "-c", script],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+    run = run_script(local_base, script, "efa-image-build-test-ngc")
     assert run.returncode == 0 and run.stdout.strip() == "refused", (run.stdout, run.stderr)

@@ -389,6 +389,13 @@ def _failed(report) -> set:
     return {c["name"] for c in report.checks if c["status"] in ("fail", "unknown")}
 
 
+def _fails_only(docker_client, ref: str, name: str) -> str:
+    """Check `ref` (its own checks trusted): `name` is the one check that does not pass; its detail."""
+    report = check_image(docker_client, ref, trust_image_checks=True)
+    assert _failed(report) == {name}
+    return next(c["detail"] for c in report.checks if c["name"] == name)
+
+
 @pytest.mark.docker
 def test_the_teams_own_check_alone_fails_an_image_it_catches(docker_client, derive_image, good_report):
     ref = derive_image("entry-point-writable", "RUN chmod 666 /opt/ml/code/train.py", base=good_report[0])
@@ -406,9 +413,7 @@ def test_second_libfabric_fails_single_libfabric(docker_client, derive_image, go
         "&& echo /opt/stray/lib > /etc/ld.so.conf.d/000-stray.conf && ldconfig",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref, trust_image_checks=True)
-    assert _failed(report) == {"single-libfabric"}
-    detail = next(c["detail"] for c in report.checks if c["name"] == "single-libfabric")
+    detail = _fails_only(docker_client, ref, "single-libfabric")
     assert "2 different libfabric.so.1" in detail and "/opt/stray/lib/libfabric.so.1" in detail
 
 
@@ -419,9 +424,7 @@ def test_validators_without_bytecode_fail_validators_compiled(docker_client, der
         "RUN find /opt/efa-image-build/efa_validators -name __pycache__ -prune -exec rm -rf {} +",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref, trust_image_checks=True)
-    assert _failed(report) == {"validators-compiled"}
-    detail = next(c["detail"] for c in report.checks if c["name"] == "validators-compiled")
+    detail = _fails_only(docker_client, ref, "validators-compiled")
     # the last module named, in a stage folder (the detail keeps the end of the output)
     assert "scan/progress.py" in detail
 
@@ -438,9 +441,7 @@ def test_a_compiler_or_cuda_header_in_the_runtime_fails_runtime_no_build_tools(
         "/opt/nvidia/nccl/lib/libnccl_static.a",
         base=good_report[0],
     )
-    report = check_image(docker_client, ref, trust_image_checks=True)
-    assert _failed(report) == {"runtime-no-build-tools"}
-    detail = next(c["detail"] for c in report.checks if c["name"] == "runtime-no-build-tools")
+    detail = _fails_only(docker_client, ref, "runtime-no-build-tools")
     for path in (
         "cc1plus",
         "/usr/local/cuda/include/cuda_runtime_api.h",
@@ -456,16 +457,14 @@ def test_second_libnccl_fails_single_libnccl(docker_client, derive_image, good_r
         "RUN cp -L /opt/nvidia/nccl/lib/libnccl.so.2 /usr/local/lib/ && ldconfig",
         base=good_report[0],
     )
-    assert _failed(check_image(docker_client, ref, trust_image_checks=True)) == {"single-libnccl"}
+    _fails_only(docker_client, ref, "single-libnccl")
 
 
 @pytest.mark.docker
 def test_forbidden_env_fails_env_forbidden(docker_client, derive_image, good_report, local_image):
     forbidden = local_image[1]["env_forbidden"][0]["name"]
     ref = derive_image("forbidden-env", f"ENV {forbidden}=Ring", base=good_report[0])
-    report = check_image(docker_client, ref, trust_image_checks=True)
-    assert _failed(report) == {"env-forbidden"}
-    assert forbidden in next(c["detail"] for c in report.checks if c["name"] == "env-forbidden")
+    assert forbidden in _fails_only(docker_client, ref, "env-forbidden")
 
 
 @pytest.mark.docker
@@ -473,7 +472,7 @@ def test_credentials_in_history_fail_no_credentials(docker_client, derive_image,
     ref = derive_image(
         "credentials", "RUN echo aws_secret_access_key=not-a-real-one > /dev/null", base=good_report[0]
     )
-    assert _failed(check_image(docker_client, ref, trust_image_checks=True)) == {"no-credentials"}
+    _fails_only(docker_client, ref, "no-credentials")
 
 
 @pytest.mark.docker

@@ -203,7 +203,8 @@ def test_every_label_the_tool_sets_is_named_in_one_place_and_refused_to_the_matr
     """The guard's list is the labels' definitions: no other module spells a label of the tool's namespace,
     and every label the builder adds is one the matrix may not set."""
     from imagebuild import variant
-    from imagebuild.build import builder
+    from imagebuild.build import baseid
+    from imagebuild.variant import BASE_DIGEST_LABEL, BASE_ID_LABEL, HASH_LABEL, VARIANT_LABEL
 
     for path in sorted((ROOT / "imagebuild").rglob("*.py")):
         if path == ROOT / "imagebuild" / "variant.py":
@@ -214,12 +215,12 @@ def test_every_label_the_tool_sets_is_named_in_one_place_and_refused_to_the_matr
                 assert not spelled, (
                     f"{path}:{node.lineno} spells a tool label; name it in imagebuild/variant.py"
                 )
-    added = builder.base_labels("sha256:" + "a" * 64, "sha256:" + "b" * 64)
-    added |= {builder.HASH_LABEL: "h", builder.VARIANT_LABEL: "v"}
+    added = baseid.base_labels("sha256:" + "a" * 64, "sha256:" + "b" * 64)
+    added |= {HASH_LABEL: "h", VARIANT_LABEL: "v"}
     assert len(added) == 4 and all(variant.is_tool_label(k) for k in added)
     # an unknown base is written empty, over the labels the image inherits from its base (which may be forged)
-    unknown = builder.base_labels(None, None)
-    assert set(unknown) == {builder.BASE_DIGEST_LABEL, builder.BASE_ID_LABEL} and not any(unknown.values())
+    unknown = baseid.base_labels(None, None)
+    assert set(unknown) == {BASE_DIGEST_LABEL, BASE_ID_LABEL} and not any(unknown.values())
     assert not variant.is_tool_label("org.efa-image-build.channel")
     assert not variant.is_tool_label("org.efa-image-build..version")
 

@@ -26,8 +26,8 @@ from services import (
 )
 
 from imagebuild.adapters.registry import RegistryAPI
-from imagebuild.build.builder import HASH_LABEL
 from imagebuild.release import prune
+from imagebuild.variant import HASH_LABEL
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
 
