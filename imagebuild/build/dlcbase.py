@@ -19,7 +19,11 @@ This image, FROM the debootstrap base, reproduces that layout with what is reach
   sys.prefix /usr/local and its own /usr/local/lib/python3.11/site-packages, as the DLC's source-built
   Python has, without compiling CPython; a symlink set alone would keep Debian's prefix and dist-packages.
 - torch's NCCL: the nvidia-nccl-cu12 wheel, fetched and sha256-verified on the host by the artifact cache (the
-  catalog's pin), pip-installed offline into that site-packages. torch itself is left out (gigabytes).
+  catalog's pin), pip-installed offline into that site-packages.
+- torch: the CPU build of the catalog's torch pin (torch 2.13.0+cpu, with typing_extensions, the one
+  dependency `import torch` and torchrun need), fetched and installed the same way, so the torchrun recipe
+  runs torch's own launcher and the probe for real (gloo: no GPU here). A DLC's CUDA torch is gigabytes and
+  needs a GPU to run; the CPU build holds no NCCL of its own, so the NCCL checks still judge the wheel's.
 - The second NCCL is a stand-in for the DLC's source build, which cannot be compiled here (no CUDA toolkit): a
   copy of the wheel's libnccl.so.2 (so the same version: another file at another path, and the checks tell the
   two apart by path) under the source build's names (libnccl.so.X.Y.Z, libnccl.so.2, libnccl.so), with the
@@ -38,19 +42,21 @@ from __future__ import annotations
 import shlex
 import tempfile
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Sequence
 
 from imagebuild import catalog
 from imagebuild.adapters.docker_engine import find_image
 from imagebuild.build.artifacts import ArtifactCache, ArtifactError, stage
 from imagebuild.build.localbase import DEFAULT_NAME as DEBOOTSTRAP_BASE
-from imagebuild.components import nccl
+from imagebuild.components import nccl, torch
 from imagebuild.errors import UserError
 from imagebuild.variant import LAYOUT_LABEL, Artifact
 
 # `-2nccl`: the layout with the DLC's two NCCLs and its mpirun settings (an engine may still hold the older
 # one-NCCL layout under `bookworm`; a new tag never lets a build take that one for this one).
-DEFAULT_NAME = "localbase/dlc-layout:bookworm-2nccl"
+# `-torch`: and torch (CPU) in site-packages; an engine holding `-2nccl` (no torch) builds the new tag.
+DEFAULT_NAME = "localbase/dlc-layout:bookworm-2nccl-torch"
+TORCH_VERSION = "2.13.0"
 NCCL_VERSION = "2.27.7"
 CUDA_MAJOR = 12
 CUDA_DIR = "/usr/local/cuda-12.8"  # the DLC's toolkit directory (cu128); /usr/local/cuda links to it
@@ -87,6 +93,23 @@ def nccl_wheel(version: str = NCCL_VERSION, cuda_major: int = CUDA_MAJOR) -> Art
     )
 
 
+def torch_wheels(version: str = TORCH_VERSION) -> List[Artifact]:
+    """The catalog's pins of the torch wheel (CPU build) and the dependencies it imports, install order."""
+    pins = (catalog.component(torch.NAME).get("wheels") or {}).get(version) or []
+    if not pins:
+        raise UserError(f"the catalog has no torch wheel pin for torch {version}", key=torch.NAME)
+    return [
+        Artifact(
+            component=torch.NAME,
+            kind="pypi",
+            filename=w["filename"],
+            sha256=w["sha256"],
+            requirement=w["pypi"],
+        )
+        for w in pins
+    ]
+
+
 def debian_steps(base: str) -> str:
     """FROM `base` and Debian's pinned packages (Python, libfabric, Open MPI): what both DLC-layout stand-ins
     start with (this one and al2023base's)."""
@@ -102,13 +125,15 @@ RUN apt-get update \\
 """
 
 
-def wheel_steps(wheel: str, python: str) -> str:
-    """The NCCL wheel, sha256-checked, pip-installed offline into `python`'s site-packages."""
+def wheel_steps(wheel: str, python: str, *more: str) -> str:
+    """The NCCL wheel (and `more` wheels: torch's), sha256-checked, pip-installed offline into `python`'s
+    site-packages."""
+    files = " ".join(shlex.quote(f"/tmp/artifacts/{w}") for w in (wheel, *more))
     return f"""\
 COPY artifacts/ /tmp/artifacts/
 RUN cd /tmp/artifacts && sha256sum -c SHA256SUMS \\
  && {python} -m pip install --no-index --no-deps --no-cache-dir --disable-pip-version-check \\
-      /tmp/artifacts/{shlex.quote(wheel)} \\
+      {files} \\
  && rm -rf /tmp/artifacts
 """
 
@@ -154,8 +179,11 @@ def dockerfile(base: str, wheel: str) -> str:
 # Python at /usr/local/bin/python3 with its site-packages under /usr/local, as the DLC's.
 RUN python3 -m venv /usr/local \\
  && /usr/local/bin/python3 -c 'import sys; assert sys.prefix == "/usr/local", sys.prefix'
-# torch's NCCL where its wheel dependency puts it: site-packages/nvidia/nccl/lib (sha256-checked, offline).
-{wheel_steps(wheel, "/usr/local/bin/python3")}\
+# torch's NCCL where its wheel dependency puts it: site-packages/nvidia/nccl/lib, and torch (the CPU build)
+# with the dependency it imports (sha256-checked, offline). The import proves the install.
+{wheel_steps(wheel, "/usr/local/bin/python3", *(w.filename for w in torch_wheels()))}\
+RUN /usr/local/bin/python3 -c 'import torch.distributed.run' \\
+ && /usr/local/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()'
 # The DLC's second NCCL, which its base builds from source into the CUDA directory (install_cuda.sh).
 # Stand-in: a copy of the wheel's library under the source build's names (same version, other file and path).
 RUN mkdir -p {CUDA_DIR}/lib64 {CUDA_DIR}/include \\
@@ -185,20 +213,24 @@ def make_dlc_base(
     say: Say = print,
     layout: Callable[[str, str], str] = dockerfile,
     wheel: Optional[Artifact] = None,
+    extra: Optional[Sequence[Artifact]] = None,
 ) -> str:
     """Build (or refresh from the build cache) `name` FROM `base`; return the image id. `layout` writes the
     Dockerfile from (base, wheel file name): this module's, or the AL2023 stand-in's (al2023base.py), with
-    `wheel` its NCCL pin (default: this layout's)."""
+    `wheel` its NCCL pin (default: this layout's) and `extra` the other wheels it installs (default: torch's
+    for this layout, none for another)."""
     if find_image(client, base) is None:
         raise UserError(f"base image {base} not found", key="--base", hint="make it: `efa-image-build base`")
     cache = cache or ArtifactCache(say=say)
     wheel = wheel or nccl_wheel()
+    if extra is None:
+        extra = torch_wheels() if layout is dockerfile else ()
     with tempfile.TemporaryDirectory(prefix="efa-dlc-layout-") as tmp:
         ctx = Path(tmp)
         try:
-            stage(cache, [wheel], ctx)
+            stage(cache, [wheel, *extra], ctx)
         except ArtifactError as err:
-            raise UserError(f"cannot fetch the NCCL wheel: {err}", key=nccl.NAME) from None
+            raise UserError(f"cannot fetch a wheel of the base: {err}", key=nccl.NAME) from None
         (ctx / "Dockerfile").write_text(layout(base, wheel.filename))
         say(f"building {name} FROM {base}")
         image_id = None

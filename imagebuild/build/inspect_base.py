@@ -304,7 +304,12 @@ def _component_lines(f: Dict[str, Any]) -> List[str]:
             out.append(f"  # {name}: left out: {why}")
 
     torch = f.get(TORCH)
-    if torch:
+    if torch and not torch.get("cuda") and not torch.get(NCCL):
+        # a CPU build (the local DLC-layout base's): no NCCL of its own, so its torch-nccl check could only
+        # say unknown, and unknown never passes; said here, not written as a line that cannot pass
+        cpu = f"torch {torch.get('version')} is a CPU build (no CUDA, no NCCL of its own)"
+        out.append(f"  # {TORCH}: left out: {cpu}")
+    elif torch:
         base(TORCH, torch.get("version"), f"torch {torch.get('version')}, CUDA {torch.get('cuda')}")
     if f[NCCL] or torch:
         n = chosen_nccl(f)

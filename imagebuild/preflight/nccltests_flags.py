@@ -118,5 +118,7 @@ def args(lock: Dict[str, Any], cluster: Dict[str, Any]) -> List[str]:
                 )
         else:
             where = cluster.get("_json_dir")  # a recipe's shared folder: rank 0's host writes the file
-            words += ["-J", where.rstrip("/") + "/" + out if where and not out.startswith("/") else out]
+            if where and not out.startswith("/"):  # and its per-job prefix where jobs share the folder
+                out = where.rstrip("/") + "/" + cluster.get("_json_prefix", "") + out
+            words += ["-J", out]
     return words

@@ -119,7 +119,7 @@ def test_base_makes_the_local_bases_the_matrix_names(tmp_path):
         ("localbase/debian:ci-unique", "debian", "linux/amd64")
     ]
     local = matrix_bases(str(ROOT / "matrix.local.yaml"))
-    assert ("localbase/dlc-layout:bookworm-2nccl", "dlc", "linux/amd64") in local
+    assert ("localbase/dlc-layout:bookworm-2nccl-torch", "dlc", "linux/amd64") in local
     assert ("localbase/al2023-dlc-layout:standin-bookworm-sshd", "al2023-standin", "linux/amd64") in local
     assert matrix_bases(str(ROOT / "matrix.yaml")) == []  # DLC and CUDA bases are pulled, never made
     res = build_py("base", "--matrix", tmp_path / "matrix.yaml", "--variant", "debian-nccl2.2")

@@ -3,6 +3,7 @@ whose workers run sshd; a ComputeDomain for GB200's multi-node NVLink."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List
 
 import yaml
@@ -48,7 +49,11 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
     pkg/controller/mpi_job_controller.go newWorker, which exits on an image with no host keys), is Ready once
     that sshd accepts (a tcpSocket probe on its port), and requests every GPU and EFA device of its node,
     hugepages for libfabric where the cluster file asks, and a memory-backed /dev/shm for NCCL (ADT
-    kubernetes/nccl-tests.yaml). The launcher writes its report onto the cluster file's `report_volume`."""
+    kubernetes/nccl-tests.yaml). Every file the job writes is an absolute path on the cluster file's
+    `report_volume`, named per job: the launcher's report, and nccl-tests' -J JSON, which rank 0 writes in
+    worker-0, so the workers mount that volume at the launcher's path and the launcher's validator reads the
+    JSON there. A pvc (ReadWriteMany: FSx, EFS) is one folder for every pod; a host_path is each node's own
+    folder, the same one only where that path is a shared file system's mount."""
     image = need(cluster, "container_image", "mpijob")
     gpus, efa = cluster["gpus_per_node"], cluster["efa_devices"]
     workers = cluster["nodes"]
@@ -67,6 +72,9 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
         cluster, "report_volume", "mpijob (the launcher's report outlives its pod only on a volume)"
     )
     report_file = "%s/%s-report.json" % (REPORT_MOUNT, cluster["name"])
+    # nccl-tests' -J: rank 0 writes it in worker-0 (the launcher runs no rank), so onto the report volume,
+    # which the workers mount too, beside the report and named per job as it is
+    mp["_json_dir"], mp["_json_prefix"] = REPORT_MOUNT, cluster["name"] + "-"
     command = mpirun_argv(lock, mp, TCP_EXCLUDE_EKS, report=report_file)
     amounts: Dict[str, Any] = {"nvidia.com/gpu": gpus, "vpc.amazonaws.com/efa": efa, "memory": "32000Mi"}
     if cluster.get("hugepages"):  # only where the pool has them: a pod asking for absent ones stays Pending
@@ -158,7 +166,7 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                         **({"metadata": worker_meta} if worker_meta else {}),
                         "spec": {
                             **worker_spec,
-                            "volumes": [shm],
+                            "volumes": [shm, copy.deepcopy(report_vol)],  # no YAML anchor
                             "containers": [
                                 {
                                     "name": "worker",
@@ -168,7 +176,10 @@ def mpijob_manifest(lock: Dict[str, Any], cluster: Dict[str, Any]) -> str:
                                     "env": [node_name_env()],
                                     **_worker_ready(lock),
                                     "resources": resources,
-                                    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                                    "volumeMounts": [
+                                        {"name": "dshm", "mountPath": "/dev/shm"},
+                                        {"name": "report", "mountPath": REPORT_MOUNT},
+                                    ],
                                 }
                             ],
                         },

@@ -1,6 +1,6 @@
 """Extend-a-DLC on the local DLC-layout base: the variant builds, and every static check passes on the image.
 
-`localbase/dlc-layout:bookworm-2nccl` (`build.py base --layout dlc`, made by `make base` in CI) has the
+`localbase/dlc-layout:bookworm-2nccl-torch` (`build.py base --layout dlc`, made by `make base` in CI) has the
 DLC's layout: Python in /usr/local, libfabric and Open MPI under /opt/amazon (mpirun wrapped, mca params
 appended), torch's NCCL in site-packages and a second NCCL in /usr/local/cuda/lib64 on LD_LIBRARY_PATH. The
 variant records them as `source: {base: true}` (DLC prefixes from the catalog, NCCL's from the matrix), adds

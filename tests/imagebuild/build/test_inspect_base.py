@@ -15,7 +15,7 @@ import cli
 import pytest
 from services import RUN
 
-from imagebuild.build.dlcbase import dockerfile, nccl_wheel
+from imagebuild.build.dlcbase import dockerfile, nccl_wheel, torch_wheels
 from imagebuild.build.inspect_base import (
     chosen_nccl,
     efa_record,
@@ -162,6 +162,11 @@ def test_the_dlc_layout_dockerfile_pins_the_wheel_and_stands_in_no_plugin():
     assert "sha256sum -c SHA256SUMS" in text and "--no-index --no-deps" in text
     assert "python3 -m venv /usr/local" in text
     assert "libnccl-net" not in text and "ofi-nccl/lib" not in text
+    # torch as a DLC has it, from pip: the CPU build and the one dependency it imports, pinned, offline
+    pins = torch_wheels()
+    assert [w.requirement for w in pins] == ["torch==2.13.0+cpu", "typing_extensions==4.16.0"]
+    assert all(len(w.sha256 or "") == 64 and f"/tmp/artifacts/{w.filename}" in text for w in pins)
+    assert "import torch.distributed.run" in text
 
 
 # ---------------------------------------------------------------- the real engine
@@ -207,6 +212,10 @@ def test_inspect_base_reads_the_dlc_layout(dlc_layout, tmp_path):
     assert v.base.registry_arg is None
     got = {c.name: (c.version, c.source) for c in v.components}
     assert got == {"nccl": ("2.27.7", "base"), "libfabric": ("1.17.0", "base"), "openmpi": ("4.1.4", "base")}
+    # its torch is the CPU build (dlcbase.py): found, and said in a comment, not a line whose torch-nccl
+    # check could only be unknown (no NCCL of its own)
+    assert f["torch"]["version"] == "2.13.0+cpu" and not f["torch"]["nccl"]
+    assert "  # torch: left out: torch 2.13.0+cpu is a CPU build (no CUDA, no NCCL of its own)" in f["matrix"]
 
 
 @pytest.mark.docker

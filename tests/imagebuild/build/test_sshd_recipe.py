@@ -119,7 +119,7 @@ def dlc_own_sshd_extended(docker_client, dlc_layout, tmp_path_factory):  # noqa:
     extend = extend[: extend.find("\n  - name: ", 1) + 1 or None]  # that variant alone
     ours = (
         extend.replace("name: local-dlc-layout-extend", f"name: dlc-own-sshd-{tag}", 1)
-        .replace("image: localbase/dlc-layout:bookworm-2nccl", f'image: "{base}"', 1)
+        .replace("image: localbase/dlc-layout:bookworm-2nccl-torch", f'image: "{base}"', 1)
         .replace(
             "source: {apt: [openssh-server=1:9.2p1-2+deb12u10, openssh-client=1:9.2p1-2+deb12u10]}",
             "source: {base: true}",

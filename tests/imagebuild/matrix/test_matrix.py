@@ -46,7 +46,7 @@ def test_local_matrix_uses_only_local_sources():
         # `--layout al2023-standin`)
         assert (v.base.image, v.base.kind) in (
             ("localbase/debian:bookworm-minbase", "local"),
-            ("localbase/dlc-layout:bookworm-2nccl", "dlc"),
+            ("localbase/dlc-layout:bookworm-2nccl-torch", "dlc"),
             ("localbase/al2023-dlc-layout:standin-bookworm-sshd", "dlc"),
         )
         for c in v.components:

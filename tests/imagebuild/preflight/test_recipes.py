@@ -785,3 +785,30 @@ def test_sbatch_puts_nccl_tests_json_in_the_jobs_shared_folder(tmp_path):
     assert ' -J "$PREFLIGHT_OUT"/nccl-tests.json ' in step1
     mine = recipes.sbatch_script(lock, dict(c, json_output="/fsx/x.json"))
     assert " -J /fsx/x.json " in next(line for line in mine.splitlines() if line.startswith("srun"))
+
+
+def test_mpijob_writes_every_file_absolute_on_its_report_volume_which_rank_0_mounts(tmp_path):
+    """-J was a relative name: rank 0 (in worker-0, mpi-operator's launcher runs no rank) wrote it in its
+    working folder, lost with the pod and never beside the report. Now every file the MPIJob writes is an
+    absolute path on the report volume, per job name, and the workers mount that volume where the launcher
+    does, so the launcher's validator reads -J's JSON where it exists; an absolute json_output stays."""
+    lock = dict(LOCK, components=dict(LOCK["components"], nccl_tests={"version": "2.19.6"}))
+    c = _cluster(
+        tmp_path, "nodes: 2\ninstance_type: p5.48xlarge\ncontainer_image: r/i:1\nname: pf\n" + REPORT
+    )
+    job = yaml.safe_load(recipes.mpijob_manifest(lock, c))
+    replicas = job["spec"]["mpiReplicaSpecs"]
+    command = replicas["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    mount = recipes.REPORT_MOUNT
+    assert command[command.index("--json") + 1] == mount + "/pf-report.json"
+    assert command[command.index("-J") + 1] == mount + "/pf-nccl-tests.json"
+    written = [command[i + 1] for i, w in enumerate(command) if w in ("--json", "-J", "--log", "--markdown")]
+    assert written and all(w.startswith(mount + "/") for w in written), written
+    volume = {"name": "report", "persistentVolumeClaim": {"claimName": "reports"}}
+    for role in ("Launcher", "Worker"):
+        pod = replicas[role]["template"]["spec"]
+        assert volume in pod["volumes"], role
+        assert {"name": "report", "mountPath": mount} in pod["containers"][0]["volumeMounts"], role
+    mine = yaml.safe_load(recipes.mpijob_manifest(lock, dict(c, json_output="/fsx/x.json")))
+    command = mine["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("-J") + 1] == "/fsx/x.json"  # an absolute one asked for stays where asked

@@ -20,18 +20,18 @@ the -J folder or the run folder's mkdir fail: the JSON is not where the recipe s
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from pathlib import Path
 
 import cli
 import pytest
-from localbuild import build_variant
 from paths import ROOT
-from test_twohost_docker import _docker, printed_recipe
+from twohost import docker as _docker
+from twohost import image_lock
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-VARIANT = "local-dlc-layout-extend"
 STAND_IN = "/opt/h-sbatch-replay"  # the prefix the lock names for nccl_tests: the stand-in goes there
 IMAGE = "localhost:5000/h-sbatch/img@sha256:" + "e" * 64  # the digest the printed script binds its report to
 OUT = "/shared/out"  # the cluster file's output_dir: a host folder mounted there
@@ -58,17 +58,10 @@ SLURM_DOCKERFILE = (
 
 
 @pytest.fixture(scope="module")
-def image(docker_client, local_base, tmp_path_factory):
-    """The variant's image, built (or reused by its content tag) as test_twohost_docker.py builds it."""
-    assert cli.build_py("base", "--layout", "dlc").rc == 0
-    return build_variant(ROOT / "matrix.local.yaml", VARIANT, tmp_path_factory.mktemp("sbatch") / "build")
-
-
-@pytest.fixture(scope="module")
-def slurm_image(image, tmp_path_factory):
+def slurm_image(dlc_extend_image, tmp_path_factory):
     """The project's image with Slurm added (slurm-wlm, munge, libpmix): named per run, removed after."""
     ctx = tmp_path_factory.mktemp("slurm-image")
-    (ctx / "Dockerfile").write_text(SLURM_DOCKERFILE.format(image=image))
+    (ctx / "Dockerfile").write_text(SLURM_DOCKERFILE.format(image=dlc_extend_image))
     (ctx / "slurm-start.sh").write_bytes((ROOT / "tests/fixtures/launchers/slurm-start.sh").read_bytes())
     tag = "h-sbatch-slurm:%s" % uuid.uuid4().hex[:8]
     _docker("build", "-q", "-t", tag, str(ctx), timeout=600)
@@ -108,15 +101,24 @@ def slurm(slurm_image, tmp_path):
 
 
 def _script(tmp_path: Path, image: str) -> str:
-    # a nccl-tests with -J (2.17.3+) at the stand-in's prefix
-    cluster = (
+    lock = image_lock(image)
+    # the named edit of the lock: the GPU binary's place is the stand-in's, a nccl-tests with -J (2.17.3+)
+    lock["components"]["nccl_tests"] = {"prefix": STAND_IN, "version": "2.17.6"}
+    (tmp_path / "lock.json").write_text(json.dumps(lock))
+    (tmp_path / "cluster.yaml").write_text(
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\n"
         "container_image: localhost:5000/h-sbatch/img:1\n"
         "timeout: 120\nidle_timeout: 60\noutput_dir: %s\nname: h-sbatch\n" % OUT
     )
-    nccl_tests = {"prefix": STAND_IN, "version": "2.17.6"}
-    _, text = printed_recipe(tmp_path, image, "sbatch", nccl_tests, cluster, IMAGE)
-    lines = text.splitlines()
+    proc = subprocess.run(
+        [*cli.BUILD_PY, "preflight", "--print", "sbatch", "--cluster", str(tmp_path / "cluster.yaml")]
+        + ["--lock", str(tmp_path / "lock.json"), "--image", IMAGE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
     [at] = [i for i, line in enumerate(lines) if line.startswith("CONTAINER=(")]
     lines[at] = "CONTAINER=()"  # the named substitution: no pyxis, the nodes already run inside the image
     return "\n".join(lines) + "\n"
@@ -134,8 +136,8 @@ def _submit(slurm, text: str) -> tuple:
     return run, job_id, log.read_text() if log.exists() else ""
 
 
-def test_the_printed_sbatch_script_runs_on_slurm_in_the_projects_image(image, slurm, tmp_path):
-    text = _script(tmp_path, image)
+def test_the_printed_sbatch_script_runs_on_slurm_in_the_projects_image(dlc_extend_image, slurm, tmp_path):
+    text = _script(tmp_path, dlc_extend_image)
     assert '-J "$PREFLIGHT_OUT"/nccl-tests.json' in text  # -J in the job's shared folder
     run, job_id, out = _submit(slurm, text)
     folder = slurm[1] / "out" / ("preflight-%s" % job_id)  # $PREFLIGHT_OUT: output_dir/preflight-<job>
@@ -152,10 +154,12 @@ def test_the_printed_sbatch_script_runs_on_slurm_in_the_projects_image(image, sl
 
 
 @pytest.mark.parametrize("drop", ["json-folder", "mkdir"])
-def test_a_printed_script_without_its_json_folder_or_run_folder_fails(image, slurm, tmp_path, drop):
+def test_a_printed_script_without_its_json_folder_or_run_folder_fails(
+    dlc_extend_image, slurm, tmp_path, drop
+):
     """Each piece is needed: without -J's folder the JSON lands in rank 0's working folder, not beside the
     report; without the mkdir of $PREFLIGHT_OUT no rank can keep its log and no report is made."""
-    text = _script(tmp_path, image)
+    text = _script(tmp_path, dlc_extend_image)
     if drop == "json-folder":
         assert text.count('-J "$PREFLIGHT_OUT"/nccl-tests.json') == 1
         text = text.replace('-J "$PREFLIGHT_OUT"/nccl-tests.json', "-J nccl-tests.json")

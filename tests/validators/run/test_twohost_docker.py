@@ -27,61 +27,36 @@ from pathlib import Path
 
 import cli
 import pytest
-from localbuild import build_variant
 from paths import ROOT
+from twohost import docker as _docker
+from twohost import image_lock
 
 pytestmark = pytest.mark.docker
 
-VARIANT = "local-dlc-layout-extend"
 STAND_IN = "/opt/h-twohost-replay"  # the prefix the lock names for nccl_tests: the stand-in goes there
 IMAGE = "localhost:5000/h-twohost/img@sha256:" + "d" * 64  # the digest the printed recipe binds its report to
 REPLAY = ROOT / "tests" / "fixtures" / "replay"
 
 
-def _docker(*argv: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=timeout)
-    assert not check or proc.returncode == 0, (argv, proc.stderr[-2000:])
-    return proc
-
-
-@pytest.fixture(scope="module")
-def image(docker_client, local_base, tmp_path_factory):
-    """The variant's image, built (or reused by its content tag) as test_dlc_extend.py builds it."""
-    assert cli.build_py("base", "--layout", "dlc").rc == 0
-    return build_variant(ROOT / "matrix.local.yaml", VARIANT, tmp_path_factory.mktemp("twohost") / "build")
-
-
-def printed_recipe(
-    tmp_path: Path, image: str, kind: str, nccl_tests: dict, cluster: str, digest: str
-) -> tuple:
-    """`build.py preflight --print KIND` for the cluster file `cluster` and the lock `image` carries, with the
-    named edit: its nccl_tests is `nccl_tests` (the GPU binary's place is the stand-in's), bound to the image
-    `digest`. (The lock as edited, the printed text.)"""
-    labels = json.loads(_docker("inspect", "--format", "{{json .Config.Labels}}", image).stdout)
-    lock = json.loads(labels["org.efa-image-build.lock"])
-    lock["components"]["nccl_tests"] = nccl_tests
+def _recipe(tmp_path: Path, image: str, out: Path) -> str:
+    lock = image_lock(image)
+    assert lock["components"]["openssh"]["method"] == "apt"  # the image's own sshd, efa-sshd
+    # the named edit of the lock: the GPU binary's place is the stand-in's (the image has no nccl-tests)
+    lock["components"]["nccl_tests"] = {"prefix": STAND_IN}
     (tmp_path / "lock.json").write_text(json.dumps(lock))
-    (tmp_path / "cluster.yaml").write_text(cluster)
+    (tmp_path / "cluster.yaml").write_text(
+        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [h1, h2]\n"
+        "timeout: 120\nidle_timeout: 60\noutput_dir: %s\n" % out
+    )
     proc = subprocess.run(
-        [*cli.BUILD_PY, "preflight", "--print", kind, "--cluster", str(tmp_path / "cluster.yaml")]
-        + ["--lock", str(tmp_path / "lock.json"), "--image", digest],
+        [*cli.BUILD_PY, "preflight", "--print", "mpirun", "--cluster", str(tmp_path / "cluster.yaml")]
+        + ["--lock", str(tmp_path / "lock.json"), "--image", IMAGE],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    return lock, proc.stdout
-
-
-def _recipe(tmp_path: Path, image: str, out: Path) -> str:
-    # the image has no nccl-tests: the stand-in's prefix
-    cluster = (
-        "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [h1, h2]\n"
-        "timeout: 120\nidle_timeout: 60\noutput_dir: %s\n" % out
-    )
-    lock, text = printed_recipe(tmp_path, image, "mpirun", {"prefix": STAND_IN}, cluster, IMAGE)
-    assert lock["components"]["openssh"]["method"] == "apt"  # the image's own sshd, efa-sshd
-    return text
+    return proc.stdout
 
 
 def _run_line(text: str) -> list:
@@ -188,17 +163,19 @@ def _step0(text: str) -> None:
         assert proc.returncode == 0, (words, proc.stderr)
 
 
-def test_the_printed_mpirun_recipe_runs_across_two_containers_of_the_projects_image(image, tmp_path):
+def test_the_printed_mpirun_recipe_runs_across_two_containers_of_the_projects_image(
+    dlc_extend_image, tmp_path
+):
     out = tmp_path / "shared"
-    text = _recipe(tmp_path, image, out)
+    text = _recipe(tmp_path, dlc_extend_image, out)
     _step0(text)
     run = out / "efa-preflight"
     assert (run / "ssh" / "id_ed25519").is_file() and (run / "ssh" / "authorized_keys").is_file()
     # no key of any kind in the image: no user key, no host key (efa-sshd makes those at start)
     listing = "ls /root/.ssh/id_* /etc/ssh/ssh_host_* 2>/dev/null; true"
-    keys = _docker("run", "--rm", "--entrypoint", "sh", image, "-c", listing)
+    keys = _docker("run", "--rm", "--entrypoint", "sh", dlc_extend_image, "-c", listing)
     assert keys.stdout.strip() == "", keys.stdout
-    proc = _two_hosts(text, image, tmp_path)
+    proc = _two_hosts(text, dlc_extend_image, tmp_path)
     report = json.loads((run / "preflight-report.json").read_text())  # where the recipe says it is
     assert report["run"]["exit_code"] == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert {r["rank"] for r in report["run"]["rank_output"]} >= {0, 1, 2, 3}  # ranks 2, 3 started on h2
@@ -207,13 +184,15 @@ def test_the_printed_mpirun_recipe_runs_across_two_containers_of_the_projects_im
 
 
 @pytest.mark.parametrize("drop", ["key-mount", "rsh-args", "run-mount"])
-def test_a_printed_line_without_its_key_mount_ssh_options_or_run_folder_fails(image, tmp_path, drop):
+def test_a_printed_line_without_its_key_mount_ssh_options_or_run_folder_fails(
+    dlc_extend_image, tmp_path, drop
+):
     """Each piece is needed: without the key's mount or mpirun's ssh options the launcher cannot reach the
     second host's sshd; without the run folder's mount the report is not where the recipe says."""
     out = tmp_path / "shared"
-    text = _recipe(tmp_path, image, out)
+    text = _recipe(tmp_path, dlc_extend_image, out)
     _step0(text)
-    proc = _two_hosts(text, image, tmp_path, drop=drop)
+    proc = _two_hosts(text, dlc_extend_image, tmp_path, drop=drop)
     report = out / "efa-preflight" / "preflight-report.json"
     if drop == "run-mount":
         assert not report.exists(), proc.stdout[-2000:]
