@@ -1,7 +1,8 @@
 """What the tests that run a printed recipe in this project's own image share (test_twohost_docker.py,
 test_torchrun_twohost_docker.py, test_sbatch_image_docker.py): the docker CLI, the image they all run
 (matrix.local.yaml's local-dlc-layout-extend, built once per session, reused by its content tag) and the
-lock its label carries, which each test edits by name before `--print`."""
+lock its label carries, which each test edits by name before `--print` (the fixture that builds it once
+is in twohost_fixtures.py)."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ from twohost import docker as _docker
 from twohost import image_lock
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytest_plugins = ["twohost_fixtures"]  # fixture: dlc_extend_image
 
 STAND_IN = "/opt/h-sbatch-replay"  # the prefix the lock names for nccl_tests: the stand-in goes there
 IMAGE = "localhost:5000/h-sbatch/img@sha256:" + "e" * 64  # the digest the printed script binds its report to

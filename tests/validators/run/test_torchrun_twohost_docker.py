@@ -30,6 +30,7 @@ import pytest
 from twohost import docker, image_lock
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytest_plugins = ["twohost_fixtures"]  # fixture: dlc_extend_image
 
 IMAGE = (
     "localhost:5000/h-torchrun/img@sha256:" + "f" * 64

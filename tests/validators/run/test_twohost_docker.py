@@ -32,6 +32,7 @@ from twohost import docker as _docker
 from twohost import image_lock
 
 pytestmark = pytest.mark.docker
+pytest_plugins = ["twohost_fixtures"]  # fixture: dlc_extend_image
 
 STAND_IN = "/opt/h-twohost-replay"  # the prefix the lock names for nccl_tests: the stand-in goes there
 IMAGE = "localhost:5000/h-twohost/img@sha256:" + "d" * 64  # the digest the printed recipe binds its report to

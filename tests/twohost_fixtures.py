@@ -1,4 +1,6 @@
-"""The image the recipe-running tests of this folder share (tests/twohost.py): built once per session."""
+"""The image fixture of the recipe-running tests (tests/twohost.py says which): a plugin module
+(`pytest_plugins = ["twohost_fixtures"]` in those tests), since a conftest.py in tests/validators/run/ would
+shadow the `conftest` module other tests import from."""
 
 from __future__ import annotations
 
