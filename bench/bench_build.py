@@ -23,9 +23,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "validators"))
 
 from imagebuild.adapters import docker_engine  # noqa: E402
-from imagebuild.build import context  # noqa: E402
+from imagebuild.building import context  # noqa: E402
 from imagebuild.cli import main as cli_main  # noqa: E402
 
 

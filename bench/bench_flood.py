@@ -28,6 +28,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "validators"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_parse_real import best, corpus_parser, parse_argv, save_json  # noqa: E402

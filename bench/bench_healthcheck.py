@@ -2,7 +2,7 @@
 healthy node (recorded tools that answer at once) and on a hung-tool node (an nvidia-smi that sleeps for
 ever).
 The goal is slurmd's limit: the program must be done well inside 60 s (slurm.conf(5) HealthCheckProgram;
-validators/node/dropin.py). `--plan`: nothing is drained here.
+efa_validators/node/dropin.py). `--plan`: nothing is drained here.
 
     python bench/bench_healthcheck.py [--repeat 3] [--json FILE]
 """
@@ -31,7 +31,11 @@ ARGV = ["node-check", "--slurm-health-check", "--plan", "--instance-type", "p5.4
 
 
 def wall(bindir: Path) -> tuple:
-    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"]), PYTHONPATH=str(ROOT))
+    env = dict(
+        os.environ,
+        PATH="%s:%s" % (bindir, os.environ["PATH"]),
+        PYTHONPATH=str(ROOT) + os.pathsep + str(ROOT / "validators"),
+    )
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "efa_validators", *ARGV], env=env, cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)  # fmt: skip

@@ -31,6 +31,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "validators"))
 
 from efa_validators.analyze.needles import needles  # noqa: E402
 from efa_validators.scan.parscan import default_workers  # noqa: E402

@@ -10,7 +10,7 @@ strictly less than the parser, so their speed bounds what any parse written in P
           line), split each head from its message and count heads in a dict: the least per-line work;
   filter  split the bytes into lines and keep those holding any of the parser's needles, tested by one
           compiled alternation in C (no bytecode per line): the same lines found the simplest way;
-  scan    the parser's own scanner (validators/scan/linescan.py) yielding every needle line (and the rows
+  scan    the parser's own scanner (efa_validators/scan/linescan.py) yielding every needle line (and the rows
           after an nccl-tests table header, as the parse reads them), nothing more;
   shape   that scan, plus the minimal shape of a parse per line: split the head into host, pid and
           device, look the process up, classify the message through a cache, count it per process;
@@ -34,6 +34,7 @@ from multiprocessing import Pool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "validators"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_parse_real import _warm, build_corpus, grep_pattern, timed  # noqa: E402
@@ -156,7 +157,7 @@ def main() -> int:
     if not logs:
         print(f"no logs in {a.corpus}", file=sys.stderr)
         return 2
-    env = dict(os.environ, LC_ALL="C", PYTHONPATH=ROOT)
+    env = dict(os.environ, LC_ALL="C", PYTHONPATH=ROOT + os.pathsep + os.path.join(ROOT, "validators"))
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
         path = os.path.join(tmp, "real.log")
         build_corpus(path, logs, a.size_mb << 20)

@@ -30,6 +30,7 @@ from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "validators"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_runner_scale import generate as generate_ranks  # noqa: E402
@@ -148,8 +149,15 @@ def parse_argv(path: str, report: str, workers: int) -> list:
     return cli + [path, "--json", report, "--workers", str(workers)]
 
 
+def import_path(root: str) -> str:
+    """Where a checkout's efa_validators imports from: validators/ (its src folder), or the root for a
+    baseline from before the src layout (a link there stood in for the package)."""
+    src = os.path.join(root, "validators")
+    return src if os.path.isdir(os.path.join(src, "efa_validators")) else root
+
+
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
-    env = dict(os.environ, PYTHONPATH=root)
+    env = dict(os.environ, PYTHONPATH=import_path(root))
     argv = parse_argv(path, report, workers)
     res = best(repeat, argv, env, root)  # run there: `python -m` imports from its working folder first
     with open(report, encoding="utf-8") as fh:

@@ -26,6 +26,7 @@ from typing import Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "validators"))
 
 
 def make_matrix(folder: Path, n: int) -> Path:

@@ -22,7 +22,7 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-
 
 
 def wall(argv: list[str]) -> float:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NCCL_DEBUG="INFO")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + str(ROOT / "validators"), NCCL_DEBUG="INFO")
     start = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT, timeout=300)
     return time.perf_counter() - start

@@ -122,7 +122,7 @@ def _under_runner(log: str, work: str, timeout: float) -> dict:
     argv = [sys.executable, "-m", "efa_validators", "run", "--quiet", "--timeout", str(timeout),
             "--no-inject", "--log", runlog, "--json", out,
             "--", sys.executable, "-c", TIMED, log]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + str(ROOT / "validators"))
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
     wall = time.perf_counter() - start
@@ -155,8 +155,8 @@ def _hang_case(log: str, work: str) -> dict:
     argv = [sys.executable, "-m", "efa_validators", "run", "--quiet", "--idle-timeout", "3",
             "--timeout", "600", "--log", os.path.join(work, "hang.log"), "--json", out,
             "--", "sh", "-c", script]  # fmt: skip
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-                   env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + str(ROOT / "validators"))
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
     report = json.loads(Path(out).read_text())
     hang = [f for f in report["findings"] if f["id"] == "hang"][0]
     return {

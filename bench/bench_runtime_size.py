@@ -20,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "validators"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_build import builder_stage_image, entry, size_mb, timed  # noqa: E402

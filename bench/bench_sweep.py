@@ -37,7 +37,9 @@ BAD = ROOT / "tests" / "fixtures" / "replay" / "socket-fallback-p5-2node.log"
 
 
 def env(cache: str) -> dict:
-    e = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=cache)
+    e = dict(
+        os.environ, PYTHONPATH=str(ROOT) + os.pathsep + str(ROOT / "validators"), PYTHONPYCACHEPREFIX=cache
+    )
     e.pop("PYTHONDONTWRITEBYTECODE", None)
     return e
 

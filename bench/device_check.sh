@@ -7,6 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+export PYTHONPATH="$PWD/validators${PYTHONPATH:+:$PYTHONPATH}"  # efa_validators, from its src folder
 OUT=${OUT:-/tmp/device-check}
 mkdir -p "$OUT"
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)

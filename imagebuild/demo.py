@@ -24,9 +24,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from imagebuild import pipeline
 from imagebuild.adapters.docker_engine import connect
-from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache, ArtifactError, artifacts_from_lock
-from imagebuild.build.localbase import DEFAULT_NAME, make_base
-from imagebuild.build.options import read_lock
+from imagebuild.building.artifacts import DEFAULT_CACHE, ArtifactCache, ArtifactError, artifacts_from_lock
+from imagebuild.building.localbase import DEFAULT_NAME, make_base
+from imagebuild.building.options import read_lock
 from imagebuild.errors import ChecksFailed, UserError, redact
 from imagebuild.reports.summarize import ReportRequest, summarize
 from imagebuild.variant import Artifact

@@ -21,7 +21,8 @@ def command(*words: str) -> str:
 
 def redact(text: str) -> str:
     """`scheme://user:secret@host` -> `scheme://***@host`, `TOKEN=...`, `Authorization: ...` and every
-    other rule of validators/scan/redact.py (the table `validators run` uses too): no message leaks one."""
+    other rule of efa_validators/scan/redact.py (the table `validators run` uses too): no message leaks
+    one."""
     return redact_text(text)
 
 

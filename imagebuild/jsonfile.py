@@ -2,7 +2,7 @@
 atomically (a new temp file beside it, then rename: a reader never sees half a file).
 
 Reading goes through safefile's bounded reader (regular files only, a size cap: a FIFO, a device or a folder
-is refused before anything is read) and, given a pydantic model (imagebuild/build/documents.py), through
+is refused before anything is read) and, given a pydantic model (imagebuild/building/documents.py), through
 its typed check: a field of the wrong type is one UserError naming the file and the key, never a traceback."""
 
 from __future__ import annotations

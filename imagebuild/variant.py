@@ -74,7 +74,7 @@ def lock_from_labels(labels: Optional[Mapping[str, str]]) -> Optional[Dict[str, 
 @dataclass(frozen=True)
 class Artifact:
     """One file the Dockerfile COPYs from context/artifacts/ (the build host fetches and verifies it);
-    written into the lock by `to_json`, read back by `imagebuild.build.artifacts.artifacts_from_lock`."""
+    written into the lock by `to_json`, read back by `imagebuild.building.artifacts.artifacts_from_lock`."""
 
     kind: str  # url | git | pypi
     filename: str

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Callable, List, NamedTuple, Optional
 
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 
 BUILD_PY: List[str] = [sys.executable, str(ROOT / "build.py")]
 VALIDATORS: List[str] = [sys.executable, "-m", "efa_validators"]
@@ -66,7 +66,7 @@ def _process(
     """Run to the end in a child, bounded in time; from the project root with the project importable, text
     output captured, unless the caller says otherwise (any subprocess.run keyword)."""
     env = dict(kw.pop("env", None) or os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = IMPORT_PATH + os.pathsep + env.get("PYTHONPATH", "")
     kw.setdefault("cwd", str(ROOT))
     kw.setdefault("text", True)
     if "stdout" not in kw and "stderr" not in kw:

@@ -22,7 +22,7 @@ os.environ["EFA_TEST_SESSION"] = uuid.uuid4().hex
 # background of a non-interactive shell (`cmd &`: POSIX ignores SIGINT there) or under nohup (SIGHUP ignored)
 # inherits them ignored, and an ignored signal stays ignored across exec in every process a test starts:
 # Python then never raises KeyboardInterrupt, and build.py's lifeline takes SIGHUP ignored as "outlive the
-# parent" (as designed, see imagebuild/build/lifeline.py). So the session restores the defaults first.
+# parent" (as designed, see imagebuild/building/lifeline.py). So the session restores the defaults first.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:

@@ -8,6 +8,9 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 GOLDEN = TESTS / "golden"
+# what a child process needs on PYTHONPATH to import this checkout: imagebuild at the root, efa_validators in
+# validators/ (its src folder)
+IMPORT_PATH = str(ROOT) + ":" + str(ROOT / "validators")
 
 
 def assert_golden(text: str, path: Path) -> None:

@@ -59,10 +59,14 @@ def random_log(rng: random.Random, lines: int, tables: bool = True) -> bytes:
 
 
 def run_json(script: str, *args: str, timeout: float = 300):
-    """What `script` prints as JSON, run as a whole process (`python -c`; its argv[1] is the repository
-    root): the split needs a fresh interpreter (fork, no threads) and the tests a bound on a hang."""
+    """What `script` prints as JSON, run as a whole process (`python -c`; its argv[1] is the folder
+    efa_validators imports from): the split needs a fresh interpreter (fork, no threads) and the tests a bound
+    on a hang."""
     res = subprocess.run(
-        [sys.executable, "-c", script, str(ROOT), *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-c", script, str(ROOT / "validators"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)

@@ -41,7 +41,7 @@ def arm64_base(docker_client) -> str:
     """The arm64 local base (`build.py base --platform linux/arm64`, `make base` on a host that emulates)."""
     import docker
 
-    from imagebuild.build.localbase import default_name, emulation_problem
+    from imagebuild.building.localbase import default_name, emulation_problem
     from imagebuild.catalog.platforms import platform
 
     name = default_name("linux/arm64")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import os
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -26,7 +25,7 @@ STAGES: Dict[str, List[Set[str]]] = {
         {"adapters"},  # the docker engine, the OCI registry, AWS
         {"matrix"},
         {"render"},
-        {"build"},
+        {"building"},
         {"check"},
         {"release"},
         {"preflight"},
@@ -47,8 +46,8 @@ TOP_MODULES = {"imagebuild": 9, "efa_validators": 6}  # .py files beside __init_
 
 FOLDERS = {
     "imagebuild": "imagebuild",
-    "efa_validators": "validators",
-}  # import name -> folder (pyproject package-dir)
+    "efa_validators": "validators/efa_validators",
+}  # import name -> folder (pyproject package-dir; efa_validators in a src layout under validators/)
 # data the wheel carries inside imagebuild (no __init__.py): import name -> the checkout's top-level folder
 DATA_PACKAGES = {"imagebuild.templates": "Dockerfile.templates", "imagebuild.ci": "examples/ci"}
 
@@ -154,20 +153,20 @@ def cycles(edges: Dict[str, Set[str]]) -> List[List[str]]:
 
 def test_the_checks_catch_a_later_stage_the_top_a_cycle_and_validators_importing_imagebuild():
     edges = {
-        "imagebuild.render.dockerfile": {"imagebuild.build.builder", "imagebuild.errors"},
-        "imagebuild.build.builder": {"imagebuild.pipeline", "imagebuild.render.dockerfile"},
-        "imagebuild.pipeline": {"imagebuild.build.builder"},
+        "imagebuild.render.dockerfile": {"imagebuild.building.builder", "imagebuild.errors"},
+        "imagebuild.building.builder": {"imagebuild.pipeline", "imagebuild.render.dockerfile"},
+        "imagebuild.pipeline": {"imagebuild.building.builder"},
         "efa_validators.parse.nccllog": {"efa_validators.scan.prefix", "imagebuild.errors"},
         "efa_validators.judge.verdict": {"efa_validators.parse.facts"},
     }
     assert stage_violations(edges) == [
         "efa_validators.parse.nccllog imports imagebuild.errors: validators runs without imagebuild",
-        "imagebuild.build.builder imports imagebuild.pipeline, a later stage",
-        "imagebuild.build.builder imports imagebuild.pipeline, the top",
-        "imagebuild.render.dockerfile imports imagebuild.build.builder, a later stage",
+        "imagebuild.building.builder imports imagebuild.pipeline, a later stage",
+        "imagebuild.building.builder imports imagebuild.pipeline, the top",
+        "imagebuild.render.dockerfile imports imagebuild.building.builder, a later stage",
     ]
     assert cycles(edges) == [
-        ["imagebuild.build.builder", "imagebuild.pipeline", "imagebuild.render.dockerfile"],
+        ["imagebuild.building.builder", "imagebuild.pipeline", "imagebuild.render.dockerfile"],
     ]
     assert cycles({"a": {"b"}, "b": set()}) == []
 
@@ -192,14 +191,17 @@ def test_the_top_of_each_package_stays_small():
         assert len(top) <= most, (package, top)
 
 
-def test_every_test_folder_is_collected():
-    """pytest passes over folders matching norecursedirs (by default build/ and dist/): a stage's tests
-    folder must not be one of them, or its tests vanish from the suite without a word."""
+def test_no_package_or_test_folder_takes_a_name_tools_treat_as_output():
+    """pytest passes over folders matching norecursedirs, by default build/ and dist/ among them (pytest's
+    reference, "norecursedirs"), and source-tree tools skip them too: no package and no tests folder may
+    carry such a name, so the suite needs no pytest override and no stage vanishes from a tool's view."""
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
-    patterns = ini["norecursedirs"]
+    assert "norecursedirs" not in ini  # pytest's default, which skips build/ and dist/
+    default = ["*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}"]
     folders = [p for p in (ROOT / "tests").rglob("*") if p.is_dir() and any(p.glob("test_*.py"))]
-    assert any(p.name == "build" for p in folders)  # the stage whose name pytest's default skips
-    assert [str(p) for p in folders if any(fnmatch.fnmatch(p.name, pat) for pat in patterns)] == []
+    folders += [p.parent for f in FOLDERS.values() for p in (ROOT / f).rglob("__init__.py")]
+    assert len(folders) > 20
+    assert [str(p) for p in folders if any(fnmatch.fnmatch(p.name, pat) for pat in default)] == []
 
 
 def test_the_lock_path_copies_agree():
@@ -224,7 +226,12 @@ def test_the_wheel_lists_every_package_under_its_import_name():
 
 
 def test_the_checkout_imports_efa_validators_from_its_own_folder():
-    """The root's efa_validators is a link to validators/, so a checkout (or a worktree, or a container that
-    mounts it) imports its own copy by the import name, with no install."""
-    link = ROOT / "efa_validators"
-    assert link.is_symlink() and os.readlink(link) == "validators"
+    """One name, one folder: efa_validators lives at validators/efa_validators/ (a src layout under the
+    design's validators/), no link stands in for it, and the tests import the checkout's own copy (pytest's
+    pythonpath names validators/), never an installed one from elsewhere."""
+    import efa_validators
+
+    assert not any(p.is_symlink() for p in ROOT.iterdir())
+    assert Path(efa_validators.__file__).resolve() == ROOT / "validators" / "efa_validators" / "__init__.py"
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert ini["pythonpath"] == [".", "validators"]

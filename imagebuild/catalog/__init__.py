@@ -1,5 +1,5 @@
 """The knowledge base as data: components, EFA installer contents, env policy; instance profiles come from
-validators/judge/profile_data.py (shared with the validator).
+efa_validators/judge/profile_data.py (shared with the validator).
 
 The YAML files next to this module are the source of truth; this loader only reads and checks their shape
 once (cached), so a broken catalog fails loudly on first use, not half way through a render.

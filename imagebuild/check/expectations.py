@@ -21,7 +21,7 @@ POLICY_PREFIXES = ("NCCL_", "FI_", "RDMAV_")
 
 # Credentials must never be in env, labels or layer history. [AWS access key id formats; AWS CLI config keys]
 CREDENTIAL_PATTERNS = (
-    AWS_KEY_ID,  # the key id formats the redaction table masks (validators/scan/redact.py)
+    AWS_KEY_ID,  # the key id formats the redaction table masks (efa_validators/scan/redact.py)
     r"(?i)aws_secret_access_key",
     r"(?i)aws_session_token",
     r"(?i)-----BEGIN [A-Z ]*PRIVATE KEY-----",

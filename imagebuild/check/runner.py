@@ -38,6 +38,13 @@ IMAGE_CONFIG = ("User", "WorkingDir", "Entrypoint", "Cmd")  # what a metadata ch
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def import_roots() -> List[str]:
+    """The folders the check run's child imports imagebuild and efa_validators from: this copy's, wherever it
+    is (a wheel's site-packages holds both; a checkout keeps efa_validators in validators/, its src
+    folder)."""
+    return list(dict.fromkeys([str(Path(__file__).resolve().parents[2]), str(VALIDATORS.parent)]))
+
+
 @dataclass
 class ImageReport:
     variant: Optional[str]
@@ -84,7 +91,7 @@ def _base_env(client, lock: dict) -> dict:
 
 
 def _inventory_tar() -> bytes:
-    """inventory.py and the validators lookup it imports (validators/node/nodecheck.py), side by side."""
+    """inventory.py and the validators lookup it imports (efa_validators/node/nodecheck.py), side by side."""
     buf = io.BytesIO()
     here = INVENTORY_PATH.lstrip("/").rsplit("/", 1)[0]
     files = {
@@ -181,8 +188,7 @@ def check_image(
             cmd += ["-c", str(tmpd / "pytest.ini"), "--rootdir", tmp, f"--junitxml={xml}"]
             cmd += ["-o", f"junit_suite_name={report.variant or ref}"]
             env_run = dict(os.environ, EFA_IMAGE_CHECK_PLAN=str(tmpd / "plan.json"))
-            root = str(Path(__file__).resolve().parents[2])
-            env_run["PYTHONPATH"] = root + os.pathsep + env_run.get("PYTHONPATH", "")
+            env_run["PYTHONPATH"] = os.pathsep.join([*import_roots(), env_run.get("PYTHONPATH", "")])
             try:
                 subprocess.run(cmd, env=env_run, capture_output=True, text=True, timeout=timeout, cwd=tmp)
             except subprocess.TimeoutExpired:

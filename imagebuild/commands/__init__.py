@@ -138,7 +138,7 @@ def add_rendered_args(p: argparse.ArgumentParser, no_render_help: str) -> None:
 
 def add_cache_arg(p: argparse.ArgumentParser) -> None:
     """The artifact cache every verb that fetches sources reads and fills (build, bake, demo)."""
-    from imagebuild.build.artifacts import DEFAULT_CACHE
+    from imagebuild.building.artifacts import DEFAULT_CACHE
 
     p.add_argument("--cache", default=str(DEFAULT_CACHE), help=f"artifact cache (default: {DEFAULT_CACHE})")
 
@@ -146,7 +146,7 @@ def add_cache_arg(p: argparse.ArgumentParser) -> None:
 def add_stage_args(p: argparse.ArgumentParser, build_ca_help: str, build_arg_help: str) -> None:
     """The artifact and CA flags `stage_options` reads (build, bake); the help of the last two says what
     each verb does with them."""
-    from imagebuild.build.context import DEFAULT_CA
+    from imagebuild.building.context import DEFAULT_CA
 
     add_cache_arg(p)
     p.add_argument("--offline", action="store_true", help="use the artifact cache only; name what is missing")

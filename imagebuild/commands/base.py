@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
-from imagebuild.build.al2023base import DEFAULT_NAME as AL2023_NAME
-from imagebuild.build.dlcbase import DEFAULT_NAME as DLC_NAME
-from imagebuild.build.localbase import DEFAULT_NAME, default_name, make_base, matrix_bases
+from imagebuild.building.al2023base import DEFAULT_NAME as AL2023_NAME
+from imagebuild.building.dlcbase import DEFAULT_NAME as DLC_NAME
+from imagebuild.building.localbase import DEFAULT_NAME, default_name, make_base, matrix_bases
 from imagebuild.catalog import platforms
 from imagebuild.commands import add_variant_arg, add_verb
 from imagebuild.errors import UserError
@@ -81,8 +81,8 @@ def _make(client, say, name: Optional[str], layout: str, platform: str) -> None:
     if layout in ("dlc", "al2023-standin"):
         if platform != platforms.DEFAULT:
             raise UserError(f"--layout {layout} is made for linux/amd64 only", key="--platform")
-        from imagebuild.build import al2023base
-        from imagebuild.build.dlcbase import make_dlc_base
+        from imagebuild.building import al2023base
+        from imagebuild.building.dlcbase import make_dlc_base
 
         make_base(client, DEFAULT_NAME, say=say)  # what it starts FROM; nothing to do when it exists
         if layout == "dlc":

@@ -20,8 +20,8 @@ EXIT_FAILED = 1
 
 
 def register(sub) -> None:
-    from imagebuild.build.buildkit import BUILDERS
-    from imagebuild.build.context import DEFAULT_CA
+    from imagebuild.building.buildkit import BUILDERS
+    from imagebuild.building.context import DEFAULT_CA
 
     p = add_verb(
         sub,

@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from imagebuild.adapters.docker_engine import connect
-    from imagebuild.build.inspect_base import inspect, matrix_lines, text_report
+    from imagebuild.building.inspect_base import inspect, matrix_lines, text_report
 
     found = inspect(connect(), args.image)
     if args.json:

@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from imagebuild.build.shard import parse_shard, select
+    from imagebuild.building.shard import parse_shard, select
     from imagebuild.pipeline import RenderOptions, rendered
 
     shard = parse_shard(args.shard)

@@ -263,7 +263,7 @@ def targets(
                         f"the GPU architecture of {itype} is not known to the catalog, so source builds "
                         "cannot be targeted at it",
                         f"instance_types[{i}]",
-                        "validators/judge/profile_data.py (cuda_arch None: no public source read)",
+                        "efa_validators/judge/profile_data.py (cuda_arch None: no public source read)",
                     )
                 )
         elif need is not None and need not in archs:

@@ -23,7 +23,7 @@ class AttestRequest:
 def attest(req: AttestRequest) -> List[str]:
     """Attach a CycloneDX SBOM and a signed provenance to every digest the summary says was pushed."""
     from imagebuild.adapters.docker_engine import connect
-    from imagebuild.build.summary import load_summary
+    from imagebuild.building.summary import load_summary
     from imagebuild.release.attestations import attach_for_entries
 
     policy = req.target.policy()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-from imagebuild.build.artifacts import DEFAULT_CACHE, ArtifactCache
+from imagebuild.building.artifacts import DEFAULT_CACHE, ArtifactCache
 from imagebuild.errors import ChecksFailed, UserError
 from imagebuild.pipeline.stage_render import Selection
 from imagebuild.release.destinations import RegistryTarget
@@ -49,14 +49,14 @@ def build(req: BuildRequest) -> List[Any]:
     """Render (unless told not to), then build each variant not already built; the summary's
     results (`VariantResult`), also written to <out>/summary.json."""
     from imagebuild.adapters import docker_engine
-    from imagebuild.build import lifeline
-    from imagebuild.build.builder import build_all
-    from imagebuild.build.buildkit import cache_args, detect
-    from imagebuild.build.context import resolve_ca
-    from imagebuild.build.options import BuildOptions, parse_build_args, summary_counts
-    from imagebuild.build.reporters import RichReporter, make_reporter
-    from imagebuild.build.shard import parse_shard
-    from imagebuild.build.summary import write_summary
+    from imagebuild.building import lifeline
+    from imagebuild.building.builder import build_all
+    from imagebuild.building.buildkit import cache_args, detect
+    from imagebuild.building.context import resolve_ca
+    from imagebuild.building.options import BuildOptions, parse_build_args, summary_counts
+    from imagebuild.building.reporters import RichReporter, make_reporter
+    from imagebuild.building.shard import parse_shard
+    from imagebuild.building.summary import write_summary
     from imagebuild.release.destinations import content_lookup
 
     if req.jobs < 1:
@@ -138,7 +138,7 @@ def bake(req: BakeRequest) -> Path:
 def _ca_dockerfile(vdir: Path) -> Optional[str]:
     """With a build CA staged where the rendered Dockerfile lacks it (`--build-ca`, the matrix silent): the
     Dockerfile `build` would send, for the target to carry inline; else None (the rendered file is used)."""
-    from imagebuild.build.context import sent_dockerfile
+    from imagebuild.building.context import sent_dockerfile
 
     text = (vdir / "Dockerfile").read_text()
     sent = sent_dockerfile(vdir)
@@ -169,19 +169,19 @@ def _is_bake_file(path: Path) -> bool:
 
 def _bake(req: BakeRequest, path: Path) -> Path:
     from imagebuild.adapters import docker_engine
-    from imagebuild.build import bake as bakefile
-    from imagebuild.build.baseid import (
+    from imagebuild.building import bake as bakefile
+    from imagebuild.building.baseid import (
         base_labels,
         base_line,
         known_image_id,
         pinned_ref,
         unconfirmed_message,
     )
-    from imagebuild.build.builder import check_offline
-    from imagebuild.build.context import resolve_ca, stage_variant
-    from imagebuild.build.dockerbuild import build_labels
-    from imagebuild.build.options import BuildOptions, parse_build_args, read_lock
-    from imagebuild.build.shard import parse_shard
+    from imagebuild.building.builder import check_offline
+    from imagebuild.building.context import resolve_ca, stage_variant
+    from imagebuild.building.dockerbuild import build_labels
+    from imagebuild.building.options import BuildOptions, parse_build_args, read_lock
+    from imagebuild.building.shard import parse_shard
     from imagebuild.catalog import platforms
     from imagebuild.jsonfile import write_json_atomic
 

@@ -26,8 +26,8 @@ Target = Tuple[Optional[str], str, Optional[dict], Optional[str], List[str]]
 
 def check_targets(out: Path, names: Sequence[str]) -> List[Target]:
     """(variant, image id, lock, lock file, pushed refs) per built variant in the summary (named, or all)."""
-    from imagebuild.build.documents import VariantLock
-    from imagebuild.build.summary import load_summary
+    from imagebuild.building.documents import VariantLock
+    from imagebuild.building.summary import load_summary
     from imagebuild.jsonfile import read_json
 
     path = out / "summary.json"

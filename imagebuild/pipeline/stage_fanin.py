@@ -24,7 +24,7 @@ def fan_in(req: FanInRequest) -> Path:
     """Gate every variant of every job, then write the shared tags (an index for twins pushed by different
     jobs); the merged summary's path. ChecksFailed (nothing written) when a variant does not pass."""
     from imagebuild.adapters.registry import Refused
-    from imagebuild.build.summary import load_summary
+    from imagebuild.building.summary import load_summary
     from imagebuild.release import fanin
     from imagebuild.release import record as rel
     from imagebuild.release.index import push_index, read_entry

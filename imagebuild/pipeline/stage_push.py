@@ -120,7 +120,7 @@ def push(req: PushRequest) -> List[Any]:
     recorded in the summary. ChecksFailed when a tag holds another image (unless force)."""
     from imagebuild.adapters import registry as reg
     from imagebuild.adapters.docker_engine import connect, missing_image
-    from imagebuild.build.summary import load_summary
+    from imagebuild.building.summary import load_summary
     from imagebuild.jsonfile import write_json_atomic
     from imagebuild.release.fanin import is_content_tag
     from imagebuild.release.index import platform_tag, twin_groups, with_platform_tags

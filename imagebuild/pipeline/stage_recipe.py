@@ -36,7 +36,7 @@ def recipe(req: RecipeRequest) -> str:
 def _recipe_lock(req: RecipeRequest) -> Dict[str, Any]:
     """The lock a recipe is for: the --lock file, or the one variant of the matrix."""
     if req.lock:
-        from imagebuild.build.documents import VariantLock
+        from imagebuild.building.documents import VariantLock
         from imagebuild.jsonfile import read_json
 
         # bounded (a FIFO, a device: exit 2) and typed: `env` a list of {name, value}, the components mappings

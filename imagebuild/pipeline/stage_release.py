@@ -31,7 +31,7 @@ class ReleaseRequest:
 def release(req: ReleaseRequest) -> None:
     """Promote the checked digests to the release tags and write the records: all or nothing
     (ChecksFailed, nothing promoted, when any variant or tag is refused)."""
-    from imagebuild.build.summary import load_summary
+    from imagebuild.building.summary import load_summary
     from imagebuild.release import channels, promote
     from imagebuild.release import record as rel
 
@@ -72,7 +72,7 @@ def release(req: ReleaseRequest) -> None:
 
     with ExitStack() as held:
         if not req.dry_run:
-            from imagebuild.build import lifeline
+            from imagebuild.building import lifeline
 
             # a cancelled CI job (SIGTERM) or a dead parent unwinds like Ctrl-C: the locks are given back
             held.enter_context(lifeline.held())

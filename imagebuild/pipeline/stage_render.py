@@ -84,7 +84,7 @@ class Selection:
 
     def dirs(self) -> List[Path]:
         """What `render` just wrote (or what is rendered in `out`), then only this shard's."""
-        from imagebuild.build.shard import parse_shard, select
+        from imagebuild.building.shard import parse_shard, select
 
         dirs = (
             render(self.render) if self.render is not None else rendered_dirs(Path(self.out), self.variants)

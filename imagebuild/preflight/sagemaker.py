@@ -35,7 +35,7 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds (API reference)
 REPORT_IN_JOB = "/opt/ml/output/data/preflight.json"  # uploaded with the job's output.tar.gz
 # SageMaker starts the same command on every instance; {sm_...} are filled in on each one by
-# `validators run` from its resourceconfig.json (validators/run/sagemaker_env.py), so one torchrun
+# `validators run` from its resourceconfig.json (efa_validators/run/sagemaker_env.py), so one torchrun
 # spans all the instances and NCCL goes over EFA. Underscored flags: torchrun of every 1.x/2.x.
 PROBES = {
     "torch": "torchrun --nnodes {sm_nodes} --node_rank {sm_node_rank} --nproc_per_node {gpus} "

@@ -189,7 +189,7 @@ class Registries:
 
 def content_lookup(target: RegistryTarget, repository_prefix: str) -> Any:
     """build's look-up of content tags in the target registry (images other runners built and pushed)."""
-    from imagebuild.build.registryhit import content_lookup as lookup
+    from imagebuild.building.registryhit import content_lookup as lookup
 
     dest = Destination(target, target.policy())
     return lookup(

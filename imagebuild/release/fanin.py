@@ -94,7 +94,7 @@ def write_outputs(
     out: Path, entries: List[Dict[str, Any]], checks: Dict[str, Any], jobs: List[JobOutput]
 ) -> None:
     """The merged summary, check report and pre-flight reports in `out`, for `build.py release`."""
-    from imagebuild.build.summary import SUMMARY_SCHEMA
+    from imagebuild.building.summary import SUMMARY_SCHEMA
     from imagebuild.jsonfile import write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)

@@ -78,7 +78,7 @@ def typed_record(doc: Any, where: str, intent: bool = False) -> Dict[str, Any]:
     (a folder, S3, `latest.json`): a JSON object whose fields the readers use have their types, else exit 2
     naming where and the key. Why: `{"repositories": 5}` under the prefix was a TypeError in every later
     release, dry run included."""
-    from imagebuild.build.documents import ReleaseIntent, ReleaseRecord
+    from imagebuild.building.documents import ReleaseIntent, ReleaseRecord
     from imagebuild.jsonfile import check_model
 
     what = "release intent" if intent else "release record"

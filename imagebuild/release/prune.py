@@ -341,7 +341,7 @@ def run_prune(
     put a release tag on a manifest between the look and the delete."""
     from contextlib import ExitStack
 
-    from imagebuild.build.summary import load_summary
+    from imagebuild.building.summary import load_summary
     from imagebuild.release.record import hold_lock, lock_paths
 
     named = named_by(load_summary(req.summary), read_records(req))  # every input before the engine

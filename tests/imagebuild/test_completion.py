@@ -23,7 +23,7 @@ from typing import List, Optional
 import pytest
 from cli import build_py
 from conftest import needed
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 
 from imagebuild.cli import COMMAND_NAMES, PROG
 from imagebuild.commands.completion import SHELLS
@@ -249,7 +249,7 @@ def test_bash_completes_the_variant_names_of_the_matrix_the_project_config_names
     ]
     env = _env(tmp_path)
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = IMPORT_PATH
     proc = _bash_asks(tmp_path, asks, env, timeout=120, cwd=project)
     assert proc.returncode == 0, proc.stderr
     answers = _answers(proc.stdout)

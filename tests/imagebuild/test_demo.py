@@ -15,7 +15,7 @@ from cli import build_py, build_py_process
 from conftest import in_ci, mirror_dir
 from paths import ROOT
 
-from imagebuild.build.artifacts import ArtifactCache, artifacts_from_lock
+from imagebuild.building.artifacts import ArtifactCache, artifacts_from_lock
 from imagebuild.demo import DemoRequest, find_sources
 
 SOURCE_VARIANT = "local-debian-cu13-nccl2.27-ofi1.17.3-tests2.19.6"

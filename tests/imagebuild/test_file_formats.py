@@ -15,9 +15,9 @@ from paths import ROOT
 OWNERS = {
     "efa-image-build/lock/v1": "imagebuild/variant.py",
     "org.efa-image-build.lock": "imagebuild/variant.py",
-    "efa-image-build/build-summary/v1": "imagebuild/build/summary.py",
+    "efa-image-build/build-summary/v1": "imagebuild/building/summary.py",
     "efa-image-build/check-report/v1": "imagebuild/check/report.py",
-    "efa-image-build/report/v1": "validators/run/report.py",
+    "efa-image-build/report/v1": "efa_validators/run/report.py",
 }
 
 
@@ -40,7 +40,7 @@ def test_a_format_id_is_written_in_its_owner_only(schema):
 def test_the_owners_round_trip(tmp_path):
     from dataclasses import dataclass
 
-    from imagebuild.build import summary
+    from imagebuild.building import summary
     from imagebuild.check import report as checkreport
     from imagebuild.errors import UserError
 

@@ -110,7 +110,7 @@ def test_init_under_a_file_is_exit_2_before_any_folder_is_made(tmp_path):
 def test_base_makes_the_local_bases_the_matrix_names(tmp_path):
     """Issue 42 item 1: on a fresh runner no base exists; `efa-image-build base` with a matrix (the project
     config's) plans every local base its variants build FROM, by the names the matrix gives them."""
-    from imagebuild.build.localbase import matrix_bases
+    from imagebuild.building.localbase import matrix_bases
     from imagebuild.commands.init import STARTER_MATRIX
 
     (tmp_path / "matrix.yaml").write_text(STARTER_MATRIX.replace("bookworm-minbase", "ci-unique"))
@@ -129,9 +129,9 @@ def test_base_makes_the_local_bases_the_matrix_names(tmp_path):
 def test_a_starter_whose_local_base_is_missing_names_the_verb_that_makes_it():
     """Issue 42 item 1: the starter on a fresh runner failed with "identity could not be confirmed" and a
     hint about registries; a local base is made, and the hint says by what."""
-    from imagebuild.build.artifacts import ArtifactCache
-    from imagebuild.build.baseid import unconfirmed_message
-    from imagebuild.build.options import BuildOptions
+    from imagebuild.building.artifacts import ArtifactCache
+    from imagebuild.building.baseid import unconfirmed_message
+    from imagebuild.building.options import BuildOptions
     from imagebuild.cli import PROG
 
     opts = BuildOptions(cache=ArtifactCache(ROOT / ".cache" / "none"))

@@ -76,7 +76,7 @@ def test_the_wheel_carries_what_the_tool_reads(wheel_venv, tmp_path):
         "catalog/components.yaml",
         "ci/github-actions.yml",
         "ci/buildspec.yml",
-        "build/inspect_probe.sh",
+        "building/inspect_probe.sh",
     ]
     assert [rel for rel in wanted if not (package / rel).is_file()] == []
     templates = ROOT / "Dockerfile.templates"

@@ -13,7 +13,7 @@ import sys
 
 import cli
 import pytest
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 
 from efa_validators.analyze import analyze
 from efa_validators.judge import profiles
@@ -24,7 +24,7 @@ P5 = (FIX / "p5-2node-efa-gdr-mpirun.log").read_text().splitlines()
 
 CASES = {
     "corpus": ("tests/validators/judge/test_conformance_logs.py", "efa_and_gdr_match_meta", "NCCL_LOGS_DIR"),
-    "mirror": ("tests/imagebuild/build/test_artifacts.py", "shared_mirror", "SOURCE_MIRROR"),
+    "mirror": ("tests/imagebuild/building/test_artifacts.py", "shared_mirror", "SOURCE_MIRROR"),
 }
 
 
@@ -35,7 +35,7 @@ def test_tests_on_shared_fail_in_ci_and_skip_on_a_fresh_clone(tmp_path, env, nee
     also under REQUIRE_DOCKER=1, which `make test` sets there after starting dockerd (issue 21)."""
     path, selected, variable = CASES[needs]
     clean = {k: v for k, v in os.environ.items() if k not in ("CI", "REQUIRE_DOCKER")}
-    clean.update(env, PYTHONPATH=str(ROOT))
+    clean.update(env, PYTHONPATH=IMPORT_PATH)
     clean[variable] = str(tmp_path / "absent")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path, "-k", selected],
@@ -57,7 +57,7 @@ def test_a_good_log_from_a_command_that_exits_non_zero_fails(tmp_path):
     cmd = [*cli.VALIDATORS, "run", "--timeout", "60", "--json", str(out), "--quiet",
            "--instance-type", "p5.48xlarge", "--nodes", "2",
            "--", "sh", "-c", f"cat '{log}'; exit 3"]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+    proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=IMPORT_PATH), capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     report = json.loads(out.read_text())
     assert report["efa"] is True and report["gdr"] is True  # the log itself is healthy

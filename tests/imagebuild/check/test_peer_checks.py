@@ -29,7 +29,7 @@ def test_the_validator_sources_pass_awss_secret_scan_and_the_scan_can_fail(local
     ok, why = peerchecks.available()
     if not ok:
         pytest.skip(why)
-    clean = _scan(local_base, {ROOT / "validators" / "scan" / "redact.py": IN_IMAGE})
+    clean = _scan(local_base, {ROOT / "validators" / "efa_validators" / "scan" / "redact.py": IN_IMAGE})
     assert clean.returncode == 0, clean.stdout + clean.stderr
     # the scan does fail on the line it looks for: the redactor as it was (its pattern on one line)
     old = tmp_path / "redact.py"
@@ -48,6 +48,8 @@ def test_no_file_of_the_validator_holds_a_line_the_scans_read_as_a_secret():
     ]
     for pattern in patterns:
         proc = subprocess.run(
-            ["grep", "-rlIE", "--", pattern, str(ROOT / "validators")], capture_output=True, text=True
+            ["grep", "-rlIE", "--", pattern, str(ROOT / "validators" / "efa_validators")],
+            capture_output=True,
+            text=True,
         )
         assert proc.returncode == 1 and not proc.stdout, (pattern, proc.stdout)

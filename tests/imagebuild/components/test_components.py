@@ -33,10 +33,10 @@ NOT_A_COMPONENT = {
     ("imagebuild/release/record.py", "nccl_tests"): "the validator report's `nccl_tests` key",
     ("imagebuild/reports/plot.py", "nccl_tests"): "the validator report's `nccl_tests` key",
     ("imagebuild/preflight/sagemaker.py", "torch"): "the name of the torchrun pre-flight probe",
-    ("imagebuild/build/inspect_probe.py", "torch"): "the Python module it imports in the probed image",
+    ("imagebuild/building/inspect_probe.py", "torch"): "the Python module it imports in the probed image",
     ("imagebuild/check/inventory.py", "torch"): "the Python module it imports in the checked image",
     (
-        "imagebuild/build/inspect_probe.py",
+        "imagebuild/building/inspect_probe.py",
         "nccl",
     ): "a key of the probe's output (runs in the image)",
 }

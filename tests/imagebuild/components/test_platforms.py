@@ -8,7 +8,7 @@ from cli import build_py
 from paths import ROOT, TESTS, assert_golden
 
 from efa_validators.node.nodecheck import default_lib_dirs
-from imagebuild.build import buildkit
+from imagebuild.building import buildkit
 from imagebuild.catalog import platforms
 from imagebuild.matrix.load import load
 from imagebuild.render.dockerfile import dockerfile

@@ -18,10 +18,10 @@ from pathlib import Path
 import cli
 import pytest
 from cli import BUILD_PY, VALIDATORS
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 from services import free_port
 
-from imagebuild.build.artifacts import ArtifactCache, ArtifactError
+from imagebuild.building.artifacts import ArtifactCache, ArtifactError
 from imagebuild.errors import UserError
 from imagebuild.matrix import expand as matrix_mod
 from imagebuild.matrix.load import load
@@ -203,7 +203,7 @@ def test_every_label_the_tool_sets_is_named_in_one_place_and_refused_to_the_matr
     """The guard's list is the labels' definitions: no other module spells a label of the tool's namespace,
     and every label the builder adds is one the matrix may not set."""
     from imagebuild import variant
-    from imagebuild.build import baseid
+    from imagebuild.building import baseid
     from imagebuild.variant import BASE_DIGEST_LABEL, BASE_ID_LABEL, HASH_LABEL, VARIANT_LABEL
 
     for path in sorted((ROOT / "imagebuild").rglob("*.py")):
@@ -376,7 +376,7 @@ def test_an_out_that_is_a_file_is_exit_2_with_the_path(tmp_path):
 )
 def test_a_reader_that_went_away_ends_quietly(command, argv):
     """`| head`: the reader closes the pipe before the writer is done; no traceback, 141 as `cat` gives."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=IMPORT_PATH)
     proc = subprocess.Popen(
         [*command, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from imagebuild.build.artifacts import artifacts_from_lock
-from imagebuild.build.bake import TARGET_NAME
+from imagebuild.building.artifacts import artifacts_from_lock
+from imagebuild.building.bake import TARGET_NAME
 from imagebuild.errors import UserError
 from imagebuild.preflight import quoting, recipes
 from imagebuild.preflight import sagemaker as smk

@@ -21,7 +21,7 @@ from services import summary_entry, write_check_report, write_summary
 
 from imagebuild.adapters import oci_artifacts as oci
 from imagebuild.adapters.registry import Credentials, RegistryAPI
-from imagebuild.build.dlcbase import DEFAULT_NAME as DLC_LAYOUT
+from imagebuild.building.dlcbase import DEFAULT_NAME as DLC_LAYOUT
 from imagebuild.release import attest
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry, auth_registry, small_images

@@ -13,7 +13,7 @@ import pytest
 from cli import build_py
 
 from imagebuild.adapters.registry import RegistryAPI
-from imagebuild.build.contenthash import image_tags
+from imagebuild.building.contenthash import image_tags
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry
 

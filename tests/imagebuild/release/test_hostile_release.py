@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli import BUILD_PY, Result, build_py
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 from services import (
     REGISTRY_BIN,
     Fault,
@@ -95,7 +95,7 @@ def test_two_releases_at_once_leave_one_digest_and_one_record(registry, small_im
     sb, db = _push(tmp_path, monkeypatch, registry, small_images["b"], "race", "race", "dev-b")
     ca = write_check_report(tmp_path / "ca.json", [("race", small_images["a"].id, True)])
     cb = write_check_report(tmp_path / "cb.json", [("race", small_images["b"].id, True)])
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=IMPORT_PATH)
     procs = [
         subprocess.Popen(
             [

@@ -20,7 +20,7 @@ from cli import build_py
 from paths import ROOT
 
 from imagebuild.adapters.registry import RegistryAPI
-from imagebuild.build.localbase import default_name
+from imagebuild.building.localbase import default_name
 from imagebuild.release.index import INDEX_TYPE
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry, arm64_base

@@ -16,7 +16,7 @@ import pytest
 from cli import build_py
 from services import LOCK_LABEL, RUN, small_lock, summary_entry, write_check_report, write_summary
 
-from imagebuild.build.dlcbase import DEFAULT_NAME as DLC_LAYOUT
+from imagebuild.building.dlcbase import DEFAULT_NAME as DLC_LAYOUT
 from imagebuild.check import software
 from imagebuild.release import record as rel
 

@@ -19,7 +19,7 @@ import uuid
 import boto3
 import pytest
 from cli import BUILD_PY, build_py
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 from services import Fault, FaultProxy, MotoServer, summary_entry, write_check_report, write_summary
 
 from imagebuild.adapters.registry import RegistryAPI
@@ -150,7 +150,7 @@ def _release_proc(tmp_path, name, summary, checks, registry, aws, store):
     """`build.py release` as its own process with its own TMPDIR (as a second runner has)."""
     tmp = tmp_path / f"tmp-{name}"
     tmp.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp), **MotoServer.env())
+    env = dict(os.environ, PYTHONPATH=IMPORT_PATH, TMPDIR=str(tmp), **MotoServer.env())
     argv = [*BUILD_PY, "release", "--summary", str(summary), "--checks", str(checks), "--tag", "rel-1"]
     argv += ["--registry", registry.host, "--records", store, "--endpoint-url", aws.endpoint_url]
     return subprocess.Popen(
@@ -321,7 +321,7 @@ def test_a_release_terminated_at_a_write_gives_the_s3_lock_back_and_the_rerun_co
     ]
     summary = write_summary(tmp_path / "summary-proxy.json", doc["variants"])
     checks = write_check_report(tmp_path / "checks.json", [("term", small_images["a"].id, True)])
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **MotoServer.env())
+    env = dict(os.environ, PYTHONPATH=IMPORT_PATH, **MotoServer.env())
     argv = [*BUILD_PY, "release", "--summary", str(summary), "--checks", str(checks), "--tag", "t-1"]
     argv += ["--tag", "t-2", "--registry", proxy.host, "--records", f"s3://{bucket}/rel"]
     argv += ["--endpoint-url", aws.endpoint_url]

@@ -30,7 +30,7 @@ from cli import build_py
 from paths import GOLDEN, ROOT, TESTS, assert_golden
 
 from imagebuild import catalog
-from imagebuild.build.context import classic_dockerfile
+from imagebuild.building.context import classic_dockerfile
 from imagebuild.catalog import osfamily
 from imagebuild.matrix.load import load
 from imagebuild.render.dockerfile import dockerfile

@@ -3,7 +3,7 @@ over it keeps the DLC's root mpirun wrapper and mca params, and a base NCCL adds
 loader's path.
 
 Pure: matrices written here are loaded and rendered; the same lines run in a container in
-tests/imagebuild/build/test_dlc_extend.py.
+tests/imagebuild/building/test_dlc_extend.py.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from imagebuild.render import shipped
 def test_a_checkout_reads_its_own_folders():
     assert shipped.templates() == ROOT / "Dockerfile.templates"
     assert shipped.ci_examples() == ROOT / "examples" / "ci"
-    assert shipped.validators() == (ROOT / "validators").resolve()
+    assert shipped.validators() == (ROOT / "validators" / "efa_validators").resolve()
 
 
 def test_missing_files_are_a_user_error_naming_each_place(tmp_path):

@@ -1,7 +1,8 @@
 """Every failed run's report leads with its cause (issue 33 item 3): the ordering rule is total (a cause
 before a symptom before a performance/advisory finding), a misconfiguration the text shows is a finding with
 its line, and where the text cannot tell, the verdict stays unknown. The fixtures in tests/fixtures/causes/
-are the project's own, written in the formats NCCL and aws-ofi-nccl print (validators/judge/envcheck.py)."""
+are the project's own, written in the formats NCCL and aws-ofi-nccl print
+(efa_validators/judge/envcheck.py)."""
 
 import os
 from pathlib import Path

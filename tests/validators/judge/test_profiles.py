@@ -163,7 +163,7 @@ def test_every_figure_has_a_public_source(name):
 
 
 def test_host_side_reads_the_same_profiles():
-    """imagebuild's instance table is validators/judge/profile_data.py's: one source, no YAML copy."""
+    """imagebuild's instance table is efa_validators/judge/profile_data.py's: one source, no YAML copy."""
     from imagebuild import catalog
 
     host = catalog.instances()

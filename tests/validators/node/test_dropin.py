@@ -11,7 +11,7 @@ import time
 
 import pytest
 from cli import VALIDATORS
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 from preflight_util import fake_tools, run_cli
 from test_nodecheck import _alive
 
@@ -180,7 +180,7 @@ def test_slurmds_kill_leaves_no_tool_running(tmp_path):
     pids = tmp_path / "pids"
     hung = "sleep 300 & echo $! >> %s; echo $$ >> %s; wait" % (pids, pids)
     env = fake_tools(tmp_path / "bin", {"nvidia-smi": hung, "dmesg": ":"}, path="/usr/bin:/bin")
-    env.update(PYTHONPATH=str(ROOT))
+    env.update(PYTHONPATH=IMPORT_PATH)
     proc = subprocess.Popen(
         [*VALIDATORS, "node-check", "--slurm-health-check", "--plan", "--dcgm-level", "0"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -199,7 +199,7 @@ def test_the_alarm_during_a_scheduler_command_leaves_no_process(tmp_path):
     hung = "sleep 300 & echo $! >> %s; echo $$ >> %s; wait" % (pids, pids)
     tools = {"nvidia-smi": _smi(SEVEN), "dmesg": ":", "sinfo": hung}
     env = fake_tools(tmp_path / "bin", tools, path="/usr/bin:/bin")
-    env.update(PYTHONPATH=str(ROOT), SLURMD_NODENAME="node2")
+    env.update(PYTHONPATH=IMPORT_PATH, SLURMD_NODENAME="node2")
     proc = subprocess.Popen(
         [*VALIDATORS, "node-check", "--slurm-health-check", "--plan", "--instance-type", "p5.48xlarge"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

@@ -1,5 +1,5 @@
 """GPU health in node-check (issue 33, item 1): recorded nvidia-smi/dcgmi/kernel-log outputs, written by us
-from the documented formats (tests/fixtures/gpuhealth/, sources in validators/node/gpuhealth.py)."""
+from the documented formats (tests/fixtures/gpuhealth/, sources in efa_validators/node/gpuhealth.py)."""
 
 import json
 import re

@@ -15,7 +15,7 @@ import time
 import pytest
 from cli import VALIDATORS
 from conftest import needed
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 from preflight_util import fake_tools, run_cli
 
 from efa_validators.node import imagecheck, nodecheck
@@ -329,7 +329,7 @@ def test_a_tool_that_never_stops_writing_is_unknown_quickly_in_bounded_memory(tm
     """issue 33 item 1 (audit): a tool's whole output was kept; a 300 MB nvidia-smi made node-check use
     1.2 GB. Now reading stops at the cap: unknown, saying so, in seconds, the process stays small."""
     env = fake_tools(tmp_path / "bin", {"nvidia-smi": "exec yes 'nvidia-smi flood 0123456789abcdef'"})
-    env.update(PYTHONPATH=str(ROOT), EFA_IMAGE_LOCK=str(tmp_path / "none.json"))
+    env.update(PYTHONPATH=IMPORT_PATH, EFA_IMAGE_LOCK=str(tmp_path / "none.json"))
     out = tmp_path / "n.json"
     proc = subprocess.run(
         [sys.executable, "-c", PEAK_RSS, *VALIDATORS, "node-check", "--json", out],
@@ -368,7 +368,7 @@ def test_a_lock_path_that_is_a_fifo_or_a_device_is_unknown_never_a_hang(tmp_path
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(fifo), "/dev/zero"],
-        env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=20,
+        env=dict(os.environ, PYTHONPATH=IMPORT_PATH), capture_output=True, text=True, timeout=20,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     for lock, where in json.loads(proc.stdout):

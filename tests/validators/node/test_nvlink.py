@@ -1,6 +1,6 @@
 """NVLink on today's GPUs (issue 39 item 2): Blackwell's `nvidia-smi nvlink -e` counters, nvidia-smi's "all
 links are inactive", remedies; the real `nvlink -s` captures read by path (../shared/gpu-captures). The
-Blackwell output is written by us from the counter names in validators/node/nvlink.py (tests/fixtures/
+Blackwell output is written by us from the counter names in efa_validators/node/nvlink.py (tests/fixtures/
 gpuhealth/nvlink-s-b300.txt and `_blackwell_errors` below)."""
 
 import re

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 from test_nodecheck import _rdma_device
 
 from efa_validators.node import imagecheck, nodecheck, presence
@@ -174,7 +174,7 @@ def test_run_checks_leaves_the_image_checks_to_its_caller(tmp_path):
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={"PATH": "/nonexistent", "PYTHONPATH": str(ROOT)},
+        env={"PATH": "/nonexistent", "PYTHONPATH": IMPORT_PATH},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     names = ast.literal_eval(proc.stdout)

@@ -1,4 +1,4 @@
-"""The `nvidia-smi -q -x` reader (validators/node/smi.py) on real captures (issue 39 items 1-2):
+"""The `nvidia-smi -q -x` reader (efa_validators/node/smi.py) on real captures (issue 39 items 1-2):
 ../shared/gpu-captures by path (skipped with the reason in a clone without it, failed in CI), fault fixtures
 derived from them in memory (each test names the fields it changes), and our own small fixtures in
 tests/fixtures/gpuhealth/ for a clone without ../shared."""

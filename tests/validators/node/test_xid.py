@@ -1,8 +1,8 @@
-"""Xid judged by NVIDIA's Xid catalog as data (issue 39 item 2): validators/node/xid_catalog.json, every code
-with its class; Xids read whether or not nvidia-smi answers; an Xid a later driver load or recovery cleared is
-stale.
-Kernel-log lines here are written by us in the driver's format (sources in validators/node/xid.py); the real
-capture is read by path (../shared/gpu-captures)."""
+"""Xid judged by NVIDIA's Xid catalog as data (issue 39 item 2): efa_validators/node/xid_catalog.json, every
+code with its class; Xids read whether or not nvidia-smi answers; an Xid a later driver load or recovery
+cleared is stale.
+Kernel-log lines here are written by us in the driver's format (sources in efa_validators/node/xid.py); the
+real capture is read by path (../shared/gpu-captures)."""
 
 import fnmatch
 import json
@@ -81,10 +81,13 @@ def test_the_catalog_ships_as_package_data_and_in_the_image_tree():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     globs = data.get("efa_validators.node", []) + data.get("*", [])
     assert any(fnmatch.fnmatch(xid.CATALOG_FILE.name, g) for g in globs), globs
-    assert xid.CATALOG_FILE.resolve() == (ROOT / "validators" / "node" / "xid_catalog.json").resolve()
+    assert (
+        xid.CATALOG_FILE.resolve()
+        == (ROOT / "validators" / "efa_validators" / "node" / "xid_catalog.json").resolve()
+    )
     from imagebuild.render.folders import _tree
 
-    assert "node/xid_catalog.json" in _tree(ROOT / "validators", "validators")
+    assert "node/xid_catalog.json" in _tree(ROOT / "validators" / "efa_validators", "validators")
 
 
 # ------------------------------------------------------------------------------------------ judging the lines

@@ -344,7 +344,7 @@ def test_parser_profiles_and_judge_run_on_python38():
     import subprocess
 
     code = (
-        "import sys; sys.path.insert(0, '.');"
+        "import sys; sys.path.insert(0, 'validators');"
         "from efa_validators.parse.nccltests import NcclTestsParser;"
         "from efa_validators.parse.nccltests_json import load_json_output;"
         "from efa_validators.judge.bandwidth import judge;"

@@ -1,5 +1,5 @@
 """`validators parse` masks secrets in every line it quotes (findings' and checks' evidence, rank facts, a
-crash's text) by the table `validators run` uses (validators/scan/redact.py); NCCL lines are
+crash's text) by the table `validators run` uses (efa_validators/scan/redact.py); NCCL lines are
 quoted unchanged."""
 
 from __future__ import annotations

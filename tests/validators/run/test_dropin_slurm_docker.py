@@ -21,7 +21,8 @@ ROWS = "".join(
     "%d, NVIDIA H100 80GB HBM3, 570.86.15, 00000000:%02X:00.0\\n" % (i, 0x10 + i) for i in range(8)
 )
 # node1's NVLink as a healthy p5 prints it (18 links a GPU up, no recovery): `nvidia-smi nvlink -s` and `-e`
-# (formats in validators/node/nvlink.py); the p5 profile expects links, so a silent nvlink would be a finding
+# (formats in efa_validators/node/nvlink.py); the p5 profile expects links, so a silent nvlink would be a
+# finding
 NVLINK_S = "".join(
     "GPU %d: NVIDIA H100 80GB HBM3\\n" % g + "".join("\\t Link %d: 26.562 GB/s\\n" % k for k in range(18))
     for g in range(8)

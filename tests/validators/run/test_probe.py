@@ -13,7 +13,7 @@ from pathlib import Path
 import cli
 import pytest
 from conftest import import_or_fail
-from paths import ROOT
+from paths import IMPORT_PATH, ROOT
 from preflight_util import assert_none_left, finding, load, run_cli
 
 from efa_validators import probe_torch
@@ -103,7 +103,7 @@ def test_sagemaker_default_probe_spans_two_instances(tmp_path):
         argv = ["run", "--quiet", "--timeout", "150", "--exit-by", "command", "--resource-config", str(cfg)]
         argv += ["--log", str(log), "--json", str(out), "--"] + probe
         path = os.path.dirname(TORCHRUN) + os.pathsep + os.environ.get("PATH", "")  # torchrun, as in an image
-        env = dict(os.environ, PYTHONPATH=str(ROOT), GLOO_SOCKET_IFNAME="lo", PATH=path)
+        env = dict(os.environ, PYTHONPATH=IMPORT_PATH, GLOO_SOCKET_IFNAME="lo", PATH=path)
         procs.append(
             subprocess.Popen(
                 cli.VALIDATORS + argv,

@@ -108,11 +108,11 @@ def test_sigterm_to_the_runner_ends_the_run_first(tmp_path):
     ends every process of the run (escaped ones too) before the runner exits (cli: 130, interrupted)."""
     import signal
 
-    from preflight_util import ROOT
+    from paths import IMPORT_PATH
 
     naps = {k: unique_sleep(120) for k in ESCAPES}
     hang = unique_sleep(300)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=IMPORT_PATH)
     runner = subprocess.Popen(
         [*cli.VALIDATORS, "run", "--quiet", "--grace", "1", "--log",
          str(tmp_path / "r.log"), "--", "sh", "-c", _script(naps) + "; sleep " + hang],

@@ -1,4 +1,4 @@
-"""The sweep's planning, pure (validators/run/sweep.py): rounds are disjoint, every host is covered, a bad
+"""The sweep's planning, pure (efa_validators/run/sweep.py): rounds are disjoint, every host is covered, a bad
 host among 256 is named in at most 3 rounds wherever it is, and nothing is cleared without a pass."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The printed torchrun script run across two containers of an image this project builds (issue 40 item 1, the
 torchrun part): matrix.local.yaml's local-dlc-layout-extend, whose DLC-layout base holds torch (the CPU build,
-imagebuild/build/dlcbase.py), so torch's own launcher and the probe run for real, nothing replayed: on CPU the
-probe takes gloo (validators/probe_torch.py), so the report proves the launch, the rendezvous across the two
-hosts and where the files land, never EFA or GPUDirect.
+imagebuild/building/dlcbase.py), so torch's own launcher and the probe run for real, nothing replayed: on CPU
+the probe takes gloo (efa_validators/probe_torch.py), so the report proves the launch, the rendezvous across
+the two hosts and where the files land, never EFA or GPUDirect.
 
 The torchrun recipe is a script run inside the image on every node; it prints no `docker run`. The two
 containers are started by the test on a network of their own (each its own network namespace and host name,

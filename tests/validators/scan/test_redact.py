@@ -1,4 +1,4 @@
-"""validators/scan/redact.py: the one table of secrets both sides mask (issue 23, item 5)."""
+"""efa_validators/scan/redact.py: the one table of secrets both sides mask (issue 23, item 5)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The fast scan paths hand on exactly the lines of one plain serial scan.
 
-memmem (validators/scan/memsearch.py) must agree with `bytes.find`; a line is its first MAX_LINE
-bytes whatever the chunking; and the split scan (validators/scan/parscan.py) over byte ranges in
+memmem (efa_validators/scan/memsearch.py) must agree with `bytes.find`; a line is its first MAX_LINE
+bytes whatever the chunking; and the split scan (efa_validators/scan/parscan.py) over byte ranges in
 worker processes must give the same lines, numbers, flags and totals as one serial scan,
 including tables whose rows straddle a range boundary. The split runs in a fresh interpreter:
 a pytest process may hold threads, and the split scan refuses to fork then.
@@ -59,7 +59,7 @@ def test_without_memmem_the_scan_is_the_same(tmp_path):
         "import json, sys; sys.path.insert(0, %r)\n"
         "from efa_validators.scan import memsearch; from efa_validators.analyze import analyze_paths\n"
         "r = analyze_paths([%r], workers=1); r['memmem'] = memsearch.available(); print(json.dumps(r))"
-    ) % (str(ROOT), str(log))
+    ) % (str(ROOT / "validators"), str(log))
     off = subprocess.run(
         [sys.executable, "-c", code],
         env=dict(os.environ, VALIDATORS_MEMMEM="0"),
