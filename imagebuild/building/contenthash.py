@@ -115,7 +115,7 @@ def split_repo_tag(ref: str) -> Tuple[str, str]:
     return (ref[:colon], ref[colon + 1 :]) if colon > slash else (ref, "latest")
 
 
-# The `tags` placeholder for the content hash (imagebuild.matrix.load keeps it for the build to fill).
+# The `tags` placeholder for the content hash (imagebuild.matrix.expand keeps it for the build to fill).
 CONTENT_HASH = "{content_hash}"
 
 

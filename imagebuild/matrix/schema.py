@@ -5,7 +5,7 @@ shell line, an ENV, a LABEL or a FROM has a restricted alphabet here (no whitesp
 backslash or newline where a name or version is expected), and templates shell-quote it again anyway.
 
 Every field is optional in the models because a matrix is built from patches (defaults, templates, axis
-values, includes) merged together; `imagebuild.matrix.load` checks that the merged variant is complete.
+values, includes) merged together; `imagebuild.matrix.expand` checks that the merged variant is complete.
 `build.py schema` prints the JSON Schema of `MatrixFile` for editors.
 """
 

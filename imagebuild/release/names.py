@@ -66,7 +66,7 @@ def role_refusals(
 
 
 # S3 keys under the records prefix: `<variant>/<name>.json` are records (a variant name starts with a letter
-# or a digit: imagebuild/matrix/load.py); what is not a record lives under a folder no variant can be named
+# or a digit: imagebuild/matrix/expand.py); what is not a record lives under a folder no variant can be named
 LOCKS = ".locks"  # `<prefix>/.locks/<hash of host/repo>.json`: release locks (s3records.py)
 INTENTS = ".intents"  # `<prefix>/.intents/<variant>.json`: an interrupted release's intent (transaction.py)
 PENDING = "pending.json"  # the intent's name in a local variant folder (and in S3 before .intents/)
