@@ -36,3 +36,19 @@ def image_lock(image: str) -> Dict[str, Any]:
     """The lock the image's label carries (what `--print` takes as --lock)."""
     labels = json.loads(docker("inspect", "--format", "{{json .Config.Labels}}", image).stdout)
     return json.loads(labels["org.efa-image-build.lock"])
+
+
+def print_recipe(target: str, folder: Path, lock: Dict[str, Any], cluster: str, image: str) -> str:
+    """`build.py preflight --print target` for the (edited) `lock` and the `cluster` file's text, both written
+    into `folder`, the image bound by `image`: the recipe as printed, after it exits 0."""
+    (folder / "lock.json").write_text(json.dumps(lock))
+    (folder / "cluster.yaml").write_text(cluster)
+    proc = subprocess.run(
+        [*cli.BUILD_PY, "preflight", "--print", target, "--cluster", str(folder / "cluster.yaml")]
+        + ["--lock", str(folder / "lock.json"), "--image", image],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

@@ -20,15 +20,13 @@ the -J folder or the run folder's mkdir fail: the JSON is not where the recipe s
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from pathlib import Path
 
-import cli
 import pytest
 from paths import ROOT
 from twohost import docker as _docker
-from twohost import image_lock
+from twohost import image_lock, print_recipe
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 pytest_plugins = ["twohost_fixtures"]  # fixture: dlc_extend_image
@@ -105,21 +103,12 @@ def _script(tmp_path: Path, image: str) -> str:
     lock = image_lock(image)
     # the named edit of the lock: the GPU binary's place is the stand-in's, a nccl-tests with -J (2.17.3+)
     lock["components"]["nccl_tests"] = {"prefix": STAND_IN, "version": "2.17.6"}
-    (tmp_path / "lock.json").write_text(json.dumps(lock))
-    (tmp_path / "cluster.yaml").write_text(
+    cluster = (
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\n"
         "container_image: localhost:5000/h-sbatch/img:1\n"
         "timeout: 120\nidle_timeout: 60\noutput_dir: %s\nname: h-sbatch\n" % OUT
     )
-    proc = subprocess.run(
-        [*cli.BUILD_PY, "preflight", "--print", "sbatch", "--cluster", str(tmp_path / "cluster.yaml")]
-        + ["--lock", str(tmp_path / "lock.json"), "--image", IMAGE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    lines = print_recipe("sbatch", tmp_path, lock, cluster, IMAGE).splitlines()
     [at] = [i for i, line in enumerate(lines) if line.startswith("CONTAINER=(")]
     lines[at] = "CONTAINER=()"  # the named substitution: no pyxis, the nodes already run inside the image
     return "\n".join(lines) + "\n"

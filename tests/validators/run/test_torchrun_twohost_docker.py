@@ -25,9 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Dict, List
 
-import cli
 import pytest
-from twohost import docker, image_lock
+from twohost import docker, image_lock, print_recipe
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 pytest_plugins = ["twohost_fixtures"]  # fixture: dlc_extend_image
@@ -45,21 +44,12 @@ def _script(tmp_path: Path, image: str) -> str:
     lock = image_lock(image)
     assert "torch" not in lock["components"]  # the edit below adds it (module docstring)
     lock["components"]["torch"] = {"version": "2.13.0", "source": "base", "method": "base"}
-    (tmp_path / "lock.json").write_text(json.dumps(lock))
-    (tmp_path / "cluster.yaml").write_text(
+    cluster = (
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [h1, h2]\n"
         "timeout: 120\nidle_timeout: 60\noutput_dir: %s\nname: %s\n"
         "test_args: --max-bytes 1M\n" % (SHARED, NAME)  # a short sweep: gloo on two CPU cores
     )
-    proc = subprocess.run(
-        [*cli.BUILD_PY, "preflight", "--print", "torchrun", "--cluster", str(tmp_path / "cluster.yaml")]
-        + ["--lock", str(tmp_path / "lock.json"), "--image", IMAGE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return print_recipe("torchrun", tmp_path, lock, cluster, IMAGE)
 
 
 def _run_all(tmp_path: Path, image: str, text: str, drop: str = "") -> Dict[str, object]:

@@ -25,11 +25,10 @@ import time
 import uuid
 from pathlib import Path
 
-import cli
 import pytest
 from paths import ROOT
 from twohost import docker as _docker
-from twohost import image_lock
+from twohost import image_lock, print_recipe
 
 pytestmark = pytest.mark.docker
 pytest_plugins = ["twohost_fixtures"]  # fixture: dlc_extend_image
@@ -44,20 +43,11 @@ def _recipe(tmp_path: Path, image: str, out: Path) -> str:
     assert lock["components"]["openssh"]["method"] == "apt"  # the image's own sshd, efa-sshd
     # the named edit of the lock: the GPU binary's place is the stand-in's (the image has no nccl-tests)
     lock["components"]["nccl_tests"] = {"prefix": STAND_IN}
-    (tmp_path / "lock.json").write_text(json.dumps(lock))
-    (tmp_path / "cluster.yaml").write_text(
+    cluster = (
         "nodes: 2\ninstance_type: p5.48xlarge\ngpus_per_node: 2\nhosts: [h1, h2]\n"
         "timeout: 120\nidle_timeout: 60\noutput_dir: %s\n" % out
     )
-    proc = subprocess.run(
-        [*cli.BUILD_PY, "preflight", "--print", "mpirun", "--cluster", str(tmp_path / "cluster.yaml")]
-        + ["--lock", str(tmp_path / "lock.json"), "--image", IMAGE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return print_recipe("mpirun", tmp_path, lock, cluster, IMAGE)
 
 
 def _run_line(text: str) -> list:
