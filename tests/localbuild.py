@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 from cli import build_py
 from paths import ROOT
@@ -28,3 +28,13 @@ def static_checks(image: str, report_path: Path) -> Tuple[int, Dict[str, Any], D
     rc = build_py("test", "--image", image, "--trust-image-checks", "--json", report_path).rc
     (report,) = json.loads(report_path.read_text())["images"]
     return rc, report, {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}
+
+
+def passing_checks(image: str, report_path: Path, names: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    """The static checks of `image`, after asserting that all passed and that each of `names` ran and passed:
+    {check: (status, detail)}, for the caller's assertions on the details."""
+    rc, report, st = static_checks(image, report_path)
+    assert rc == 0 and report["passed"], {k: v for k, v in st.items() if v[0] not in ("pass", "skip")}
+    for name in names:
+        assert st[name][0] == "pass", (name, st[name])
+    return st

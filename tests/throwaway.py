@@ -4,8 +4,11 @@ nothing another test or the user made is touched)."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import uuid
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 
 def run_script(image: str, script: str, prefix: str) -> subprocess.CompletedProcess:
@@ -26,3 +29,23 @@ def remove_images_tagged(client, prefix: str) -> None:
     for image in client.images.list():
         if any(t.startswith(prefix) for t in image.tags):
             client.images.remove(image.id, force=True)
+
+
+@contextmanager
+def derived_images(client, default_base: str, repo: str, preamble: str = "") -> Iterator[Callable[..., str]]:
+    """`build(name, lines, base="")`: an image `FROM default_base` (or `base`) + `preamble` + `lines`, tagged
+    `repo:name`; every image made this way is removed when the block ends."""
+    made = []
+
+    def build(name: str, lines: str, base: str = "") -> str:
+        dockerfile = f"FROM {base or default_base}\n{preamble}{lines}\n"
+        tag = f"{repo}:{name}"
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
+        made.append(tag)
+        return tag
+
+    try:
+        yield build
+    finally:
+        for tag in made:
+            client.images.remove(tag, force=True)

@@ -17,6 +17,7 @@ import pytest
 from cli import build_py, build_py_process
 from paths import ROOT
 from services import RUN
+from throwaway import derived_images
 
 from imagebuild.check import custom
 from imagebuild.check.expectations import derive
@@ -330,18 +331,8 @@ def local_image(docker_client, local_base, tmp_path_factory):
 @pytest.fixture(scope="session")
 def derive_image(docker_client, local_image):
     """Build `FROM <good image>` + a few Dockerfile lines; remove every image made here at the end."""
-    made = []
-
-    def build(name: str, lines: str, base: str = "") -> str:
-        dockerfile = f"FROM {base or local_image[0]}\n{lines}\n"
-        tag = f"{BROKEN_REPO}:{name}"
-        docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
-        made.append(tag)
-        return tag
-
-    yield build
-    for tag in made:
-        docker_client.images.remove(tag, force=True)
+    with derived_images(docker_client, local_image[0], BROKEN_REPO) as build:
+        yield build
 
 
 def _statuses(report) -> dict:
