@@ -88,6 +88,12 @@ def register(sub) -> None:
         metavar="s3://BUCKET/PREFIX",
         help="keep the records in S3 instead of the registry (beside --records DIR: in both)",
     )
+    p.add_argument(
+        "--notes",
+        metavar="DIR",
+        help="also write each variant's release notes to DIR/<variant>.md (a CI job summary); records are "
+        "never read from there",
+    )
     p.add_argument("--previous", metavar="RECORD.json", help="previous release record (default: the latest)")
     p.add_argument("--dry-run", action="store_true", help="check everything, promote and write nothing")
     p.set_defaults(func=run)
@@ -107,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         records=args.records,
         s3=args.s3,
         previous=args.previous,
+        notes=args.notes,
         dry_run=args.dry_run,
         require_signed=args.require_signed,
         adopt_channels=tuple(args.adopt_channel),

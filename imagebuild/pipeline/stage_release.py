@@ -25,6 +25,7 @@ class ReleaseRequest:
     previous: Optional[str] = None  # previous release record (default: the latest)
     dry_run: bool = False
     require_signed: Optional[str] = None  # a public key: every digest's SBOM and provenance must verify
+    notes: Optional[str] = None  # a folder for each variant's release notes too (<variant>.md)
     adopt_channels: Sequence[str] = ()  # CHANNEL@DIGEST: a channel no record knows, adopted at that digest
 
 
@@ -100,7 +101,8 @@ def release(req: ReleaseRequest) -> None:
         promote.refuse_conflicts(plans)  # the dry run refuses where the real run would (exit 1)
         if req.dry_run:
             return
-        promote.carry_out(plans, registries, store, when, previous_of)
+        notes = Path(req.notes) if req.notes else None
+        promote.carry_out(plans, registries, store, when, previous_of, notes)
 
 
 def _record_store(req: ReleaseRequest, registries: Registries, entries: List[Dict[str, Any]]) -> Any:
