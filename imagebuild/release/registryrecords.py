@@ -21,7 +21,7 @@ so nothing is deleted (ECR's tags are immutable; distribution deletes only when 
 Two releases of one repository on two runners at the same moment are not serialised by the registry (on
 one host the flock in record.py does it; S3 has a lock, imagebuild/release/s3records.py): both records are
 kept, the channel ends where the last writer put it, and promote's read-back refuses the one that finds its
-tag taken. CI files run the release in one job per branch (a concurrency group) for that reason.
+tag taken. The GitHub example runs one release at a time (a `concurrency` group) for that reason.
 """
 
 from __future__ import annotations
