@@ -238,3 +238,19 @@ def test_a_release_on_a_fresh_runner_reads_the_registry_records_and_moves_the_ch
     assert "_efa." not in res.out, res.out
     res = build_py("prune", "--summary", sum_b, "--older-than", "0s", "--dry-run", "--engine-only")
     assert res.rc == 2 and "the release records are in the registry" in res.err, res.err
+
+
+def test_a_matrix_tag_in_the_tools_namespace_is_exit_2_naming_file_line_key(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "variants:\n"
+        "  - name: v1\n"
+        "    base: {image: localbase/debian:bookworm-minbase, kind: local, os: debian12}\n"
+        '    cuda: "12.8"\n'
+        '    tags: ["team/app:_efa.record.{content_hash}"]\n'
+        "    components:\n"
+        '      nccl: {version: "2.27.7", method: wheel}\n'
+    )
+    res = build_py("list", "--matrix", str(path), "--json")
+    assert res.rc == 2 and "Traceback" not in res.err, res.err
+    assert f"{path}:5: key 'tags[0]'" in res.err and "tool's release records" in res.err, res.err
