@@ -99,6 +99,25 @@ def payload_layer(manifest: RemoteManifest, kind: str, where: str, limit: int) -
     return layers[0]
 
 
+def newest_record(records: Sequence[Dict[str, Any]], variant: str) -> Optional[Dict[str, Any]]:
+    """The latest record of `variant` (pure): the newest by `released_at`; of several in one second (its
+    resolution), the one no other names as its `previous`, so a release right after another still follows
+    it. Two that name neither (two runners at once) are ordered by `record_id`: always the same one."""
+    mine = [r for r in records if r.get("variant") == variant]
+    if not mine:
+        return None
+    when = max(str(r.get("released_at")) for r in mine)
+    last = [r for r in mine if str(r.get("released_at")) == when]
+    named = {
+        (p.get("digest"), p.get("released_at"))
+        for r in last
+        for p in [r.get("previous")]
+        if isinstance(p, dict)
+    }
+    heads = [r for r in last if (r.get("digest"), r.get("released_at")) not in named] or last
+    return max(heads, key=lambda r: str(r.get("record_id")))
+
+
 def newest_intent(
     intents: Sequence[Dict[str, Any]], records: Sequence[Dict[str, Any]], variant: str
 ) -> Optional[Dict[str, Any]]:
@@ -154,8 +173,7 @@ class RegistryRecordStore:
         return list(self._load()[0])
 
     def latest(self, variant: str) -> Optional[Dict[str, Any]]:
-        mine = [r for r in self._load()[0] if r.get("variant") == variant]
-        return max(mine, key=lambda r: (str(r.get("released_at")), str(r.get("record_id")))) if mine else None
+        return newest_record(self._load()[0], variant)
 
     def pending(self, variant: str) -> Optional[Dict[str, Any]]:
         records, intents = self._load()

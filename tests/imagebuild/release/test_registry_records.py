@@ -78,6 +78,19 @@ def test_records_written_by_one_store_are_what_a_fresh_store_reads(registry):
     assert api.blob(repo, notes_layer["digest"]) == b"# notes of " + b"1" * 12 + b"\n"
 
 
+@pytest.mark.parametrize("ids", [("0" * 12, "f" * 12), ("f" * 12, "0" * 12)])
+def test_of_two_records_in_one_second_the_latest_is_the_one_that_follows_the_other(ids):
+    """`released_at` has seconds: a release right after another (the same second) is still the latest, by
+    its `previous`, whatever the random record ids say."""
+    first = _record("h/r", "v1", "2026-01-01T00:00:00+00:00", ids[0], digest="sha256:" + "1" * 64)
+    second = _record("h/r", "v1", "2026-01-01T00:00:00+00:00", ids[1], digest="sha256:" + "2" * 64)
+    second["previous"] = {"digest": first["digest"], "released_at": first["released_at"]}
+    assert rr.newest_record([first, second], "v1") == second
+    assert rr.newest_record([second, first], "v1") == second
+    older = _record("h/r", "v1", "2025-12-31T23:59:59+00:00", "9" * 12)
+    assert rr.newest_record([older, first], "v1") == first and rr.newest_record([older], "v2") is None
+
+
 def test_tags_are_listed_page_by_page(registry, monkeypatch):
     """The registry answers `n` tags a page with a `Link: rel="next"`: every record is read, not one page."""
     from imagebuild.adapters import registry_tags
