@@ -170,6 +170,17 @@ def test_what_is_not_a_record_under_a_record_tag_is_exit_2_naming_it(registry, t
         rr.RegistryRecordStore(_registries(), [host_repo]).all_records()
     assert words in str(err.value.message) + str(err.value), err.value
     assert f"{host_repo}:{tag}" in str(err.value.file)
+    # the release that reads it: exit 2 naming it, before any gate or write, no traceback
+    image = SimpleNamespace(id="sha256:" + "cd" * 32)
+    entry = summary_entry("v1", image, tags=[f"{repo}:x"])
+    entry.update(digest=DIGEST, pushed=[f"{host_repo}:x@{DIGEST}"])
+    summary = write_summary(tmp_path / "summary.json", [entry])
+    checks = write_check_report(tmp_path / "checks.json", [("v1", image.id, True)])
+    res = build_py(
+        "release", "--summary", summary, "--checks", checks, "--registry", registry.host, "--tag", "r1"
+    )
+    assert res.rc == 2 and "Traceback" not in res.err and f"{host_repo}:{tag}" in res.err, res.err
+    assert [t for t in _tags(registry, repo) if not t.startswith("_efa.")] == []  # nothing written
 
 
 def test_the_tools_own_tags_are_no_release_tag_channel_or_pushed_tag():
