@@ -14,7 +14,8 @@ read back by digest; the referrers API is not needed (distribution 2.8 has none)
 
 Why a tag per record and no index: tags are last-writer-wins and the registry has no compare-and-set, so a
 mutable `latest` tag written by two runners at once would lose one record. A record under a name only its
-release takes is never overwritten; the latest of a variant is the newest of its records by `released_at`.
+release takes is never overwritten; the latest of a variant is the newest of its records by `released_at`
+(the releasing runner's clock: CI runners keep theirs by NTP; `newest_record` orders one second's records).
 An intent is done once a record of its variant is as new as it (that release's record, or a later one),
 so nothing is deleted (ECR's tags are immutable; distribution deletes only when configured to).
 
