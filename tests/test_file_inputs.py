@@ -36,7 +36,8 @@ OUTPUTS = {
     ("report", "--markdown"), ("build", "--cache"), ("bake", "--cache"), ("demo", "--cache"),
     ("parse", "--json"), ("parse", "--junit"), ("parse", "--markdown"), ("node-check", "--json"),
     ("run", "--json"), ("run", "--junit"), ("run", "--markdown"), ("run", "--log"), ("run", "--rank-logs"),
-    ("release", "--s3"), ("base", "--name"), ("init", "dir"), ("fan-in", "--out"), ("drain", "--json"),
+    ("release", "--s3"), ("release", "--notes"), ("base", "--name"), ("init", "dir"), ("fan-in", "--out"),
+    ("drain", "--json"),
     ("demo", "--mirror"),  # a URL base (file:// or http://) the fetcher asks, not a file a verb parses
 }  # fmt: skip
 # logs are streamed at any size and any text is a log: only what is not a readable file is bad input there

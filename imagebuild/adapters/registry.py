@@ -151,10 +151,24 @@ def split_ref(ref: str, key: str = "image") -> ImageRef:
     return ImageRef(registry, path, tag, digest)
 
 
-def check_tag(tag: str, key: str = "tag") -> str:
+# Tags that start with this are the tool's own (release records and intents in the image's repository,
+# imagebuild/release/registryrecords.py): never a release tag, a channel or a pushed tag, so a record is never
+# taken for one, nor one for a record.
+TOOL_TAG_PREFIX = "_efa."
+
+
+def check_tag(tag: str, key: str = "tag", own: bool = False) -> str:
+    """`tag` if it is a tag (the distribution spec's `[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}`) a user may give;
+    `own`: one of the tool's own (TOOL_TAG_PREFIX), which a user may not."""
     if not _TAG_RE.fullmatch(tag):
         raise UserError(
             f"bad tag {tag!r}", key=key, hint="1-128 of letters, digits, _ . - (not starting . -)"
+        )
+    if tag.startswith(TOOL_TAG_PREFIX) != own:
+        raise UserError(
+            f"tag {tag!r} starts with {TOOL_TAG_PREFIX!r}: those are the tool's release records",
+            key=key,
+            hint="choose a tag that does not start with " + TOOL_TAG_PREFIX,
         )
     return tag
 

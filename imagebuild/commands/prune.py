@@ -6,8 +6,10 @@ summary's pushed refs name, and each `--repository` given. One is kept when the 
 record, a channel or any other tag names its image. `--dry-run` lists them and removes nothing. `--registry
 HOST` limits the registries asked to that one; ECR is not pruned here (its lifecycle policies do that).
 Release tags are never removed; the `sha256-<hex>.sbom`/`.att` tags of a removed manifest are removed with it.
-`--records` must be a readable folder (a missing one is exit 2, before anything is removed: it would hide what
-the releases name). Exit 0 done, 1 a local tag could not be removed (a container uses it), 2 bad input or an
+The release records are read from the registry beside the images (what `release` writes by default), or
+from `--records DIR`, which must be a readable folder (a missing one is exit 2, before anything is removed:
+it would hide what the releases name); the records' own tags (`_efa.*`) are never removed.
+Exit 0 done, 1 a local tag could not be removed (a container uses it), 2 bad input or an
 unreachable or refusing registry (`--engine-only`, or `--registry HOST` for one registry, leaves the others
 alone). A repository the matrix no longer names (a variant renamed, a registry moved) is not looked at by
 itself: the engine may hold other projects' images of this tool. prune names each repository of the tool's
@@ -30,7 +32,12 @@ def register(sub) -> None:
     p.add_argument(
         "--summary", default="build/summary.json", help="the latest build (default build/summary.json)"
     )
-    p.add_argument("--records", default="build/releases", help="release records (default build/releases)")
+    p.add_argument(
+        "--records",
+        metavar="DIR",
+        help="the folder `release --records DIR` wrote (default: the records release keeps in the registry, "
+        "beside the images the summary names)",
+    )
     p.add_argument(
         "--older-than",
         default="7d",
@@ -75,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     request = PruneRequest(
         summary=Path(args.summary),
-        records=Path(args.records),
+        records=Path(args.records) if args.records else None,
         older_than=age,
         dry_run=args.dry_run,
         registry_api=None if args.engine_only else registry_api,

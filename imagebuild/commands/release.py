@@ -6,6 +6,10 @@ All or nothing: every selected variant must clear the gate
 must be free (or already name that digest) before any tag is written (imagebuild/release/promote.py). Release
 tags are never overwritten: there is no --force here. Exit 0 released, 1 refused (gate or tag), 2 bad
 input or unreachable service.
+
+Records live in the registry beside the images by default (imagebuild/release/registryrecords.py), so a
+release on a fresh CI runner sees every earlier one; `--s3` keeps them in S3 instead; `--records DIR` is a
+folder on this machine only (a later release elsewhere sees none of them).
 """
 
 from __future__ import annotations
@@ -67,12 +71,23 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--records",
-        default="build/releases",
-        metavar="DIR|s3://BUCKET/PREFIX",
-        help="where release records go: a local folder, or S3 (written conditionally; runners that share "
-        "it share the release lock too)",
+        metavar="registry|DIR|s3://BUCKET/PREFIX",
+        help="where release records are read and written: `registry` (the default) keeps each as an OCI "
+        "artifact beside the images, under a tag starting `_efa.record.`, read by every runner with the same "
+        "login; s3://... keeps them in S3 (written conditionally; runners share the release lock there too); "
+        "a DIR is this machine's only: a later release on another runner does not see it",
     )
-    p.add_argument("--s3", metavar="s3://BUCKET/PREFIX", help="also write records and notes to S3")
+    p.add_argument(
+        "--s3",
+        metavar="s3://BUCKET/PREFIX",
+        help="keep the records in S3 instead of the registry (beside --records DIR: in both)",
+    )
+    p.add_argument(
+        "--notes",
+        metavar="DIR",
+        help="also write each variant's release notes to DIR/<variant>.md (a CI job summary); records are "
+        "never read from there",
+    )
     p.add_argument("--previous", metavar="RECORD.json", help="previous release record (default: the latest)")
     p.add_argument("--dry-run", action="store_true", help="check everything, promote and write nothing")
     p.set_defaults(func=run)
@@ -92,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         records=args.records,
         s3=args.s3,
         previous=args.previous,
+        notes=args.notes,
         dry_run=args.dry_run,
         require_signed=args.require_signed,
         adopt_channels=tuple(args.adopt_channel),

@@ -202,6 +202,16 @@ def content_tag_or_channel(
     moves it). Anything else is write-once (push never overwrites a tag) and moving (the next commit builds
     another image under the same name) at once: the second pipeline run's push would be refused."""
     repo, _, part = tag.rpartition(":")
+    from imagebuild.adapters.registry import TOOL_TAG_PREFIX
+
+    if part.startswith(TOOL_TAG_PREFIX):
+        raise UserError(
+            f"tags starting {TOOL_TAG_PREFIX!r} are the tool's release records (kept beside the images)",
+            file=file,
+            line=line,
+            key=key,
+            hint="choose a tag that does not start with " + TOOL_TAG_PREFIX,
+        )
     if _HASH_MARK in repo:
         raise UserError(
             "{content_hash} belongs in the tag part (after ':'), not in the repository",

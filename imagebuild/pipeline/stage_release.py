@@ -20,11 +20,12 @@ class ReleaseRequest:
     variants: Sequence[str] = ()
     checks: Sequence[str] = ("build/test-report.json",)
     require_preflight: Sequence[str] = ()  # pre-flight reports that must pass for the same digest
-    records: str = "build/releases"  # a folder, or s3://BUCKET/PREFIX (shared by runners)
-    s3: Optional[str] = None  # s3://BUCKET/PREFIX for records and notes too
+    records: Optional[str] = None  # None/"registry": beside the images; a folder; or s3://BUCKET/PREFIX
+    s3: Optional[str] = None  # s3://BUCKET/PREFIX: records there (beside the folder --records names)
     previous: Optional[str] = None  # previous release record (default: the latest)
     dry_run: bool = False
     require_signed: Optional[str] = None  # a public key: every digest's SBOM and provenance must verify
+    notes: Optional[str] = None  # a folder for each variant's release notes too (<variant>.md)
     adopt_channels: Sequence[str] = ()  # CHANNEL@DIGEST: a channel no record knows, adopted at that digest
 
 
@@ -67,7 +68,7 @@ def release(req: ReleaseRequest) -> None:
         from imagebuild.release.attestations import require_signed
 
         require_signed(registries.api, entries, signed_by, req.require_signed)
-    store = _record_store(req)
+    store = _record_store(req, registries, entries)
     previous_of = _previous_records(req, store)
 
     with ExitStack() as held:
@@ -88,7 +89,7 @@ def release(req: ReleaseRequest) -> None:
         plans = promote.plan(
             entries, checks, preflights, req.tags, when, registries, req.channels, previous_of, all_entries,
             store.pending,
-            _all_records(req, store),
+            store.all_records(),
             adopted,
         )  # fmt: skip
         store.check_reachable()
@@ -100,33 +101,36 @@ def release(req: ReleaseRequest) -> None:
         promote.refuse_conflicts(plans)  # the dry run refuses where the real run would (exit 1)
         if req.dry_run:
             return
-        promote.carry_out(plans, registries, store, when, previous_of)
+        notes = Path(req.notes) if req.notes else None
+        promote.carry_out(plans, registries, store, when, previous_of, notes)
 
 
-def _record_store(req: ReleaseRequest) -> Any:
-    """Where the records go: `--records DIR` (and `--s3` beside it), or `--records s3://BUCKET/PREFIX` (S3
-    alone: what runners that share no disk share)."""
+def _record_store(req: ReleaseRequest, registries: Registries, entries: List[Dict[str, Any]]) -> Any:
+    """Where the records are read and written: the registry beside the images (the default: every runner
+    that can push sees them), `--s3 s3://BUCKET/PREFIX` or `--records s3://...` (S3 alone), or `--records DIR`
+    (a folder on this machine only; `--s3` beside it writes both)."""
     from imagebuild.release import record as rel
+    from imagebuild.release.registryrecords import REGISTRY, RegistryRecordStore
 
-    records = str(req.records)
-    if records.startswith("s3://"):
+    records = str(req.records) if req.records is not None else None
+    if (records is None and not req.s3) or records == REGISTRY:
         if req.s3:
+            raise UserError(
+                "give one record store: --records registry or --s3", key="--s3",
+                hint="records go to the registry by default; --s3 alone keeps them in S3 instead",
+            )  # fmt: skip
+        return RegistryRecordStore(registries, [n for e in entries for n in rel.unique_repositories(e)])
+    s3 = req.s3
+    if records is None:  # --s3 alone: the team keeps its records in S3
+        records, s3 = str(req.s3), None
+    if records.startswith("s3://"):
+        if s3:
             raise UserError("give the S3 record store once: --records s3://... or --s3", key="--s3")
-        rel.parse_s3_uri(records, key="--records")
-        return rel.RecordStore(None, _s3_client(req, records), records)
-    return rel.RecordStore(Path(records), _s3_client(req, req.s3), req.s3)
-
-
-def _all_records(req: ReleaseRequest, store: Any) -> List[Dict[str, Any]]:
-    """Every release record a name's role (release tag or channel) is read from, before any registry write:
-    the local folder's (none yet on a first release) and, with --s3, the bucket's (a fresh runner's folder
-    is empty; the team's records are there)."""
-    from imagebuild.release.names import read_local_records, read_s3_records
-
-    records = read_local_records(store.root, must_exist=False) if store.root is not None else []
-    if store.s3 is not None:
-        records += read_s3_records(store.s3, store.bucket, store.prefix)
-    return records
+        rel.parse_s3_uri(records, key="--records" if req.records is not None else "--s3")
+        return rel.RecordStore(
+            None, _s3_client(records, "--records" if req.records else "--s3", req), records
+        )
+    return rel.RecordStore(Path(records), _s3_client(s3, "--s3", req), s3)
 
 
 def _previous_records(req: ReleaseRequest, store: Any) -> Any:
@@ -145,11 +149,11 @@ def _previous_records(req: ReleaseRequest, store: Any) -> Any:
     return previous_of
 
 
-def _s3_client(req: ReleaseRequest, uri: Optional[str]) -> Any:
+def _s3_client(uri: Optional[str], key: str, req: ReleaseRequest) -> Any:
     if not uri:
         return None
     from imagebuild.adapters.aws import aws_client
     from imagebuild.release import record as rel
 
-    rel.parse_s3_uri(uri, key="--records" if uri == str(req.records) else "--s3")
+    rel.parse_s3_uri(uri, key=key)
     return aws_client("s3", req.target.region, req.target.endpoint_url)

@@ -276,8 +276,10 @@ def carry_out(
     store: rel.RecordStore,
     when: datetime,
     previous_of: Callable[[str], Optional[Dict[str, Any]]],
+    notes_dir: Optional[Path] = None,
 ) -> None:
-    """Promote each planned variant, then write its release record and notes (local, and S3 if given).
+    """Promote each planned variant, then write its release record and notes to the store (the registry,
+    S3 or a folder), and the notes to `notes_dir/<variant>.md` too when given (for a CI job's summary).
 
     Every variant's intent is journalled first (imagebuild/release/transaction.py): from the first tag
     write on, each tag this run writes is named by a record or an intent, and a rerun completes it."""
@@ -306,8 +308,25 @@ def carry_out(
         notes = rel.release_notes(record, previous)
         for where in store.write(record, notes):
             log(f"  wrote {where}")
+        if notes_dir is not None:
+            write_notes(notes_dir / f"{gate.variant}.md", notes)
         store.clear_pending(gate.variant)
         print(f"{gate.variant}\t{gate.digest}\t{','.join(repositories[0]['tags']) if repositories else ''}")
+
+
+def write_notes(path: Path, notes: str) -> None:
+    """The release notes as a file of their own; one that cannot be written is exit 2 naming it (the tags
+    and the record are in place: a rerun finds them)."""
+    from imagebuild.safefile import atomic_file
+
+    try:
+        with atomic_file(path, published=True) as tmp:
+            tmp.write_text(notes)
+    except OSError as err:
+        raise UserError(
+            f"cannot write the release notes: {err.strerror}", file=str(path), key="--notes"
+        ) from None
+    log(f"  wrote {path}")
 
 
 def promote(registries: Registries, gate: rel.Gate, repos: List[Dict[str, Any]]) -> None:

@@ -9,6 +9,8 @@ than the age given. Release tags are never removed: a registry manifest goes onl
 is an unreferenced content tag, and a local image loses only its content tags. The SBOM and provenance tags
 (`sha256-<hex>.sbom`/`.att`) of a deleted manifest go after it; those of a kept one stay. The records are
 read first and fail closed: a records folder that is missing or unreadable is exit 2 before anything goes.
+The tool's own tags (`_efa.*`: release records and intents kept in the registry) are never looked at as
+images; by default those records are what prune reads.
 
 Pure functions first; the engine and registry calls are in the small functions at the end.
 """
@@ -229,15 +231,44 @@ def attestation_candidates(tags: Iterable[RemoteTag], removed: List[Candidate]) 
 
 
 # -- I/O: records, the engine, the registry -----------------------------------------------------------------
-def read_records(req: PruneRequest) -> List[Dict[str, Any]]:
+def read_records(req: PruneRequest, summary: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Every release record prune must respect, read before anything is looked at or removed. Fails closed
     (exit 2): a records folder that is missing, not a folder or unreadable, or a record that cannot be
-    read, would make a released digest look unnamed. `req.more_records` is where records kept elsewhere
-    (S3) are read; a reader that cannot read them must raise UserError too, never return []."""
+    read, would make a released digest look unnamed. `req.records` None: the records (and intents) in the
+    registry, in every repository the build summary names (imagebuild/release/registryrecords.py); a
+    registry prune may not ask (`--engine-only`, another `--registry`) is exit 2 too. `req.more_records` is
+    where records kept elsewhere (S3) are read; a reader that cannot read them must raise UserError too,
+    never return []."""
     from imagebuild.release.names import read_local_records
 
-    records = read_local_records(req.records, must_exist=True)  # typed there: exit 2 naming file and key
+    if req.records is not None:
+        records = read_local_records(req.records, must_exist=True)  # typed there: exit 2 naming file and key
+    else:
+        records = registry_records(req, named_by(summary, []))
     return records + (req.more_records() if req.more_records is not None else [])
+
+
+def registry_records(req: PruneRequest, named: Named) -> List[Dict[str, Any]]:
+    """The records and intents kept in the registry beside the images the summary names (typed, bounded)."""
+    from types import SimpleNamespace
+
+    from imagebuild.release.registryrecords import read_repository
+    from imagebuild.safefile import MAX_INPUT_BYTES
+
+    out: List[Dict[str, Any]] = []
+    seen: Set[str] = set()
+    for host, repo in registry_repositories(named):
+        api = req.registry_api(host) if req.registry_api is not None else None
+        if api is None:
+            raise UserError(
+                f"the release records are in the registry {host}, which prune is not asking: what they name "
+                "cannot be known",
+                key="--records",
+                hint="let prune ask that registry, or give the folder release wrote with --records DIR",
+            )
+        out += [doc for _kind, doc in read_repository(SimpleNamespace(api=lambda _h, a=api: a),
+                                                       f"{host}/{repo}", MAX_INPUT_BYTES, seen)]  # fmt: skip
+    return out
 
 
 def local_images(client: Any) -> List[LocalImage]:
@@ -256,11 +287,14 @@ def local_images(client: Any) -> List[LocalImage]:
 def remote_tags(api: Any, host: str, repository: str, log: Callable[[str], None]) -> List[RemoteTag]:
     """Every tag of `host/repository` with its digest, and for content-looking tags the image config's hash
     label and creation time (one config read per digest)."""
+    from imagebuild.adapters.registry import TOOL_TAG_PREFIX
     from imagebuild.adapters.registry_tags import list_tags
 
     configs: Dict[str, Tuple[Optional[str], Optional[datetime]]] = {}
     out = []
     for tag in list_tags(api, repository):
+        if tag.startswith(TOOL_TAG_PREFIX):
+            continue  # a release record or intent (registryrecords.py): never an image, never removed
         manifest = api.manifest(repository, tag)
         if manifest is None:
             continue  # deleted meanwhile
@@ -322,7 +356,7 @@ def with_hosts(repositories: Iterable[str], named: Named) -> List[str]:
 @dataclass
 class PruneRequest:
     summary: Path
-    records: Path
+    records: Optional[Path]  # None: the records in the registry, beside the images
     older_than: timedelta
     dry_run: bool = False
     registry_api: Optional[Callable[[str], Any]] = None  # host -> RegistryAPI or None (skip that host)
@@ -344,7 +378,8 @@ def run_prune(
     from imagebuild.building.summary import load_summary
     from imagebuild.release.record import hold_lock, lock_paths
 
-    named = named_by(load_summary(req.summary), read_records(req))  # every input before the engine
+    summary = load_summary(req.summary)
+    named = named_by(summary, read_records(req, summary))  # every input before the engine
     named.repositories.update(with_hosts(req.repositories, named))
     client = engine()
     cutoff = now - req.older_than

@@ -462,7 +462,8 @@ def parse_s3_uri(uri: str, key: str = "--s3") -> Tuple[str, str]:
 
 
 class RecordStore:
-    """Release records per variant: `<root>/<variant>/<name>.json`, `.md`, `latest.json`, and while a
+    """Release records in a local folder or S3 (the registry's store, registryrecords.py, serves the same
+    methods). Per variant: `<root>/<variant>/<name>.json`, `.md`, `latest.json`, and while a
     release is under way its intent (`<variant>/pending.json` locally, `.intents/<variant>.json` in S3,
     beside the locks' `.locks/`: folders no variant is named, so the record reader never matches them);
     locally (`root`), in S3 (`s3_uri`), or both. With S3
@@ -531,6 +532,17 @@ class RecordStore:
 
     def latest(self, variant: str) -> Optional[Dict[str, Any]]:
         return self._read(variant, "latest.json", "the previous release record")
+
+    def all_records(self) -> List[Dict[str, Any]]:
+        """Every release record a name's role (release tag or channel) is read from, before any registry
+        write: the local folder's (none yet on a first release) and the bucket's (a fresh runner's folder
+        is empty; the team's records are there)."""
+        from imagebuild.release.names import read_local_records, read_s3_records
+
+        records = read_local_records(self.root, must_exist=False) if self.root is not None else []
+        if self.s3 is not None:
+            records += read_s3_records(self.s3, str(self.bucket), self.prefix)
+        return records
 
     def pending(self, variant: str) -> Optional[Dict[str, Any]]:
         """The intent of an interrupted release of `variant` (imagebuild/release/transaction.py), or None."""

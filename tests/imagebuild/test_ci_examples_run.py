@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -87,9 +88,10 @@ def _condition(cond: str, pull_request: bool) -> bool:
     return known[cond.strip()]
 
 
-def _team_repo(dest: Path, venv: Venv, layout: str = "init") -> Path:
+def _team_repo(dest: Path, venv: Venv, layout: str = "init", more: str = "") -> Path:
     """A team's repository as `efa-image-build init` (the wheel's) writes it, adapted as a team would: the
-    starter's base and image repository get this session's names (BASE, TEAM_REPO). layout "config": the
+    starter's base and image repository get this session's names (BASE, TEAM_REPO), and `more` (lines of
+    `defaults:`, as a team adds channels or labels) after its tags. layout "config": the
     matrix and checks moved to images/, named by `[tool.efa-image-build]` in pyproject.toml. The artifact
     cache the project's own runs fill is linked in (.cache, as actions/cache restores it)."""
     made = installed_process(venv.bin, "init", dest, env=venv.env(), timeout=120)
@@ -100,7 +102,7 @@ def _team_repo(dest: Path, venv: Venv, layout: str = "init") -> Path:
     tags = '  # tags: ["my-team/training:{name}-{content_hash}"]'
     assert text.count(default_base) == 1 and text.count(tags) == 1
     text = text.replace(default_base, BASE).replace(
-        tags, f'  tags: ["{TEAM_REPO}:{{name}}-{{content_hash}}"]'
+        tags, f'  tags: ["{TEAM_REPO}:{{name}}-{{content_hash}}"]' + more
     )
     matrix.write_text(text)
     if layout == "config":
@@ -321,52 +323,81 @@ def test_github_plan_fails_on_a_matrix_render_refuses(wheel_venv, tmp_path):
 def test_github_build_job_runs_as_written_against_a_registry(
     docker_client, registry, wheel_venv, team_images, tmp_path
 ):
-    """A push to main: build, check, push by digest, attest (SBOM + signed provenance, which verifies)."""
+    """A push to main: build, check, push by digest, attest (SBOM + signed provenance, which verifies), then
+    the release job on a runner of its own, which makes the channel `dev` of the team's matrix. Then a second
+    push to main, of changed content, on fresh runners (new folders, nothing local: no build/releases, no
+    records folder, the release records only in the registry): it releases and moves `dev`, and its record
+    knows where from."""
     doc = yaml.safe_load((ROOT / "examples" / "ci" / "github-actions.yml").read_text())
     private, public = _keys(tmp_path)
     where = f"{registry.host}/efa-ci-example-{RUN}"
     values = _github_values(pull_request=False, image_registry=where, signing_key=private)
-    work = _team_repo(tmp_path / "repo", wheel_venv, "config")
+    values.update(
+        {"vars.SIGNING_PUBLIC_KEY": public.read_text(), "vars.RELEASE_S3": "", "vars.RUN_PREFLIGHT": ""}
+    )
     calls = tmp_path / "pip-calls"
     env = dict(os.environ, **_shims(tmp_path / "bin", calls, wheel_venv))
     env.pop("PYTHONPATH", None)  # the wheel's code, not this worktree's
-    env["RUNNER_TEMP"] = str(tmp_path / "runner-temp")
-    (tmp_path / "runner-temp").mkdir()
-    ran, checked = _github_job(doc, "build", values, work, env, pull_request=False)
-    assert calls.read_text().splitlines() == [f"install {TOOL}"]
-    # pip, base, cache key, build, test, push, attest, jq
-    assert len(ran) == 8 and "actions/upload-artifact" in checked, ran
-    assert os.listdir(tmp_path / "runner-temp") == []  # the private key left with its step
-    summary = json.loads((work / "build" / "summary.json").read_text())
-    entry = next(e for e in summary["variants"] if e["variant"] == VARIANT)
-    assert entry["status"] in ("built", "skipped") and entry["digest"].startswith("sha256:")
-    assert entry["pushed"] and all(p.startswith(f"{where}/") for p in entry["pushed"])
-    report = json.loads((work / "build" / "test-report.json").read_text())
-    assert report["images"][0]["passed"] and report["images"][0]["image_id"] == entry["image_id"]
-    image = entry["pushed"][0].split("@")[0].rsplit(":", 1)[0] + "@" + entry["digest"]
+    api = RegistryAPI(registry.host)
+    repository = f"efa-ci-example-{RUN}/{TEAM_REPO}"
+
+    def main_run(n: int, more: str) -> tuple:
+        """One push to main: the build job, then the release job, each in a folder of its own."""
+        run = tmp_path / f"run-{n}"
+        run.mkdir()
+        env["RUNNER_TEMP"] = str(run / "runner-temp")
+        (run / "runner-temp").mkdir()
+        work = _team_repo(run / "repo", wheel_venv, "config", more)
+        ran, checked = _github_job(doc, "build", values, work, env, pull_request=False)
+        # pip, base, cache key, build, test, push, attest, jq
+        assert len(ran) == 8 and "actions/upload-artifact" in checked, ran
+        assert os.listdir(run / "runner-temp") == []  # the private key left with its step
+        summary = json.loads((work / "build" / "summary.json").read_text())
+        entry = next(e for e in summary["variants"] if e["variant"] == VARIANT)
+        assert entry["status"] in ("built", "skipped") and entry["digest"].startswith("sha256:")
+        assert entry["pushed"] and all(p.startswith(f"{where}/") for p in entry["pushed"])
+        report = json.loads((work / "build" / "test-report.json").read_text())
+        assert report["images"][0]["passed"] and report["images"][0]["image_id"] == entry["image_id"]
+
+        # the release job, on a runner of its own: the build job's artifact is all it has
+        uploaded = run / "artifact"
+        for rel in ("summary.json", "test-report.json", "test-report.xml"):
+            (uploaded / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(work / "build" / rel, uploaded / rel)
+        release_work = _team_repo(run / "release-repo", wheel_venv, "config", more)
+        sha = f"{n}" * 40
+        env.update(GITHUB_REF_TYPE="branch", GITHUB_SHA=sha, GITHUB_STEP_SUMMARY=str(run / "step-summary"))
+        artifacts = {f"build-{VARIANT}": uploaded}
+        ran, checked = _github_job(doc, "release", values, release_work, env, False, artifacts)
+        assert len(ran) == 3 and "actions/download-artifact" in checked, ran  # pip, release, notes
+        tag = f"{VARIANT}-{sha}"
+        assert api.manifest(repository, tag).digest == entry["digest"]
+        assert tag in (run / "step-summary").read_text()
+        assert not (release_work / "build" / "releases").exists()  # no record left on the runner
+        return work, entry
+
+    channels = "\n  channels: [dev]"
+    work, first = main_run(1, channels)
+    image = first["pushed"][0].split("@")[0].rsplit(":", 1)[0] + "@" + first["digest"]
     verify = installed_process(
         wheel_venv.bin, "verify", image, "--key", public, env=wheel_venv.env(), timeout=300
     )
     assert verify.returncode == 0, f"{verify.stdout[-2000:]}\n{verify.stderr[-2000:]}"
+    assert api.manifest(repository, "dev").digest == first["digest"]
 
-    # the release job, on a runner of its own: the build job's artifact is all it has
-    uploaded = tmp_path / "artifact"
-    for rel in ("summary.json", "test-report.json", "test-report.xml"):
-        (uploaded / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(work / "build" / rel, uploaded / rel)
-    release_work = _team_repo(tmp_path / "release-repo", wheel_venv, "config")
-    sha = "0" * 40
-    values.update(
-        {"vars.SIGNING_PUBLIC_KEY": public.read_text(), "vars.RELEASE_S3": "", "vars.RUN_PREFLIGHT": ""}
-    )
-    env.update(GITHUB_REF_TYPE="branch", GITHUB_SHA=sha, GITHUB_STEP_SUMMARY=str(tmp_path / "step-summary"))
-    artifacts = {f"build-{VARIANT}": uploaded}
-    ran, checked = _github_job(doc, "release", values, release_work, env, False, artifacts)
-    assert len(ran) == 3 and "actions/download-artifact" in checked, ran  # pip, release, notes
-    tag = f"{VARIANT}-{sha}"
-    api = RegistryAPI(registry.host)
-    assert api.manifest(f"efa-ci-example-{RUN}/{TEAM_REPO}", tag).digest == entry["digest"]
-    assert tag in (tmp_path / "step-summary").read_text()
+    # the second push to main, of other content (a label), on runners that hold nothing of the first
+    _work, second = main_run(2, channels + f'\n  labels: {{org.example.run: "{RUN}-2"}}')
+    assert second["digest"] != first["digest"]
+    assert api.manifest(repository, "dev").digest == second["digest"]  # the channel moved
+    assert api.manifest(repository, f"{VARIANT}-{'1' * 40}").digest == first["digest"]  # release tags stay
+    assert calls.read_text().splitlines() == [f"install {TOOL}"] * 4
+    from imagebuild.release.registryrecords import RegistryRecordStore
+
+    store = RegistryRecordStore(SimpleNamespace(api=lambda host: api), [f"{registry.host}/{repository}"])
+    latest = store.latest(VARIANT)
+    assert latest["digest"] == second["digest"] and latest["previous"]["digest"] == first["digest"]
+    (dev,) = latest["channels"]
+    assert dev["tag"] == "dev" and dev["history"][-1]["from"] == first["digest"]
 
 
 # -- AWS CodeBuild ------------------------------------------------------------------------------------------
