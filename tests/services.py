@@ -433,6 +433,9 @@ def small_lock(name: str, nccl: str = "2.27.7", ofi: str = "1.16.0") -> dict:
     }
 
 
+SMALL_TAGS = {name: f"h6-test/{name}-{RUN}:dev" for name in ("a", "b")}  # services_fixtures.small_images
+
+
 def build_small_image(client, local_base: str, lock: dict, tag: str):
     """A real image FROM the local base whose label carries `lock` (built by the engine, no network)."""
     import io

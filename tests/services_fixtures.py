@@ -11,7 +11,15 @@ from typing import List, NamedTuple
 
 import pytest
 from conftest import needed
-from services import REGISTRY_BIN, MotoServer, RawServer, Registry, build_small_image, small_lock
+from services import (
+    REGISTRY_BIN,
+    SMALL_TAGS,
+    MotoServer,
+    RawServer,
+    Registry,
+    build_small_image,
+    small_lock,
+)
 
 from imagebuild.adapters.registry import Credentials, RegistryAPI
 
@@ -75,10 +83,11 @@ def aws(moto_server, monkeypatch) -> MotoServer:
 
 @pytest.fixture(scope="session")
 def small_images(docker_client, local_base):
-    """Two distinct small images (A: nccl 2.26.2, B: nccl 2.27.7), removed with all their tags at the end."""
+    """Two distinct small images (A: nccl 2.26.2, B: nccl 2.27.7), removed with all their tags at the end;
+    their engine tags are SMALL_TAGS, this run's own (two sessions on one engine never share a tag)."""
     made = {
-        "a": build_small_image(docker_client, local_base, small_lock("h6-a", nccl="2.26.2"), "h6-test/a:dev"),
-        "b": build_small_image(docker_client, local_base, small_lock("h6-b"), "h6-test/b:dev"),
+        "a": build_small_image(docker_client, local_base, small_lock("h6-a", nccl="2.26.2"), SMALL_TAGS["a"]),
+        "b": build_small_image(docker_client, local_base, small_lock("h6-b"), SMALL_TAGS["b"]),
     }
     yield made
     for image in made.values():
