@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-import yaml
+from clusterfile import CLUSTER, write_cluster
 
 from imagebuild.building.artifacts import artifacts_from_lock
 from imagebuild.building.bake import TARGET_NAME
@@ -18,18 +18,7 @@ from imagebuild.errors import UserError
 from imagebuild.preflight import quoting, recipes
 from imagebuild.preflight import sagemaker as smk
 
-BASE = {
-    "nodes": 2,
-    "instance_type": "p5.48xlarge",
-    "container_image": "reg.example.com/img:1",
-    "hosts": ["n1", "n2"],
-    "partition": "gpu",
-    "account": "team",
-    "name": "efa-preflight",
-    "namespace": "default",
-    "master_addr": "n1",
-    "hugepages": "5120Mi",
-}
+BASE = dict(CLUSTER, hugepages="5120Mi")
 
 
 @pytest.mark.parametrize(
@@ -46,10 +35,9 @@ BASE = {
     ],
 )
 def test_a_trailing_newline_is_refused_at_load_naming_file_line_and_key(tmp_path, key, value):
-    path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(dict(BASE, **{key: value}), sort_keys=False))
+    path = write_cluster(tmp_path, dict(BASE, **{key: value}))
     with pytest.raises(UserError) as err:
-        recipes.load_cluster(str(path))
+        recipes.load_cluster(path)
     line = next(i for i, text in enumerate(Path(path).read_text().splitlines(), 1) if text.startswith(key))
     assert (err.value.file, err.value.key, err.value.line) == (str(path), key, line), err.value
 
