@@ -10,7 +10,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from clusterfile import CLUSTER, write_cluster
+import yaml
+from clusterfile import CLUSTER
 
 from imagebuild.building.artifacts import artifacts_from_lock
 from imagebuild.building.bake import TARGET_NAME
@@ -35,9 +36,10 @@ BASE = dict(CLUSTER, hugepages="5120Mi")
     ],
 )
 def test_a_trailing_newline_is_refused_at_load_naming_file_line_and_key(tmp_path, key, value):
-    path = write_cluster(tmp_path, dict(BASE, **{key: value}))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(dict(BASE, **{key: value}), sort_keys=False))
     with pytest.raises(UserError) as err:
-        recipes.load_cluster(path)
+        recipes.load_cluster(str(path))
     line = next(i for i, text in enumerate(Path(path).read_text().splitlines(), 1) if text.startswith(key))
     assert (err.value.file, err.value.key, err.value.line) == (str(path), key, line), err.value
 
