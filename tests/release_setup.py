@@ -68,14 +68,6 @@ def content_image(client, local_base: str, repo: str, n: int):
     return image, tag
 
 
-def content_entries(prefix: str, made: Iterable, repos: Iterable[str]) -> List[dict]:
-    """Summary entries `<prefix><n>` of the content images `made` ((image, tag) pairs), each in its repo."""
-    return [
-        summary_entry(f"{prefix}{n}", img, tags=[f"{repo}:{tag}"])
-        for n, ((img, tag), repo) in enumerate(zip(made, repos))
-    ]
-
-
 def remove_images(client, images: Iterable) -> None:
     """Removes each image (by id, every tag); one a test already pruned is passed over."""
     for image in images:
@@ -92,6 +84,18 @@ def push_summary(host: str, path: Path, entries: List[dict], *extra: object) -> 
     res = build_py("push", "--summary", str(path), "--registry", host, *extra)
     assert res.rc == 0, res.err
     return json.loads(path.read_text())["variants"]
+
+
+def push_content_images(
+    host: str, path: Path, prefix: str, made: Iterable, repos: Iterable[str]
+) -> List[dict]:
+    """Pushes the content images `made` ((image, tag) pairs, each in its repository of `repos`) as a build
+    summary at `path` of variants `<prefix><n>`; the entries as push left them."""
+    entries = [
+        summary_entry(f"{prefix}{n}", img, tags=[f"{repo}:{tag}"])
+        for n, ((img, tag), repo) in enumerate(zip(made, repos))
+    ]
+    return push_summary(host, path, entries)
 
 
 def release(host: str, summary: Path, checks: Path, records: Path, *extra: object) -> Result:

@@ -14,15 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cli import build_py
-from release_setup import (
-    arm64_locked,
-    content_entries,
-    content_image,
-    prune_argv,
-    push_summary,
-    release,
-    remove_images,
-)
+from release_setup import arm64_locked, content_image, prune_argv, push_content_images, release, remove_images
 from services import summary_entry, write_check_report, write_summary
 
 from imagebuild.adapters.registry import RegistryAPI
@@ -42,9 +34,7 @@ def test_prune_dry_run_lists_exactly_the_unreferenced_content_tags(
     made = [content_image(docker_client, local_base, repo, n) for n in range(5)]
     try:
         # every image pushed by its content tag; then #1 is the latest build, #2 released, #3 on channel dev
-        entries = push_summary(
-            registry.host, tmp_path / "pushed.json", content_entries("p", made, [repo] * 5)
-        )
+        entries = push_content_images(registry.host, tmp_path / "pushed.json", "p", made, [repo] * 5)
         records = tmp_path / "rec"
         for n, extra in ((1, ["--tag", "r1"]), (2, ["--channel", "dev"])):
             one = write_summary(tmp_path / f"one-{n}.json", [entries[n]])
@@ -105,8 +95,7 @@ def test_a_repository_the_matrix_no_longer_names_is_said_and_pruned_only_when_na
     api = RegistryAPI(registry.host)
     made = [content_image(docker_client, local_base, r, n) for n, r in enumerate((old_repo, new_repo))]
     try:
-        entries = content_entries("v", made, (old_repo, new_repo))
-        pushed = push_summary(registry.host, tmp_path / "pushed.json", entries)
+        pushed = push_content_images(registry.host, tmp_path / "pushed.json", "v", made, (old_repo, new_repo))
         latest = write_summary(tmp_path / "summary.json", [pushed[1]])
         records = tmp_path / "rec"
         records.mkdir()

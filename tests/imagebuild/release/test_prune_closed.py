@@ -11,15 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cli import build_py
-from release_setup import (
-    content_entries,
-    content_image,
-    prune_argv,
-    push_summary,
-    release,
-    remove_images,
-    signing,
-)
+from release_setup import content_image, prune_argv, push_content_images, release, remove_images, signing
 from services import write_check_report, write_summary
 
 from imagebuild.adapters.oci_artifacts import fallback_tag
@@ -78,9 +70,7 @@ def test_prune_with_a_records_folder_that_is_not_there_is_exit_2_and_removes_not
     repo = f"prune-rec-{uuid.uuid4().hex[:10]}/app"
     made = [content_image(docker_client, local_base, repo, n) for n in range(2)]
     try:
-        entries = push_summary(
-            registry.host, tmp_path / "pushed.json", content_entries("q", made, [repo] * 2)
-        )
+        entries = push_content_images(registry.host, tmp_path / "pushed.json", "q", made, [repo] * 2)
         # #1 is released (its record is all that names its image: the latest build is #0)
         one = write_summary(tmp_path / "one.json", [entries[1]])
         checks = write_check_report(tmp_path / "checks.json", [("q1", made[1][0].id, True)])
@@ -114,7 +104,7 @@ def test_prune_removes_the_attestation_tags_of_what_it_deletes_and_keeps_the_oth
     made = [content_image(docker_client, local_base, repo, n) for n in range(2)]
     try:
         pushed = tmp_path / "pushed.json"
-        push_summary(registry.host, pushed, content_entries("t", made, [repo] * 2))
+        push_content_images(registry.host, pushed, "t", made, [repo] * 2)
         key, pub, matrix = signing(tmp_path)
         attest = ["attest", "--summary", str(pushed), "--registry", registry.host, "--sign-key", key]
         assert build_py(*attest, "--matrix", matrix).rc == 0
