@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cli import build_py_process
+from clusterfile import CLUSTER, write_cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,26 +25,13 @@ LOCK = {
 }
 TORCH_LOCK = dict(LOCK, components={"torch": {"version": "2.7.0"}})
 IMAGE = "reg.example.com/img@sha256:" + "b" * 64
-BASE = {
-    "nodes": 2,
-    "instance_type": "p5.48xlarge",
-    "container_image": "reg.example.com/img:1",
-    "hosts": ["n1", "n2"],
-    "partition": "gpu",
-    "account": "team",
-    "name": "pf",
-    "namespace": "default",
-    "master_addr": "n1",
-    "test_args": "-b 8 -e 1M",
-    "report_volume": {"pvc": "reports"},
-    "output_dir": "/fsx/preflight",  # the mpirun recipe's shared folder (its key, -J and report)
-}
-
-
-def _write(tmp: Path, doc: dict) -> str:
-    path = tmp / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return str(path)
+BASE = dict(
+    CLUSTER,
+    name="pf",
+    test_args="-b 8 -e 1M",
+    report_volume={"pvc": "reports"},
+    output_dir="/fsx/preflight",  # the mpirun recipe's shared folder (its key, -J and report)
+)
 
 
 @pytest.mark.parametrize(
@@ -73,7 +61,7 @@ def _write(tmp: Path, doc: dict) -> str:
     ],
 )
 def test_a_value_that_cannot_land_safely_is_refused_at_load_with_file_line_key(tmp_path, key, value):
-    path = _write(tmp_path, dict(BASE, **{key: value}))
+    path = write_cluster(tmp_path, dict(BASE, **{key: value}))
     with pytest.raises(UserError) as err:
         recipes.load_cluster(path)
     line = next(i for i, text in enumerate(Path(path).read_text().splitlines(), 1) if text.startswith(key))
@@ -82,7 +70,7 @@ def test_a_value_that_cannot_land_safely_is_refused_at_load_with_file_line_key(t
 
 def test_an_instance_type_that_is_no_eks_label_value_is_refused_even_with_counts_given(tmp_path):
     long = "p5." + "x" * 30 + "." + "x" * 30  # a host name; as an EKS label value over 63
-    path = _write(tmp_path, dict(BASE, instance_type=long, gpus_per_node=8, efa_devices=32))
+    path = write_cluster(tmp_path, dict(BASE, instance_type=long, gpus_per_node=8, efa_devices=32))
     with pytest.raises(UserError) as err:
         recipes.load_cluster(path)
     assert err.value.key == "instance_type" and "label value" in err.value.message
@@ -93,7 +81,7 @@ def test_build_py_refuses_a_hostile_host_with_exit_2_and_prints_nothing(tmp_path
 
     lock = tmp_path / "variant.lock.json"
     lock.write_text(json.dumps(LOCK))
-    path = _write(tmp_path, dict(BASE, hosts=["a,evil"]))
+    path = write_cluster(tmp_path, dict(BASE, hosts=["a,evil"]))
     proc = build_py_process(
         "preflight", "--print", "mpirun", "--cluster", path, "--lock", lock, "--image", IMAGE, timeout=60
     )
@@ -103,7 +91,7 @@ def test_build_py_refuses_a_hostile_host_with_exit_2_and_prints_nothing(tmp_path
 
 
 def test_a_lock_value_that_cannot_be_printed_is_a_user_error_not_a_traceback(tmp_path):
-    cluster = recipes.bind_image(recipes.load_cluster(_write(tmp_path, BASE)), IMAGE)
+    cluster = recipes.bind_image(recipes.load_cluster(write_cluster(tmp_path, BASE)), IMAGE)
     for kind in ("mpirun", "sbatch", "torchrun"):
         with pytest.raises(UserError) as err:
             recipes.render(kind, dict(TORCH_LOCK, python="/usr/bin/python3\ntouch /tmp/p"), cluster)
@@ -112,7 +100,7 @@ def test_a_lock_value_that_cannot_be_printed_is_a_user_error_not_a_traceback(tmp
 
 def test_a_lock_env_name_that_is_not_a_name_is_refused(tmp_path):
     lock = dict(LOCK, env=[{"name": "NCCL_X;touch /tmp/p", "value": "1"}])
-    cluster = recipes.load_cluster(_write(tmp_path, BASE))
+    cluster = recipes.load_cluster(write_cluster(tmp_path, BASE))
     with pytest.raises(UserError) as err:
         recipes.render("sbatch", lock, recipes.bind_image(cluster, IMAGE))
     assert err.value.key == "env"
@@ -169,7 +157,7 @@ def test_hostile_strings_in_any_field_never_run(field, value):
             doc["node_selector"] = {"team": value}
         else:
             doc[field] = value
-        path = _write(Path(tmp), doc)
+        path = write_cluster(Path(tmp), doc)
         try:
             cluster = recipes.bind_image(recipes.load_cluster(path), IMAGE)
         except UserError as err:

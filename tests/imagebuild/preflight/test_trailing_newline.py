@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clusterfile import CLUSTER
 
 from imagebuild.building.artifacts import artifacts_from_lock
 from imagebuild.building.bake import TARGET_NAME
@@ -18,18 +19,7 @@ from imagebuild.errors import UserError
 from imagebuild.preflight import quoting, recipes
 from imagebuild.preflight import sagemaker as smk
 
-BASE = {
-    "nodes": 2,
-    "instance_type": "p5.48xlarge",
-    "container_image": "reg.example.com/img:1",
-    "hosts": ["n1", "n2"],
-    "partition": "gpu",
-    "account": "team",
-    "name": "efa-preflight",
-    "namespace": "default",
-    "master_addr": "n1",
-    "hugepages": "5120Mi",
-}
+BASE = dict(CLUSTER, hugepages="5120Mi")
 
 
 @pytest.mark.parametrize(

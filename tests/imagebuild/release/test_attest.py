@@ -15,8 +15,7 @@ import uuid
 
 import pytest
 from cli import build_py
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from release_setup import fallback, make_keys, signing
 from services import summary_entry, write_check_report, write_summary
 
 from imagebuild.adapters import oci_artifacts as oci
@@ -25,24 +24,6 @@ from imagebuild.building.dlcbase import DEFAULT_NAME as DLC_LAYOUT
 from imagebuild.release import attest
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry, auth_registry, small_images
-
-
-def make_keys(folder, name):
-    """An ed25519 key pair as PEM files (private PKCS#8, public SubjectPublicKeyInfo)."""
-    key = Ed25519PrivateKey.generate()
-    private = folder / f"{name}.pem"
-    private.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    public = folder / f"{name}.pub.pem"
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return private, public
 
 
 DPKG = """\
@@ -133,19 +114,13 @@ def test_a_wrong_key_is_the_one_cause_verify_names(tmp_path):
     assert any("is not the SBOM the signed provenance names" in p for p in problems), problems
 
 
-def _fallback(api, repo, digest, kind):
-    return api.manifest(repo, oci.fallback_tag(digest, kind))
-
-
 @pytest.mark.docker
 def test_verify_passes_on_a_pushed_image_and_fails_on_another_digests_sbom_provenance_or_signature(
     registry, small_images, tmp_path
 ):
     repo = f"attest-{uuid.uuid4().hex[:10]}/app"
     api = RegistryAPI(registry.host)
-    key, pub = make_keys(tmp_path, "team")
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text("variants: []\n")
+    key, pub, matrix = signing(tmp_path)
     image_a, image_b = small_images["a"], small_images["b"]
     sum_a = write_summary(tmp_path / "a.json", [summary_entry("att", image_a, tags=[f"{repo}:content-a"])])
     sum_b = write_summary(tmp_path / "b.json", [summary_entry("att", image_b, tags=[f"{repo}:content-b"])])
@@ -158,7 +133,7 @@ def test_verify_passes_on_a_pushed_image_and_fails_on_another_digests_sbom_prove
     assert f"attached\t{registry.host}/{repo}:{oci.fallback_tag(digest_a, 'sbom')}" in res.out
     assert build_py("push", "--summary", sum_b, *host).rc == 0
     digest_b = json.loads(sum_b.read_text())["variants"][0]["digest"]
-    assert _fallback(api, repo, digest_b, "att") is None
+    assert fallback(api, repo, digest_b, "att") is None
     res = build_py("attest", "--summary", sum_b, *host, "--sign-key", key, "--matrix", matrix)
     assert res.rc == 0, res.err
 
@@ -187,7 +162,7 @@ def test_verify_passes_on_a_pushed_image_and_fails_on_another_digests_sbom_prove
     assert byproduct["digest"] == attest.digest_map(attest.sha256_bytes(sbom.payload))
 
     subject_a = api.manifest(repo, digest_a)
-    originals = {k: _fallback(api, repo, digest_a, k) for k in ("sbom", "att")}
+    originals = {k: fallback(api, repo, digest_a, k) for k in ("sbom", "att")}
 
     def restore():
         for kind, manifest in originals.items():
@@ -195,7 +170,7 @@ def test_verify_passes_on_a_pushed_image_and_fails_on_another_digests_sbom_prove
         assert build_py("verify", image, "--key", pub).rc == 0
 
     # the SBOM swapped for B's (its artifact manifest copied as is under A's tag)
-    api.put_manifest(repo, oci.fallback_tag(digest_a, "sbom"), _fallback(api, repo, digest_b, "sbom"))
+    api.put_manifest(repo, oci.fallback_tag(digest_a, "sbom"), fallback(api, repo, digest_b, "sbom"))
     res = build_py("verify", image, "--key", pub)
     assert res.rc == 1 and "Traceback" not in res.err, res.err
     assert f"is attached to {digest_b}, not {digest_a}" in res.err
@@ -248,7 +223,7 @@ def test_a_bad_key_file_is_exit_2_naming_it_and_nothing_is_attached(registry, sm
     missing = tmp_path / "missing.pem"
     res = build_py("attest", "--summary", summary, *host, "--sign-key", missing, "--matrix", matrix)
     assert res.rc == 2 and f"{missing}: key '--sign-key': cannot read signing key" in res.err, res.err
-    assert _fallback(api, repo, digest, "sbom") is None and _fallback(api, repo, digest, "att") is None
+    assert fallback(api, repo, digest, "sbom") is None and fallback(api, repo, digest, "att") is None
 
     image = f"{registry.host}/{repo}:content-a"
     for bad, why in ((missing, "cannot read public key"), (not_a_key, "not a PEM public key")):
@@ -270,10 +245,8 @@ def test_release_require_signed_refuses_an_unsigned_digest_and_promotes_a_signed
 ):
     repo = f"attest-{uuid.uuid4().hex[:10]}/app"
     api = RegistryAPI(registry.host)
-    key, pub = make_keys(tmp_path, "team")
+    key, pub, matrix = signing(tmp_path)
     _other, other_pub = make_keys(tmp_path, "other")
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text("variants: []\n")
     image = small_images["a"]
     summary = write_summary(tmp_path / "s.json", [summary_entry("att", image, tags=[f"{repo}:content-a"])])
     checks = write_check_report(tmp_path / "checks.json", [("att", image.id, True)])
@@ -328,9 +301,7 @@ def test_attest_and_verify_log_in_to_a_registry_with_auth_and_write_no_credentia
     auth_registry, small_images, tmp_path
 ):
     repo = f"attest-{uuid.uuid4().hex[:10]}/app"
-    key, pub = make_keys(tmp_path, "team")
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text("variants: []\n")
+    key, pub, matrix = signing(tmp_path)
     summary = write_summary(
         tmp_path / "s.json", [summary_entry("att", small_images["b"], tags=[f"{repo}:content-b"])]
     )

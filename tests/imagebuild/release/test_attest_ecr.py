@@ -22,8 +22,8 @@ import uuid
 
 import pytest
 from cli import build_py
+from release_setup import fallback, signing
 from services import RUN, summary_entry, write_check_report, write_summary
-from test_attest import make_keys
 
 from imagebuild.adapters import ecr
 from imagebuild.adapters import oci_artifacts as oci
@@ -57,18 +57,12 @@ def test_the_ecr_registry_is_logged_in_to_with_the_token_over_https(aws):
     assert (dest.host, dest.oci_api().base, dest.oci_api().creds) == (host, api.base, api.creds)
 
 
-def _fallback(api, repo, digest, kind):
-    return api.manifest(repo, oci.fallback_tag(digest, kind))
-
-
 @pytest.mark.docker
 def test_attest_verify_and_require_signed_on_ecr(aws, ecr_stand_in, small_images, tmp_path):
     """The stand-in for ECR's registry host is the only substitution (see the module docstring)."""
     stand_in, to_ecr, api = ecr_stand_in.registry, ecr_stand_in.to_ecr, ecr_stand_in.api  # api: our reader
     repo = f"h6-ecr-attest-{RUN}-{uuid.uuid4().hex[:8]}/app"
-    key, pub = make_keys(tmp_path, "team")
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text("variants: []\n")
+    key, pub, matrix = signing(tmp_path)
     image_a, image_b = small_images["a"], small_images["b"]
     sum_a = write_summary(tmp_path / "a.json", [summary_entry("ecr-a", image_a, tags=[f"{repo}:content-a"])])
     sum_b = write_summary(tmp_path / "b.json", [summary_entry("ecr-b", image_b, tags=[f"{repo}:content-b"])])
@@ -119,14 +113,14 @@ def test_attest_verify_and_require_signed_on_ecr(aws, ecr_stand_in, small_images
     # attest --ecr signs it: verify passes, the release gate passes and ECR's PutImage promotes it
     res = run("attest", "--summary", sum_b, *to_ecr, "--sign-key", key, "--matrix", matrix)
     assert res.rc == 0, res.err
-    assert all(_fallback(api, repo, digest_b, kind) is not None for kind in ("sbom", "att"))
+    assert all(fallback(api, repo, digest_b, kind) is not None for kind in ("sbom", "att"))
     assert run("verify", image_b_ref, "--key", pub, *to_ecr).rc == 0
     res = release(sum_b, "r-b")
     assert res.rc == 0, res.err
     assert released("r-b").digest == digest_b
 
     # A tampered (its SBOM tag holds B's SBOM): verify fails, naming it, and release refuses A
-    api.put_manifest(repo, oci.fallback_tag(digest_a, "sbom"), _fallback(api, repo, digest_b, "sbom"))
+    api.put_manifest(repo, oci.fallback_tag(digest_a, "sbom"), fallback(api, repo, digest_b, "sbom"))
     res = run("verify", image_a_ref, "--key", pub, *to_ecr)
     assert res.rc == 1 and f"is attached to {digest_b}, not {digest_a}" in res.err, res.err
     given_to_moto(digest_a, "content-a")
@@ -136,14 +130,14 @@ def test_attest_verify_and_require_signed_on_ecr(aws, ecr_stand_in, small_images
 
     # ECR's tags are immutable: attest never moves one. Again on B: the same artifacts, nothing written; on
     # tampered A: refused (exit 1), the tag left holding what it held
-    before = {k: _fallback(api, repo, digest_b, k).digest for k in ("sbom", "att")}
+    before = {k: fallback(api, repo, digest_b, k).digest for k in ("sbom", "att")}
     res = run("attest", "--summary", sum_b, *to_ecr, "--sign-key", key, "--matrix", matrix)
     assert res.rc == 0, res.err
-    assert {k: _fallback(api, repo, digest_b, k).digest for k in ("sbom", "att")} == before
-    held = _fallback(api, repo, digest_a, "sbom").digest
+    assert {k: fallback(api, repo, digest_b, k).digest for k in ("sbom", "att")} == before
+    held = fallback(api, repo, digest_a, "sbom").digest
     res = run("attest", "--summary", sum_a, *to_ecr, "--sign-key", key, "--matrix", matrix)
     assert res.rc == 1 and "immutable" in res.err and "not moved" in res.err, res.err
-    assert _fallback(api, repo, digest_a, "sbom").digest == held
+    assert fallback(api, repo, digest_a, "sbom").digest == held
 
     for text in said:  # the token is never printed
         assert stand_in.password not in text
@@ -215,8 +209,7 @@ def test_the_ci_examples_main_path_on_ecr_attests_and_releases_signed(
     (tmp_path / "build").mkdir()
     write_summary(tmp_path / "build/summary.json", [summary_entry(variant, image, tags=[f"{repo}:content"])])
     write_check_report(tmp_path / "build/test-report.json", [(variant, image.id, True)])
-    (tmp_path / "matrix.yaml").write_text("variants: []\n")
-    key, pub = make_keys(tmp_path, "team")
+    key, pub, _matrix = signing(tmp_path)  # the matrix the examples name: ./matrix.yaml
     (tmp_path / "signing.pub.pem").write_bytes(pub.read_bytes())  # where CodeBuild's release writes it
     runner_temp = tmp_path / "runner"
     runner_temp.mkdir()
@@ -245,4 +238,4 @@ def test_the_ci_examples_main_path_on_ecr_attests_and_releases_signed(
         assert stand_in.password not in res.out + res.err
     released = ecr.existing_image(client, FAST)(ImageRef(stand_in.host, repo, f"{variant}-{sha}"))
     assert released is not None and released.digest == digest
-    assert all(_fallback(api, repo, digest, kind) is not None for kind in ("sbom", "att"))
+    assert all(fallback(api, repo, digest, kind) is not None for kind in ("sbom", "att"))

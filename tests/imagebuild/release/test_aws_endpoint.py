@@ -12,8 +12,8 @@ import time
 
 import pytest
 from cli import build_py
+from release_setup import make_keys
 from services import MotoServer, RawServer, free_port, http_answer
-from test_attest import make_keys
 
 from imagebuild.adapters import ecr
 from imagebuild.adapters.aws import aws_client

@@ -37,16 +37,22 @@ CHECKS = {
 FAILING = {"python3-on-path", "passwd-world-writable", "workdir-app"}
 
 
-@pytest.fixture
-def custom_image(docker_client, small_images):
-    """A small real image FROM the small image A whose lock label carries CHECKS, written as render writes
-    the lock label (label_json, then the Dockerfile quoting)."""
-    lock = dict(small_lock("h6-custom", nccl="2.26.2"), checks=CHECKS)
-    dockerfile = f"FROM {small_images['a'].id}\nLABEL {LOCK_LABEL}={_dq(label_json(lock))}\n"
-    tag = f"h6-test/custom-{RUN}:dev"
+def _image_checking(docker_client, base, name, checks, tag):
+    """A small real image FROM the image `base`, tagged `tag`, whose lock label (`name`'s) carries `checks`,
+    written as render writes the lock label (label_json, then the Dockerfile quoting); (image, lock)."""
+    lock = dict(small_lock(name, nccl="2.26.2"), checks=checks)
+    dockerfile = f"FROM {base.id}\nLABEL {LOCK_LABEL}={_dq(label_json(lock))}\n"
     image, _ = docker_client.images.build(
         fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True
     )
+    return image, lock
+
+
+@pytest.fixture
+def custom_image(docker_client, small_images):
+    """A small real image FROM the small image A whose lock label carries CHECKS."""
+    tag = f"h6-test/custom-{RUN}:dev"
+    image, lock = _image_checking(docker_client, small_images["a"], "h6-custom", CHECKS, tag)
     yield image, tag, lock
     docker_client.images.remove(image.id, force=True)
 
@@ -96,12 +102,8 @@ TIMED = {
 def test_a_command_past_its_timeout_fails_and_the_check_run_goes_on(docker_client, small_images, tmp_path):
     """A hanging command would eat the whole check run: it is killed inside the container after `timeout`
     seconds (default 60) and fails saying so; the checks after it still run."""
-    lock = dict(small_lock("h6-timed", nccl="2.26.2"), checks=TIMED)
-    dockerfile = f"FROM {small_images['a'].id}\nLABEL {LOCK_LABEL}={_dq(label_json(lock))}\n"
     tag = f"h6-test/timed-{RUN}:dev"
-    image, _ = docker_client.images.build(
-        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True
-    )
+    image, _lock = _image_checking(docker_client, small_images["a"], "h6-timed", TIMED, tag)
     try:
         report_path = tmp_path / "test-report.json"
         res = build_py("test", "--image", tag, "--trust-image-checks", "--json", report_path)
@@ -134,12 +136,8 @@ def test_image_label_checks_run_only_when_trusted_and_their_output_is_cut(
 ):
     """`build.py test --image REF` ran the commands the image's own label names; now only with
     --trust-image-checks (else unknown, not run), and then bounded in output bytes as in time."""
-    lock = dict(small_lock("h6-bounds", nccl="2.26.2"), checks=BOUNDS)
-    dockerfile = f"FROM {small_images['a'].id}\nLABEL {LOCK_LABEL}={_dq(label_json(lock))}\n"
     tag = f"h6-test/bounds-{RUN}-{uuid.uuid4().hex[:8]}:dev"
-    image, _ = docker_client.images.build(
-        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True
-    )
+    image, _lock = _image_checking(docker_client, small_images["a"], "h6-bounds", BOUNDS, tag)
     try:
         plain, trusted = tmp_path / "plain.json", tmp_path / "trusted.json"
         res_plain = build_py("test", "--image", tag, "--json", plain)

@@ -36,6 +36,14 @@ def _client(aws, endpoint=None):
     return aws_client("ecr", "us-east-1", endpoint or aws.endpoint_url)
 
 
+def _pushed_manifest(registry, tmp_path, monkeypatch, image, repo):
+    """The manifest of `image` as pushed to the local registry under REPO:dev (a real one for moto's ECR)."""
+    summary = write_summary(tmp_path / "src.json", [summary_entry("a", image, tags=[f"{repo}:dev"])])
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
+    return RegistryAPI(registry.host).manifest(repo, "dev")
+
+
 def test_repository_created_immutable_with_scan_on_push(aws):
     client = _client(aws)
     messages = []
@@ -72,10 +80,7 @@ def test_login_token_decodes_and_hides_the_secret(aws):
 def test_tag_lookup_and_promotion_with_a_real_manifest(aws, registry, small_images, tmp_path, monkeypatch):
     """The manifest of an image really pushed to the local registry, stored in moto's ECR with PutImage."""
     image = small_images["a"]
-    summary = write_summary(tmp_path / "s.json", [summary_entry("a", image, tags=["h6-test/ecrsrc:dev"])])
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert build_py("push", "--summary", str(summary), "--registry", registry.host).rc == 0
-    manifest = RegistryAPI(registry.host).manifest("h6-test/ecrsrc", "dev")
+    manifest = _pushed_manifest(registry, tmp_path, monkeypatch, image, "h6-test/ecrsrc")
 
     client = _client(aws)
     ecr.ensure_repository(client, "h6/promote", FAST)
@@ -98,10 +103,7 @@ def test_push_to_ecr_refuses_a_tag_holding_another_image(aws, registry, small_im
     """`build.py push --ecr` end to end up to the docker push: the tag check refuses before any upload,
     so no traffic leaves this machine (moto's ECR has no registry to push to)."""
     image_a, image_b = small_images["a"], small_images["b"]
-    src = write_summary(tmp_path / "src.json", [summary_entry("a", image_a, tags=["h6-test/ecrclash:dev"])])
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert build_py("push", "--summary", str(src), "--registry", registry.host).rc == 0
-    manifest_a = RegistryAPI(registry.host).manifest("h6-test/ecrclash", "dev")
+    manifest_a = _pushed_manifest(registry, tmp_path, monkeypatch, image_a, "h6-test/ecrclash")
     client = _client(aws)
     ecr.ensure_repository(client, "h6-test/ecrclash", FAST)
     ecr.put_tag(client, ImageRef("x", "h6-test/ecrclash", "dev"), manifest_a, FAST)

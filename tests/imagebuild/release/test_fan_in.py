@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 from cli import build_py
+from release_setup import make_keys
 from services import write_check_report
-from test_attest import make_keys
 
 from imagebuild.adapters.registry import RegistryAPI
 from imagebuild.release.fanin import is_content_tag, shared_targets

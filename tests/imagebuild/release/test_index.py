@@ -9,14 +9,8 @@ import uuid
 
 import pytest
 from cli import build_py
-from services import (
-    LOCK_LABEL,
-    build_arm64_scratch,
-    small_lock,
-    summary_entry,
-    write_check_report,
-    write_summary,
-)
+from release_setup import arm64_locked
+from services import summary_entry, write_check_report, write_summary
 
 from imagebuild.adapters.registry import RegistryAPI
 from imagebuild.errors import ChecksFailed
@@ -47,8 +41,7 @@ def test_an_index_holds_one_image_per_platform():
 @pytest.fixture(scope="module")
 def arm64_image(docker_client):
     """A small real image whose config says linux/arm64, with a lock label (FROM scratch: no emulation)."""
-    text = json.dumps(small_lock("idx-arm"), sort_keys=True)
-    image = build_arm64_scratch(docker_client, {LOCK_LABEL: text})
+    image = arm64_locked(docker_client, "idx-arm")
     yield image
     docker_client.images.remove(image.id, force=True)
 

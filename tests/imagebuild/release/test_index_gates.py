@@ -11,15 +11,9 @@ import uuid
 
 import pytest
 from cli import build_py
-from services import (
-    LOCK_LABEL,
-    build_arm64_scratch,
-    small_lock,
-    summary_entry,
-    write_check_report,
-    write_summary,
-)
-from test_attest import DPKG, make_keys
+from release_setup import arm64_locked, push_summary, release, signing
+from services import summary_entry, write_check_report
+from test_attest import DPKG
 
 from imagebuild.adapters.registry import RegistryAPI, RemoteManifest, sha256_of
 from imagebuild.release.index import INDEX_TYPE, IndexEntry, index_body
@@ -28,8 +22,7 @@ pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
 
 
 def _arm64(docker_client, name, **lock):
-    text = json.dumps(dict(small_lock(name), **lock), sort_keys=True)
-    return build_arm64_scratch(docker_client, {LOCK_LABEL: text}, files={"/var/lib/dpkg/status": DPKG})
+    return arm64_locked(docker_client, name, files={"/var/lib/dpkg/status": DPKG}, **lock)
 
 
 @pytest.fixture(scope="module")
@@ -48,19 +41,19 @@ def _pushed_twins(registry, tmp_path, amd, arm):
         summary_entry("twin", amd, tags=[f"{repo}:v1"]),
         summary_entry("twin-arm64", arm, tags=[f"{repo}:v1"]),
     ]
-    summary = write_summary(tmp_path / "summary.json", entries)
-    res = build_py("push", "--summary", str(summary), "--registry", registry.host)
-    assert res.rc == 0, res.err
+    summary = tmp_path / "summary.json"
+    pushed = push_summary(registry.host, summary, entries)
     checks = write_check_report(
         tmp_path / "both.json", [("twin", amd.id, True), ("twin-arm64", arm.id, True)]
     )
-    digests = {e["variant"]: e["digest"] for e in json.loads(summary.read_text())["variants"]}
+    digests = {e["variant"]: e["digest"] for e in pushed}
     return repo, summary, checks, digests
 
 
 def _release(registry, summary, checks, tmp_path, *extra):
-    argv = ["release", "--summary", str(summary), "--checks", str(checks), "--records", str(tmp_path / "rec")]
-    return build_py(*argv, "--registry", registry.host, "--tag", "r1", "--variant", "twin", *extra)
+    return release(
+        registry.host, summary, checks, tmp_path / "rec", "--tag", "r1", "--variant", "twin", *extra
+    )
 
 
 def _put_index(api, repo, tag, body):
@@ -77,10 +70,10 @@ def _point_summary_at(summary, host, repo, tag, digest):
     summary.write_text(json.dumps(doc))
 
 
-def _as_arm64(api, repo, digest):
-    """An index entry naming the amd64 image `digest` as linux/arm64."""
+def _amd64_twice(api, repo, digest):
+    """The body of an index naming the amd64 image `digest` as linux/amd64 and as linux/arm64."""
     m = api.manifest(repo, digest)
-    return IndexEntry(digest, m.media_type, len(m.body), "linux", "arm64")
+    return index_body([IndexEntry(digest, m.media_type, len(m.body), "linux", p) for p in ("amd64", "arm64")])
 
 
 @pytest.mark.docker
@@ -90,9 +83,7 @@ def test_require_signed_covers_every_entry_of_the_index_and_verify_of_the_tag_pa
     amd = small_images["a"]
     repo, summary, checks, digests = _pushed_twins(registry, tmp_path, amd, arm64_signable)
     api = RegistryAPI(registry.host)
-    key, pub = make_keys(tmp_path, "team")
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text("variants: []\n")
+    key, pub, matrix = signing(tmp_path)
     attest = ["attest", "--summary", str(summary), "--registry", registry.host, "--sign-key", key]
     res = build_py(*attest, "--matrix", matrix, "--variant", "twin")  # the amd64 twin alone
     assert res.rc == 0, res.err
@@ -115,11 +106,7 @@ def test_require_signed_covers_every_entry_of_the_index_and_verify_of_the_tag_pa
     assert res.out.strip() == f"verified\t{registry.host}/{repo}:r1\t{index.digest}"
 
     # an index of the same signed images, its arm64 entry the amd64 image: verify names it
-    amd_entry = _as_arm64(api, repo, digests["twin"])
-    forged = index_body(
-        [IndexEntry(amd_entry.digest, amd_entry.media_type, amd_entry.size, "linux", "amd64"), amd_entry]
-    )
-    _put_index(api, repo, "forged", forged)
+    _put_index(api, repo, "forged", _amd64_twice(api, repo, digests["twin"]))
     res = build_py("verify", f"{registry.host}/{repo}:forged", "--key", pub)
     assert res.rc == 1, res.err
     assert f"its linux/arm64 entry {digests['twin']} is a linux/amd64 image (its config says so)" in res.err
@@ -132,10 +119,7 @@ def test_an_index_whose_arm64_entry_is_the_amd64_image_is_refused(
     amd = small_images["a"]
     repo, summary, checks, digests = _pushed_twins(registry, tmp_path, amd, arm64_signable)
     api = RegistryAPI(registry.host)
-    amd_entry = _as_arm64(api, repo, digests["twin"])
-    body = index_body(
-        [IndexEntry(amd_entry.digest, amd_entry.media_type, amd_entry.size, "linux", "amd64"), amd_entry]
-    )
+    body = _amd64_twice(api, repo, digests["twin"])
     _point_summary_at(summary, registry.host, repo, "forged", _put_index(api, repo, "forged", body))
     res = _release(registry, summary, checks, tmp_path)
     assert res.rc == 1, res.err

@@ -7,7 +7,6 @@ at repositories the given summary and records name.
 
 from __future__ import annotations
 
-import io
 import json
 import secrets
 import uuid
@@ -15,34 +14,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cli import build_py
-from services import (
-    LOCK_LABEL,
-    RUN,
-    build_arm64_scratch,
-    small_lock,
-    summary_entry,
-    write_check_report,
-    write_summary,
-)
+from release_setup import arm64_locked, content_image, prune_argv, push_content_images, release, remove_images
+from services import summary_entry, write_check_report, write_summary
 
 from imagebuild.adapters.registry import RegistryAPI
 from imagebuild.release import prune
 from imagebuild.variant import HASH_LABEL
 
 pytest_plugins = ["services_fixtures"]  # fixtures: registry, small_images
-
-
-def _content_image(client, local_base, repo, n):
-    """A real image as the builder leaves one: its hash label, its content tag `repo:<versions>-<hash12>`."""
-    chash = secrets.token_hex(32)
-    lock = json.dumps(small_lock(f"prune-{n}"), sort_keys=True)
-    dockerfile = (
-        f"FROM {local_base}\nLABEL {HASH_LABEL}={chash} {LOCK_LABEL}={json.dumps(lock)} "
-        f"org.efa-image-build.test-run={RUN}\n"
-    )
-    tag = f"nccl2.27.7-{chash[:12]}"
-    image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=f"{repo}:{tag}", rm=True)
-    return image, tag
 
 
 @pytest.mark.docker
@@ -52,24 +31,18 @@ def test_prune_dry_run_lists_exactly_the_unreferenced_content_tags(
     repo = f"prune-{uuid.uuid4().hex[:10]}/app"
     host_repo = f"{registry.host}/{repo}"
     api = RegistryAPI(registry.host)
-    made = [_content_image(docker_client, local_base, repo, n) for n in range(5)]
+    made = [content_image(docker_client, local_base, repo, n) for n in range(5)]
     try:
         # every image pushed by its content tag; then #1 is the latest build, #2 released, #3 on channel dev
-        entries = [summary_entry(f"p{n}", img, tags=[f"{repo}:{tag}"]) for n, (img, tag) in enumerate(made)]
-        pushed = write_summary(tmp_path / "pushed.json", entries)
-        assert build_py("push", "--summary", str(pushed), "--registry", registry.host).rc == 0
-        entries = json.loads(pushed.read_text())["variants"]
+        entries = push_content_images(registry.host, tmp_path / "pushed.json", "p", made, [repo] * 5)
         records = tmp_path / "rec"
         for n, extra in ((1, ["--tag", "r1"]), (2, ["--channel", "dev"])):
             one = write_summary(tmp_path / f"one-{n}.json", [entries[n]])
             checks = write_check_report(tmp_path / f"checks-{n}.json", [(f"p{n}", made[n][0].id, True)])
-            res = build_py(
-                "release", "--summary", str(one), "--checks", str(checks), "--records", str(records),
-                "--registry", registry.host, *extra,
-            )  # fmt: skip
+            res = release(registry.host, one, checks, records, *extra)
             assert res.rc == 0, res.err
         latest = write_summary(tmp_path / "summary.json", [entries[0]])
-        argv = ["prune", "--summary", str(latest), "--records", str(records), "--registry", registry.host]
+        argv = prune_argv(registry.host, latest, records)
 
         res = build_py(*argv, "--dry-run", "--older-than", "0s")
         assert res.rc == 0, res.err
@@ -105,11 +78,7 @@ def test_prune_dry_run_lists_exactly_the_unreferenced_content_tags(
         assert local == {f"{repo}:{t}" for _img, t in made[:3]}
         assert build_py(*argv, "--dry-run", "--older-than", "0s").out == ""
     finally:
-        for image, _tag in made:
-            try:
-                docker_client.images.remove(image.id, force=True)
-            except Exception:  # noqa: BLE001 - already pruned
-                pass
+        remove_images(docker_client, [image for image, _tag in made])
 
 
 @pytest.mark.docker
@@ -124,16 +93,13 @@ def test_a_repository_the_matrix_no_longer_names_is_said_and_pruned_only_when_na
     new_repo = f"prune-{uuid.uuid4().hex[:10]}/new"
     host_old = f"{registry.host}/{old_repo}"
     api = RegistryAPI(registry.host)
-    made = [_content_image(docker_client, local_base, r, n) for n, r in enumerate((old_repo, new_repo))]
+    made = [content_image(docker_client, local_base, r, n) for n, r in enumerate((old_repo, new_repo))]
     try:
-        entries = [summary_entry(f"v{n}", img, tags=[f"{r}:{tag}"]) for n, ((img, tag), r) in
-                   enumerate(zip(made, (old_repo, new_repo)))]  # fmt: skip
-        pushed = write_summary(tmp_path / "pushed.json", entries)
-        assert build_py("push", "--summary", str(pushed), "--registry", registry.host).rc == 0
-        latest = write_summary(tmp_path / "summary.json", [json.loads(pushed.read_text())["variants"][1]])
+        pushed = push_content_images(registry.host, tmp_path / "pushed.json", "v", made, (old_repo, new_repo))
+        latest = write_summary(tmp_path / "summary.json", [pushed[1]])
         records = tmp_path / "rec"
         records.mkdir()
-        argv = ["prune", "--summary", str(latest), "--records", str(records), "--registry", registry.host]
+        argv = prune_argv(registry.host, latest, records)
         old_tag = made[0][1]
 
         res = build_py(*argv, "--dry-run", "--older-than", "0s")
@@ -158,11 +124,7 @@ def test_a_repository_the_matrix_no_longer_names_is_said_and_pruned_only_when_na
         assert api.manifest(new_repo, made[1][1]) is not None  # the latest build stays
         assert [t for img in docker_client.images.list(name=old_repo) for t in img.tags] == []
     finally:
-        for image, _tag in made:
-            try:
-                docker_client.images.remove(image.id, force=True)
-            except Exception:  # noqa: BLE001 - already pruned
-                pass
+        remove_images(docker_client, [image for image, _tag in made])
 
 
 def test_the_core_keeps_what_a_release_tag_shares_and_what_is_too_young():
@@ -196,8 +158,7 @@ def test_prune_keeps_every_image_a_released_index_names(registry, docker_client,
     api = RegistryAPI(registry.host)
     chash = secrets.token_hex(32)
     ctag = f"nccl2.27.7-{chash[:12]}"
-    lock = json.dumps(small_lock("prune-arm"), sort_keys=True)
-    arm = build_arm64_scratch(docker_client, {HASH_LABEL: chash, LOCK_LABEL: lock}, tag=f"{repo}:{ctag}")
+    arm = arm64_locked(docker_client, "prune-arm", {HASH_LABEL: chash}, tag=f"{repo}:{ctag}")
     try:
         amd = summary_entry("twin", small_images["a"], tags=[f"{repo}:v1"])
         twin = summary_entry("twin-arm64", arm, tags=[f"{repo}:v1", f"{repo}:{ctag}"])
@@ -209,10 +170,7 @@ def test_prune_keeps_every_image_a_released_index_names(registry, docker_client,
             tmp_path / "checks.json", [("twin", small_images["a"].id, True), ("twin-arm64", arm.id, True)]
         )
         records = tmp_path / "rec"
-        res = build_py(
-            "release", "--summary", str(summary), "--checks", str(checks), "--records", str(records),
-            "--registry", registry.host, "--variant", "twin", "--tag", "r1",
-        )  # fmt: skip
+        res = release(registry.host, summary, checks, records, "--variant", "twin", "--tag", "r1")
         assert res.rc == 0, res.err
         index = api.manifest(repo, "r1")
         arm_digest = entries["twin-arm64"]["digest"]
@@ -223,7 +181,7 @@ def test_prune_keeps_every_image_a_released_index_names(registry, docker_client,
         for ref in [t for t in docker_client.images.get(arm.id).tags if not t.endswith(":" + ctag)]:
             docker_client.images.remove(ref, noprune=True)
         latest = write_summary(tmp_path / "latest.json", [entries["twin"]])
-        argv = ["prune", "--summary", str(latest), "--records", str(records), "--registry", registry.host]
+        argv = prune_argv(registry.host, latest, records)
 
         res = build_py(*argv, "--older-than", "0s")
         assert res.rc == 0, res.err

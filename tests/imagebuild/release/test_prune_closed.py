@@ -11,9 +11,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cli import build_py
-from services import summary_entry, write_check_report, write_summary
-from test_attest import make_keys
-from test_prune import _content_image
+from release_setup import content_image, prune_argv, push_content_images, release, remove_images, signing
+from services import write_check_report, write_summary
 
 from imagebuild.adapters.oci_artifacts import fallback_tag
 from imagebuild.adapters.registry import RegistryAPI
@@ -69,42 +68,30 @@ def test_prune_with_a_records_folder_that_is_not_there_is_exit_2_and_removes_not
     registry, docker_client, local_base, tmp_path
 ):
     repo = f"prune-rec-{uuid.uuid4().hex[:10]}/app"
-    made = [_content_image(docker_client, local_base, repo, n) for n in range(2)]
+    made = [content_image(docker_client, local_base, repo, n) for n in range(2)]
     try:
-        entries = [summary_entry(f"q{n}", img, tags=[f"{repo}:{tag}"]) for n, (img, tag) in enumerate(made)]
-        pushed = write_summary(tmp_path / "pushed.json", entries)
-        assert build_py("push", "--summary", str(pushed), "--registry", registry.host).rc == 0
-        entries = json.loads(pushed.read_text())["variants"]
+        entries = push_content_images(registry.host, tmp_path / "pushed.json", "q", made, [repo] * 2)
         # #1 is released (its record is all that names its image: the latest build is #0)
         one = write_summary(tmp_path / "one.json", [entries[1]])
         checks = write_check_report(tmp_path / "checks.json", [("q1", made[1][0].id, True)])
         records = tmp_path / "rec"
-        res = build_py(
-            "release", "--summary", str(one), "--checks", str(checks), "--records", str(records),
-            "--registry", registry.host, "--tag", "r1",
-        )  # fmt: skip
+        res = release(registry.host, one, checks, records, "--tag", "r1")
         assert res.rc == 0, res.err
         latest = write_summary(tmp_path / "summary.json", [entries[0]])
         (tmp_path / "afile").write_text("")
         for wrong, why in ((tmp_path / "recs", "does not exist"), (tmp_path / "afile", "is not a folder")):
-            argv = ["prune", "--summary", str(latest), "--records", str(wrong), "--registry", registry.host]
-            res = build_py(*argv, "--older-than", "0s")
+            res = build_py(*prune_argv(registry.host, latest, wrong), "--older-than", "0s")
             assert res.rc == 2 and why in res.err and str(wrong) in res.err, res.err
             assert "Traceback" not in res.err and res.out == ""
         # nothing removed: the released image keeps its content tags, local and in the registry
         assert set(docker_client.images.get(made[1][0].id).tags) >= {f"{repo}:{made[1][1]}"}
         assert RegistryAPI(registry.host).manifest(repo, made[1][1]).digest == entries[1]["digest"]
         # the right folder: the released image stays, as it must
-        argv = ["prune", "--summary", str(latest), "--records", str(records), "--registry", registry.host]
-        res = build_py(*argv, "--older-than", "0s", "--dry-run")
+        res = build_py(*prune_argv(registry.host, latest, records), "--older-than", "0s", "--dry-run")
         assert res.rc == 0 and made[1][1] not in res.out, res.out
         assert f"{repo}:{made[1][1]}" in docker_client.images.get(made[1][0].id).tags
     finally:
-        for image, _tag in made:
-            try:
-                docker_client.images.remove(image.id, force=True)
-            except Exception:  # noqa: BLE001 - already pruned
-                pass
+        remove_images(docker_client, [image for image, _tag in made])
 
 
 @pytest.mark.docker
@@ -114,14 +101,11 @@ def test_prune_removes_the_attestation_tags_of_what_it_deletes_and_keeps_the_oth
     repo = f"prune-att-{uuid.uuid4().hex[:10]}/app"
     host_repo = f"{registry.host}/{repo}"
     api = RegistryAPI(registry.host)
-    made = [_content_image(docker_client, local_base, repo, n) for n in range(2)]
+    made = [content_image(docker_client, local_base, repo, n) for n in range(2)]
     try:
-        entries = [summary_entry(f"t{n}", img, tags=[f"{repo}:{tag}"]) for n, (img, tag) in enumerate(made)]
-        pushed = write_summary(tmp_path / "pushed.json", entries)
-        assert build_py("push", "--summary", str(pushed), "--registry", registry.host).rc == 0
-        key, pub = make_keys(tmp_path, "team")
-        matrix = tmp_path / "matrix.yaml"
-        matrix.write_text("variants: []\n")
+        pushed = tmp_path / "pushed.json"
+        push_content_images(registry.host, pushed, "t", made, [repo] * 2)
+        key, pub, matrix = signing(tmp_path)
         attest = ["attest", "--summary", str(pushed), "--registry", registry.host, "--sign-key", key]
         assert build_py(*attest, "--matrix", matrix).rc == 0
         entries = json.loads(pushed.read_text())["variants"]
@@ -130,16 +114,7 @@ def test_prune_removes_the_attestation_tags_of_what_it_deletes_and_keeps_the_oth
         assert all(api.manifest(repo, t) is not None for d in (kept, gone) for t in att[d])
         (tmp_path / "rec").mkdir()
         latest = write_summary(tmp_path / "summary.json", [entries[0]])  # #0 is the latest build
-        argv = [
-            "prune",
-            "--summary",
-            str(latest),
-            "--records",
-            str(tmp_path / "rec"),
-            "--registry",
-            registry.host,
-        ]
-        argv += ["--older-than", "0s"]
+        argv = [*prune_argv(registry.host, latest, tmp_path / "rec"), "--older-than", "0s"]
 
         res = build_py(*argv, "--dry-run")
         assert res.rc == 0, res.err
@@ -157,8 +132,4 @@ def test_prune_removes_the_attestation_tags_of_what_it_deletes_and_keeps_the_oth
         res = build_py("verify", f"{host_repo}:{made[0][1]}", "--key", pub)
         assert res.rc == 0, res.err
     finally:
-        for image, _tag in made:
-            try:
-                docker_client.images.remove(image.id, force=True)
-            except Exception:  # noqa: BLE001 - already pruned
-                pass
+        remove_images(docker_client, [image for image, _tag in made])

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 from cli import build_py
+from release_setup import make_keys
 from services import RawServer, free_port, http_answer, summary_entry, write_summary
-from test_attest import make_keys
 
 from imagebuild.adapters.registry import Bounds, Credentials, RegistryAPI
 from imagebuild.errors import UserError
