@@ -27,6 +27,7 @@ from bench_parse_real import (  # noqa: E402
     default_workers,
     generate_ranks,
     grep_pattern,
+    import_path,
     parse_argv,
     timed,
 )
@@ -49,7 +50,8 @@ def contenders(path: str, tmp: str, workers: int, baseline: str) -> dict:
         for w in (1, workers):
             report = os.path.join(tmp, "%sw%d.json" % (tag.strip() or "this", w))
             argv = parse_argv(path, report, w)
-            out["%sparse w%d" % (tag, w)] = (argv, dict(os.environ, PYTHONPATH=root), root, report)
+            env = dict(os.environ, PYTHONPATH=import_path(root))  # a checkout's own validators, old or new
+            out["%sparse w%d" % (tag, w)] = (argv, env, root, report)
     return out
 
 
