@@ -31,7 +31,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "validators"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from bench_parse_real import best, corpus_parser, parse_argv, save_json  # noqa: E402
+from bench_parse_real import best, corpus_parser, import_path, parse_argv, save_json  # noqa: E402
 
 from efa_validators.scan.parscan import default_workers  # noqa: E402
 
@@ -74,7 +74,7 @@ def flood(path: str, ranks: int, logs: list) -> dict:
 
 def parse(path: str, repeat: int, workers: int, report: str, root: str = ROOT) -> dict:
     """`python -m efa_validators parse` of `path` by the checkout at `root`: time, CPU, RSS, what it said."""
-    env = dict(os.environ, PYTHONPATH=root)
+    env = dict(os.environ, PYTHONPATH=import_path(root))
     argv = parse_argv(path, report, workers)
     res = best(repeat, argv, env, root)
     res["report_mb"] = os.path.getsize(report) / 1e6
